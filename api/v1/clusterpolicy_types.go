@@ -1,0 +1,191 @@
+package v1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterPolicy describes the GPU node stack the operator keeps on every GPU
+// node: which operands run, from which images, and how drivers are upgraded.
+// Only the oldest ClusterPolicy in a cluster is acted on; any other is marked
+// ignored.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.state`,description="ready, notReady or ignored"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.readyNodes`,description="GPU nodes ready on every state / GPU nodes"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	// +optional
+	Spec ClusterPolicySpec `json:"spec,omitempty"`
+	// +optional
+	Status ClusterPolicyStatus `json:"status,omitempty"`
+}
+
+// ClusterPolicyList is a list of ClusterPolicy.
+//
+// +kubebuilder:object:root=true
+type ClusterPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterPolicy{}, &ClusterPolicyList{})
+}
+
+// ClusterPolicySpec is the desired GPU node stack. Section and field names
+// follow the NVIDIA GPU Operator's ClusterPolicy so that an existing policy
+// applies unchanged; sections this operator does not implement are accepted
+// as opaque values and listed in status.ignoredFields.
+type ClusterPolicySpec struct {
+	// Operator holds settings of the operator itself.
+	// +kubebuilder:default={}
+	// +optional
+	Operator OperatorSpec `json:"operator,omitempty"`
+
+	// Daemonsets holds settings shared by every operand DaemonSet.
+	// +kubebuilder:default={}
+	// +optional
+	Daemonsets DaemonsetsSpec `json:"daemonsets,omitempty"`
+
+	// Driver is the NVIDIA driver container, which loads the kernel modules.
+	// +kubebuilder:default={}
+	// +optional
+	Driver DriverSpec `json:"driver,omitempty"`
+
+	// Toolkit is the NVIDIA Container Toolkit, which lets the container
+	// runtime start GPU containers.
+	// +kubebuilder:default={}
+	// +optional
+	Toolkit ToolkitSpec `json:"toolkit,omitempty"`
+
+	// DevicePlugin registers nvidia.com/gpu with the kubelet.
+	// +kubebuilder:default={}
+	// +optional
+	DevicePlugin DevicePluginSpec `json:"devicePlugin,omitempty"`
+
+	// DCGMExporter exports GPU metrics for Prometheus.
+	// +kubebuilder:default={}
+	// +optional
+	DCGMExporter DCGMExporterSpec `json:"dcgmExporter,omitempty"`
+
+	// GFD is GPU Feature Discovery, which labels nodes with GPU properties.
+	// +kubebuilder:default={}
+	// +optional
+	GFD GFDSpec `json:"gfd,omitempty"`
+
+	// NFD is Node Feature Discovery, which labels nodes with their PCI
+	// devices and OS; it is how GPU nodes are found. Disable it when the
+	// cluster already runs NFD.
+	// +kubebuilder:default={}
+	// +optional
+	NFD NFDSpec `json:"nfd,omitempty"`
+
+	UnsupportedSections `json:",inline"`
+}
+
+// UnsupportedSections are sections of the NVIDIA GPU Operator's
+// ClusterPolicy that this operator accepts, keeps and does not act on.
+// They are opaque so that no value in them can make a policy invalid.
+type UnsupportedSections struct {
+	// MIG is accepted for compatibility and not acted on.
+	// +optional
+	MIG *apiextensionsv1.JSON `json:"mig,omitempty"`
+	// MIGManager is accepted for compatibility and not acted on.
+	// +optional
+	MIGManager *apiextensionsv1.JSON `json:"migManager,omitempty"`
+	// DCGM is accepted for compatibility and not acted on.
+	// +optional
+	DCGM *apiextensionsv1.JSON `json:"dcgm,omitempty"`
+	// GDS is accepted for compatibility and not acted on.
+	// +optional
+	GDS *apiextensionsv1.JSON `json:"gds,omitempty"`
+	// GDRCopy is accepted for compatibility and not acted on.
+	// +optional
+	GDRCopy *apiextensionsv1.JSON `json:"gdrcopy,omitempty"`
+	// Validator is accepted for compatibility and not acted on.
+	// +optional
+	Validator *apiextensionsv1.JSON `json:"validator,omitempty"`
+	// NodeStatusExporter is accepted for compatibility and not acted on.
+	// +optional
+	NodeStatusExporter *apiextensionsv1.JSON `json:"nodeStatusExporter,omitempty"`
+	// SandboxWorkloads is accepted for compatibility and not acted on.
+	// +optional
+	SandboxWorkloads *apiextensionsv1.JSON `json:"sandboxWorkloads,omitempty"`
+	// VGPUManager is accepted for compatibility and not acted on.
+	// +optional
+	VGPUManager *apiextensionsv1.JSON `json:"vgpuManager,omitempty"`
+	// VGPUDeviceManager is accepted for compatibility and not acted on.
+	// +optional
+	VGPUDeviceManager *apiextensionsv1.JSON `json:"vgpuDeviceManager,omitempty"`
+	// VFIOManager is accepted for compatibility and not acted on.
+	// +optional
+	VFIOManager *apiextensionsv1.JSON `json:"vfioManager,omitempty"`
+	// SandboxDevicePlugin is accepted for compatibility and not acted on.
+	// +optional
+	SandboxDevicePlugin *apiextensionsv1.JSON `json:"sandboxDevicePlugin,omitempty"`
+	// KataManager is accepted for compatibility and not acted on.
+	// +optional
+	KataManager *apiextensionsv1.JSON `json:"kataManager,omitempty"`
+	// CCManager is accepted for compatibility and not acted on.
+	// +optional
+	CCManager *apiextensionsv1.JSON `json:"ccManager,omitempty"`
+	// CDI is accepted for compatibility and not acted on.
+	// +optional
+	CDI *apiextensionsv1.JSON `json:"cdi,omitempty"`
+	// PSP is accepted for compatibility and not acted on.
+	// +optional
+	PSP *apiextensionsv1.JSON `json:"psp,omitempty"`
+	// PSA is accepted for compatibility and not acted on; the namespace's
+	// pod-security labels are set by the helm chart.
+	// +optional
+	PSA *apiextensionsv1.JSON `json:"psa,omitempty"`
+	// HostPaths is accepted for compatibility and not acted on.
+	// +optional
+	HostPaths *apiextensionsv1.JSON `json:"hostPaths,omitempty"`
+}
+
+// OperatorSpec holds settings of the operator itself.
+type OperatorSpec struct {
+	// DefaultRuntime is the container runtime of the GPU nodes; the toolkit
+	// configures it.
+	// +kubebuilder:default=containerd
+	// +kubebuilder:validation:Enum=containerd;crio;docker
+	// +optional
+	DefaultRuntime Runtime `json:"defaultRuntime,omitempty"`
+
+	// RuntimeClass is the name of the RuntimeClass that GPU pods use.
+	// +kubebuilder:default=nvidia
+	// +optional
+	RuntimeClass ObjectName `json:"runtimeClass,omitempty"`
+
+	// InitContainer is accepted for compatibility and not acted on.
+	// +optional
+	InitContainer *apiextensionsv1.JSON `json:"initContainer,omitempty"`
+	// UseOpenShiftDriverToolkit is accepted for compatibility and not acted on.
+	// +optional
+	UseOpenShiftDriverToolkit *apiextensionsv1.JSON `json:"use_ocp_driver_toolkit,omitempty"`
+	// Labels is accepted for compatibility and not acted on.
+	// +optional
+	Labels *apiextensionsv1.JSON `json:"labels,omitempty"`
+	// Annotations is accepted for compatibility and not acted on.
+	// +optional
+	Annotations *apiextensionsv1.JSON `json:"annotations,omitempty"`
+}
+
+// Runtime is a container runtime the toolkit can configure.
+type Runtime string
+
+// Container runtimes the toolkit can configure.
+const (
+	RuntimeContainerd Runtime = "containerd"
+	RuntimeCRIO       Runtime = "crio"
+	RuntimeDocker     Runtime = "docker"
+)

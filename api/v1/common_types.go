@@ -1,0 +1,167 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// ComponentSpec holds the settings every operand shares. Each operand's
+// section embeds it inline, so the API has one definition of these fields.
+// The image coordinates (repository, image, version) live in each operand's
+// own type because their defaults differ per operand.
+type ComponentSpec struct {
+	// Enabled deploys the operand. When false its objects are removed and its
+	// state is "disabled" on every node, so the operands after it proceed.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// ImagePullPolicy of the operand's containers; empty means the
+	// Kubernetes default.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets names Secrets in the operator namespace used to pull
+	// the operand's image.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	ImagePullSecrets []ObjectName `json:"imagePullSecrets,omitempty"`
+
+	// Env is added to the operand's main container; a name set here
+	// overrides the operator's own value for it.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []EnvVar `json:"env,omitempty"`
+
+	// Args are appended to the operand's main container arguments.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Resources of the operand's main container.
+	// +optional
+	Resources *ResourceRequirements `json:"resources,omitempty"`
+}
+
+// IsEnabled reports whether the operand is to be deployed. An unset value
+// means enabled, as the CRD default says.
+func (c *ComponentSpec) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
+
+// EnvVar is an environment variable set on an operand's container.
+type EnvVar struct {
+	// Name of the variable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-._a-zA-Z][-._a-zA-Z0-9]*$')`,message="must consist of letters, digits, '_', '-' or '.' and must not start with a digit (for example MY_VAR)"
+	// +required
+	Name string `json:"name"`
+
+	// Value of the variable.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Value string `json:"value,omitempty"`
+}
+
+// ResourceRequirements are the compute resources of an operand's container.
+// Each map holds at most 6 resources: the CEL cost budget of the
+// request-within-limit rule allows no more.
+// +kubebuilder:validation:XValidation:rule=`!has(self.limits) || !has(self.requests) || self.requests.all(r, !(r in self.limits) || quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)`,message="every request must be less than or equal to the limit of the same resource"
+type ResourceRequirements struct {
+	// Limits is the most of each resource the container may use.
+	// +kubebuilder:validation:MaxProperties=6
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// Requests is what the scheduler reserves for the container.
+	// +kubebuilder:validation:MaxProperties=6
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+}
+
+// ObjectName is the name of a Kubernetes object: a DNS subdomain.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:XValidation:rule=`self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be a lower case DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit (for example nvidia)"
+type ObjectName string
+
+// Repository is an image registry path without the image name, such as
+// nvcr.io/nvidia. It may be empty for images on the default registry.
+// +kubebuilder:validation:MaxLength=255
+// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$')`,message="must be a registry path such as nvcr.io/nvidia: a host, an optional :port, then lower case path segments, without the image name"
+type Repository string
+
+// ImageName is an image name within a repository, without tag or digest.
+// +kubebuilder:validation:MaxLength=255
+// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$')`,message="must be an image name such as driver: lower case letters, digits, '.', '_', '-' and '/', without a tag or digest (set version for those)"
+type ImageName string
+
+// ImageVersion is an image tag, or a digest written sha256:<64 hex digits>.
+// +kubebuilder:validation:MaxLength=128
+// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^(sha256:[a-f0-9]{64}|[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$')`,message="must be an image tag (letters, digits, '_', '.', '-', at most 128, not starting with '.' or '-') or a digest written sha256:<64 lower case hex digits>"
+type ImageVersion string
+
+// Labels are Kubernetes labels: qualified names as keys, label values as
+// values.
+// +kubebuilder:validation:MaxProperties=64
+// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))`,message="every key must be a label key: an optional DNS-subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+type Labels map[string]LabelValue
+
+// LabelValue is a Kubernetes label value.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule=`self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')`,message="must be a label value: empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+type LabelValue string
+
+// Annotations are Kubernetes annotations: qualified names as keys.
+// +kubebuilder:validation:MaxProperties=64
+// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))`,message="every key must be an annotation key: an optional DNS-subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+type Annotations map[string]string
+
+// DaemonsetsSpec holds settings shared by every operand DaemonSet.
+type DaemonsetsSpec struct {
+	// Labels are added to every operand DaemonSet and its pods.
+	// +optional
+	Labels Labels `json:"labels,omitempty"`
+
+	// Annotations are added to every operand DaemonSet and its pods.
+	// +optional
+	Annotations Annotations `json:"annotations,omitempty"`
+
+	// Tolerations are added to every operand pod, next to the operator's
+	// own toleration of nvidia.com/gpu:NoSchedule.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// PriorityClassName of every operand pod.
+	// +kubebuilder:default=system-node-critical
+	// +optional
+	PriorityClassName ObjectName `json:"priorityClassName,omitempty"`
+
+	// UpdateStrategy of every operand DaemonSet except the driver's, whose
+	// pods the operator replaces itself during a driver upgrade.
+	// +kubebuilder:default=RollingUpdate
+	// +kubebuilder:validation:Enum=RollingUpdate;OnDelete
+	// +optional
+	UpdateStrategy string `json:"updateStrategy,omitempty"`
+
+	// RollingUpdate tunes the RollingUpdate strategy.
+	// +optional
+	RollingUpdate *RollingUpdateSpec `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdateSpec tunes the rolling update of operand DaemonSets.
+type RollingUpdateSpec struct {
+	// MaxUnavailable is how many nodes may be without the operand during a
+	// rolling update: a count, or a percentage of the nodes. A count written
+	// as a string ("1"), as the NVIDIA GPU Operator's chart does, is accepted.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)$')`,message="must be a count of at least 1 or a percentage from 1% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}

@@ -1,0 +1,254 @@
+package v1
+
+import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+// The image coordinates and their defaults are declared per operand: the
+// markers cannot vary per embedding, and each operand has its own image.
+// Everything else comes from the embedded ComponentSpec. An absent image or
+// version is filled in by its default, so the rules only reject an explicit
+// empty value.
+
+// DriverSpec is the NVIDIA driver container.
+// +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+type DriverSpec struct {
+	ComponentSpec `json:",inline"`
+
+	// Repository is the registry path of the driver image.
+	// +kubebuilder:default="nvcr.io/nvidia"
+	// +optional
+	Repository Repository `json:"repository,omitempty"`
+	// Image is the driver image name.
+	// +kubebuilder:default=driver
+	// +optional
+	Image ImageName `json:"image,omitempty"`
+	// Version pins the driver: a driver version such as 535.154.05, to which
+	// the operator appends each node pool's OS (535.154.05-ubuntu22.04), or
+	// an image digest.
+	// +kubebuilder:default="570.172.08"
+	// +optional
+	Version DriverVersion `json:"version,omitempty"`
+
+	// UpgradePolicy says how nodes move to a new driver.
+	// +kubebuilder:default={}
+	// +optional
+	UpgradePolicy DriverUpgradePolicySpec `json:"upgradePolicy,omitempty"`
+
+	UnsupportedDriverFields `json:",inline"`
+}
+
+// DriverVersion is an NVIDIA driver version (two or three dotted numbers)
+// or an image digest.
+// +kubebuilder:validation:MaxLength=71
+// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^([0-9]+[.][0-9]+([.][0-9]+)?|sha256:[a-f0-9]{64})$')`,message="must be a driver version such as 535.154.05 (without the OS suffix, which the operator adds) or an image digest written sha256:<64 lower case hex digits>"
+type DriverVersion string
+
+// UnsupportedDriverFields are driver fields of the NVIDIA GPU Operator that
+// this operator accepts, keeps and does not act on.
+type UnsupportedDriverFields struct {
+	// +optional
+	UseNvidiaDriverCRD *apiextensionsv1.JSON `json:"useNvidiaDriverCRD,omitempty"`
+	// +optional
+	UsePrecompiled *apiextensionsv1.JSON `json:"usePrecompiled,omitempty"`
+	// +optional
+	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty"`
+	// +optional
+	KernelModuleType *apiextensionsv1.JSON `json:"kernelModuleType,omitempty"`
+	// +optional
+	StartupProbe *apiextensionsv1.JSON `json:"startupProbe,omitempty"`
+	// +optional
+	LivenessProbe *apiextensionsv1.JSON `json:"livenessProbe,omitempty"`
+	// +optional
+	ReadinessProbe *apiextensionsv1.JSON `json:"readinessProbe,omitempty"`
+	// +optional
+	RDMA *apiextensionsv1.JSON `json:"rdma,omitempty"`
+	// +optional
+	Manager *apiextensionsv1.JSON `json:"manager,omitempty"`
+	// +optional
+	RepoConfig *apiextensionsv1.JSON `json:"repoConfig,omitempty"`
+	// +optional
+	CertConfig *apiextensionsv1.JSON `json:"certConfig,omitempty"`
+	// +optional
+	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty"`
+	// +optional
+	VirtualTopology *apiextensionsv1.JSON `json:"virtualTopology,omitempty"`
+	// +optional
+	KernelModuleConfig *apiextensionsv1.JSON `json:"kernelModuleConfig,omitempty"`
+	// +optional
+	SecretEnv *apiextensionsv1.JSON `json:"secretEnv,omitempty"`
+}
+
+// ToolkitSpec is the NVIDIA Container Toolkit.
+// +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+type ToolkitSpec struct {
+	ComponentSpec `json:",inline"`
+
+	// Repository is the registry path of the toolkit image.
+	// +kubebuilder:default="nvcr.io/nvidia/k8s"
+	// +optional
+	Repository Repository `json:"repository,omitempty"`
+	// Image is the toolkit image name.
+	// +kubebuilder:default=container-toolkit
+	// +optional
+	Image ImageName `json:"image,omitempty"`
+	// Version is the toolkit image tag or digest.
+	// +kubebuilder:default="v1.17.8"
+	// +optional
+	Version ImageVersion `json:"version,omitempty"`
+
+	// InstallDir is accepted for compatibility and not acted on.
+	// +optional
+	InstallDir *apiextensionsv1.JSON `json:"installDir,omitempty"`
+}
+
+// DevicePluginSpec is the NVIDIA device plugin.
+// +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+type DevicePluginSpec struct {
+	ComponentSpec `json:",inline"`
+
+	// Repository is the registry path of the device plugin image.
+	// +kubebuilder:default="nvcr.io/nvidia"
+	// +optional
+	Repository Repository `json:"repository,omitempty"`
+	// Image is the device plugin image name.
+	// +kubebuilder:default=k8s-device-plugin
+	// +optional
+	Image ImageName `json:"image,omitempty"`
+	// Version is the device plugin image tag or digest.
+	// +kubebuilder:default="v0.17.2"
+	// +optional
+	Version ImageVersion `json:"version,omitempty"`
+
+	// Config points the plugin at a ConfigMap of named configurations.
+	// +optional
+	Config *DevicePluginConfig `json:"config,omitempty"`
+
+	// MPS is accepted for compatibility and not acted on.
+	// +optional
+	MPS *apiextensionsv1.JSON `json:"mps,omitempty"`
+}
+
+// DevicePluginConfig names the ConfigMap with device plugin configurations.
+// +kubebuilder:validation:XValidation:rule=`!has(self.default) || size(self.default) == 0 || (has(self.name) && size(self.name) > 0)`,message="default names a configuration inside the ConfigMap, so name must be set as well"
+type DevicePluginConfig struct {
+	// Name of a ConfigMap in the operator namespace whose keys are named
+	// device plugin configurations; empty means none, as the NVIDIA GPU
+	// Operator's chart writes it.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or a lower case DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit"
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Default is the key of the configuration used on nodes without the
+	// nvidia.com/device-plugin.config label.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[-._a-zA-Z0-9]+$')`,message="must be a ConfigMap key: letters, digits, '-', '_' or '.'"
+	// +optional
+	Default string `json:"default,omitempty"`
+}
+
+// DCGMExporterSpec is the DCGM exporter, which serves GPU metrics.
+// +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+type DCGMExporterSpec struct {
+	ComponentSpec `json:",inline"`
+
+	// Repository is the registry path of the dcgm-exporter image.
+	// +kubebuilder:default="nvcr.io/nvidia/k8s"
+	// +optional
+	Repository Repository `json:"repository,omitempty"`
+	// Image is the dcgm-exporter image name.
+	// +kubebuilder:default=dcgm-exporter
+	// +optional
+	Image ImageName `json:"image,omitempty"`
+	// Version is the dcgm-exporter image tag or digest.
+	// +kubebuilder:default="4.2.3-4.1.3-ubuntu22.04"
+	// +optional
+	Version ImageVersion `json:"version,omitempty"`
+
+	// ServiceMonitor makes Prometheus Operator scrape the exporter.
+	// +optional
+	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
+
+	UnsupportedDCGMExporterFields `json:",inline"`
+}
+
+// UnsupportedDCGMExporterFields are dcgmExporter fields of the NVIDIA GPU
+// Operator that this operator accepts, keeps and does not act on.
+type UnsupportedDCGMExporterFields struct {
+	// +optional
+	PodAnnotations *apiextensionsv1.JSON `json:"podAnnotations,omitempty"`
+	// +optional
+	PodLabels *apiextensionsv1.JSON `json:"podLabels,omitempty"`
+	// +optional
+	MetricsConfig *apiextensionsv1.JSON `json:"config,omitempty"`
+	// +optional
+	Service *apiextensionsv1.JSON `json:"service,omitempty"`
+	// +optional
+	HostPID *apiextensionsv1.JSON `json:"hostPID,omitempty"`
+	// +optional
+	HostNetwork *apiextensionsv1.JSON `json:"hostNetwork,omitempty"`
+	// +optional
+	HPCJobMapping *apiextensionsv1.JSON `json:"hpcJobMapping,omitempty"`
+}
+
+// ServiceMonitorSpec configures the dcgm-exporter ServiceMonitor.
+type ServiceMonitorSpec struct {
+	// Enabled creates a ServiceMonitor; it needs the Prometheus Operator's
+	// CRDs in the cluster.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// Interval between scrapes, a Prometheus duration such as 15s or 1m.
+	// +kubebuilder:default="15s"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^([0-9]+(ms|s|m|h))+$')`,message="must be a Prometheus duration such as 15s, 1m or 1m30s"
+	// +optional
+	Interval string `json:"interval,omitempty"`
+	// AdditionalLabels are added to the ServiceMonitor, typically to match a
+	// Prometheus serviceMonitorSelector.
+	// +optional
+	AdditionalLabels Labels `json:"additionalLabels,omitempty"`
+
+	// HonorLabels is accepted for compatibility and not acted on.
+	// +optional
+	HonorLabels *apiextensionsv1.JSON `json:"honorLabels,omitempty"`
+	// Relabelings is accepted for compatibility and not acted on.
+	// +optional
+	Relabelings *apiextensionsv1.JSON `json:"relabelings,omitempty"`
+}
+
+// GFDSpec is GPU Feature Discovery. It runs from the device plugin image.
+// +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+type GFDSpec struct {
+	ComponentSpec `json:",inline"`
+
+	// Repository is the registry path of the GFD image.
+	// +kubebuilder:default="nvcr.io/nvidia"
+	// +optional
+	Repository Repository `json:"repository,omitempty"`
+	// Image is the GFD image name.
+	// +kubebuilder:default=k8s-device-plugin
+	// +optional
+	Image ImageName `json:"image,omitempty"`
+	// Version is the GFD image tag or digest.
+	// +kubebuilder:default="v0.17.2"
+	// +optional
+	Version ImageVersion `json:"version,omitempty"`
+}
+
+// NFDSpec is Node Feature Discovery.
+// +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+type NFDSpec struct {
+	ComponentSpec `json:",inline"`
+
+	// Repository is the registry path of the NFD image.
+	// +kubebuilder:default="registry.k8s.io/nfd"
+	// +optional
+	Repository Repository `json:"repository,omitempty"`
+	// Image is the NFD image name.
+	// +kubebuilder:default=node-feature-discovery
+	// +optional
+	Image ImageName `json:"image,omitempty"`
+	// Version is the NFD image tag or digest.
+	// +kubebuilder:default="v0.17.3"
+	// +optional
+	Version ImageVersion `json:"version,omitempty"`
+}

@@ -1,0 +1,93 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// PolicyState is the one-word summary of a ClusterPolicy.
+// +kubebuilder:validation:Enum=ready;notReady;ignored
+type PolicyState string
+
+// Values of status.state.
+const (
+	// PolicyReady: every GPU node is ready on every enabled state.
+	PolicyReady PolicyState = "ready"
+	// PolicyNotReady: some GPU node is still on its way, or failed.
+	PolicyNotReady PolicyState = "notReady"
+	// PolicyIgnored: an older ClusterPolicy is the one acted on.
+	PolicyIgnored PolicyState = "ignored"
+)
+
+// ClusterPolicyStatus is what the operator observed when it last acted on
+// the policy.
+type ClusterPolicyStatus struct {
+	// State is ready, notReady or ignored.
+	// +optional
+	State PolicyState `json:"state,omitempty"`
+
+	// Namespace is where the operator runs and deploys its operands.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ReadyNodes is "ready/total": GPU nodes ready on every enabled state,
+	// out of all GPU nodes.
+	// +optional
+	ReadyNodes string `json:"readyNodes,omitempty"`
+
+	// Conditions are Ready, Progressing and Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// States summarises each state across the GPU nodes.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	States []StateSummary `json:"states,omitempty"`
+
+	// IgnoredFields lists the fields set in the spec that this operator
+	// accepts for compatibility but does not act on, such as spec.mig.
+	// +listType=atomic
+	// +optional
+	IgnoredFields []string `json:"ignoredFields,omitempty"`
+}
+
+// StateSummary counts the GPU nodes of one state.
+type StateSummary struct {
+	// Name of the state, such as driver.
+	Name string `json:"name"`
+	// Desired is how many GPU nodes should run the state.
+	Desired int32 `json:"desired"`
+	// Ready is how many of them have it ready.
+	Ready int32 `json:"ready"`
+	// Failed is how many of them have it failed.
+	Failed int32 `json:"failed"`
+}
+
+// Condition types of a ClusterPolicy.
+const (
+	// ConditionReady is true when every GPU node is ready on every state.
+	ConditionReady = "Ready"
+	// ConditionProgressing is true while nodes are on their way to ready,
+	// including during a driver upgrade.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is true when some node failed a state, or the
+	// operator could not apply what the policy asks for.
+	ConditionDegraded = "Degraded"
+)
+
+// Condition reasons of a ClusterPolicy. Reasons name the state concerned;
+// messages name the nodes.
+const (
+	ReasonAllStatesReady  = "AllStatesReady"
+	ReasonStateNotReady   = "StateNotReady"
+	ReasonStateFailed     = "StateFailed"
+	ReasonRolloutComplete = "RolloutComplete"
+	ReasonRollingOut      = "RollingOut"
+	ReasonNoFailures      = "NoFailures"
+	ReasonApplyFailed     = "ApplyFailed"
+	ReasonIgnored         = "Ignored"
+)

@@ -1,0 +1,104 @@
+package v1
+
+import "k8s.io/apimachinery/pkg/util/intstr"
+
+// DriverUpgradePolicySpec says how nodes move to a new driver. Defaults are
+// the ones users of the NVIDIA GPU Operator know.
+type DriverUpgradePolicySpec struct {
+	// AutoUpgrade lets the operator upgrade nodes on its own. When false,
+	// nodes needing a new driver stay labelled upgrade-required.
+	// +kubebuilder:default=true
+	// +optional
+	AutoUpgrade *bool `json:"autoUpgrade,omitempty"`
+
+	// MaxParallelUpgrades is how many nodes may upgrade at once; 0 means no
+	// limit other than maxUnavailable.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxParallelUpgrades *int32 `json:"maxParallelUpgrades,omitempty"`
+
+	// MaxUnavailable is how many GPU nodes may be unavailable at once, as a
+	// count or a percentage of GPU nodes rounded up. Nodes already cordoned
+	// or unavailable count against it.
+	// +kubebuilder:default="25%"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)$')`,message="must be a count of at least 1 or a percentage from 1% to 100% (to stop upgrades, set autoUpgrade to false)"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// WaitForCompletion waits for selected jobs on a node to finish before
+	// its driver is replaced.
+	// +kubebuilder:default={}
+	// +optional
+	WaitForCompletion WaitForCompletionSpec `json:"waitForCompletion,omitempty"`
+
+	// PodDeletion deletes the GPU pods on a node before its driver is
+	// replaced. Its helm value is driver.upgradePolicy.gpuPodDeletion.
+	// +kubebuilder:default={}
+	// +optional
+	PodDeletion PodDeletionSpec `json:"podDeletion,omitempty"`
+
+	// Drain drains the node when deleting GPU pods is not enough.
+	// +kubebuilder:default={}
+	// +optional
+	Drain DrainSpec `json:"drain,omitempty"`
+}
+
+// WaitForCompletionSpec selects the jobs an upgrade waits for.
+type WaitForCompletionSpec struct {
+	// TimeoutSeconds bounds the wait; 0 waits for ever.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+	// PodSelector is a label selector, such as app=training, of the pods to
+	// wait for; empty waits for none.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	PodSelector string `json:"podSelector,omitempty"`
+}
+
+// PodDeletionSpec says how GPU pods are deleted before a driver upgrade.
+type PodDeletionSpec struct {
+	// Force deletes GPU pods that no controller owns.
+	// +kubebuilder:default=false
+	// +optional
+	Force *bool `json:"force,omitempty"`
+	// TimeoutSeconds bounds the deletion; 0 waits for ever.
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+	// DeleteEmptyDir deletes GPU pods that use emptyDir volumes, whose data
+	// is lost.
+	// +kubebuilder:default=false
+	// +optional
+	DeleteEmptyDir *bool `json:"deleteEmptyDir,omitempty"`
+}
+
+// DrainSpec says how a node is drained before a driver upgrade.
+type DrainSpec struct {
+	// Enable drains the node when deleting its GPU pods failed.
+	// +kubebuilder:default=false
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+	// Force drains pods that no controller owns.
+	// +kubebuilder:default=false
+	// +optional
+	Force *bool `json:"force,omitempty"`
+	// PodSelector is a label selector of the pods to drain; empty drains all.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	PodSelector string `json:"podSelector,omitempty"`
+	// TimeoutSeconds bounds the drain; 0 waits for ever.
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+	// DeleteEmptyDir drains pods that use emptyDir volumes, whose data is
+	// lost.
+	// +kubebuilder:default=false
+	// +optional
+	DeleteEmptyDir *bool `json:"deleteEmptyDir,omitempty"`
+}

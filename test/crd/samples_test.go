@@ -1,0 +1,194 @@
+package crd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+)
+
+// An empty ClusterPolicy is filled in entirely by the CRD's defaults.
+func TestDefaults(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Name = "defaults"
+	g.Expect(k8sClient.Create(ctx, cp)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, cp) })
+
+	got := &gpuv1.ClusterPolicy{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cp), got)).To(Succeed())
+	g.Expect(got.Spec).To(Equal(expectedDefaults()))
+	g.Expect(got.Spec.IgnoredFields()).To(BeEmpty())
+}
+
+func expectedDefaults() gpuv1.ClusterPolicySpec {
+	enabled := gpuv1.ComponentSpec{Enabled: ptr.To(true)}
+	return gpuv1.ClusterPolicySpec{
+		Operator: gpuv1.OperatorSpec{DefaultRuntime: gpuv1.RuntimeContainerd, RuntimeClass: "nvidia"},
+		Daemonsets: gpuv1.DaemonsetsSpec{
+			PriorityClassName: "system-node-critical",
+			UpdateStrategy:    "RollingUpdate",
+		},
+		Driver: gpuv1.DriverSpec{
+			ComponentSpec: enabled,
+			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "570.172.08",
+			UpgradePolicy: gpuv1.DriverUpgradePolicySpec{
+				AutoUpgrade:         ptr.To(true),
+				MaxParallelUpgrades: ptr.To[int32](1),
+				MaxUnavailable:      ptr.To(intstr.FromString("25%")),
+				WaitForCompletion:   gpuv1.WaitForCompletionSpec{TimeoutSeconds: ptr.To[int32](0)},
+				PodDeletion: gpuv1.PodDeletionSpec{
+					Force: ptr.To(false), TimeoutSeconds: ptr.To[int32](300), DeleteEmptyDir: ptr.To(false),
+				},
+				Drain: gpuv1.DrainSpec{
+					Enable: ptr.To(false), Force: ptr.To(false), TimeoutSeconds: ptr.To[int32](300), DeleteEmptyDir: ptr.To(false),
+				},
+			},
+		},
+		Toolkit: gpuv1.ToolkitSpec{
+			ComponentSpec: enabled,
+			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.17.8",
+		},
+		DevicePlugin: gpuv1.DevicePluginSpec{
+			ComponentSpec: enabled,
+			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.17.2",
+		},
+		DCGMExporter: gpuv1.DCGMExporterSpec{
+			ComponentSpec: enabled,
+			Repository:    "nvcr.io/nvidia/k8s", Image: "dcgm-exporter", Version: "4.2.3-4.1.3-ubuntu22.04",
+		},
+		GFD: gpuv1.GFDSpec{
+			ComponentSpec: enabled,
+			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.17.2",
+		},
+		NFD: gpuv1.NFDSpec{
+			ComponentSpec: enabled,
+			Repository:    "registry.k8s.io/nfd", Image: "node-feature-discovery", Version: "v0.17.3",
+		},
+	}
+}
+
+// Every sample applies with strict validation, and whatever it leaves out
+// is defaulted.
+func TestSamplesApply(t *testing.T) {
+	dir := filepath.Join(crdschema.RepoRoot(), "config", "samples")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in %s (err %v)", dir, err)
+	}
+	for _, file := range files {
+		if filepath.Base(file) == "kustomization.yaml" {
+			continue
+		}
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			obj := readObject(t, file)
+			g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+			t.Cleanup(func() { _ = k8sClient.Delete(ctx, obj) })
+
+			got := &gpuv1.ClusterPolicy{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got)).To(Succeed())
+			expectDefaulted(g, &got.Spec)
+			g.Expect(got.Spec.IgnoredFields()).To(BeEmpty(), "samples use only supported fields")
+		})
+	}
+}
+
+// A policy shaped like the NVIDIA GPU Operator's applies unchanged; the
+// sections this operator does not implement are kept and reported.
+func TestNVIDIAClusterPolicyApplies(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	obj := readObject(t, filepath.Join("testdata", "nvidia-gpu-operator-clusterpolicy.yaml"))
+	g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, obj) })
+
+	got := &gpuv1.ClusterPolicy{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got)).To(Succeed())
+	expectDefaulted(g, &got.Spec)
+	g.Expect(got.Spec.Driver.Version).To(Equal(gpuv1.DriverVersion("570.172.08")))
+	g.Expect(got.Spec.Daemonsets.RollingUpdate.MaxUnavailable).To(Equal(ptr.To(intstr.FromString("1"))))
+	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
+		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
+		"spec.driver.useNvidiaDriverCRD", "spec.driver.usePrecompiled", "spec.driver.kernelModuleType",
+		"spec.driver.startupProbe", "spec.driver.rdma", "spec.driver.manager", "spec.driver.repoConfig",
+		"spec.driver.certConfig", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
+		"spec.driver.kernelModuleConfig",
+		"spec.toolkit.installDir", "spec.devicePlugin.mps",
+		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
+		"spec.dcgmExporter.serviceMonitor.relabelings",
+		"spec.mig", "spec.migManager", "spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",
+		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
+		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi",
+		"spec.psp", "spec.psa", "spec.hostPaths",
+	))
+
+	// Opaque sections are kept as written, not pruned.
+	raw := &unstructured.Unstructured{}
+	raw.SetGroupVersionKind(gpuv1.GroupVersion.WithKind("ClusterPolicy"))
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
+	strategy, _, _ := unstructured.NestedString(raw.Object, "spec", "mig", "strategy")
+	g.Expect(strategy).To(Equal("single"))
+	mofed, found, _ := unstructured.NestedBool(raw.Object, "spec", "driver", "rdma", "useHostMofed")
+	g.Expect(found).To(BeTrue())
+	g.Expect(mofed).To(BeFalse())
+}
+
+// expectDefaulted checks the defaults every stored policy must carry,
+// whatever the user wrote.
+func expectDefaulted(g Gomega, spec *gpuv1.ClusterPolicySpec) {
+	g.Expect(spec.Operator.RuntimeClass).NotTo(BeEmpty())
+	g.Expect(spec.Daemonsets.PriorityClassName).NotTo(BeEmpty())
+	g.Expect(spec.Daemonsets.UpdateStrategy).NotTo(BeEmpty())
+	for name, c := range map[string]struct {
+		enabled        *bool
+		image, version string
+	}{
+		"driver":       {spec.Driver.Enabled, string(spec.Driver.Image), string(spec.Driver.Version)},
+		"toolkit":      {spec.Toolkit.Enabled, string(spec.Toolkit.Image), string(spec.Toolkit.Version)},
+		"devicePlugin": {spec.DevicePlugin.Enabled, string(spec.DevicePlugin.Image), string(spec.DevicePlugin.Version)},
+		"dcgmExporter": {spec.DCGMExporter.Enabled, string(spec.DCGMExporter.Image), string(spec.DCGMExporter.Version)},
+		"gfd":          {spec.GFD.Enabled, string(spec.GFD.Image), string(spec.GFD.Version)},
+		"nfd":          {spec.NFD.Enabled, string(spec.NFD.Image), string(spec.NFD.Version)},
+	} {
+		g.Expect(c.enabled).NotTo(BeNil(), "%s.enabled", name)
+		g.Expect(c.image).NotTo(BeEmpty(), "%s.image", name)
+		g.Expect(c.version).NotTo(BeEmpty(), "%s.version", name)
+	}
+	up := spec.Driver.UpgradePolicy
+	g.Expect(up.AutoUpgrade).NotTo(BeNil())
+	g.Expect(up.MaxParallelUpgrades).NotTo(BeNil())
+	g.Expect(up.MaxUnavailable).NotTo(BeNil())
+	g.Expect(up.PodDeletion.TimeoutSeconds).NotTo(BeNil())
+	g.Expect(up.Drain.TimeoutSeconds).NotTo(BeNil())
+	g.Expect(up.WaitForCompletion.TimeoutSeconds).NotTo(BeNil())
+}
+
+func readObject(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !strings.HasSuffix(obj.GetKind(), "ClusterPolicy") {
+		t.Fatalf("%s: kind %q is not ClusterPolicy", path, obj.GetKind())
+	}
+	return obj
+}

@@ -1,0 +1,283 @@
+package crd
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// invalidCase is one way a user can get a ClusterPolicy wrong: a value set
+// at a path of a valid policy, and what the API server's answer must say.
+type invalidCase struct {
+	path  []string // under spec
+	value any
+	// field is the path the error must name; wants are further fragments
+	// saying what is accepted.
+	field string
+	wants []string
+}
+
+var digest64 = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func invalidCases() map[string]invalidCase {
+	return map[string]invalidCase{
+		"unknown runtime": {
+			path: p("operator", "defaultRuntime"), value: "podman",
+			field: "spec.operator.defaultRuntime", wants: []string{`"containerd", "crio", "docker"`},
+		},
+		"runtime class not a DNS name": {
+			path: p("operator", "runtimeClass"), value: "Nvidia_RT",
+			field: "spec.operator.runtimeClass", wants: []string{"DNS subdomain"},
+		},
+		"unknown update strategy": {
+			path: p("daemonsets", "updateStrategy"), value: "Recreate",
+			field: "spec.daemonsets.updateStrategy", wants: []string{`"RollingUpdate", "OnDelete"`},
+		},
+		"daemonset maxUnavailable over 100%": {
+			path: p("daemonsets", "rollingUpdate", "maxUnavailable"), value: "150%",
+			field: "spec.daemonsets.rollingUpdate.maxUnavailable", wants: []string{"1% to 100%"},
+		},
+		"daemonset maxUnavailable zero": {
+			path: p("daemonsets", "rollingUpdate", "maxUnavailable"), value: int64(0),
+			field: "spec.daemonsets.rollingUpdate.maxUnavailable", wants: []string{"at least 1"},
+		},
+		"daemonset maxUnavailable words": {
+			path: p("daemonsets", "rollingUpdate", "maxUnavailable"), value: "one",
+			field: "spec.daemonsets.rollingUpdate.maxUnavailable", wants: []string{"count of at least 1"},
+		},
+		"priority class with a space": {
+			path: p("daemonsets", "priorityClassName"), value: "critical pods",
+			field: "spec.daemonsets.priorityClassName", wants: []string{"DNS subdomain"},
+		},
+		"label key with a bang": {
+			path: p("daemonsets", "labels"), value: map[string]any{"team!": "gpu"},
+			field: "spec.daemonsets.labels", wants: []string{"label key"},
+		},
+		"label value with spaces": {
+			path: p("daemonsets", "labels"), value: map[string]any{"team": "gpu infra"},
+			field: "spec.daemonsets.labels", wants: []string{"label value"},
+		},
+		"annotation key with empty prefix": {
+			path: p("daemonsets", "annotations"), value: map[string]any{"/note": "x"},
+			field: "spec.daemonsets.annotations", wants: []string{"annotation key"},
+		},
+		"tolerations not a list": {
+			path: p("daemonsets", "tolerations"), value: "all",
+			field: "spec.daemonsets.tolerations", wants: []string{"array"},
+		},
+		"driver version latest": {
+			path: p("driver", "version"), value: "latest",
+			field: "spec.driver.version", wants: []string{"such as 535.154.05"},
+		},
+		"driver version with OS suffix": {
+			path: p("driver", "version"), value: "535.154.05-ubuntu22.04",
+			field: "spec.driver.version", wants: []string{"without the OS suffix"},
+		},
+		"driver digest too short": {
+			path: p("driver", "version"), value: "sha256:abc",
+			field: "spec.driver.version", wants: []string{"sha256:<64 lower case hex digits>"},
+		},
+		"driver version empty while enabled": {
+			path: p("driver", "version"), value: "",
+			field: "spec.driver", wants: []string{"image and version must be set while enabled is true"},
+		},
+		"driver image with a tag": {
+			path: p("driver", "image"), value: "driver:535",
+			field: "spec.driver.image", wants: []string{"without a tag or digest"},
+		},
+		"driver repository with a scheme": {
+			path: p("driver", "repository"), value: "https://nvcr.io/nvidia",
+			field: "spec.driver.repository", wants: []string{"such as nvcr.io/nvidia"},
+		},
+		"unknown pull policy": {
+			path: p("driver", "imagePullPolicy"), value: "Sometimes",
+			field: "spec.driver.imagePullPolicy", wants: []string{`"Always", "IfNotPresent", "Never"`},
+		},
+		"pull secret not a DNS name": {
+			path: p("driver", "imagePullSecrets"), value: []any{"My_Secret"},
+			field: "spec.driver.imagePullSecrets[0]", wants: []string{"DNS subdomain"},
+		},
+		"env name starting with a digit": {
+			path: p("driver", "env"), value: []any{map[string]any{"name": "1GPU", "value": "x"}},
+			field: "spec.driver.env[0].name", wants: []string{"must not start with a digit"},
+		},
+		"env name missing": {
+			path: p("driver", "env"), value: []any{map[string]any{"value": "x"}},
+			field: "spec.driver.env[0].name", wants: []string{"Required value"},
+		},
+		"env name twice": {
+			path: p("driver", "env"), value: []any{
+				map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"},
+			},
+			field: "spec.driver.env[1]", wants: []string{"Duplicate value"},
+		},
+		"request above limit": {
+			path: p("driver", "resources"), value: map[string]any{
+				"requests": map[string]any{"memory": "2Gi"}, "limits": map[string]any{"memory": "1Gi"},
+			},
+			field: "spec.driver.resources", wants: []string{"less than or equal to the limit"},
+		},
+		"negative parallel upgrades": {
+			path: p("driver", "upgradePolicy", "maxParallelUpgrades"), value: int64(-1),
+			field: "spec.driver.upgradePolicy.maxParallelUpgrades", wants: []string{"greater than or equal to 0"},
+		},
+		"upgrade maxUnavailable 0%": {
+			path: p("driver", "upgradePolicy", "maxUnavailable"), value: "0%",
+			field: "spec.driver.upgradePolicy.maxUnavailable", wants: []string{"set autoUpgrade to false"},
+		},
+		"upgrade maxUnavailable 101%": {
+			path: p("driver", "upgradePolicy", "maxUnavailable"), value: "101%",
+			field: "spec.driver.upgradePolicy.maxUnavailable", wants: []string{"1% to 100%"},
+		},
+		"upgrade maxUnavailable negative": {
+			path: p("driver", "upgradePolicy", "maxUnavailable"), value: int64(-2),
+			field: "spec.driver.upgradePolicy.maxUnavailable", wants: []string{"at least 1"},
+		},
+		"negative wait timeout": {
+			path: p("driver", "upgradePolicy", "waitForCompletion", "timeoutSeconds"), value: int64(-1),
+			field: "spec.driver.upgradePolicy.waitForCompletion.timeoutSeconds", wants: []string{"greater than or equal to 0"},
+		},
+		"negative pod deletion timeout": {
+			path: p("driver", "upgradePolicy", "podDeletion", "timeoutSeconds"), value: int64(-5),
+			field: "spec.driver.upgradePolicy.podDeletion.timeoutSeconds", wants: []string{"greater than or equal to 0"},
+		},
+		"negative drain timeout": {
+			path: p("driver", "upgradePolicy", "drain", "timeoutSeconds"), value: int64(-1),
+			field: "spec.driver.upgradePolicy.drain.timeoutSeconds", wants: []string{"greater than or equal to 0"},
+		},
+		"autoUpgrade as a word": {
+			path: p("driver", "upgradePolicy", "autoUpgrade"), value: "yes",
+			field: "spec.driver.upgradePolicy.autoUpgrade", wants: []string{"boolean"},
+		},
+		"toolkit tag with a space": {
+			path: p("toolkit", "version"), value: "v1 2",
+			field: "spec.toolkit.version", wants: []string{"must be an image tag"},
+		},
+		"toolkit image empty while enabled": {
+			path: p("toolkit", "image"), value: "",
+			field: "spec.toolkit", wants: []string{"image and version must be set while enabled is true"},
+		},
+		"device plugin default config without a ConfigMap": {
+			path: p("devicePlugin", "config"), value: map[string]any{"default": "a100"},
+			field: "spec.devicePlugin.config", wants: []string{"name must be set"},
+		},
+		"device plugin ConfigMap name with a space": {
+			path: p("devicePlugin", "config"), value: map[string]any{"name": "plugin config"},
+			field: "spec.devicePlugin.config.name", wants: []string{"DNS subdomain"},
+		},
+		"scrape interval without a unit": {
+			path: p("dcgmExporter", "serviceMonitor"), value: map[string]any{"enabled": true, "interval": "15"},
+			field: "spec.dcgmExporter.serviceMonitor.interval", wants: []string{"such as 15s"},
+		},
+		"ServiceMonitor label value with a space": {
+			path: p("dcgmExporter", "serviceMonitor"), value: map[string]any{"additionalLabels": map[string]any{"release": "kube prometheus"}},
+			field: "spec.dcgmExporter.serviceMonitor.additionalLabels", wants: []string{"label value"},
+		},
+		"gfd enabled as a string": {
+			path: p("gfd", "enabled"), value: "true",
+			field: "spec.gfd.enabled", wants: []string{"boolean"},
+		},
+		"nfd tag starting with a dash": {
+			path: p("nfd", "version"), value: "-v0.17",
+			field: "spec.nfd.version", wants: []string{"not starting with '.' or '-'"},
+		},
+		"digest with upper case hex": {
+			path: p("gfd", "version"), value: "sha256:" + "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789",
+			field: "spec.gfd.version", wants: []string{"lower case hex"},
+		},
+		"misspelt field": {
+			path: p("driver", "verison"), value: "535.154.05",
+			field: "spec.driver.verison", wants: []string{"unknown field"},
+		},
+		"env list too long": {
+			path: p("devicePlugin", "env"), value: manyEnv(65),
+			field: "spec.devicePlugin.env", wants: []string{"must have at most 64 items"},
+		},
+	}
+}
+
+// Every case is rejected, and the answer names the field and what it
+// accepts. A digest that is right is accepted, so the table is not
+// rejecting everything.
+func TestInvalidPoliciesAreRejected(t *testing.T) {
+	cases := invalidCases()
+	if len(cases) < 25 {
+		t.Fatalf("only %d invalid cases; the suite promises at least 25", len(cases))
+	}
+	i := 0
+	for name, tc := range cases {
+		i++
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj := validPolicy(fmt.Sprintf("invalid-%d", i))
+			spec := obj.Object["spec"].(map[string]any)
+			g.Expect(unstructured.SetNestedField(spec, tc.value, tc.path...)).To(Succeed())
+
+			err := k8sClient.Create(context.Background(), obj)
+			g.Expect(err).To(HaveOccurred(), "the API server accepted %s = %v", tc.field, tc.value)
+			g.Expect(apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)).To(BeTrue(), "unexpected error kind: %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tc.field))
+			for _, want := range tc.wants {
+				g.Expect(err.Error()).To(ContainSubstring(want))
+			}
+			t.Logf("rejected: %v", err)
+		})
+	}
+	t.Logf("%d invalid ClusterPolicies rejected", len(cases))
+}
+
+func TestValidEdgeValuesAreAccepted(t *testing.T) {
+	tests := map[string]struct {
+		path  []string
+		value any
+	}{
+		"driver digest":                 {p("driver", "version"), digest64},
+		"two-part driver version":       {p("driver", "version"), "470.82"},
+		"count as a string":             {p("daemonsets", "rollingUpdate", "maxUnavailable"), "1"},
+		"100 percent":                   {p("driver", "upgradePolicy", "maxUnavailable"), "100%"},
+		"unlimited parallel upgrades":   {p("driver", "upgradePolicy", "maxParallelUpgrades"), int64(0)},
+		"disabled with empty version":   {p("toolkit"), map[string]any{"enabled": false, "version": ""}},
+		"registry with a port":          {p("driver", "repository"), "registry.local:5000/nvidia"},
+		"request equal to limit":        {p("driver", "resources"), map[string]any{"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": int64(1)}}},
+		"prefixed label key":            {p("daemonsets", "labels"), map[string]any{"example.com/team": "gpu"}},
+		"device plugin config with key": {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
+	}
+	i := 0
+	for name, tt := range tests {
+		i++
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			obj := validPolicy(fmt.Sprintf("valid-%d", i))
+			spec := obj.Object["spec"].(map[string]any)
+			g.Expect(unstructured.SetNestedField(spec, tt.value, tt.path...)).To(Succeed())
+			g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+			g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
+		})
+	}
+}
+
+func validPolicy(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nvidia.com/v1",
+		"kind":       "ClusterPolicy",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"driver": map[string]any{"version": "535.154.05"},
+		},
+	}}
+}
+
+func manyEnv(n int) []any {
+	env := make([]any, n)
+	for i := range env {
+		env[i] = map[string]any{"name": fmt.Sprintf("VAR_%d", i), "value": "x"}
+	}
+	return env
+}
+
+func p(path ...string) []string { return path }
