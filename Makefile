@@ -67,11 +67,18 @@ build: ## Build the operator binary into bin/gpu-operator.
 
 .PHONY: run
 run: manifests generate ## Run the operator against the cluster of the current kubeconfig.
-	go run ./cmd/gpu-operator
+	OPERATOR_NAMESPACE=$${OPERATOR_NAMESPACE:-gpu-operator} go run ./cmd/gpu-operator
 
 .PHONY: docker-build
 docker-build: ## Build the operator image with a Docker engine (none runs on the CI machines).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+##@ Simulated cluster
+
+.PHONY: demo
+demo: ## Run the operator on a local simulated GPU cluster (not available yet).
+	@echo "make demo: the simulated GPU cluster is not built yet; see README.md, 'Running it'." >&2
+	@exit 1
 
 ##@ Toolchain
 

@@ -1,6 +1,3 @@
-// Command gpu-operator runs the GPU operator: it reconciles the ClusterPolicy
-// into the ordered GPU node stack. This file only wires flags, scheme and
-// manager together; the work happens in internal/.
 package main
 
 import (

@@ -1,4 +1,3 @@
-// Package version holds the operator's version, set at build time.
 package version
 
 // Version is the operator's release version, set with

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fails when generated files are stale or the code is not formatted, vetted
+# and tidy. Run through `make verify`, which regenerates first.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+fail=0
+problem() { echo "verify: $*" >&2; fail=1; }
+
+generated=(api config)
+if ! git diff --quiet -- "${generated[@]}"; then
+  problem "generated files are stale; run 'make manifests generate' and commit:"
+  git diff --stat -- "${generated[@]}" >&2
+fi
+untracked=$(git ls-files --others --exclude-standard -- "${generated[@]}")
+[[ -z $untracked ]] || problem "generated files are not committed:"$'\n'"$untracked"
+
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+[[ -z $unformatted ]] || problem "gofmt would change:"$'\n'"$unformatted"
+
+go vet ./... || problem "go vet failed"
+go mod tidy -diff >/dev/null || problem "go.mod/go.sum are not tidy; run 'go mod tidy'"
+
+# Every package says what it owns in a doc.go.
+for dir in $(go list -f '{{.Dir}}' ./...); do
+  [[ -f $dir/doc.go ]] || problem "${dir#"$PWD"/} has no doc.go"
+done
+
+[[ $fail -eq 0 ]] && echo "verify: ok"
+exit $fail
