@@ -1,0 +1,58 @@
+package v1
+
+// The node label contract. These labels are the operator's public interface:
+// anyone can read them (`kubectl get nodes -L nvidia.com/gpu.state.driver`),
+// and the operand DaemonSets select nodes by them.
+const (
+	// LabelGPUPresent marks a GPU node. The operator sets it from NFD's PCI
+	// labels; a user may set it to "true" on a node NFD does not see, or to
+	// any other value to keep the operator off a node.
+	LabelGPUPresent = "nvidia.com/gpu.present"
+
+	// DeployLabelPrefix + operand ("driver", "container-toolkit", ...) says
+	// whether the operand may run on the node. The operator sets "true"
+	// where the label is absent and never overwrites a user's value.
+	DeployLabelPrefix = "nvidia.com/gpu.deploy."
+
+	// LabelDeployOperands set to "false" opts the node out of every operand.
+	LabelDeployOperands = DeployLabelPrefix + "operands"
+
+	// StateLabelPrefix + state says where the node stands for that state;
+	// its value is a StateValue.
+	StateLabelPrefix = "nvidia.com/gpu.state."
+
+	// OperatorAnnotationPrefix starts the annotations the operator keeps on
+	// nodes for itself, such as the last boot ID it saw.
+	OperatorAnnotationPrefix = "nvidia.com/gpu-operator."
+)
+
+// LabelTrue is the value of a set boolean label.
+const LabelTrue = "true"
+
+// StateValue is the value of a nvidia.com/gpu.state.<state> label.
+type StateValue string
+
+// Values of the per-node state labels.
+const (
+	// StatePending: the state is on its way on this node, or waits for the
+	// states before it.
+	StatePending StateValue = "pending"
+	// StateReady: the state's pod on this node is Ready and runs the
+	// desired spec; the states after it may start.
+	StateReady StateValue = "ready"
+	// StateFailed: the state's pod on this node crash-loops, cannot pull its
+	// image, or stayed not Ready past the grace period.
+	StateFailed StateValue = "failed"
+	// StateUpgrading: the node's driver is being replaced; the state's pod
+	// is kept off the node until the new driver is ready.
+	StateUpgrading StateValue = "upgrading"
+	// StateDisabled: the operand is disabled in the policy or opted out on
+	// this node (deploy label not "true"); the states after it proceed.
+	StateDisabled StateValue = "disabled"
+)
+
+// DeployLabel returns the deploy label of an operand.
+func DeployLabel(operand string) string { return DeployLabelPrefix + operand }
+
+// StateLabel returns the state label of a state.
+func StateLabel(state string) string { return StateLabelPrefix + state }

@@ -1,0 +1,410 @@
+package gating
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+)
+
+var (
+	now   = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	grace = 30 * time.Second
+	nfd   = map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}
+)
+
+const (
+	drv = state.Driver
+	tk  = state.ContainerToolkit
+	dp  = state.DevicePlugin
+	dcg = state.DCGMExporter
+	gfd = state.GPUFeatureDiscovery
+)
+
+// node is a GPU node found by NFD with the given extra labels and
+// annotations, booted as "boot-1".
+func node(labels, annotations map[string]string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: map[string]string{}, Annotations: annotations}}
+	for k, v := range nfd {
+		n.Labels[k] = v
+	}
+	for k, v := range labels {
+		n.Labels[k] = v
+	}
+	n.Status.NodeInfo.BootID = "boot-1"
+	return n
+}
+
+// states returns state labels with the given values.
+func states(values map[state.Name]gpuv1.StateValue) map[string]string {
+	l := map[string]string{}
+	for n, v := range values {
+		l[gpuv1.StateLabel(string(n))] = string(v)
+	}
+	return l
+}
+
+func allStates(v gpuv1.StateValue) map[state.Name]gpuv1.StateValue {
+	return map[state.Name]gpuv1.StateValue{drv: v, tk: v, dp: v, dcg: v, gfd: v}
+}
+
+func readyPod(uid string, since time.Time) *state.PodFacts {
+	return &state.PodFacts{UID: types.UID(uid), Ready: true, Since: since, Current: true}
+}
+
+func notReadyPod(since time.Time) *state.PodFacts {
+	return &state.PodFacts{UID: "p", Since: since, Current: true}
+}
+
+func allEnabled() map[state.Name]bool {
+	return map[state.Name]bool{state.NodeFeatureDiscovery: true, drv: true, tk: true, dp: true, dcg: true, gfd: true}
+}
+
+func decide(t *testing.T, n *corev1.Node, pods map[state.Name]*state.PodFacts, mutate ...func(*Input)) Result {
+	t.Helper()
+	g, err := registry.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Graph: g, Node: n, Policy: &gpuv1.ClusterPolicy{}, Enabled: allEnabled(), Pods: pods, Grace: grace, Now: now}
+	for _, m := range mutate {
+		m(&in)
+	}
+	return Decide(in)
+}
+
+func stateOf(r Result, n state.Name) string { return r.Labels[gpuv1.StateLabel(string(n))] }
+
+func reasons(r Result) []string {
+	var out []string
+	for _, e := range r.Events {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+func TestDiscovery(t *testing.T) {
+	tests := map[string]struct {
+		labels  map[string]string
+		noNFD   bool
+		mutate  func(*Input)
+		wantGPU bool
+	}{
+		"NFD found an NVIDIA device": {wantGPU: true},
+		"user marked the node":       {noNFD: true, labels: map[string]string{gpuv1.LabelGPUPresent: "true"}, wantGPU: true},
+		"user opted the node out":    {labels: map[string]string{gpuv1.LabelGPUPresent: "false"}},
+		"no NVIDIA device":           {noNFD: true},
+		"display class variant":      {noNFD: true, labels: map[string]string{"feature.node.kubernetes.io/pci-0300_10de.present": "true"}, wantGPU: true},
+		"no active policy":           {mutate: func(in *Input) { in.Policy = nil }},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := node(tt.labels, nil)
+			if tt.noNFD {
+				delete(n.Labels, "feature.node.kubernetes.io/pci-10de.present")
+			}
+			var mutate []func(*Input)
+			if tt.mutate != nil {
+				mutate = append(mutate, tt.mutate)
+			}
+			r := decide(t, n, nil, mutate...)
+			if !tt.wantGPU {
+				g.Expect(r.Labels).To(BeEmpty(), "every operator label is to be removed")
+				g.Expect(r.Annotations).To(BeEmpty())
+				return
+			}
+			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelGPUPresent, "true"))
+		})
+	}
+}
+
+func TestNewGPUNode(t *testing.T) {
+	g := NewWithT(t)
+	r := decide(t, node(nil, nil), nil)
+	g.Expect(r.Labels).To(Equal(map[string]string{
+		"nvidia.com/gpu.present":                      "true",
+		"nvidia.com/gpu.deploy.driver":                "true",
+		"nvidia.com/gpu.deploy.container-toolkit":     "true",
+		"nvidia.com/gpu.deploy.device-plugin":         "true",
+		"nvidia.com/gpu.deploy.dcgm-exporter":         "true",
+		"nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
+		"nvidia.com/gpu.state.driver":                 "pending",
+		"nvidia.com/gpu.state.container-toolkit":      "pending",
+		"nvidia.com/gpu.state.device-plugin":          "pending",
+		"nvidia.com/gpu.state.dcgm-exporter":          "pending",
+		"nvidia.com/gpu.state.gpu-feature-discovery":  "pending",
+	}))
+	g.Expect(r.Annotations).To(Equal(map[string]string{
+		AnnotationBootID:       "boot-1",
+		AnnotationDiscoveredAt: "2026-11-30T12:00:00Z",
+	}))
+	g.Expect(r.Events).To(BeEmpty())
+}
+
+func TestOptOut(t *testing.T) {
+	tests := map[string]struct {
+		labels     map[string]string
+		enabled    func(map[state.Name]bool)
+		pods       map[state.Name]*state.PodFacts
+		want       map[state.Name]string
+		wantDeploy map[string]string // deploy label -> value the operator applies ("" = not applied)
+	}{
+		"user's false is kept and the driver is disabled; the toolkit proceeds": {
+			labels: map[string]string{gpuv1.DeployLabel("driver"): "false"},
+			pods:   map[state.Name]*state.PodFacts{tk: readyPod("t", now.Add(-time.Minute))},
+			want:   map[state.Name]string{drv: "disabled", tk: "ready", dp: "pending"},
+			wantDeploy: map[string]string{
+				gpuv1.DeployLabel("driver"): "", gpuv1.DeployLabel("container-toolkit"): "true",
+			},
+		},
+		"pre-installed driver label": {
+			labels:     map[string]string{gpuv1.DeployLabel("driver"): "pre-installed"},
+			want:       map[state.Name]string{drv: "disabled", tk: "pending"},
+			wantDeploy: map[string]string{gpuv1.DeployLabel("driver"): ""},
+		},
+		"operands=false disables everything and adds no deploy label": {
+			labels: map[string]string{gpuv1.LabelDeployOperands: "false"},
+			want:   map[state.Name]string{drv: "disabled", tk: "disabled", dp: "disabled", dcg: "disabled", gfd: "disabled"},
+			wantDeploy: map[string]string{
+				gpuv1.DeployLabel("driver"): "", gpuv1.DeployLabel("device-plugin"): "",
+			},
+		},
+		"operator's own true is kept when a node opts out of operands": {
+			labels:     map[string]string{gpuv1.LabelDeployOperands: "false", gpuv1.DeployLabel("driver"): "true"},
+			want:       map[state.Name]string{drv: "disabled"},
+			wantDeploy: map[string]string{gpuv1.DeployLabel("driver"): "true"},
+		},
+		"disabled in the policy": {
+			enabled:    func(e map[state.Name]bool) { e[dcg] = false },
+			pods:       map[state.Name]*state.PodFacts{drv: readyPod("d", now.Add(-time.Minute))},
+			want:       map[state.Name]string{dcg: "disabled", drv: "ready", tk: "pending"},
+			wantDeploy: map[string]string{gpuv1.DeployLabel("dcgm-exporter"): ""},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := decide(t, node(tt.labels, nil), tt.pods, func(in *Input) {
+				if tt.enabled != nil {
+					tt.enabled(in.Enabled)
+				}
+			})
+			for s, v := range tt.want {
+				g.Expect(stateOf(r, s)).To(Equal(v), "state %s", s)
+			}
+			for key, v := range tt.wantDeploy {
+				if v == "" {
+					g.Expect(r.Labels).NotTo(HaveKey(key))
+				} else {
+					g.Expect(r.Labels).To(HaveKeyWithValue(key, v))
+				}
+			}
+		})
+	}
+}
+
+func TestChainFormsInOrder(t *testing.T) {
+	g := NewWithT(t)
+	earlier := now.Add(-time.Minute)
+	pods := map[state.Name]*state.PodFacts{
+		drv: readyPod("d1", earlier),
+		// The toolkit pod is ready too, but the device plugin must wait for
+		// the toolkit label, which this decision is the one to set.
+		tk:  readyPod("t1", earlier),
+		dp:  readyPod("p1", earlier),
+		dcg: readyPod("e1", earlier),
+		gfd: readyPod("g1", earlier),
+	}
+	r := decide(t, node(nil, map[string]string{AnnotationBootID: "boot-1"}), pods)
+	for _, s := range []state.Name{drv, tk, dp, dcg, gfd} {
+		g.Expect(stateOf(r, s)).To(Equal("ready"), "state %s", s)
+	}
+	g.Expect(r.BecameReady).To(BeTrue())
+	g.Expect(reasons(r)).To(Equal([]string{"GPUStackReady"}))
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDriverPod, "d1"))
+
+	// Nothing changed: the same labels again, no event, no requeue.
+	n := node(r.Labels, r.Annotations)
+	again := decide(t, n, pods)
+	g.Expect(again.Labels).To(Equal(r.Labels))
+	g.Expect(again.Annotations).To(Equal(r.Annotations))
+	g.Expect(again.Events).To(BeEmpty())
+	g.Expect(again.BecameReady).To(BeFalse())
+	g.Expect(again.RequeueAfter).To(BeZero())
+}
+
+func TestWaitsForPrerequisites(t *testing.T) {
+	g := NewWithT(t)
+	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now), tk: readyPod("t", now)}
+	r := decide(t, node(nil, nil), pods)
+	g.Expect(stateOf(r, drv)).To(Equal("pending"))
+	g.Expect(stateOf(r, tk)).To(Equal("pending"), "the toolkit waits for the driver")
+}
+
+func TestOutages(t *testing.T) {
+	readyLabels := states(allStates(gpuv1.StateReady))
+	anns := map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}
+	healthy := func() map[state.Name]*state.PodFacts {
+		old := now.Add(-time.Hour)
+		return map[state.Name]*state.PodFacts{
+			drv: readyPod("d1", old), tk: readyPod("t1", old), dp: readyPod("p1", old),
+			dcg: readyPod("e1", old), gfd: readyPod("g1", old),
+		}
+	}
+	tests := map[string]struct {
+		pods        func(map[state.Name]*state.PodFacts)
+		annotations map[string]string
+		want        map[state.Name]string
+		wantEvents  []string
+		wantRequeue time.Duration
+		wantStale   []state.Name
+	}{
+		"short driver blip keeps the chain": {
+			pods:        func(p map[state.Name]*state.PodFacts) { p[drv] = notReadyPod(now.Add(-10 * time.Second)) },
+			want:        map[state.Name]string{drv: "ready", tk: "ready", gfd: "ready"},
+			wantRequeue: 20 * time.Second,
+		},
+		"long driver outage resets everything after it": {
+			pods:       func(p map[state.Name]*state.PodFacts) { p[drv] = notReadyPod(now.Add(-40 * time.Second)) },
+			want:       map[state.Name]string{drv: "pending", tk: "pending", dp: "pending", dcg: "pending", gfd: "pending"},
+			wantEvents: []string{"StateReset"},
+		},
+		"device plugin outage resets only what comes after it": {
+			pods:       func(p map[state.Name]*state.PodFacts) { p[dp] = notReadyPod(now.Add(-time.Minute)) },
+			want:       map[state.Name]string{drv: "ready", tk: "ready", dp: "pending", dcg: "pending", gfd: "pending"},
+			wantEvents: []string{"StateReset"},
+		},
+		"crash-looping toolkit fails": {
+			pods: func(p map[state.Name]*state.PodFacts) {
+				p[tk] = &state.PodFacts{UID: "t1", Since: now, Current: true, Failure: "crash loop"}
+			},
+			want:       map[state.Name]string{drv: "ready", tk: "failed", dp: "pending"},
+			wantEvents: []string{"StateFailed"},
+		},
+		"driver pod gone: the driver is being replaced": {
+			pods:       func(p map[state.Name]*state.PodFacts) { delete(p, drv) },
+			want:       map[state.Name]string{drv: "pending", tk: "pending", gfd: "pending"},
+			wantEvents: []string{"StateReset"},
+		},
+		"new driver pod ready behind the operator's back": {
+			pods:       func(p map[state.Name]*state.PodFacts) { p[drv] = readyPod("d2", now.Add(-5*time.Second)) },
+			want:       map[state.Name]string{drv: "pending", tk: "pending"},
+			wantEvents: []string{"StateReset"},
+		},
+		"toolkit pod briefly gone in a rolling update": {
+			pods:        func(p map[state.Name]*state.PodFacts) { delete(p, tk) },
+			want:        map[state.Name]string{tk: "ready", dp: "ready"},
+			wantRequeue: grace,
+		},
+		"toolkit pod gone for longer than the grace period": {
+			pods:        func(p map[state.Name]*state.PodFacts) { delete(p, tk) },
+			annotations: map[string]string{AnnotationMissingSince: "container-toolkit=2026-11-30T11:59:00Z"},
+			want:        map[state.Name]string{drv: "ready", tk: "pending", dp: "pending"},
+			wantEvents:  []string{"StateReset"},
+		},
+		"outdated pod keeps a ready state during its rolling update": {
+			pods: func(p map[state.Name]*state.PodFacts) { p[dp].Current = false },
+			want: map[state.Name]string{dp: "ready", dcg: "ready"},
+		},
+		"pod ready since before its reset is stale": {
+			annotations: map[string]string{AnnotationNotBefore: "gpu-feature-discovery=2026-11-30T11:59:50Z"},
+			want:        map[state.Name]string{gfd: "pending", dcg: "ready"},
+			wantRequeue: 20 * time.Second,
+		},
+		"stale pod past the grace period is deleted": {
+			annotations: map[string]string{AnnotationNotBefore: "gpu-feature-discovery=2026-11-30T11:50:00Z"},
+			want:        map[state.Name]string{gfd: "pending"},
+			wantStale:   []state.Name{gfd},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			pods := healthy()
+			if tt.pods != nil {
+				tt.pods(pods)
+			}
+			a := map[string]string{}
+			for k, v := range anns {
+				a[k] = v
+			}
+			for k, v := range tt.annotations {
+				a[k] = v
+			}
+			r := decide(t, node(readyLabels, a), pods)
+			for s, v := range tt.want {
+				g.Expect(stateOf(r, s)).To(Equal(v), "state %s", s)
+			}
+			g.Expect(reasons(r)).To(Equal(tt.wantEvents))
+			g.Expect(r.RequeueAfter).To(Equal(tt.wantRequeue))
+			g.Expect(r.StalePods).To(Equal(tt.wantStale))
+		})
+	}
+}
+
+func TestResetRecordsNotBefore(t *testing.T) {
+	g := NewWithT(t)
+	readyLabels := states(allStates(gpuv1.StateReady))
+	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now.Add(-time.Minute))}
+	r := decide(t, node(readyLabels, map[string]string{AnnotationBootID: "boot-1"}), pods)
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationNotBefore,
+		"container-toolkit=2026-11-30T12:00:00Z,dcgm-exporter=2026-11-30T12:00:00Z,device-plugin=2026-11-30T12:00:00Z,gpu-feature-discovery=2026-11-30T12:00:00Z"))
+
+	// The old toolkit pod, ready since before the reset, does not count once
+	// the driver is back: the toolkit must restart first.
+	n := node(r.Labels, r.Annotations)
+	pods = map[state.Name]*state.PodFacts{drv: readyPod("d2", now.Add(time.Second)), tk: readyPod("t1", now.Add(-time.Hour))}
+	r = decide(t, n, pods, func(in *Input) { in.Now = now.Add(2 * time.Second) })
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(stateOf(r, tk)).To(Equal("pending"))
+
+	// A fresh toolkit pod does.
+	pods[tk] = readyPod("t2", now.Add(3*time.Second))
+	r = decide(t, node(r.Labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(4 * time.Second) })
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(r.Annotations[AnnotationNotBefore]).NotTo(ContainSubstring("container-toolkit"))
+}
+
+func TestReboot(t *testing.T) {
+	g := NewWithT(t)
+	labels := states(allStates(gpuv1.StateReady))
+	labels[gpuv1.StateLabel("dcgm-exporter")] = "disabled"
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
+	n := node(labels, map[string]string{AnnotationBootID: "boot-0", AnnotationDriverPod: "d1"})
+	r := decide(t, n, pods, func(in *Input) { in.Enabled[dcg] = false })
+
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.StateLabel("driver"), "pending"))
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.StateLabel("container-toolkit"), "pending"))
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.StateLabel("gpu-feature-discovery"), "pending"))
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.StateLabel("dcgm-exporter"), "disabled"))
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationBootID, "boot-1"))
+	g.Expect(reasons(r)).To(Equal([]string{"NodeRebooted"}))
+	g.Expect(r.RequeueAfter).To(Equal(grace), "waits for the pods to restart")
+
+	// The driver container restarts after the reboot: the chain re-forms.
+	pods[drv] = readyPod("d1", now.Add(10*time.Second))
+	r = decide(t, node(r.Labels, r.Annotations), pods, func(in *Input) {
+		in.Enabled[dcg] = false
+		in.Now = now.Add(11 * time.Second)
+	})
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(stateOf(r, tk)).To(Equal("pending"), "the toolkit pod has not restarted yet")
+	g.Expect(r.Events).To(BeEmpty())
+}
+
+func TestTimeMapRoundTrip(t *testing.T) {
+	g := NewWithT(t)
+	m := timeMap{tk: now, drv: now.Add(time.Second)}
+	g.Expect(m.String()).To(Equal("container-toolkit=2026-11-30T12:00:00Z,driver=2026-11-30T12:00:01Z"))
+	g.Expect(parseTimeMap(m.String())).To(Equal(m))
+	g.Expect(parseTimeMap("garbage,driver=notatime")).To(BeEmpty())
+}

@@ -1,0 +1,151 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/budget"
+)
+
+// GPUTaintToleration tolerates the taint admins commonly put on GPU nodes
+// (kubectl taint nodes <node> nvidia.com/gpu=present:NoSchedule).
+var gpuTaintToleration = corev1.Toleration{
+	Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+}
+
+// Workload describes one operand DaemonSet.
+type Workload struct {
+	Policy    *gpuv1.ClusterPolicy
+	Namespace string
+	Name      string
+	State     string
+	// Component is the operand's shared settings: pull policy and secrets,
+	// env, args and resources for the main container.
+	Component *gpuv1.ComponentSpec
+	// Image is the main container's image reference.
+	Image string
+	// Gate is the node affinity from the state graph; empty selects every
+	// node.
+	Gate []corev1.NodeSelectorRequirement
+	// Pod is the operand's own pod spec. Its first container is the main
+	// one, to which the policy's image, env, args and resources are added.
+	Pod corev1.PodSpec
+	// OnDelete keeps the DaemonSet controller from replacing pods, whatever
+	// daemonsets.updateStrategy says: the operator replaces them itself.
+	OnDelete bool
+}
+
+// DaemonSet builds the operand's DaemonSet with the policy's daemonsets
+// settings, the gate, and a hash of the pod spec on the pod template.
+func DaemonSet(w Workload) (*appsv1.DaemonSet, error) {
+	ds := &appsv1.DaemonSet{
+		TypeMeta:   TypeMeta("apps/v1", "DaemonSet"),
+		ObjectMeta: ObjectMeta(w.Policy, w.Name, w.Namespace, w.State),
+	}
+	common := &w.Policy.Spec.Daemonsets
+	ds.Labels = merge(stringMap(common.Labels), ds.Labels)
+	ds.Annotations = merge(map[string]string(common.Annotations), nil)
+
+	pod := *w.Pod.DeepCopy()
+	if len(pod.Containers) == 0 {
+		return nil, fmt.Errorf("%s: the pod spec has no container", w.Name)
+	}
+	main := &pod.Containers[0]
+	main.Image = w.Image
+	main.ImagePullPolicy = w.Component.ImagePullPolicy
+	main.Env = Env(main.Env, w.Component.Env)
+	main.Args = append(main.Args, w.Component.Args...)
+	if r := w.Component.Resources; r != nil {
+		main.Resources = corev1.ResourceRequirements{Limits: r.Limits, Requests: r.Requests}
+	}
+	for _, s := range w.Component.ImagePullSecrets {
+		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: string(s)})
+	}
+	pod.Tolerations = append(append(pod.Tolerations, gpuTaintToleration), common.Tolerations...)
+	pod.PriorityClassName = string(common.PriorityClassName)
+	if len(w.Gate) > 0 {
+		pod.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: w.Gate}},
+			},
+		}}
+	}
+	hash, err := specHash(&pod)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.Name, err)
+	}
+
+	selector := SelectorLabels(w.Name)
+	strategy, err := updateStrategy(common, w.OnDelete)
+	if err != nil {
+		return nil, err
+	}
+	ds.Spec = appsv1.DaemonSetSpec{
+		Selector:       &metav1.LabelSelector{MatchLabels: selector},
+		UpdateStrategy: strategy,
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: podMeta(common, selector, w.State, hash),
+			Spec:       pod,
+		},
+	}
+	return ds, nil
+}
+
+func updateStrategy(common *gpuv1.DaemonsetsSpec, onDelete bool) (appsv1.DaemonSetUpdateStrategy, error) {
+	if onDelete || common.UpdateStrategy == string(appsv1.OnDeleteDaemonSetStrategyType) {
+		return appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}, nil
+	}
+	s := appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}
+	if ru := common.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		v := *ru.MaxUnavailable
+		// The NVIDIA chart writes counts as strings ("1"); the DaemonSet
+		// API wants an integer for a count.
+		if v.Type == intstr.String && v.StrVal != "" && v.StrVal[len(v.StrVal)-1] != '%' {
+			n, err := budget.Nodes("spec.daemonsets.rollingUpdate.maxUnavailable", v, 0)
+			if err != nil {
+				return s, err
+			}
+			v = intstr.FromInt32(int32(n))
+		}
+		s.RollingUpdate = &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &v}
+	}
+	return s, nil
+}
+
+// podMeta returns the pod template's metadata. Only the selector, state
+// and user labels go on pods, and never the operator's version: a template
+// label change restarts every pod of a rolling DaemonSet.
+func podMeta(common *gpuv1.DaemonsetsSpec, selector map[string]string, state, hash string) metav1.ObjectMeta {
+	labels := merge(stringMap(common.Labels), selector)
+	labels[LabelState] = state
+	labels[LabelComponent] = state
+	annotations := merge(map[string]string(common.Annotations), map[string]string{AnnotationTemplateHash: hash})
+	return metav1.ObjectMeta{Labels: labels, Annotations: annotations}
+}
+
+// specHash hashes the pod spec. Labels and annotations are left out on
+// purpose: changing them must never make a pod count as outdated.
+func specHash(spec *corev1.PodSpec) (string, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("hashing the pod spec: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+func stringMap(l gpuv1.Labels) map[string]string {
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		out[k] = string(v)
+	}
+	return out
+}

@@ -1,0 +1,17 @@
+package render
+
+import "strings"
+
+// Image composes an image reference: repository/image:version, or
+// repository/image@sha256:... when version is a digest. An empty repository
+// leaves the registry to the container runtime's default.
+func Image(repository, image, version string) string {
+	ref := image
+	if repository != "" {
+		ref = strings.TrimSuffix(repository, "/") + "/" + image
+	}
+	if strings.HasPrefix(version, "sha256:") {
+		return ref + "@" + version
+	}
+	return ref + ":" + version
+}

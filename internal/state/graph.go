@@ -1,0 +1,128 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// Graph is the validated order of the states.
+type Graph struct {
+	states []State
+	index  map[Name]int
+}
+
+// NewGraph checks that names are unique and that every state comes after its
+// prerequisites, which also rules out cycles, and returns the graph.
+func NewGraph(states ...State) (*Graph, error) {
+	g := &Graph{states: states, index: make(map[Name]int, len(states))}
+	for i, s := range states {
+		if _, dup := g.index[s.Name]; dup {
+			return nil, fmt.Errorf("state %q is declared twice", s.Name)
+		}
+		for _, p := range s.After {
+			if _, ok := g.index[p]; !ok {
+				return nil, fmt.Errorf("state %q must come after its prerequisite %q", s.Name, p)
+			}
+		}
+		if s.Operand == nil {
+			return nil, fmt.Errorf("state %q has no operand", s.Name)
+		}
+		g.index[s.Name] = i
+	}
+	return g, nil
+}
+
+// States returns the states in order: every state after its prerequisites.
+func (g *Graph) States() []State { return slices.Clone(g.states) }
+
+// PerNode returns the names of the per-node states, in order.
+func (g *Graph) PerNode() []Name {
+	var names []Name
+	for _, s := range g.states {
+		if s.Scope == PerNode {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// Get returns the state of a name.
+func (g *Graph) Get(name Name) (State, bool) {
+	i, ok := g.index[name]
+	if !ok {
+		return State{}, false
+	}
+	return g.states[i], true
+}
+
+// Prerequisites returns every per-node state that must be ready or disabled
+// on a node before name may start there, direct or not, in graph order.
+// Cluster-wide prerequisites gate nothing per node and are left out.
+func (g *Graph) Prerequisites(name Name) []Name {
+	seen := map[Name]bool{}
+	var visit func(Name)
+	visit = func(n Name) {
+		s, _ := g.Get(n)
+		for _, p := range s.After {
+			if !seen[p] {
+				seen[p] = true
+				visit(p)
+			}
+		}
+	}
+	visit(name)
+	return g.inOrder(seen, PerNode)
+}
+
+// Downstream returns every per-node state that has name among its
+// prerequisites, direct or not, in graph order.
+func (g *Graph) Downstream(name Name) []Name {
+	seen := map[Name]bool{}
+	for _, s := range g.states {
+		for _, p := range s.After {
+			if p == name || seen[p] {
+				seen[s.Name] = true
+			}
+		}
+	}
+	return g.inOrder(seen, PerNode)
+}
+
+func (g *Graph) inOrder(set map[Name]bool, scope Scope) []Name {
+	var names []Name
+	for _, s := range g.states {
+		if set[s.Name] && s.Scope == scope {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// Gate returns the node affinity a per-node state's pods require: a GPU
+// node, not opted out of operands, the operand's deploy label "true", and
+// every prerequisite ready or disabled. The DaemonSet controller therefore
+// starts the state on a node exactly when the states before it are ready
+// there, and removes it when one of them stops being ready.
+func (g *Graph) Gate(name Name) []corev1.NodeSelectorRequirement {
+	s, ok := g.Get(name)
+	if !ok || s.Scope != PerNode {
+		return nil
+	}
+	reqs := []corev1.NodeSelectorRequirement{
+		{Key: gpuv1.LabelGPUPresent, Operator: corev1.NodeSelectorOpIn, Values: []string{gpuv1.LabelTrue}},
+		{Key: gpuv1.LabelDeployOperands, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"false"}},
+		{Key: gpuv1.DeployLabel(string(name)), Operator: corev1.NodeSelectorOpIn, Values: []string{gpuv1.LabelTrue}},
+	}
+	for _, p := range g.Prerequisites(name) {
+		reqs = append(reqs, corev1.NodeSelectorRequirement{
+			Key:      gpuv1.StateLabel(string(p)),
+			Operator: corev1.NodeSelectorOpIn,
+			Values:   []string{string(gpuv1.StateDisabled), string(gpuv1.StateReady)},
+		})
+	}
+	return reqs
+}
