@@ -6,15 +6,21 @@ import (
 	"fmt"
 	"os"
 
+	"time"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operator"
 	"github.com/gpu-operator/gpu-operator/internal/version"
 )
 
@@ -27,6 +33,8 @@ type options struct {
 	probeAddr     string
 	leaderElect   bool
 	leaderElectID string
+	nodeWorkers   int
+	grace         time.Duration
 	showVersion   bool
 	zap           zap.Options
 	namespace     string
@@ -40,12 +48,21 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectID, "leader-election-id", "gpu-operator.nvidia.com", "Name of the Lease used for leader election.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
+	fs.IntVar(&o.nodeWorkers, "node-workers", 8, "Nodes reconciled concurrently.")
+	fs.DurationVar(&o.grace, "ready-grace-period", 30*time.Second,
+		"How long a ready state survives its pod being not ready or gone before the states after it restart.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if o.showVersion {
 		return o, nil
+	}
+	if o.nodeWorkers < 1 {
+		return nil, fmt.Errorf("--node-workers=%d: must be at least 1", o.nodeWorkers)
+	}
+	if o.grace <= 0 {
+		return nil, fmt.Errorf("--ready-grace-period=%s: must be positive", o.grace)
 	}
 	o.namespace = os.Getenv(namespaceEnv)
 	if o.namespace == "" {
@@ -68,6 +85,7 @@ func run(o *options) error {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        newScheme(),
+		Cache:                         cacheconfig.Options(o.namespace),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
@@ -78,13 +96,23 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	m, err := metrics.New(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := operator.Setup(ctx, mgr, operator.Config{
+		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Grace: o.grace, Metrics: m,
+	}); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil

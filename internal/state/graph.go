@@ -126,3 +126,12 @@ func (g *Graph) Gate(name Name) []corev1.NodeSelectorRequirement {
 	}
 	return reqs
 }
+
+// Enabled says, for every state, whether the policy deploys it.
+func (g *Graph) Enabled(spec *gpuv1.ClusterPolicySpec) map[Name]bool {
+	enabled := make(map[Name]bool, len(g.states))
+	for _, s := range g.states {
+		enabled[s.Name] = s.Operand.Enabled(spec)
+	}
+	return enabled
+}

@@ -2,6 +2,7 @@ package toolkit
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -12,6 +13,8 @@ import (
 
 // DaemonSetName is the name users know from the NVIDIA GPU Operator.
 const DaemonSetName = "nvidia-container-toolkit-daemonset"
+
+// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch;create;update;patch;delete
 
 // Operand renders the container-toolkit state.
 type Operand struct{}
@@ -51,5 +54,16 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{ds}, nil
+	return []client.Object{runtimeClass(in), ds}, nil
+}
+
+// runtimeClass is the RuntimeClass GPU pods name to run with the NVIDIA
+// runtime handler the toolkit installs.
+func runtimeClass(in state.RenderInput) *nodev1.RuntimeClass {
+	name := string(in.Policy.Spec.Operator.RuntimeClass)
+	return &nodev1.RuntimeClass{
+		TypeMeta:   render.TypeMeta("node.k8s.io/v1", "RuntimeClass"),
+		ObjectMeta: render.ObjectMeta(in.Policy, name, "", string(state.ContainerToolkit)),
+		Handler:    "nvidia",
+	}
 }

@@ -1,0 +1,135 @@
+package apply
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// AnnotationAppliedHash is the hash of the object as last applied. An object
+// whose annotation matches the hash of what is rendered now is not applied
+// again.
+const AnnotationAppliedHash = gpuv1.OperatorAnnotationPrefix + "applied-hash"
+
+// Applier applies and prunes operator objects.
+type Applier struct {
+	// Client writes; Reader reads object metadata, normally from the cache.
+	Client client.Client
+	Reader client.Reader
+	// Owner is the field manager of every apply.
+	Owner string
+}
+
+// Apply applies obj unless the object in the cluster was applied from the
+// same content. It reports whether it sent a request.
+func (a *Applier) Apply(ctx context.Context, obj client.Object) (bool, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return false, err
+	}
+	hash, err := hashOf(u)
+	if err != nil {
+		return false, err
+	}
+	u.SetAnnotations(withAnnotation(u.GetAnnotations(), AnnotationAppliedHash, hash))
+
+	current := &metav1.PartialObjectMetadata{}
+	current.SetGroupVersionKind(u.GroupVersionKind())
+	switch err := a.Reader.Get(ctx, client.ObjectKeyFromObject(u), current); {
+	case err == nil && current.Annotations[AnnotationAppliedHash] == hash:
+		return false, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("reading %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(a.Owner), client.ForceOwnership); err != nil {
+		return false, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return true, nil
+}
+
+// Key identifies an object across kinds.
+type Key struct {
+	GVK schema.GroupVersionKind
+	types.NamespacedName
+}
+
+// KeyOf returns the key of obj, whose apiVersion and kind must be set.
+func KeyOf(obj client.Object) Key {
+	return Key{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
+}
+
+// Prune deletes the objects of the given kinds that carry the selector's
+// labels and are not in keep. It reports how many it deleted.
+func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, selector client.MatchingLabels, keep map[Key]bool) (int, error) {
+	deleted := 0
+	for _, gvk := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := a.Reader.List(ctx, list, selector); err != nil {
+			return deleted, fmt.Errorf("listing %s to prune: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			item.SetGroupVersionKind(gvk)
+			if keep[KeyOf(item)] || item.DeletionTimestamp != nil {
+				continue
+			}
+			if err := a.Client.Delete(ctx, item, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return deleted, fmt.Errorf("pruning %s %s: %w", gvk.Kind, item.Name, err)
+			}
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" {
+		return nil, fmt.Errorf("%T %s has no kind set", obj, obj.GetName())
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	// Status and creationTimestamp are the server's; an apply must not
+	// claim them.
+	delete(m, "status")
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		delete(meta, "creationTimestamp")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// hashOf hashes the object as it will be applied. encoding/json sorts map
+// keys, so equal objects give equal hashes.
+func hashOf(u *unstructured.Unstructured) (string, error) {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return "", fmt.Errorf("hashing %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+func withAnnotation(annotations map[string]string, key, value string) map[string]string {
+	out := make(map[string]string, len(annotations)+1)
+	for k, v := range annotations {
+		out[k] = v
+	}
+	out[key] = value
+	return out
+}

@@ -1,0 +1,167 @@
+package clusterpolicy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// Finalizer keeps a ClusterPolicy until the operator has removed its labels
+// from every node and deleted every object it created.
+const Finalizer = "nvidia.com/gpu-operator-cleanup"
+
+// cleanupPoll is how often deletion checks whether the nodes are clean.
+const cleanupPoll = 2 * time.Second
+
+// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// Reconciler reconciles the ClusterPolicy into the states' objects.
+type Reconciler struct {
+	Client    client.Client
+	Graph     *state.Graph
+	Namespace string
+	Applier   *apply.Applier
+	Recorder  events.EventRecorder
+	Metrics   *metrics.Metrics
+}
+
+// Reconcile is get, then delete or ignore or apply, then one status patch.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	defer func() { r.Metrics.Reconciles.WithLabelValues("clusterpolicy", metrics.Result(err)).Inc() }()
+	cp := &gpuv1.ClusterPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !cp.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, cp, active)
+	}
+	if active == nil || active.UID != cp.UID {
+		return ctrl.Result{}, r.patchStatus(ctx, cp, ignoredStatus(cp, active, r.Namespace))
+	}
+	if !controllerutil.ContainsFinalizer(cp, Finalizer) {
+		base := cp.DeepCopy()
+		controllerutil.AddFinalizer(cp, Finalizer)
+		if err := r.Client.Patch(ctx, cp, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the cleanup finalizer: %w", err)
+		}
+	}
+
+	applyErr := r.applyStates(ctx, cp)
+	status, err := r.observe(ctx, cp, applyErr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.patchStatus(ctx, cp, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, applyErr
+}
+
+// reconcileDelete cleans up before letting the policy go: the node
+// controller removes the node labels as soon as no policy is active; once
+// no node carries one, the objects are deleted and the finalizer removed.
+// If another policy takes over, it takes the nodes and objects as they are.
+func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolicy, successor *gpuv1.ClusterPolicy) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(cp, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if successor == nil {
+		labelled, err := r.nodesWithStateLabels(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if labelled > 0 {
+			ctrl.LoggerFrom(ctx).Info("waiting for node labels to be removed", "nodes", labelled)
+			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
+		}
+		if err := r.deleteObjects(ctx, cp); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	base := cp.DeepCopy()
+	controllerutil.RemoveFinalizer(cp, Finalizer)
+	if err := r.Client.Patch(ctx, cp, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("removing the cleanup finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) nodesWithStateLabels(ctx context.Context) (int, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	n := 0
+	for i := range nodes.Items {
+		if hasStateLabel(nodes.Items[i].Labels) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// patchStatus writes status when it differs from what is stored: a
+// reconcile that changes nothing writes nothing.
+func (r *Reconciler) patchStatus(ctx context.Context, cp *gpuv1.ClusterPolicy, status gpuv1.ClusterPolicyStatus) error {
+	if equality.Semantic.DeepEqual(cp.Status, status) {
+		return nil
+	}
+	base := cp.DeepCopy()
+	cp.Status = status
+	if err := r.Client.Status().Patch(ctx, cp, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patching the status of ClusterPolicy %s: %w", cp.Name, err)
+	}
+	return nil
+}
+
+// observe computes the status from the nodes' labels.
+func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, applyErr error) (gpuv1.ClusterPolicyStatus, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return cp.Status, fmt.Errorf("listing nodes: %w", err)
+	}
+	nfd := &appsv1.DaemonSet{}
+	nfdErr := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: nfdWorkerName}, nfd)
+	if client.IgnoreNotFound(nfdErr) != nil {
+		return cp.Status, fmt.Errorf("reading the nfd-worker DaemonSet: %w", nfdErr)
+	}
+	if nfdErr != nil {
+		nfd = nil
+	}
+	summary := summarize(r.Graph, r.Graph.Enabled(&cp.Spec), nodes.Items, nfd)
+	r.export(summary)
+	return buildStatus(cp, r.Namespace, summary, applyErr), nil
+}
+
+// export publishes the node counts as metrics.
+func (r *Reconciler) export(s summary) {
+	r.Metrics.GPUNodes.Set(float64(s.gpuNodes))
+	r.Metrics.Nodes.Reset()
+	for name, counts := range s.byState {
+		for phase, n := range counts.phases {
+			r.Metrics.Nodes.WithLabelValues(string(name), string(phase)).Set(float64(n))
+		}
+	}
+}

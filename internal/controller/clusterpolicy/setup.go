@@ -1,0 +1,56 @@
+package clusterpolicy
+
+import (
+	"context"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// SetupWithManager registers the controller. Besides its own policies it
+// watches the objects it owns (to restore them) and node label changes
+// (they are what its status summarises).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("clusterpolicy").
+		For(&gpuv1.ClusterPolicy{}).
+		Owns(&appsv1.DaemonSet{}).
+		Owns(&appsv1.Deployment{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
+			builder.WithPredicates(labelsChanged())).
+		Complete(r)
+}
+
+// allPolicies enqueues every policy: a node change only changes the status
+// of the active one, and the others are cheap to look at.
+func (r *Reconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &gpuv1.ClusterPolicyList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ClusterPolicies after a node change")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	}
+	return reqs
+}
+
+func labelsChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
+	}
+}

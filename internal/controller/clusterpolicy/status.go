@@ -1,0 +1,142 @@
+package clusterpolicy
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// maxNamedNodes bounds how many nodes a condition message names.
+const maxNamedNodes = 10
+
+// buildStatus is the status of the active policy.
+func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, applyErr error) gpuv1.ClusterPolicyStatus {
+	st := gpuv1.ClusterPolicyStatus{
+		Namespace:          namespace,
+		ObservedGeneration: cp.Status.ObservedGeneration,
+		ReadyNodes:         fmt.Sprintf("%d/%d", s.readyNodes, s.gpuNodes),
+		Conditions:         append([]metav1.Condition(nil), cp.Status.Conditions...),
+		IgnoredFields:      cp.Spec.IgnoredFields(),
+	}
+	if applyErr == nil {
+		st.ObservedGeneration = cp.Generation
+	}
+	for _, name := range s.order {
+		c := s.byState[name]
+		if !c.enabled {
+			continue
+		}
+		st.States = append(st.States, gpuv1.StateSummary{Name: string(name), Desired: c.desired, Ready: c.ready, Failed: c.failed})
+	}
+	setReadyCondition(&st.Conditions, s, cp.Generation)
+	setProgressingCondition(&st.Conditions, s, cp.Generation)
+	setDegradedCondition(&st.Conditions, s, applyErr, cp.Generation)
+	st.State = gpuv1.PolicyNotReady
+	if meta.IsStatusConditionTrue(st.Conditions, gpuv1.ConditionReady) {
+		st.State = gpuv1.PolicyReady
+	}
+	return st
+}
+
+// setReadyCondition is true when every GPU node is ready on every enabled
+// state; otherwise it names the first state in order holding nodes back,
+// and some of those nodes.
+func setReadyCondition(conds *[]metav1.Condition, s summary, gen int64) {
+	c := metav1.Condition{Type: gpuv1.ConditionReady, ObservedGeneration: gen}
+	if name, counts := firstNotReady(s); counts != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, gpuv1.ReasonStateNotReady
+		c.Message = fmt.Sprintf("%s is ready on %d of %d nodes", name, counts.ready, counts.desired)
+		if len(counts.notReady) > 0 {
+			c.Message += "; not ready: " + nameNodes(counts.notReady)
+		}
+	} else {
+		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonAllStatesReady
+		c.Message = fmt.Sprintf("%d of %d GPU nodes are ready on every state", s.readyNodes, s.gpuNodes)
+		if s.gpuNodes == 0 {
+			c.Message = "no GPU nodes found: nodes are GPU nodes once NFD labels them feature.node.kubernetes.io/pci-10de.present=true, or when labelled nvidia.com/gpu.present=true"
+		}
+	}
+	meta.SetStatusCondition(conds, c)
+}
+
+func firstNotReady(s summary) (state.Name, *stateCounts) {
+	for _, name := range s.order {
+		if c := s.byState[name]; c.enabled && c.ready < c.desired {
+			return name, c
+		}
+	}
+	return "", nil
+}
+
+// setProgressingCondition is true while nodes are on their way to ready.
+func setProgressingCondition(conds *[]metav1.Condition, s summary, gen int64) {
+	c := metav1.Condition{Type: gpuv1.ConditionProgressing, ObservedGeneration: gen,
+		Status: metav1.ConditionFalse, Reason: gpuv1.ReasonRolloutComplete, Message: "no node is on its way"}
+	var parts []string
+	for _, name := range s.order {
+		counts := s.byState[name]
+		if n := counts.phases[gpuv1.StatePending] + counts.phases[gpuv1.StateUpgrading]; n > 0 && counts.enabled {
+			parts = append(parts, fmt.Sprintf("%s pending on %d", name, n))
+		}
+	}
+	if len(parts) > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonRollingOut
+		c.Message = fmt.Sprintf("%d of %d GPU nodes ready; %s", s.readyNodes, s.gpuNodes, strings.Join(parts, ", "))
+	}
+	meta.SetStatusCondition(conds, c)
+}
+
+// setDegradedCondition is true when objects could not be applied or a
+// state failed on some node.
+func setDegradedCondition(conds *[]metav1.Condition, s summary, applyErr error, gen int64) {
+	c := metav1.Condition{Type: gpuv1.ConditionDegraded, ObservedGeneration: gen,
+		Status: metav1.ConditionFalse, Reason: gpuv1.ReasonNoFailures, Message: "no state failed on any node"}
+	var parts []string
+	for _, name := range s.order {
+		if counts := s.byState[name]; counts.enabled && counts.failed > 0 {
+			parts = append(parts, fmt.Sprintf("%s failed on %d nodes: %s", name, counts.failed, nameNodes(counts.failedNodes)))
+		}
+	}
+	switch {
+	case applyErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonApplyFailed, applyErr.Error()
+	case len(parts) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonStateFailed
+		c.Message = strings.Join(parts, "; ") + " (see the events of those nodes)"
+	}
+	meta.SetStatusCondition(conds, c)
+}
+
+// ignoredStatus is the status of a policy that is not the active one.
+func ignoredStatus(cp, active *gpuv1.ClusterPolicy, namespace string) gpuv1.ClusterPolicyStatus {
+	st := gpuv1.ClusterPolicyStatus{
+		State:              gpuv1.PolicyIgnored,
+		Namespace:          namespace,
+		ObservedGeneration: cp.Generation,
+		Conditions:         append([]metav1.Condition(nil), cp.Status.Conditions...),
+		IgnoredFields:      cp.Spec.IgnoredFields(),
+	}
+	msg := "another ClusterPolicy is being deleted; this one becomes active when it is gone"
+	if active != nil {
+		msg = fmt.Sprintf("ClusterPolicy %s is the active one, being the oldest; this one is ignored until %s is deleted", active.Name, active.Name)
+	}
+	for _, t := range []string{gpuv1.ConditionReady, gpuv1.ConditionProgressing, gpuv1.ConditionDegraded} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: metav1.ConditionFalse, Reason: gpuv1.ReasonIgnored, Message: msg, ObservedGeneration: cp.Generation,
+		})
+	}
+	return st
+}
+
+// nameNodes names up to maxNamedNodes nodes and counts the rest.
+func nameNodes(nodes []string) string {
+	if len(nodes) <= maxNamedNodes {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:maxNamedNodes], ", "), len(nodes)-maxNamedNodes)
+}

@@ -1,0 +1,95 @@
+package clusterpolicy
+
+import (
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// stateCounts counts the GPU nodes of one state.
+type stateCounts struct {
+	enabled                bool
+	desired, ready, failed int32
+	phases                 map[gpuv1.StateValue]int
+	// notReady and failedNodes name nodes, sorted; a message shows a few.
+	notReady, failedNodes []string
+}
+
+// summary is what the status says about the GPU nodes.
+type summary struct {
+	gpuNodes, readyNodes int
+	order                []state.Name
+	byState              map[state.Name]*stateCounts
+}
+
+// summarize counts the GPU nodes per state from their labels. Cluster-wide
+// states count the pods of their DaemonSet instead (nfd-worker, on every
+// node), from ds, which is nil when it does not exist.
+func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
+	s := summary{byState: map[state.Name]*stateCounts{}}
+	for _, st := range g.States() {
+		s.order = append(s.order, st.Name)
+		s.byState[st.Name] = &stateCounts{enabled: enabled[st.Name], phases: map[gpuv1.StateValue]int{}}
+	}
+	perNode := g.PerNode()
+	for i := range nodes {
+		n := &nodes[i]
+		if !gating.IsGPUNode(n.Labels) {
+			continue
+		}
+		s.gpuNodes++
+		allReady := true
+		for _, name := range perNode {
+			v := gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(name))])
+			if v == "" {
+				v = gpuv1.StatePending
+			}
+			c := s.byState[name]
+			c.phases[v]++
+			switch v {
+			case gpuv1.StateDisabled:
+				continue
+			case gpuv1.StateReady:
+				c.ready++
+			case gpuv1.StateFailed:
+				c.failed++
+				c.failedNodes = append(c.failedNodes, n.Name)
+				c.notReady = append(c.notReady, n.Name)
+			default:
+				c.notReady = append(c.notReady, n.Name)
+			}
+			c.desired++
+			allReady = allReady && v == gpuv1.StateReady
+		}
+		if allReady {
+			s.readyNodes++
+		}
+	}
+	for _, c := range s.byState {
+		slices.Sort(c.notReady)
+		slices.Sort(c.failedNodes)
+	}
+	for _, st := range g.States() {
+		if st.Scope == state.ClusterWide && enabled[st.Name] && ds != nil {
+			c := s.byState[st.Name]
+			c.desired, c.ready = ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
+		}
+	}
+	return s
+}
+
+// hasStateLabel reports whether a node carries any operator state label.
+func hasStateLabel(labels map[string]string) bool {
+	for k := range labels {
+		if strings.HasPrefix(k, gpuv1.StateLabelPrefix) {
+			return true
+		}
+	}
+	return false
+}

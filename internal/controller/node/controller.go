@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch
+
+// Reconciler keeps each node's operator labels in line with the operand
+// pods on it.
+type Reconciler struct {
+	// Client reads from the cache and writes to the API server.
+	Client    client.Client
+	Graph     *state.Graph
+	Namespace string
+	// Grace is how long a ready state survives its pod being not ready or
+	// gone.
+	Grace      time.Duration
+	Recorder   events.EventRecorder
+	Metrics    *metrics.Metrics
+	FieldOwner string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Reconcile judges one node and writes its labels when they changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	defer func() { r.Metrics.Reconciles.WithLabelValues("node", metrics.Result(err)).Inc() }()
+	node := &corev1.Node{}
+	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Grace, Now: r.now()}
+	if active != nil && gating.IsGPUNode(node.Labels) {
+		in.Enabled = r.Graph.Enabled(&active.Spec)
+		if in.Pods, err = r.observePods(ctx, node.Name, in.Now); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	decision := gating.Decide(in)
+	if needsWrite(node, decision) {
+		if err := r.write(ctx, node.Name, decision); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.record(ctx, node, decision)
+	}
+	if err := r.deleteStalePods(ctx, node.Name, decision.StalePods); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: decision.RequeueAfter}, nil
+}
+
+// write applies every label and annotation the operator wants on the node.
+// Server-side apply removes the ones it set before and no longer wants,
+// and never touches another manager's.
+func (r *Reconciler) write(ctx context.Context, name string, d gating.Result) error {
+	ac := corev1ac.Node(name).WithLabels(d.Labels).WithAnnotations(d.Annotations)
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(r.FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("applying the labels of node %s: %w", name, err)
+	}
+	log.FromContext(ctx).V(1).Info("node labels written", "labels", d.Labels)
+	return nil
+}
+
+func (r *Reconciler) record(ctx context.Context, node *corev1.Node, d gating.Result) {
+	for _, e := range d.Events {
+		kind := corev1.EventTypeNormal
+		if e.Warning {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(node, nil, kind, e.Reason, "Reconcile", "%s", e.Message)
+		log.FromContext(ctx).Info(e.Message, "reason", e.Reason)
+	}
+	if d.BecameReady && d.ReadyAfter > 0 {
+		r.Metrics.NodeReadySeconds.Observe(d.ReadyAfter.Seconds())
+	}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// needsWrite reports whether the node's labels or annotations differ from
+// what the decision wants. State labels and operator annotations belong to
+// the operator alone, so any extra one means a write is needed too.
+func needsWrite(node *corev1.Node, d gating.Result) bool {
+	return differs(node.Labels, d.Labels, gpuv1.StateLabelPrefix) ||
+		differs(node.Annotations, d.Annotations, gpuv1.OperatorAnnotationPrefix)
+}
+
+func differs(have, want map[string]string, ownPrefix string) bool {
+	for k, v := range want {
+		if cur, ok := have[k]; !ok || cur != v {
+			return true
+		}
+	}
+	for k := range have {
+		if _, wanted := want[k]; !wanted && hasPrefix(k, ownPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }

@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// IndexNodeName indexes operand pods by the node they are bound to.
+const IndexNodeName = "spec.nodeName"
+
+// observePods returns the facts of each state's pod on the node.
+func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (map[state.Name]*state.PodFacts, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace),
+		client.MatchingFields{IndexNodeName: nodeName}, client.HasLabels{render.LabelState}); err != nil {
+		return nil, fmt.Errorf("listing operand pods on node %s: %w", nodeName, err)
+	}
+	hashes, err := r.desiredHashes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	chosen := map[state.Name]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		name := state.Name(p.Labels[render.LabelState])
+		if cur, ok := chosen[name]; !ok || newer(p, cur) {
+			chosen[name] = p
+		}
+	}
+	facts := make(map[state.Name]*state.PodFacts, len(chosen))
+	for name, p := range chosen {
+		if f := state.Observe(p, render.AnnotationTemplateHash, hashes[name], r.Grace, now); f != nil {
+			facts[name] = f
+		}
+	}
+	return facts, nil
+}
+
+// newer prefers a live pod to a terminating one, then the newest: during a
+// rolling update the replacement is the pod that matters.
+func newer(p, than *corev1.Pod) bool {
+	if (p.DeletionTimestamp == nil) != (than.DeletionTimestamp == nil) {
+		return p.DeletionTimestamp == nil
+	}
+	return than.CreationTimestamp.Before(&p.CreationTimestamp)
+}
+
+// desiredHashes returns each state's pod template hash. A DaemonSet with
+// OnDelete updates gets none: its pods are replaced by the operator, not
+// rolled, so an older pod there is still the state's pod.
+func (r *Reconciler) desiredHashes(ctx context.Context) (map[state.Name]string, error) {
+	list := &appsv1.DaemonSetList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState}); err != nil {
+		return nil, fmt.Errorf("listing operand DaemonSets: %w", err)
+	}
+	hashes := map[state.Name]string{}
+	for i := range list.Items {
+		ds := &list.Items[i]
+		if ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+			continue
+		}
+		hashes[state.Name(ds.Labels[render.LabelState])] = ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
+	}
+	return hashes, nil
+}
+
+// deleteStalePods deletes pods that stayed ready from before their state was
+// reset; their DaemonSet starts fresh ones.
+func (r *Reconciler) deleteStalePods(ctx context.Context, nodeName string, stale []state.Name) error {
+	if len(stale) == 0 {
+		return nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace), client.MatchingFields{IndexNodeName: nodeName}); err != nil {
+		return fmt.Errorf("listing operand pods on node %s: %w", nodeName, err)
+	}
+	for _, name := range stale {
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if state.Name(p.Labels[render.LabelState]) != name || p.DeletionTimestamp != nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("restarting stale pod %s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}

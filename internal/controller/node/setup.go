@@ -1,0 +1,88 @@
+package node
+
+import (
+	"context"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+)
+
+// SetupWithManager registers the controller. It reacts to node changes that
+// matter (labels, operator annotations, boot ID), to operand pods on a
+// node, and to any ClusterPolicy change, which concerns every GPU node.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("node").
+		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode)).
+		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// IndexPodsByNode registers the field index the controller lists pods by.
+func IndexPodsByNode(ctx context.Context, mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexNodeName, func(o client.Object) []string {
+		return []string{o.(*corev1.Pod).Spec.NodeName}
+	})
+}
+
+func podToNode(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.(*corev1.Pod).Spec.NodeName
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+}
+
+// allGPUNodes enqueues every node the operator has or should have labels on.
+func (r *Reconciler) allGPUNodes(ctx context.Context, _ client.Object) []reconcile.Request {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing nodes after a ClusterPolicy change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if gating.IsGPUNode(n.Labels) || hasOperatorLabels(n) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
+		}
+	}
+	return reqs
+}
+
+func hasOperatorLabels(n *corev1.Node) bool {
+	for k := range n.Labels {
+		if strings.HasPrefix(k, gpuv1.StateLabelPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeChanged passes node events that can change a decision; kubelet status
+// heartbeats do not.
+func nodeChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return !maps.Equal(old.Labels, cur.Labels) ||
+				!maps.Equal(old.Annotations, cur.Annotations) ||
+				old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID
+		},
+	}
+}

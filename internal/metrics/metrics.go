@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the operator's own metrics. controller-runtime adds its
+// controller_runtime_* and client-go's rest_client_* metrics alongside.
+type Metrics struct {
+	// Reconciles counts reconciles by controller and result (success,
+	// error).
+	Reconciles *prometheus.CounterVec
+	// GPUNodes is the number of GPU nodes the active policy covers.
+	GPUNodes prometheus.Gauge
+	// Nodes counts GPU nodes by state and the value of its label there.
+	Nodes *prometheus.GaugeVec
+	// NodeReadySeconds is how long nodes took from discovery to every
+	// state ready.
+	NodeReadySeconds prometheus.Histogram
+}
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpu_operator_reconciles_total",
+			Help: "Reconciles by controller and result (success or error).",
+		}, []string{"controller", "result"}),
+		GPUNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpu_operator_gpu_nodes",
+			Help: "GPU nodes covered by the active ClusterPolicy.",
+		}),
+		Nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpu_operator_nodes",
+			Help: "GPU nodes by state and phase (pending, ready, failed, upgrading, disabled).",
+		}, []string{"state", "phase"}),
+		NodeReadySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gpu_operator_node_ready_seconds",
+			Help:    "Seconds from a GPU node's discovery until every state was ready on it.",
+			Buckets: prometheus.ExponentialBuckets(5, 2, 10),
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.Reconciles, m.GPUNodes, m.Nodes, m.NodeReadySeconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Result is the result label of a reconcile.
+func Result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "success"
+}

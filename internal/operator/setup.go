@@ -1,0 +1,68 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
+	"github.com/gpu-operator/gpu-operator/internal/controller/node"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+)
+
+// FieldOwner is the server-side apply field manager of every write.
+const FieldOwner = "gpu-operator"
+
+// Config is what the controllers need besides the manager.
+type Config struct {
+	// Namespace is where the operator runs and deploys its operands.
+	Namespace string
+	// NodeWorkers is how many nodes are reconciled at once.
+	NodeWorkers int
+	// Grace is how long a ready state survives its pod being not ready.
+	Grace   time.Duration
+	Metrics *metrics.Metrics
+	// Now is the clock of the node controller; time.Now when nil.
+	Now func() time.Time
+}
+
+// Setup registers the field index and both controllers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	graph, err := registry.Graph()
+	if err != nil {
+		return fmt.Errorf("building the state graph: %w", err)
+	}
+	if err := node.IndexPodsByNode(ctx, mgr); err != nil {
+		return fmt.Errorf("indexing pods by node: %w", err)
+	}
+	recorder := mgr.GetEventRecorder(FieldOwner)
+	nodes := &node.Reconciler{
+		Client:     mgr.GetClient(),
+		Graph:      graph,
+		Namespace:  cfg.Namespace,
+		Grace:      cfg.Grace,
+		Recorder:   recorder,
+		Metrics:    cfg.Metrics,
+		FieldOwner: FieldOwner,
+		Now:        cfg.Now,
+	}
+	if err := nodes.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
+		return fmt.Errorf("setting up the node controller: %w", err)
+	}
+	policies := &clusterpolicy.Reconciler{
+		Client:    mgr.GetClient(),
+		Graph:     graph,
+		Namespace: cfg.Namespace,
+		Applier:   &apply.Applier{Client: mgr.GetClient(), Reader: mgr.GetClient(), Owner: FieldOwner},
+		Recorder:  recorder,
+		Metrics:   cfg.Metrics,
+	}
+	if err := policies.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// On a node, each state's DaemonSet selects the node only once the states
+// before it are ready there, and each pod is created only after its
+// prerequisites' pods were ready.
+func TestChainFormsInOrderOnANode(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 1)
+	node := f.nodes[0]
+	for _, s := range states {
+		sim.set(node, s, staysNotReady)
+	}
+	f.expectState("pending", "driver", node)
+
+	for i, s := range states[:3] {
+		// Nothing after s runs while s is not ready.
+		next := states[i+1]
+		g.Eventually(func() bool { return f.podOn(node, s) != nil }, timeout, interval).Should(BeTrue(), "%s pod", s)
+		g.Consistently(func() bool { return f.daemonSetMatches(next, node) }, time.Second, interval).Should(BeFalse(),
+			"%s must not select the node while %s is not ready", next, s)
+		g.Expect(f.podOn(node, next)).To(BeNil())
+
+		sim.set(node, s, becomesReady)
+		f.expectState("ready", s, node)
+		g.Eventually(func() bool { return f.podOn(node, next) != nil }, timeout, interval).Should(BeTrue(), "%s pod", next)
+		readyAt := readyCondition(f.podOn(node, s)).LastTransitionTime
+		g.Expect(f.podOn(node, next).CreationTimestamp.Before(&readyAt)).To(BeFalse(),
+			"%s pod created before %s was ready", next, s)
+	}
+	// dcgm-exporter and GFD both wait for the device plugin only.
+	sim.set(node, "dcgm-exporter", becomesReady)
+	sim.set(node, "gpu-feature-discovery", becomesReady)
+	f.expectAllReady(node)
+	t.Logf("kubectl get nodes -L nvidia.com/gpu.state.*:\n%s", f.labelTable())
+
+	cp := &gpuv1.ClusterPolicy{}
+	g.Eventually(func() gpuv1.PolicyState {
+		g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+		return cp.Status.State
+	}, timeout, interval).Should(Equal(gpuv1.PolicyReady))
+	g.Expect(cp.Status.ReadyNodes).To(Equal("1/1"))
+	g.Expect(meta.IsStatusConditionTrue(cp.Status.Conditions, gpuv1.ConditionReady)).To(BeTrue())
+}
+
+// A driver that never becomes ready on one node fails there and holds no
+// other node back; the status names the node.
+func TestFailingNodeHoldsNobodyBack(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 3)
+	bad, good := f.nodes[0], f.nodes[1:]
+	sim.set(bad, "driver", crashLoops)
+
+	f.expectAllReady(good...)
+	f.expectState("failed", "driver", bad)
+	f.expectState("pending", "container-toolkit", bad)
+	g.Expect(f.podOn(bad, "container-toolkit")).To(BeNil())
+
+	cp := &gpuv1.ClusterPolicy{}
+	g.Eventually(func() string {
+		g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+		c := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionDegraded)
+		if c == nil || c.Status != "True" {
+			return ""
+		}
+		return c.Message
+	}, timeout, interval).Should(ContainSubstring("driver failed on 1 nodes: " + bad))
+	g.Expect(cp.Status.State).To(Equal(gpuv1.PolicyNotReady))
+	g.Expect(cp.Status.ReadyNodes).To(Equal("2/3"))
+	ready := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionReady)
+	g.Expect(ready.Reason).To(Equal(gpuv1.ReasonStateNotReady))
+	g.Expect(ready.Message).To(ContainSubstring("driver is ready on 2 of 3 nodes; not ready: " + bad))
+	t.Logf("kubectl get nodes -L nvidia.com/gpu.state.*:\n%s", f.labelTable())
+}

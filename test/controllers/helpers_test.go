@@ -1,0 +1,205 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+)
+
+const (
+	timeout  = 20 * time.Second
+	interval = 100 * time.Millisecond
+)
+
+var states = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
+
+// fixture is one test's ClusterPolicy and GPU nodes.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	policy *gpuv1.ClusterPolicy
+	nodes  []string
+}
+
+// setup creates a ClusterPolicy and n fake GPU nodes (as NFD would label
+// them) and removes both when the test ends, waiting until the policy's
+// cleanup finished so that the next test starts from a clean cluster.
+func setup(t *testing.T, n int, mutate ...func(*gpuv1.ClusterPolicy)) *fixture {
+	t.Helper()
+	f := &fixture{t: t, ctx: context.Background()}
+	prefix := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		f.createNode(name, nil)
+		f.nodes = append(f.nodes, name)
+	}
+	f.policy = &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}}
+	for _, m := range mutate {
+		m(f.policy)
+	}
+	NewWithT(t).Expect(k8sClient.Create(f.ctx, f.policy)).To(Succeed())
+	t.Cleanup(f.teardown)
+	return f
+}
+
+func (f *fixture) createNode(name string, labels map[string]string) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"feature.node.kubernetes.io/pci-10de.present": "true",
+	}}}
+	for k, v := range labels {
+		node.Labels[k] = v
+	}
+	g := NewWithT(f.t)
+	g.Expect(k8sClient.Create(f.ctx, node)).To(Succeed())
+	f.setBootID(name, "boot-1")
+}
+
+func (f *fixture) setBootID(name, bootID string) {
+	node := &corev1.Node{}
+	g := NewWithT(f.t)
+	g.Expect(k8sClient.Get(f.ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
+	node.Status.NodeInfo.BootID = bootID
+	g.Expect(k8sClient.Status().Update(f.ctx, node)).To(Succeed())
+}
+
+func (f *fixture) teardown() {
+	g := NewWithT(f.t)
+	for _, cp := range f.policies() {
+		g.Expect(client.IgnoreNotFound(k8sClient.Delete(f.ctx, &cp))).To(Succeed())
+	}
+	g.Eventually(f.policies, timeout, interval).Should(BeEmpty(), "ClusterPolicy cleanup did not finish")
+	for _, n := range f.nodes {
+		g.Expect(client.IgnoreNotFound(k8sClient.Delete(f.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))).To(Succeed())
+		sim.set(n, "*", becomesReady)
+	}
+}
+
+func (f *fixture) policies() []gpuv1.ClusterPolicy {
+	list := &gpuv1.ClusterPolicyList{}
+	NewWithT(f.t).Expect(k8sClient.List(f.ctx, list)).To(Succeed())
+	return list.Items
+}
+
+func (f *fixture) node(name string) *corev1.Node {
+	node := &corev1.Node{}
+	if err := k8sClient.Get(f.ctx, client.ObjectKey{Name: name}, node); err != nil {
+		f.t.Fatalf("getting node %s: %v", name, err)
+	}
+	return node
+}
+
+// stateOf returns a node's state label for state.
+func (f *fixture) stateOf(node, state string) func() string {
+	return func() string { return f.node(node).Labels[gpuv1.StateLabel(state)] }
+}
+
+// expectState waits until every given node has value for state.
+func (f *fixture) expectState(value string, state string, nodes ...string) {
+	f.t.Helper()
+	for _, n := range nodes {
+		NewWithT(f.t).Eventually(f.stateOf(n, state), timeout, interval).Should(Equal(value), "node %s, state %s", n, state)
+	}
+}
+
+// expectAllReady waits until every state is ready on every given node.
+func (f *fixture) expectAllReady(nodes ...string) {
+	f.t.Helper()
+	for _, s := range states {
+		f.expectState("ready", s, nodes...)
+	}
+}
+
+// podOn returns the live pod of a state on a node, or nil.
+func (f *fixture) podOn(node, state string) *corev1.Pod {
+	pods := &corev1.PodList{}
+	NewWithT(f.t).Expect(k8sClient.List(f.ctx, pods, client.InNamespace(namespace),
+		client.MatchingLabels{render.LabelState: state})).To(Succeed())
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// daemonSetMatches reports whether a state's DaemonSet selects the node.
+func (f *fixture) daemonSetMatches(state, node string) bool {
+	list := &appsv1.DaemonSetList{}
+	NewWithT(f.t).Expect(k8sClient.List(f.ctx, list, client.InNamespace(namespace),
+		client.MatchingLabels{render.LabelState: state})).To(Succeed())
+	if len(list.Items) != 1 {
+		f.t.Fatalf("%d DaemonSets for state %s", len(list.Items), state)
+	}
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: list.Items[0].Spec.Template.Spec}).Match(f.node(node))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ok
+}
+
+// setLabel sets (or with value "" removes) a label on a node, as a user
+// would with kubectl label.
+func (f *fixture) setLabel(node, key, value string) {
+	g := NewWithT(f.t)
+	g.Eventually(func() error {
+		n := f.node(node)
+		if value == "" {
+			delete(n.Labels, key)
+		} else {
+			n.Labels[key] = value
+		}
+		return k8sClient.Update(f.ctx, n)
+	}, timeout, interval).Should(Succeed())
+}
+
+// updatePolicy changes the active policy, retrying on conflicts.
+func (f *fixture) updatePolicy(mutate func(*gpuv1.ClusterPolicy)) {
+	g := NewWithT(f.t)
+	g.Eventually(func() error {
+		cp := &gpuv1.ClusterPolicy{}
+		if err := k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp); err != nil {
+			return err
+		}
+		mutate(cp)
+		return k8sClient.Update(f.ctx, cp)
+	}, timeout, interval).Should(Succeed())
+}
+
+// labelTable prints the nodes' state labels the way
+// `kubectl get nodes -L nvidia.com/gpu.state.driver,...` shows them.
+func (f *fixture) labelTable() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-44s", "NAME")
+	for _, s := range states {
+		fmt.Fprintf(&b, " %-24s", strings.ToUpper(s))
+	}
+	b.WriteString("\n")
+	for _, n := range f.nodes {
+		node := &corev1.Node{}
+		if err := k8sClient.Get(f.ctx, client.ObjectKey{Name: n}, node); apierrors.IsNotFound(err) {
+			continue
+		}
+		fmt.Fprintf(&b, "%-44s", n)
+		for _, s := range states {
+			fmt.Fprintf(&b, " %-24s", node.Labels[gpuv1.StateLabel(s)])
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

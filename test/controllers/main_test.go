@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operator"
+	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
+)
+
+const (
+	namespace = "gpu-operator"
+	// grace is short so that outages beyond it happen within a test.
+	grace = 3 * time.Second
+)
+
+var (
+	// k8sClient talks to the API server directly, as a user would.
+	k8sClient client.Client
+	// sim plays the DaemonSet controller and the kubelets.
+	sim *cluster
+	// operatorWrites counts the write requests the operator sends.
+	operatorWrites atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(zapLevel()))))
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, gpuv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	env, err := envtest.Start(client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test/controllers:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	k8sClient = env.Client
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, "creating the namespace:", err)
+		return 1
+	}
+	if err := startOperator(ctx, env.Config, scheme); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the operator:", err)
+		return 1
+	}
+	sim = newCluster(k8sClient, namespace)
+	go sim.run(ctx)
+	return m.Run()
+}
+
+// startOperator runs the real manager with the operator's cache settings and
+// controllers, through a transport that counts its write requests.
+func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) error {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			switch req.Method {
+			case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+				operatorWrites.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheconfig.Options(namespace),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	if err := operator.Setup(ctx, mgr, operator.Config{Namespace: namespace, NodeWorkers: 4, Grace: grace, Metrics: m}); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped:", err)
+		}
+	}()
+	return nil
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// zapLevel is info, or debug with GPU_OPERATOR_TEST_DEBUG set.
+func zapLevel() int8 {
+	if os.Getenv("GPU_OPERATOR_TEST_DEBUG") != "" {
+		return -1
+	}
+	return 0
+}

@@ -1,0 +1,226 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpu-operator/gpu-operator/internal/render"
+)
+
+// podBehaviour is how the simulated kubelet runs an operand pod.
+type podBehaviour int
+
+const (
+	// becomesReady: the pod turns Ready once created (the default).
+	becomesReady podBehaviour = iota
+	// staysNotReady: the pod runs but never turns Ready.
+	staysNotReady
+	// crashLoops: the pod's container crash-loops.
+	crashLoops
+)
+
+// cluster simulates the DaemonSet controller and the kubelets for the
+// operand DaemonSets in one namespace.
+type cluster struct {
+	c         client.Client
+	namespace string
+
+	mu sync.Mutex
+	// behaviour of the pods of a state on a node; absent means becomesReady.
+	behaviour map[string]podBehaviour
+}
+
+func newCluster(c client.Client, namespace string) *cluster {
+	return &cluster{c: c, namespace: namespace, behaviour: map[string]podBehaviour{}}
+}
+
+// set sets the behaviour of a state's pods on a node; state "*" stands for
+// every state without a behaviour of its own, and resets those.
+func (s *cluster) set(node, state string, b podBehaviour) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == "*" {
+		for k := range s.behaviour {
+			if strings.HasPrefix(k, node+"/") {
+				delete(s.behaviour, k)
+			}
+		}
+	}
+	s.behaviour[node+"/"+state] = b
+}
+
+func (s *cluster) get(node, state string) podBehaviour {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.behaviour[node+"/"+state]; ok {
+		return b
+	}
+	return s.behaviour[node+"/*"]
+}
+
+// run steps the simulation until ctx ends.
+func (s *cluster) run(ctx context.Context) {
+	for {
+		if err := s.step(ctx); err != nil && ctx.Err() == nil {
+			fmt.Println("simulator:", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// step does what the DaemonSet controller and kubelets would: one pod per
+// matching node, none where the affinity no longer matches, statuses as
+// the behaviour says.
+func (s *cluster) step(ctx context.Context) error {
+	dsList := &appsv1.DaemonSetList{}
+	if err := s.c.List(ctx, dsList, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	nodes := &corev1.NodeList{}
+	if err := s.c.List(ctx, nodes); err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := s.c.List(ctx, pods, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	for i := range dsList.Items {
+		ds := &dsList.Items[i]
+		for j := range nodes.Items {
+			if err := s.syncNode(ctx, ds, &nodes.Items[j], pods.Items); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range pods.Items {
+		if err := s.kubelet(ctx, &pods.Items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *corev1.Node, pods []corev1.Pod) error {
+	var existing *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == node.Name && metav1.IsControlledBy(p, ds) && p.DeletionTimestamp == nil {
+			existing = p
+		}
+	}
+	matches, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: ds.Spec.Template.Spec}).Match(node)
+	if err != nil {
+		return err
+	}
+	switch {
+	case matches && existing == nil:
+		return s.c.Create(ctx, s.podFor(ds, node.Name))
+	case !matches && existing != nil:
+		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
+	}
+	return nil
+}
+
+func (s *cluster) podFor(ds *appsv1.DaemonSet, node string) *corev1.Pod {
+	tpl := ds.Spec.Template
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: ds.Name + "-",
+			Namespace:    ds.Namespace,
+			Labels:       tpl.Labels,
+			Annotations:  tpl.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: func() corev1.PodSpec {
+			spec := *tpl.Spec.DeepCopy()
+			spec.NodeName = node
+			return spec
+		}(),
+	}
+}
+
+// kubelet sets a pod's status as its behaviour says, writing only when it
+// changes.
+func (s *cluster) kubelet(ctx context.Context, p *corev1.Pod) error {
+	if p.DeletionTimestamp != nil {
+		// No kubelet confirms a graceful deletion here: finish it.
+		return client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0)))
+	}
+	b := s.get(p.Spec.NodeName, p.Labels[render.LabelState])
+	ready := corev1.ConditionFalse
+	if b == becomesReady {
+		ready = corev1.ConditionTrue
+	}
+	var waiting *corev1.ContainerStateWaiting
+	restarts := int32(0)
+	if b == crashLoops {
+		waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off restarting failed container"}
+		restarts = 5
+	}
+	if cond := readyCondition(p); cond != nil && cond.Status == ready && p.Status.Phase == corev1.PodRunning &&
+		(waiting != nil) == hasWaiting(p) {
+		return nil
+	}
+	return s.setStatus(ctx, p, ready, waiting, restarts)
+}
+
+func (s *cluster) setStatus(ctx context.Context, p *corev1.Pod, ready corev1.ConditionStatus, waiting *corev1.ContainerStateWaiting, restarts int32) error {
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: p.Spec.Containers[0].Name, Ready: ready == corev1.ConditionTrue, RestartCount: restarts,
+		State: corev1.ContainerState{Waiting: waiting},
+	}}
+	if err := s.c.Status().Update(ctx, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// restart plays a kubelet restarting every operand pod on a node, as after
+// a reboot: each goes not Ready, then Ready again as its behaviour says.
+func (s *cluster) restart(ctx context.Context, node string) error {
+	pods := &corev1.PodList{}
+	if err := s.c.List(ctx, pods, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == node {
+			if err := s.setStatus(ctx, p, corev1.ConditionFalse, nil, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasWaiting(p *corev1.Pod) bool {
+	return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil
+}
