@@ -27,6 +27,7 @@ func TestChainFormsInOrderOnANode(t *testing.T) {
 		// Nothing after s runs while s is not ready.
 		next := states[i+1]
 		g.Eventually(func() bool { return f.podOn(node, s) != nil }, timeout, interval).Should(BeTrue(), "%s pod", s)
+		g.Eventually(func() int { return len(f.daemonSets(next)) }, timeout, interval).Should(Equal(1), "%s DaemonSet", next)
 		g.Consistently(func() bool { return f.daemonSetMatches(next, node) }, time.Second, interval).Should(BeFalse(),
 			"%s must not select the node while %s is not ready", next, s)
 		g.Expect(f.podOn(node, next)).To(BeNil())

@@ -70,12 +70,13 @@ func (f *fixture) createNode(name string, labels map[string]string) {
 	f.setBootID(name, "boot-1")
 }
 
+// setBootID sets a node's boot ID, as its kubelet does after a boot.
 func (f *fixture) setBootID(name, bootID string) {
-	node := &corev1.Node{}
-	g := NewWithT(f.t)
-	g.Expect(k8sClient.Get(f.ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
-	node.Status.NodeInfo.BootID = bootID
-	g.Expect(k8sClient.Status().Update(f.ctx, node)).To(Succeed())
+	NewWithT(f.t).Eventually(func() error {
+		node := f.node(name)
+		node.Status.NodeInfo.BootID = bootID
+		return k8sClient.Status().Update(f.ctx, node)
+	}, timeout, interval).Should(Succeed())
 }
 
 func (f *fixture) teardown() {
@@ -138,15 +139,21 @@ func (f *fixture) podOn(node, state string) *corev1.Pod {
 	return nil
 }
 
-// daemonSetMatches reports whether a state's DaemonSet selects the node.
-func (f *fixture) daemonSetMatches(state, node string) bool {
+// daemonSets returns the DaemonSets of a state.
+func (f *fixture) daemonSets(state string) []appsv1.DaemonSet {
 	list := &appsv1.DaemonSetList{}
 	NewWithT(f.t).Expect(k8sClient.List(f.ctx, list, client.InNamespace(namespace),
 		client.MatchingLabels{render.LabelState: state})).To(Succeed())
-	if len(list.Items) != 1 {
-		f.t.Fatalf("%d DaemonSets for state %s", len(list.Items), state)
+	return list.Items
+}
+
+// daemonSetMatches reports whether a state's one DaemonSet selects the node.
+func (f *fixture) daemonSetMatches(state, node string) bool {
+	list := f.daemonSets(state)
+	if len(list) != 1 {
+		f.t.Fatalf("%d DaemonSets for state %s", len(list), state)
 	}
-	ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: list.Items[0].Spec.Template.Spec}).Match(f.node(node))
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: list[0].Spec.Template.Spec}).Match(f.node(node))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -37,6 +37,8 @@ const (
 var (
 	// k8sClient talks to the API server directly, as a user would.
 	k8sClient client.Client
+	// watchClient watches objects, for tests that look at every change.
+	watchClient client.WithWatch
 	// sim plays the DaemonSet controller and the kubelets.
 	sim *cluster
 	// operatorWrites counts the write requests the operator sends.
@@ -62,6 +64,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	k8sClient = env.Client
+	if watchClient, err = client.NewWithWatch(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "creating a watch client:", err)
+		return 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -1,0 +1,76 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
+)
+
+// A user's deploy label is never overwritten; the operand it names is
+// disabled on that node and the states after it proceed.
+func TestUserOptOutSurvives(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 2)
+	node, other := f.nodes[0], f.nodes[1]
+	f.expectAllReady(f.nodes...)
+
+	f.setLabel(node, gpuv1.DeployLabel("driver"), "false")
+	f.expectState("disabled", "driver", node)
+	g.Eventually(func() bool { return f.podOn(node, "driver") == nil }, timeout, interval).Should(BeTrue())
+	// The toolkit proceeds as it would with a driver installed on the host.
+	f.expectState("ready", "container-toolkit", node)
+
+	// A policy change makes every node reconcile again: the user's value
+	// stays.
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Daemonsets.Labels = gpuv1.Labels{"team": "gpu"} })
+	g.Consistently(func() string { return f.node(node).Labels[gpuv1.DeployLabel("driver")] }, 2*time.Second, interval).Should(Equal("false"))
+	g.Expect(f.stateOf(other, "driver")()).To(Equal("ready"))
+}
+
+// nvidia.com/gpu.deploy.operands=false takes every operand off the node.
+func TestOperandsFalseTakesEverythingOff(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 1)
+	node := f.nodes[0]
+	f.expectAllReady(node)
+
+	f.setLabel(node, gpuv1.LabelDeployOperands, "false")
+	for _, s := range states {
+		f.expectState("disabled", s, node)
+	}
+	for _, s := range states {
+		g.Eventually(func() bool { return f.podOn(node, s) == nil }, timeout, interval).Should(BeTrue(), "%s pod", s)
+	}
+
+	f.setLabel(node, gpuv1.LabelDeployOperands, "")
+	f.expectAllReady(node)
+}
+
+// Disabling an operand removes its objects and marks it disabled on every
+// node; enabling it brings it back.
+func TestDisableAndEnableAnOperand(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 2)
+	f.expectAllReady(f.nodes...)
+	key := client.ObjectKey{Namespace: namespace, Name: dcgmexporter.DaemonSetName}
+	g.Expect(k8sClient.Get(f.ctx, key, &appsv1.DaemonSet{})).To(Succeed())
+
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.DCGMExporter.Enabled = ptr.To(false) })
+	f.expectState("disabled", "dcgm-exporter", f.nodes...)
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(f.ctx, key, &appsv1.DaemonSet{}))
+	}, timeout, interval).Should(BeTrue(), "the DaemonSet of a disabled operand is pruned")
+	f.expectState("ready", "gpu-feature-discovery", f.nodes...)
+
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.DCGMExporter.Enabled = ptr.To(true) })
+	f.expectAllReady(f.nodes...)
+	g.Expect(k8sClient.Get(f.ctx, key, &appsv1.DaemonSet{})).To(Succeed())
+}

@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+)
+
+// A second ClusterPolicy is ignored and says why; deleting the active one
+// leaves no operator label on any node and no operand object.
+func TestSecondPolicyIgnoredAndDeletionCleansUp(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 1)
+	// A node NFD does not see, marked as a GPU node by its admin: the
+	// admin's label must survive the operator's cleanup.
+	marked := f.nodes[0] + "-marked"
+	f.createNode(marked, map[string]string{gpuv1.LabelGPUPresent: "true"})
+	f.nodes = append(f.nodes, marked)
+	f.setLabel(marked, "feature.node.kubernetes.io/pci-10de.present", "")
+	// And an admin's opt-out stays too.
+	f.setLabel(marked, gpuv1.DeployLabel("dcgm-exporter"), "false")
+	f.expectAllReady(f.nodes[0])
+	f.expectState("disabled", "dcgm-exporter", marked)
+	f.expectState("ready", "gpu-feature-discovery", marked)
+
+	second := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "second"}}
+	g.Expect(k8sClient.Create(f.ctx, second)).To(Succeed())
+	g.Eventually(func() gpuv1.PolicyState {
+		g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(second), second)).To(Succeed())
+		return second.Status.State
+	}, timeout, interval).Should(Equal(gpuv1.PolicyIgnored))
+	ready := meta.FindStatusCondition(second.Status.Conditions, gpuv1.ConditionReady)
+	g.Expect(ready.Reason).To(Equal(gpuv1.ReasonIgnored))
+	g.Expect(ready.Message).To(ContainSubstring("ClusterPolicy cluster-policy is the active one"))
+	g.Expect(k8sClient.Delete(f.ctx, second)).To(Succeed())
+
+	g.Expect(k8sClient.Delete(f.ctx, f.policy)).To(Succeed())
+	g.Eventually(f.policies, timeout, interval).Should(BeEmpty())
+	for _, n := range f.nodes {
+		for k := range f.node(n).Labels {
+			g.Expect(strings.HasPrefix(k, gpuv1.StateLabelPrefix)).To(BeFalse(), "node %s still has %s", n, k)
+		}
+		for k := range f.node(n).Annotations {
+			g.Expect(strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix)).To(BeFalse(), "node %s still has %s", n, k)
+		}
+	}
+	g.Expect(f.node(f.nodes[0]).Labels).To(Equal(map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}),
+		"every label the operator set is gone")
+	g.Expect(f.node(marked).Labels).To(Equal(map[string]string{
+		gpuv1.LabelGPUPresent: "true", gpuv1.DeployLabel("dcgm-exporter"): "false",
+	}), "the admin's labels stay")
+
+	selector := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
+	for _, list := range []client.ObjectList{&appsv1.DaemonSetList{}, &appsv1.DeploymentList{}, &nodev1.RuntimeClassList{}} {
+		g.Expect(k8sClient.List(f.ctx, list, selector)).To(Succeed())
+		g.Expect(meta.LenList(list)).To(BeZero(), "%T left behind", list)
+	}
+}
+
+// Once everything is ready, the operator sends no write request, even
+// when something unrelated happens (a node heartbeat).
+func TestSteadyStateWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 3)
+	f.expectAllReady(f.nodes...)
+	// Let the status catch up, then count.
+	g.Eventually(func() gpuv1.PolicyState {
+		cp := &gpuv1.ClusterPolicy{}
+		g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+		return cp.Status.State
+	}, timeout, interval).Should(Equal(gpuv1.PolicyReady))
+	time.Sleep(time.Second)
+
+	before := operatorWrites.Load()
+	node := f.node(f.nodes[0])
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	g.Expect(k8sClient.Status().Update(f.ctx, node)).To(Succeed())
+	quiet := 5 * time.Second
+	time.Sleep(quiet)
+	writes := operatorWrites.Load() - before
+	t.Logf("write requests by the operator over a %s quiet period with %d ready nodes: %d", quiet, len(f.nodes), writes)
+	g.Expect(writes).To(BeZero())
+}
