@@ -41,7 +41,7 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 .PHONY: vet
 vet: ## Run go vet.

@@ -15,7 +15,7 @@ fi
 untracked=$(git ls-files --others --exclude-standard -- "${generated[@]}")
 [[ -z $untracked ]] || problem "generated files are not committed:"$'\n'"$untracked"
 
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
 [[ -z $unformatted ]] || problem "gofmt would change:"$'\n'"$unformatted"
 
 go vet ./... || problem "go vet failed"
