@@ -31,6 +31,11 @@ func TestDefaults(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cp), got)).To(Succeed())
 	g.Expect(got.Spec).To(Equal(expectedDefaults()))
 	g.Expect(got.Spec.IgnoredFields()).To(BeEmpty())
+
+	// The defaulting pure tests use gives the same result.
+	offline, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(offline.Spec).To(Equal(got.Spec))
 }
 
 func expectedDefaults() gpuv1.ClusterPolicySpec {

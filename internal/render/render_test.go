@@ -1,0 +1,101 @@
+package render
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+func TestImage(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tests := map[string]struct{ repo, image, version, want string }{
+		"tag":               {"nvcr.io/nvidia", "driver", "570.172.08", "nvcr.io/nvidia/driver:570.172.08"},
+		"digest":            {"nvcr.io/nvidia", "driver", digest, "nvcr.io/nvidia/driver@" + digest},
+		"no repository":     {"", "busybox", "1.36", "busybox:1.36"},
+		"trailing slash":    {"registry.local:5000/nvidia/", "driver", "1.0", "registry.local:5000/nvidia/driver:1.0"},
+		"nested image name": {"nvcr.io", "nvidia/k8s/dcgm-exporter", "4.2.3", "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(Image(tt.repo, tt.image, tt.version)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestEnv(t *testing.T) {
+	tests := map[string]struct {
+		ours []corev1.EnvVar
+		user []gpuv1.EnvVar
+		want []corev1.EnvVar
+	}{
+		"sorted by name": {
+			ours: []corev1.EnvVar{{Name: "B", Value: "2"}, {Name: "A", Value: "1"}},
+			want: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
+		},
+		"user overrides ours by name": {
+			ours: []corev1.EnvVar{{Name: "FAIL_ON_INIT_ERROR", Value: "true"}},
+			user: []gpuv1.EnvVar{{Name: "FAIL_ON_INIT_ERROR", Value: "false"}, {Name: "EXTRA", Value: "x"}},
+			want: []corev1.EnvVar{{Name: "EXTRA", Value: "x"}, {Name: "FAIL_ON_INIT_ERROR", Value: "false"}},
+		},
+		"empty": {want: []corev1.EnvVar{}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(Env(tt.ours, tt.user)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestDaemonSetHashIgnoresLabelsAndAnnotations(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	w := Workload{Policy: cp, Namespace: "ns", Name: "ds", State: "driver", Component: &gpuv1.ComponentSpec{},
+		Image: "i:1", Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	before, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	cp.Spec.Daemonsets.Labels = gpuv1.Labels{"team": "gpu"}
+	cp.Spec.Daemonsets.Annotations = gpuv1.Annotations{"note": "x"}
+	relabelled, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(relabelled.Spec.Template.Labels).To(HaveKeyWithValue("team", "gpu"))
+	g.Expect(relabelled.Spec.Template.Annotations[AnnotationTemplateHash]).To(Equal(before.Spec.Template.Annotations[AnnotationTemplateHash]))
+
+	w.Image = "i:2"
+	changed, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(changed.Spec.Template.Annotations[AnnotationTemplateHash]).NotTo(Equal(before.Spec.Template.Annotations[AnnotationTemplateHash]))
+}
+
+func TestDaemonSetUserLabelsCannotOverrideSelectors(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.Daemonsets.Labels = gpuv1.Labels{LabelName: "hijack", LabelState: "other"}
+	ds, err := DaemonSet(Workload{Policy: cp, Name: "ds", State: "driver", Component: &gpuv1.ComponentSpec{},
+		Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ds.Spec.Template.Labels).To(HaveKeyWithValue(LabelName, "ds"))
+	g.Expect(ds.Spec.Template.Labels).To(HaveKeyWithValue(LabelState, "driver"))
+	g.Expect(ds.Labels).To(HaveKeyWithValue(LabelState, "driver"))
+}
+
+func TestUpdateStrategy(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	w := Workload{Policy: cp, Name: "ds", State: "x", Component: &gpuv1.ComponentSpec{},
+		Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	ds, _ := DaemonSet(w)
+	g.Expect(string(ds.Spec.UpdateStrategy.Type)).To(Equal("RollingUpdate"))
+
+	w.OnDelete = true
+	ds, _ = DaemonSet(w)
+	g.Expect(string(ds.Spec.UpdateStrategy.Type)).To(Equal("OnDelete"), "the driver is always OnDelete")
+
+	w.OnDelete = false
+	cp.Spec.Daemonsets.UpdateStrategy = "OnDelete"
+	ds, _ = DaemonSet(w)
+	g.Expect(string(ds.Spec.UpdateStrategy.Type)).To(Equal("OnDelete"))
+}

@@ -1,0 +1,61 @@
+package state
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+type fakeOperand struct{}
+
+func (fakeOperand) Enabled(*gpuv1.ClusterPolicySpec) bool       { return true }
+func (fakeOperand) Render(RenderInput) ([]client.Object, error) { return nil, nil }
+
+func TestNewGraphRejectsBadOrders(t *testing.T) {
+	op := fakeOperand{}
+	tests := map[string]struct {
+		states []State
+		want   string
+	}{
+		"duplicate": {
+			states: []State{{Name: "a", Operand: op}, {Name: "a", Operand: op}},
+			want:   `state "a" is declared twice`,
+		},
+		"prerequisite declared later": {
+			states: []State{{Name: "b", After: []Name{"a"}, Operand: op}, {Name: "a", Operand: op}},
+			want:   `state "b" must come after its prerequisite "a"`,
+		},
+		"self cycle": {
+			states: []State{{Name: "a", After: []Name{"a"}, Operand: op}},
+			want:   `state "a" must come after its prerequisite "a"`,
+		},
+		"no operand": {
+			states: []State{{Name: "a"}},
+			want:   `state "a" has no operand`,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := NewGraph(tt.states...)
+			NewWithT(t).Expect(err).To(MatchError(tt.want))
+		})
+	}
+}
+
+func TestDiamond(t *testing.T) {
+	g := NewWithT(t)
+	op := fakeOperand{}
+	graph, err := NewGraph(
+		State{Name: "a", Operand: op},
+		State{Name: "b", After: []Name{"a"}, Operand: op},
+		State{Name: "c", After: []Name{"a"}, Operand: op},
+		State{Name: "d", After: []Name{"b", "c"}, Operand: op},
+	)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(graph.Prerequisites("d")).To(Equal([]Name{"a", "b", "c"}))
+	g.Expect(graph.Downstream("a")).To(Equal([]Name{"b", "c", "d"}))
+	g.Expect(graph.Downstream("b")).To(Equal([]Name{"d"}))
+}
