@@ -89,5 +89,8 @@ const (
 	ReasonRollingOut      = "RollingOut"
 	ReasonNoFailures      = "NoFailures"
 	ReasonApplyFailed     = "ApplyFailed"
-	ReasonIgnored         = "Ignored"
+	// ReasonPrerequisiteMissing: the policy asks for something the cluster
+	// lacks, such as a ServiceMonitor without the Prometheus Operator.
+	ReasonPrerequisiteMissing = "PrerequisiteMissing"
+	ReasonIgnored             = "Ignored"
 )

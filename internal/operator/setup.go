@@ -55,6 +55,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	policies := &clusterpolicy.Reconciler{
 		Client:    mgr.GetClient(),
+		Mapper:    mgr.GetRESTMapper(),
 		Graph:     graph,
 		Namespace: cfg.Namespace,
 		Applier:   &apply.Applier{Client: mgr.GetClient(), Reader: mgr.GetClient(), Owner: FieldOwner},

@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/budget"
@@ -46,17 +49,55 @@ type Workload struct {
 // DaemonSet builds the operand's DaemonSet with the policy's daemonsets
 // settings, the gate, and a hash of the pod spec on the pod template.
 func DaemonSet(w Workload) (*appsv1.DaemonSet, error) {
-	ds := &appsv1.DaemonSet{
-		TypeMeta:   TypeMeta("apps/v1", "DaemonSet"),
-		ObjectMeta: ObjectMeta(w.Policy, w.Name, w.Namespace, w.State),
+	ds := &appsv1.DaemonSet{TypeMeta: TypeMeta("apps/v1", "DaemonSet"), ObjectMeta: workloadMeta(w)}
+	template, err := podTemplate(w)
+	if err != nil {
+		return nil, err
 	}
-	common := &w.Policy.Spec.Daemonsets
-	ds.Labels = merge(stringMap(common.Labels), ds.Labels)
-	ds.Annotations = merge(map[string]string(common.Annotations), nil)
+	strategy, err := updateStrategy(&w.Policy.Spec.Daemonsets, w.OnDelete)
+	if err != nil {
+		return nil, err
+	}
+	ds.Spec = appsv1.DaemonSetSpec{
+		Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(w.Name)},
+		UpdateStrategy: strategy,
+		Template:       template,
+	}
+	return ds, nil
+}
 
+// Deployment builds a single-replica operand Deployment, such as
+// nfd-master, with the same pod settings as the DaemonSets.
+func Deployment(w Workload) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{TypeMeta: TypeMeta("apps/v1", "Deployment"), ObjectMeta: workloadMeta(w)}
+	template, err := podTemplate(w)
+	if err != nil {
+		return nil, err
+	}
+	d.Spec = appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](1),
+		Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(w.Name)},
+		Template: template,
+	}
+	return d, nil
+}
+
+func workloadMeta(w Workload) metav1.ObjectMeta {
+	common := &w.Policy.Spec.Daemonsets
+	meta := ObjectMeta(w.Policy, w.Name, w.Namespace, w.State)
+	meta.Labels = merge(stringMap(common.Labels), meta.Labels)
+	meta.Annotations = merge(map[string]string(common.Annotations), nil)
+	return meta
+}
+
+// podTemplate completes the operand's pod spec: the policy's image, pull
+// settings, env, args and resources on the main container, tolerations,
+// priority, the gate, and the hash of the resulting spec.
+func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
+	common := &w.Policy.Spec.Daemonsets
 	pod := *w.Pod.DeepCopy()
 	if len(pod.Containers) == 0 {
-		return nil, fmt.Errorf("%s: the pod spec has no container", w.Name)
+		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: the pod spec has no container", w.Name)
 	}
 	main := &pod.Containers[0]
 	main.Image = w.Image
@@ -78,25 +119,12 @@ func DaemonSet(w Workload) (*appsv1.DaemonSet, error) {
 			},
 		}}
 	}
+	sortVolumes(&pod)
 	hash, err := specHash(&pod)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", w.Name, err)
+		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: %w", w.Name, err)
 	}
-
-	selector := SelectorLabels(w.Name)
-	strategy, err := updateStrategy(common, w.OnDelete)
-	if err != nil {
-		return nil, err
-	}
-	ds.Spec = appsv1.DaemonSetSpec{
-		Selector:       &metav1.LabelSelector{MatchLabels: selector},
-		UpdateStrategy: strategy,
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: podMeta(common, selector, w.State, hash),
-			Spec:       pod,
-		},
-	}
-	return ds, nil
+	return corev1.PodTemplateSpec{ObjectMeta: podMeta(common, SelectorLabels(w.Name), w.State, hash), Spec: pod}, nil
 }
 
 func updateStrategy(common *gpuv1.DaemonsetsSpec, onDelete bool) (appsv1.DaemonSetUpdateStrategy, error) {
@@ -148,4 +176,15 @@ func stringMap(l gpuv1.Labels) map[string]string {
 		out[k] = string(v)
 	}
 	return out
+}
+
+// sortVolumes orders volumes by name and mounts by path, which also mounts
+// a directory before anything mounted inside it.
+func sortVolumes(pod *corev1.PodSpec) {
+	slices.SortFunc(pod.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
+	for i := range pod.Containers {
+		slices.SortFunc(pod.Containers[i].VolumeMounts, func(a, b corev1.VolumeMount) int {
+			return strings.Compare(a.MountPath, b.MountPath)
+		})
+	}
 }

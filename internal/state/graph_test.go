@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -13,6 +14,7 @@ type fakeOperand struct{}
 
 func (fakeOperand) Enabled(*gpuv1.ClusterPolicySpec) bool       { return true }
 func (fakeOperand) Render(RenderInput) ([]client.Object, error) { return nil, nil }
+func (fakeOperand) Kinds() []schema.GroupVersionKind            { return nil }
 
 func TestNewGraphRejectsBadOrders(t *testing.T) {
 	op := fakeOperand{}

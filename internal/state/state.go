@@ -2,6 +2,7 @@ package state
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -40,9 +41,12 @@ type Operand interface {
 	// Enabled reports whether the policy deploys the operand.
 	Enabled(spec *gpuv1.ClusterPolicySpec) bool
 	// Render returns every object of the operand, whole, ready for
-	// server-side apply. It renders whether or not the operand is enabled,
-	// so that the objects of a disabled operand can be found and pruned.
+	// server-side apply, whether or not the operand is enabled.
 	Render(in RenderInput) ([]client.Object, error)
+	// Kinds lists every kind Render can return, so that objects the
+	// operand no longer renders (it was disabled, a node pool went away)
+	// are found and pruned.
+	Kinds() []schema.GroupVersionKind
 }
 
 // RenderInput is what an operand renders from.
@@ -55,6 +59,33 @@ type RenderInput struct {
 	// is a GPU node, the operand may run there and every prerequisite is
 	// ready or disabled there. Empty for cluster-wide states.
 	Gate []corev1.NodeSelectorRequirement
+	// OSReleases are the operating systems of the GPU nodes, sorted: the
+	// driver runs one DaemonSet per OS, each with its own image tag.
+	OSReleases []OSRelease
+	// ServiceMonitorAvailable is true when the Prometheus Operator's
+	// ServiceMonitor kind is served.
+	ServiceMonitorAvailable bool
+}
+
+// NFD's labels for a node's operating system.
+const (
+	LabelOSReleaseID = "feature.node.kubernetes.io/system-os_release.ID"
+	LabelOSVersionID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+)
+
+// OSRelease is an operating system as NFD labels it, such as ubuntu 22.04.
+type OSRelease struct {
+	ID, VersionID string
+}
+
+// String is the OS as driver image tags name it: ubuntu22.04, rhel9.4.
+func (o OSRelease) String() string { return o.ID + o.VersionID }
+
+// OSReleaseOf returns the OS NFD found on a node, and false when NFD has
+// not labelled it.
+func OSReleaseOf(labels map[string]string) (OSRelease, bool) {
+	o := OSRelease{ID: labels[LabelOSReleaseID], VersionID: labels[LabelOSVersionID]}
+	return o, o.ID != "" && o.VersionID != ""
 }
 
 // State is one node of the graph.

@@ -76,10 +76,14 @@ func TestFailingNodeHoldsNobodyBack(t *testing.T) {
 		}
 		return c.Message
 	}, timeout, interval).Should(ContainSubstring("driver failed on 1 nodes: " + bad))
+	g.Eventually(func() string {
+		g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+		return cp.Status.ReadyNodes
+	}, timeout, interval).Should(Equal("2/3"))
 	g.Expect(cp.Status.State).To(Equal(gpuv1.PolicyNotReady))
-	g.Expect(cp.Status.ReadyNodes).To(Equal("2/3"))
 	ready := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(gpuv1.ReasonStateNotReady))
 	g.Expect(ready.Message).To(ContainSubstring("driver is ready on 2 of 3 nodes; not ready: " + bad))
 	t.Logf("kubectl get nodes -L nvidia.com/gpu.state.*:\n%s", f.labelTable())
+	t.Logf("kubectl get ds -n gpu-operator -o wide:\n%s", f.daemonSetTable())
 }

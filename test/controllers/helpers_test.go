@@ -60,7 +60,9 @@ func setup(t *testing.T, n int, mutate ...func(*gpuv1.ClusterPolicy)) *fixture {
 
 func (f *fixture) createNode(name string, labels map[string]string) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		"feature.node.kubernetes.io/pci-10de.present": "true",
+		"feature.node.kubernetes.io/pci-10de.present":             "true",
+		"feature.node.kubernetes.io/system-os_release.ID":         "ubuntu",
+		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
 	}}}
 	for k, v := range labels {
 		node.Labels[k] = v
@@ -207,6 +209,37 @@ func (f *fixture) labelTable() string {
 			fmt.Fprintf(&b, " %-24s", node.Labels[gpuv1.StateLabel(s)])
 		}
 		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// daemonSetTable prints the operand DaemonSets the way
+// `kubectl get ds -n gpu-operator -o wide` shows them. No DaemonSet
+// controller runs here, so the pod counts come from the pods the simulator
+// placed.
+func (f *fixture) daemonSetTable() string {
+	list := &appsv1.DaemonSetList{}
+	NewWithT(f.t).Expect(k8sClient.List(f.ctx, list, client.InNamespace(namespace))).To(Succeed())
+	pods := &corev1.PodList{}
+	NewWithT(f.t).Expect(k8sClient.List(f.ctx, pods, client.InNamespace(namespace))).To(Succeed())
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-40s %-7s %-5s %-13s %-28s %s\n", "NAME", "CURRENT", "READY", "STRATEGY", "CONTAINERS", "IMAGES")
+	for _, ds := range list.Items {
+		current, ready := 0, 0
+		for i := range pods.Items {
+			if p := &pods.Items[i]; metav1.IsControlledBy(p, &ds) {
+				current++
+				if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		var names, images []string
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			names, images = append(names, c.Name), append(images, c.Image)
+		}
+		fmt.Fprintf(&b, "%-40s %-7d %-5d %-13s %-28s %s\n", ds.Name, current, ready, ds.Spec.UpdateStrategy.Type,
+			strings.Join(names, ","), strings.Join(images, ","))
 	}
 	return b.String()
 }

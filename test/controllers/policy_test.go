@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,14 +57,22 @@ func TestSecondPolicyIgnoredAndDeletionCleansUp(t *testing.T) {
 			g.Expect(strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix)).To(BeFalse(), "node %s still has %s", n, k)
 		}
 	}
-	g.Expect(f.node(f.nodes[0]).Labels).To(Equal(map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}),
-		"every label the operator set is gone")
-	g.Expect(f.node(marked).Labels).To(Equal(map[string]string{
-		gpuv1.LabelGPUPresent: "true", gpuv1.DeployLabel("dcgm-exporter"): "false",
-	}), "the admin's labels stay")
+	nfdLabels := map[string]string{
+		"feature.node.kubernetes.io/system-os_release.ID":         "ubuntu",
+		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+	}
+	want := maps.Clone(nfdLabels)
+	want["feature.node.kubernetes.io/pci-10de.present"] = "true"
+	g.Expect(f.node(f.nodes[0]).Labels).To(Equal(want), "every label the operator set is gone")
+	want = maps.Clone(nfdLabels)
+	want[gpuv1.LabelGPUPresent], want[gpuv1.DeployLabel("dcgm-exporter")] = "true", "false"
+	g.Expect(f.node(marked).Labels).To(Equal(want), "the admin's labels stay")
 
 	selector := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
-	for _, list := range []client.ObjectList{&appsv1.DaemonSetList{}, &appsv1.DeploymentList{}, &nodev1.RuntimeClassList{}} {
+	for _, list := range []client.ObjectList{
+		&appsv1.DaemonSetList{}, &appsv1.DeploymentList{}, &nodev1.RuntimeClassList{}, &corev1.ServiceAccountList{},
+		&corev1.ConfigMapList{}, &corev1.ServiceList{}, &rbacv1.RoleList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{},
+	} {
 		g.Expect(k8sClient.List(f.ctx, list, selector)).To(Succeed())
 		g.Expect(meta.LenList(list)).To(BeZero(), "%T left behind", list)
 	}

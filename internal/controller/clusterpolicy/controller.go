@@ -3,11 +3,13 @@ package clusterpolicy
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 )
 
 // Finalizer keeps a ClusterPolicy until the operator has removed its labels
@@ -35,12 +38,17 @@ const cleanupPoll = 2 * time.Second
 
 // Reconciler reconciles the ClusterPolicy into the states' objects.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// Mapper tells which kinds the API server serves.
+	Mapper    meta.RESTMapper
 	Graph     *state.Graph
 	Namespace string
 	Applier   *apply.Applier
 	Recorder  events.EventRecorder
 	Metrics   *metrics.Metrics
+
+	kindsOnce sync.Once
+	kinds     *servedKinds
 }
 
 // Reconcile is get, then delete or ignore or apply, then one status patch.
@@ -69,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 
 	applyErr := r.applyStates(ctx, cp)
-	status, err := r.observe(ctx, cp, applyErr)
+	status, err := r.observe(ctx, cp, problems{apply: applyErr, missing: r.missing(cp)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -136,8 +144,18 @@ func (r *Reconciler) patchStatus(ctx context.Context, cp *gpuv1.ClusterPolicy, s
 	return nil
 }
 
+// missing lists what the policy asks for that the cluster lacks.
+func (r *Reconciler) missing(cp *gpuv1.ClusterPolicy) []string {
+	var out []string
+	if cp.Spec.DCGMExporter.IsEnabled() && dcgmexporter.WantsServiceMonitor(&cp.Spec) && !r.served(kindServiceMonitor) {
+		out = append(out, "spec.dcgmExporter.serviceMonitor.enabled is true but the ServiceMonitor kind (monitoring.coreos.com/v1) "+
+			"is not served: install the Prometheus Operator's CRDs, or set it to false")
+	}
+	return out
+}
+
 // observe computes the status from the nodes' labels.
-func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, applyErr error) (gpuv1.ClusterPolicyStatus, error) {
+func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, p problems) (gpuv1.ClusterPolicyStatus, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes); err != nil {
 		return cp.Status, fmt.Errorf("listing nodes: %w", err)
@@ -152,7 +170,7 @@ func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, apply
 	}
 	summary := summarize(r.Graph, r.Graph.Enabled(&cp.Spec), nodes.Items, nfd)
 	r.export(summary)
-	return buildStatus(cp, r.Namespace, summary, applyErr), nil
+	return buildStatus(cp, r.Namespace, summary, p), nil
 }
 
 // export publishes the node counts as metrics.

@@ -4,18 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
 const nfdWorkerName = nfd.WorkerName
+
+var kindServiceMonitor = render.KindServiceMonitor
 
 // managedSelector selects every object the operator created.
 var managedSelector = client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
@@ -24,31 +30,64 @@ var managedSelector = client.MatchingLabels{render.LabelManagedBy: render.Manage
 type rendered struct {
 	// wanted are the objects of enabled states, to apply.
 	wanted []client.Object
-	// kinds are the kinds any state renders, enabled or not: the kinds to
-	// look through when pruning.
+	// kinds are the served kinds any state can render, enabled or not: the
+	// kinds to look through when pruning.
 	kinds []schema.GroupVersionKind
 }
 
-// renderAll renders every state. Disabled states are rendered too, only
-// for their kinds, so their objects are found and pruned.
-func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy) (*rendered, error) {
+// renderAll renders the enabled states from the policy and what the cluster
+// looks like (the GPU nodes' operating systems, the kinds served).
+func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy) (*rendered, error) {
+	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor)}
+	var err error
+	if in.OSReleases, err = r.osReleases(ctx); err != nil {
+		return nil, err
+	}
 	out := &rendered{}
 	seen := map[schema.GroupVersionKind]bool{}
 	for _, s := range r.Graph.States() {
-		objs, err := s.Operand.Render(state.RenderInput{Policy: cp, Namespace: r.Namespace, Gate: r.Graph.Gate(s.Name)})
-		if err != nil {
-			return nil, fmt.Errorf("rendering state %s: %w", s.Name, err)
-		}
-		for _, o := range objs {
-			if gvk := o.GetObjectKind().GroupVersionKind(); !seen[gvk] {
+		for _, gvk := range s.Operand.Kinds() {
+			if !seen[gvk] && r.served(gvk) {
 				seen[gvk] = true
 				out.kinds = append(out.kinds, gvk)
 			}
 		}
-		if s.Operand.Enabled(&cp.Spec) {
-			out.wanted = append(out.wanted, objs...)
+		if !s.Operand.Enabled(&cp.Spec) {
+			continue
+		}
+		in.Gate = r.Graph.Gate(s.Name)
+		objs, err := s.Operand.Render(in)
+		if err != nil {
+			return nil, fmt.Errorf("rendering state %s: %w", s.Name, err)
+		}
+		out.wanted = append(out.wanted, objs...)
+	}
+	return out, nil
+}
+
+// served reports whether the API server serves a kind; the Prometheus
+// Operator's ServiceMonitor, for one, may be missing.
+func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
+	r.kindsOnce.Do(func() { r.kinds = newServedKinds(r.Mapper) })
+	return r.kinds.served(gvk)
+}
+
+// osReleases returns the operating systems of the GPU nodes, sorted.
+func (r *Reconciler) osReleases(ctx context.Context) ([]state.OSRelease, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	seen := map[state.OSRelease]bool{}
+	var out []state.OSRelease
+	for i := range nodes.Items {
+		labels := nodes.Items[i].Labels
+		if os, ok := state.OSReleaseOf(labels); ok && gating.IsGPUNode(labels) && !seen[os] {
+			seen[os] = true
+			out = append(out, os)
 		}
 	}
+	slices.SortFunc(out, func(a, b state.OSRelease) int { return strings.Compare(a.String(), b.String()) })
 	return out, nil
 }
 
@@ -56,7 +95,7 @@ func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy) (*rendered, error) {
 // Nothing is pruned when rendering failed: a policy the renderer cannot
 // handle must not take down what runs.
 func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
-	objs, err := r.renderAll(cp)
+	objs, err := r.renderAll(ctx, cp)
 	if err != nil {
 		return err
 	}
@@ -76,7 +115,7 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy) e
 
 // deleteObjects deletes every object the operator created.
 func (r *Reconciler) deleteObjects(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
-	objs, err := r.renderAll(cp)
+	objs, err := r.renderAll(ctx, cp)
 	if err != nil {
 		return err
 	}

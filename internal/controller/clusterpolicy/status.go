@@ -14,8 +14,18 @@ import (
 // maxNamedNodes bounds how many nodes a condition message names.
 const maxNamedNodes = 10
 
+// problems are what keeps the policy from being carried out as written.
+type problems struct {
+	// apply is the error of applying the objects, if any.
+	apply error
+	// missing says, for each thing the policy asks for that the cluster
+	// lacks, what it is and how to fix it.
+	missing []string
+}
+
 // buildStatus is the status of the active policy.
-func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, applyErr error) gpuv1.ClusterPolicyStatus {
+func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, p problems) gpuv1.ClusterPolicyStatus {
+	applyErr := p.apply
 	st := gpuv1.ClusterPolicyStatus{
 		Namespace:          namespace,
 		ObservedGeneration: cp.Status.ObservedGeneration,
@@ -35,7 +45,7 @@ func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, applyErr 
 	}
 	setReadyCondition(&st.Conditions, s, cp.Generation)
 	setProgressingCondition(&st.Conditions, s, cp.Generation)
-	setDegradedCondition(&st.Conditions, s, applyErr, cp.Generation)
+	setDegradedCondition(&st.Conditions, s, p, cp.Generation)
 	st.State = gpuv1.PolicyNotReady
 	if meta.IsStatusConditionTrue(st.Conditions, gpuv1.ConditionReady) {
 		st.State = gpuv1.PolicyReady
@@ -91,9 +101,9 @@ func setProgressingCondition(conds *[]metav1.Condition, s summary, gen int64) {
 	meta.SetStatusCondition(conds, c)
 }
 
-// setDegradedCondition is true when objects could not be applied or a
-// state failed on some node.
-func setDegradedCondition(conds *[]metav1.Condition, s summary, applyErr error, gen int64) {
+// setDegradedCondition is true when objects could not be applied, a state
+// failed on some node, or the policy asks for something the cluster lacks.
+func setDegradedCondition(conds *[]metav1.Condition, s summary, p problems, gen int64) {
 	c := metav1.Condition{Type: gpuv1.ConditionDegraded, ObservedGeneration: gen,
 		Status: metav1.ConditionFalse, Reason: gpuv1.ReasonNoFailures, Message: "no state failed on any node"}
 	var parts []string
@@ -103,11 +113,13 @@ func setDegradedCondition(conds *[]metav1.Condition, s summary, applyErr error, 
 		}
 	}
 	switch {
-	case applyErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonApplyFailed, applyErr.Error()
+	case p.apply != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonApplyFailed, p.apply.Error()
 	case len(parts) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonStateFailed
 		c.Message = strings.Join(parts, "; ") + " (see the events of those nodes)"
+	case len(p.missing) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonPrerequisiteMissing, strings.Join(p.missing, "; ")
 	}
 	meta.SetStatusCondition(conds, c)
 }

@@ -142,10 +142,13 @@ func TestSetDegradedCondition(t *testing.T) {
 	tests := map[string]struct {
 		nodes       []corev1.Node
 		applyErr    error
+		missing     []string
 		wantStatus  metav1.ConditionStatus
 		wantReason  string
 		wantMessage string
 	}{
+		"a missing prerequisite": {nodes: []corev1.Node{ready("a")}, missing: []string{"install the CRD"},
+			wantStatus: metav1.ConditionTrue, wantReason: gpuv1.ReasonPrerequisiteMissing, wantMessage: "install the CRD"},
 		"healthy": {nodes: []corev1.Node{ready("a")}, wantStatus: metav1.ConditionFalse, wantReason: gpuv1.ReasonNoFailures,
 			wantMessage: "no state failed on any node"},
 		"failed nodes are named per state": {
@@ -162,7 +165,7 @@ func TestSetDegradedCondition(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			var conds []metav1.Condition
-			setDegradedCondition(&conds, testSummary(t, tt.nodes, nil), tt.applyErr, 1)
+			setDegradedCondition(&conds, testSummary(t, tt.nodes, nil), problems{apply: tt.applyErr, missing: tt.missing}, 1)
 			c := meta.FindStatusCondition(conds, gpuv1.ConditionDegraded)
 			g.Expect(c.Status).To(Equal(tt.wantStatus))
 			g.Expect(c.Reason).To(Equal(tt.wantReason))
@@ -176,7 +179,7 @@ func TestBuildStatus(t *testing.T) {
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cp", Generation: 4}}
 	s := testSummary(t, []corev1.Node{ready("a"), gpuNode("b", gpuv1.StateReady, gpuv1.StatePending)},
 		func(e map[state.Name]bool) { e[state.DCGMExporter] = false })
-	st := buildStatus(cp, "gpu-operator", s, nil)
+	st := buildStatus(cp, "gpu-operator", s, problems{})
 	g.Expect(st.State).To(Equal(gpuv1.PolicyNotReady))
 	g.Expect(st.ReadyNodes).To(Equal("1/2"))
 	g.Expect(st.ObservedGeneration).To(Equal(int64(4)))
@@ -191,7 +194,7 @@ func TestBuildStatus(t *testing.T) {
 
 	// A failed apply keeps the old observed generation.
 	cp.Status.ObservedGeneration = 3
-	g.Expect(buildStatus(cp, "gpu-operator", s, errors.New("x")).ObservedGeneration).To(Equal(int64(3)))
+	g.Expect(buildStatus(cp, "gpu-operator", s, problems{apply: errors.New("x")}).ObservedGeneration).To(Equal(int64(3)))
 }
 
 func TestIgnoredStatus(t *testing.T) {

@@ -2,6 +2,9 @@ package dcgmexporter
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -10,11 +13,24 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
-// DaemonSetName is the name users know from the NVIDIA GPU Operator.
-const DaemonSetName = "nvidia-dcgm-exporter"
+// Names users know from the NVIDIA GPU Operator.
+const (
+	DaemonSetName      = "nvidia-dcgm-exporter"
+	ServiceName        = "nvidia-dcgm-exporter"
+	ServiceAccountName = "nvidia-dcgm-exporter"
+	// PortName is the metrics port's name on the Service.
+	PortName = "gpu-metrics"
+)
 
 // MetricsPort is where dcgm-exporter serves metrics.
 const MetricsPort = 9400
+
+// podResources is the kubelet's pod-resources socket directory, from which
+// the exporter learns which pod uses which GPU.
+const podResources = "/var/lib/kubelet/pod-resources"
+
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,namespace=gpu-operator,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 
 // Operand renders the dcgm-exporter state.
 type Operand struct{}
@@ -22,7 +38,8 @@ type Operand struct{}
 // Enabled reports whether the policy deploys dcgm-exporter.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExporter.IsEnabled() }
 
-// Render returns the dcgm-exporter DaemonSet.
+// Render returns the exporter's ServiceAccount, DaemonSet and Service, and
+// a ServiceMonitor when one is asked for and the kind is served.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DCGMExporter
 	ds, err := render.DaemonSet(render.Workload{
@@ -33,20 +50,112 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 		Component: &spec.ComponentSpec,
 		Image:     render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)),
 		Gate:      in.Gate,
-		Pod: corev1.PodSpec{
-			AutomountServiceAccountToken: ptr.To(false),
-			RuntimeClassName:             ptr.To(string(in.Policy.Spec.Operator.RuntimeClass)),
-			Containers: []corev1.Container{{
-				Name:  "nvidia-dcgm-exporter",
-				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}},
-				SecurityContext: &corev1.SecurityContext{
-					Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}},
-				},
-			}},
-		},
+		Pod:       podSpec(in.Policy),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{ds}, nil
+	objs := []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DCGMExporter)), ds, service(in)}
+	if WantsServiceMonitor(&in.Policy.Spec) && in.ServiceMonitorAvailable {
+		objs = append(objs, serviceMonitor(in))
+	}
+	return objs, nil
+}
+
+// WantsServiceMonitor reports whether the policy asks for a ServiceMonitor.
+func WantsServiceMonitor(spec *gpuv1.ClusterPolicySpec) bool {
+	sm := spec.DCGMExporter.ServiceMonitor
+	return sm != nil && sm.Enabled != nil && *sm.Enabled
+}
+
+// podSpec is the exporter's pod. It gets the GPUs through the NVIDIA
+// runtime class and needs SYS_ADMIN for DCGM's profiling metrics; nothing
+// more.
+func podSpec(cp *gpuv1.ClusterPolicy) corev1.PodSpec {
+	probe := func(delay int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/health", Port: intstr.FromInt32(MetricsPort),
+			}},
+			InitialDelaySeconds: delay, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6,
+		}
+	}
+	return corev1.PodSpec{
+		ServiceAccountName:           ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		RuntimeClassName:             ptr.To(string(cp.Spec.Operator.RuntimeClass)),
+		Containers: []corev1.Container{{
+			Name: "nvidia-dcgm-exporter",
+			Env: []corev1.EnvVar{
+				{Name: "DCGM_EXPORTER_LISTEN", Value: ":9400"},
+				{Name: "DCGM_EXPORTER_KUBERNETES", Value: "true"},
+				{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+			},
+			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}},
+			SecurityContext: &corev1.SecurityContext{
+				Privileged:   ptr.To(false),
+				Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}},
+			},
+			ReadinessProbe: probe(15),
+			LivenessProbe:  probe(45),
+			VolumeMounts:   []corev1.VolumeMount{{Name: "pod-gpu-resources", MountPath: podResources, ReadOnly: true}},
+		}},
+		Volumes: []corev1.Volume{render.HostPathVolume("pod-gpu-resources", podResources, corev1.HostPathDirectory)},
+	}
+}
+
+func service(in state.RenderInput) *corev1.Service {
+	svc := &corev1.Service{
+		TypeMeta:   render.TypeMeta("v1", "Service"),
+		ObjectMeta: render.ObjectMeta(in.Policy, ServiceName, in.Namespace, string(state.DCGMExporter)),
+		Spec: corev1.ServiceSpec{
+			Selector: render.SelectorLabels(DaemonSetName),
+			Ports: []corev1.ServicePort{{
+				Name: PortName, Port: MetricsPort, TargetPort: intstr.FromInt32(MetricsPort), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+	svc.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+	return svc
+}
+
+// serviceMonitor is built unstructured: the Prometheus Operator's types are
+// not worth a dependency for one object.
+func serviceMonitor(in state.RenderInput) *unstructured.Unstructured {
+	sm := in.Policy.Spec.DCGMExporter.ServiceMonitor
+	meta := render.ObjectMeta(in.Policy, DaemonSetName, in.Namespace, string(state.DCGMExporter))
+	for k, v := range sm.AdditionalLabels {
+		if _, ours := meta.Labels[k]; !ours {
+			meta.Labels[k] = string(v)
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"selector":          map[string]any{"matchLabels": toAny(render.StandardLabels(ServiceName, string(state.DCGMExporter)))},
+			"namespaceSelector": map[string]any{"matchNames": []any{in.Namespace}},
+			"endpoints": []any{map[string]any{
+				"port": PortName, "path": "/metrics", "interval": sm.Interval,
+			}},
+		},
+	}}
+	u.SetAPIVersion("monitoring.coreos.com/v1")
+	u.SetKind("ServiceMonitor")
+	u.SetName(meta.Name)
+	u.SetNamespace(meta.Namespace)
+	u.SetLabels(meta.Labels)
+	u.SetOwnerReferences(meta.OwnerReferences)
+	return u
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet, render.KindService, render.KindServiceMonitor}
 }

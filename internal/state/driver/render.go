@@ -1,7 +1,10 @@
 package driver
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -10,8 +13,17 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
-// DaemonSetName is the name users know from the NVIDIA GPU Operator.
+// DaemonSetName is the name users know from the NVIDIA GPU Operator; a
+// per-OS DaemonSet appends the OS: nvidia-driver-daemonset-ubuntu22.04.
 const DaemonSetName = "nvidia-driver-daemonset"
+
+// ServiceAccountName is the driver pods' ServiceAccount. The driver needs
+// no API access.
+const ServiceAccountName = "nvidia-driver"
+
+// readyFile is the file the startup probe creates once nvidia-smi works;
+// preStop removes it so nothing on the host trusts a driver being unloaded.
+const readyFile = "/run/nvidia/validations/.driver-ctr-ready"
 
 // Operand renders the driver state.
 type Operand struct{}
@@ -19,37 +31,99 @@ type Operand struct{}
 // Enabled reports whether the policy deploys the driver.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.Driver.IsEnabled() }
 
-// Render returns the driver DaemonSet. Its update strategy is always
-// OnDelete: the operator decides when a node's driver pod is replaced.
+// Render returns the driver's ServiceAccount and one DaemonSet per OS of the
+// GPU nodes, each with the image tag for its OS (<version>-ubuntu22.04). A
+// digest pins one image for every OS, so it gives a single DaemonSet. The
+// update strategy is always OnDelete: the operator decides when a node's
+// driver pod is replaced.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Driver
-	ds, err := render.DaemonSet(render.Workload{
+	objs := []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.Driver))}
+	version := string(spec.Version)
+	if strings.HasPrefix(version, "sha256:") {
+		ds, err := daemonSet(in, DaemonSetName, render.Image(string(spec.Repository), string(spec.Image), version), in.Gate)
+		if err != nil {
+			return nil, err
+		}
+		return append(objs, ds), nil
+	}
+	for _, os := range in.OSReleases {
+		gate := append(append([]corev1.NodeSelectorRequirement{}, in.Gate...),
+			corev1.NodeSelectorRequirement{Key: state.LabelOSReleaseID, Operator: corev1.NodeSelectorOpIn, Values: []string{os.ID}},
+			corev1.NodeSelectorRequirement{Key: state.LabelOSVersionID, Operator: corev1.NodeSelectorOpIn, Values: []string{os.VersionID}},
+		)
+		image := render.Image(string(spec.Repository), string(spec.Image), version+"-"+os.String())
+		ds, err := daemonSet(in, DaemonSetName+"-"+os.String(), image, gate)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, ds)
+	}
+	return objs, nil
+}
+
+func daemonSet(in state.RenderInput, name, image string, gate []corev1.NodeSelectorRequirement) (client.Object, error) {
+	return render.DaemonSet(render.Workload{
 		Policy:    in.Policy,
 		Namespace: in.Namespace,
-		Name:      DaemonSetName,
+		Name:      name,
 		State:     string(state.Driver),
-		Component: &spec.ComponentSpec,
-		Image:     render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)),
-		Gate:      in.Gate,
+		Component: &in.Policy.Spec.Driver.ComponentSpec,
+		Image:     image,
+		Gate:      gate,
 		OnDelete:  true,
-		Pod: corev1.PodSpec{
-			HostPID:                      true,
-			AutomountServiceAccountToken: ptr.To(false),
-			Containers: []corev1.Container{{
-				Name:            "nvidia-driver-ctr",
-				Command:         []string{"nvidia-driver"},
-				Args:            []string{"init"},
-				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-				VolumeMounts: []corev1.VolumeMount{{
-					Name: "run-nvidia", MountPath: "/run/nvidia",
-					MountPropagation: ptr.To(corev1.MountPropagationBidirectional),
-				}},
-			}},
-			Volumes: []corev1.Volume{render.HostPathVolume("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate)},
-		},
+		Pod:       podSpec(),
 	})
-	if err != nil {
-		return nil, err
+}
+
+// podSpec is the driver container's pod. It loads kernel modules, so it is
+// privileged and shares the host's PID namespace; /run/nvidia is shared
+// both ways so the driver root it mounts there is seen by the host and by
+// the toolkit.
+func podSpec() corev1.PodSpec {
+	return corev1.PodSpec{
+		HostPID:                      true,
+		ServiceAccountName:           ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		Containers: []corev1.Container{{
+			Name:    "nvidia-driver-ctr",
+			Command: []string{"nvidia-driver"},
+			Args:    []string{"init"},
+			SecurityContext: &corev1.SecurityContext{
+				Privileged:     ptr.To(true),
+				SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"},
+			},
+			StartupProbe: &corev1.Probe{
+				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+					Command: []string{"sh", "-c", "nvidia-smi && touch " + readyFile},
+				}},
+				// Building or loading a driver takes minutes: allow 20.
+				InitialDelaySeconds: 60, PeriodSeconds: 10, TimeoutSeconds: 60, FailureThreshold: 120,
+			},
+			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+				Command: []string{"sh", "-c", "rm -f " + readyFile},
+			}}},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "run-nvidia", MountPath: "/run/nvidia", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
+				{Name: "var-log", MountPath: "/var/log"},
+				{Name: "dev-log", MountPath: "/dev/log"},
+				{Name: "host-os-release", MountPath: "/host-etc/os-release", ReadOnly: true},
+				{Name: "firmware-search-path", MountPath: "/sys/module/firmware_class/parameters/path"},
+				{Name: "lib-firmware", MountPath: "/lib/firmware"},
+			},
+		}},
+		Volumes: []corev1.Volume{
+			render.HostPathVolume("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate),
+			render.HostPathVolume("var-log", "/var/log", corev1.HostPathDirectory),
+			render.HostPathVolume("dev-log", "/dev/log", corev1.HostPathSocket),
+			render.HostPathVolume("host-os-release", "/etc/os-release", corev1.HostPathFile),
+			render.HostPathVolume("firmware-search-path", "/sys/module/firmware_class/parameters/path", corev1.HostPathFile),
+			render.HostPathVolume("lib-firmware", "/lib/firmware", corev1.HostPathDirectoryOrCreate),
+		},
 	}
-	return []client.Object{ds}, nil
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet}
 }

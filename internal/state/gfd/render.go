@@ -2,6 +2,7 @@ package gfd
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -10,8 +11,16 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
-// DaemonSetName is the name users know from the NVIDIA GPU Operator.
-const DaemonSetName = "gpu-feature-discovery"
+// Names users know from the NVIDIA GPU Operator.
+const (
+	DaemonSetName      = "gpu-feature-discovery"
+	ServiceAccountName = "nvidia-gpu-feature-discovery"
+)
+
+// FeaturesDir is where nfd-worker reads feature files from; GFD writes its
+// labels (nvidia.com/gpu.product, gpu.memory, gpu.count, gpu.family, ...)
+// there and nfd-master puts them on the node.
+const FeaturesDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
 // Operand renders the gpu-feature-discovery state.
 type Operand struct{}
@@ -19,7 +28,8 @@ type Operand struct{}
 // Enabled reports whether the policy deploys GFD.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.GFD.IsEnabled() }
 
-// Render returns the GFD DaemonSet.
+// Render returns GFD's ServiceAccount and DaemonSet. GFD ships in the device
+// plugin image, with its own entrypoint.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.GFD
 	ds, err := render.DaemonSet(render.Workload{
@@ -31,18 +41,38 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 		Image:     render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)),
 		Gate:      in.Gate,
 		Pod: corev1.PodSpec{
+			ServiceAccountName:           ServiceAccountName,
 			AutomountServiceAccountToken: ptr.To(false),
-			RuntimeClassName:             ptr.To(string(in.Policy.Spec.Operator.RuntimeClass)),
+			// The GPUs come through the NVIDIA runtime class; GFD only
+			// queries NVML, so it runs unprivileged.
+			RuntimeClassName: ptr.To(string(in.Policy.Spec.Operator.RuntimeClass)),
 			Containers: []corev1.Container{{
-				Name:         "gpu-feature-discovery",
-				Command:      []string{"gpu-feature-discovery"},
-				VolumeMounts: []corev1.VolumeMount{{Name: "features-d", MountPath: "/etc/kubernetes/node-feature-discovery/features.d"}},
+				Name:    "gpu-feature-discovery",
+				Command: []string{"gpu-feature-discovery"},
+				Env: []corev1.EnvVar{
+					{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
+					{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},
+					{Name: "GFD_OUTPUT_FILE", Value: FeaturesDir + "/gfd"},
+					{Name: "MIG_STRATEGY", Value: "single"},
+					{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+				},
+				SecurityContext: &corev1.SecurityContext{
+					Privileged:               ptr.To(false),
+					AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "output-dir", MountPath: FeaturesDir}},
 			}},
-			Volumes: []corev1.Volume{render.HostPathVolume("features-d", "/etc/kubernetes/node-feature-discovery/features.d", corev1.HostPathDirectoryOrCreate)},
+			Volumes: []corev1.Volume{render.HostPathVolume("output-dir", FeaturesDir, corev1.HostPathDirectoryOrCreate)},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{ds}, nil
+	return []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.GPUFeatureDiscovery)), ds}, nil
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet}
 }

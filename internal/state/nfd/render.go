@@ -1,21 +1,23 @@
 package nfd
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
 )
 
-// Names of the NFD workloads.
+// Names of the NFD objects.
 const (
 	WorkerName = "nfd-worker"
 	MasterName = "nfd-master"
+	GCName     = "nfd-gc"
+	configDir  = "/etc/kubernetes/node-feature-discovery"
 )
 
 // Operand renders the node-feature-discovery state.
@@ -24,57 +26,134 @@ type Operand struct{}
 // Enabled reports whether the policy deploys NFD.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.NFD.IsEnabled() }
 
-// Render returns nfd-master and the nfd-worker DaemonSet, which runs on
-// every node: it is what finds the GPU nodes, so nothing gates it.
+// Render returns nfd-master, nfd-gc and the nfd-worker DaemonSet, with their
+// configuration and access. The worker runs on every node, GPU or not: it
+// is what finds the GPU nodes, so nothing gates it.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.NFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	worker, err := render.DaemonSet(render.Workload{
-		Policy:    in.Policy,
-		Namespace: in.Namespace,
-		Name:      WorkerName,
-		State:     string(state.NodeFeatureDiscovery),
-		Component: &spec.ComponentSpec,
-		Image:     image,
-		Pod: corev1.PodSpec{
-			AutomountServiceAccountToken: ptr.To(false),
-			Containers: []corev1.Container{{
-				Name:    "nfd-worker",
-				Command: []string{"nfd-worker"},
-			}},
-		},
-	})
+	workload := func(name string, pod corev1.PodSpec) render.Workload {
+		return render.Workload{Policy: in.Policy, Namespace: in.Namespace, Name: name,
+			State: string(state.NodeFeatureDiscovery), Component: &spec.ComponentSpec, Image: image, Pod: pod}
+	}
+	worker, err := render.DaemonSet(workload(WorkerName, workerPod()))
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{master(in, image), worker}, nil
+	master, err := render.Deployment(workload(MasterName, masterPod()))
+	if err != nil {
+		return nil, err
+	}
+	gc, err := render.Deployment(workload(GCName, gcPod()))
+	if err != nil {
+		return nil, err
+	}
+	var objs []client.Object
+	objs = append(objs, configMaps(in)...)
+	for _, a := range access(in) {
+		objs = append(objs, a.Objects()...)
+	}
+	return append(objs, master, gc, worker), nil
 }
 
-func master(in state.RenderInput, image string) *appsv1.Deployment {
-	spec := &in.Policy.Spec.NFD
-	selector := render.SelectorLabels(MasterName)
-	podLabels := render.SelectorLabels(MasterName)
-	podLabels[render.LabelState] = string(state.NodeFeatureDiscovery)
-	return &appsv1.Deployment{
-		TypeMeta:   render.TypeMeta("apps/v1", "Deployment"),
-		ObjectMeta: render.ObjectMeta(in.Policy, MasterName, in.Namespace, string(state.NodeFeatureDiscovery)),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec: corev1.PodSpec{
-					PriorityClassName: string(in.Policy.Spec.Daemonsets.PriorityClassName),
-					Containers: []corev1.Container{{
-						Name:            "nfd-master",
-						Image:           image,
-						ImagePullPolicy: spec.ImagePullPolicy,
-						Command:         []string{"nfd-master"},
-						Args:            append([]string{"-extra-label-ns=nvidia.com"}, spec.Args...),
-						Env:             render.Env(nil, spec.Env),
-					}},
-				},
-			},
-		},
+// masterPod labels nodes from the features workers report. It only talks
+// to the API server.
+func masterPod() corev1.PodSpec {
+	return corev1.PodSpec{
+		ServiceAccountName:           MasterName,
+		AutomountServiceAccountToken: ptr.To(true), // it talks to the API server
+		SecurityContext:              nonRootPod(),
+		Containers: []corev1.Container{{
+			Name:            "nfd-master",
+			Command:         []string{"nfd-master"},
+			Args:            []string{"-config=" + configDir + "/nfd-master.conf"},
+			Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
+			SecurityContext: restricted(),
+			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
+		}},
+		Volumes: []corev1.Volume{configVolume(MasterName + "-conf")},
 	}
+}
+
+// workerPod reads the node's PCI devices, OS and feature files through
+// read-only host mounts and reports them as NodeFeature objects.
+func workerPod() corev1.PodSpec {
+	hostRO := func(name, hostPath, mountPath string) (corev1.Volume, corev1.VolumeMount) {
+		return render.HostPathVolume(name, hostPath, ""), corev1.VolumeMount{Name: name, MountPath: mountPath, ReadOnly: true}
+	}
+	pod := corev1.PodSpec{
+		ServiceAccountName:           WorkerName,
+		AutomountServiceAccountToken: ptr.To(true), // it talks to the API server
+		SecurityContext:              nonRootPod(),
+		Containers: []corev1.Container{{
+			Name:    "nfd-worker",
+			Command: []string{"nfd-worker"},
+			Args:    []string{"-config=" + configDir + "/nfd-worker.conf"},
+			Env: []corev1.EnvVar{
+				fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_UID", "metadata.uid"),
+			},
+			SecurityContext: restricted(),
+			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
+		}},
+		Volumes: []corev1.Volume{configVolume(WorkerName + "-conf")},
+	}
+	for _, m := range [][3]string{
+		{"host-boot", "/boot", "/host-boot"},
+		{"host-os-release", "/etc/os-release", "/host-etc/os-release"},
+		{"host-sys", "/sys", "/host-sys"},
+		{"host-usr-lib", "/usr/lib", "/host-usr/lib"},
+		{"host-lib", "/lib", "/host-lib"},
+		{"source-d", configDir + "/source.d", configDir + "/source.d"},
+		{"features-d", gfd.FeaturesDir, gfd.FeaturesDir},
+	} {
+		v, vm := hostRO(m[0], m[1], m[2])
+		pod.Volumes = append(pod.Volumes, v)
+		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, vm)
+	}
+	return pod
+}
+
+// gcPod removes the NodeFeature objects of deleted nodes.
+func gcPod() corev1.PodSpec {
+	return corev1.PodSpec{
+		ServiceAccountName:           GCName,
+		AutomountServiceAccountToken: ptr.To(true), // it talks to the API server
+		SecurityContext:              nonRootPod(),
+		Containers: []corev1.Container{{
+			Name:            "nfd-gc",
+			Command:         []string{"nfd-gc"},
+			Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
+			SecurityContext: restricted(),
+		}},
+	}
+}
+
+func nonRootPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+}
+
+func configVolume(configMap string) corev1.Volume {
+	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
+	}}
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return append([]schema.GroupVersionKind{render.KindConfigMap, render.KindDaemonSet, render.KindDeployment}, render.RBACKinds...)
 }

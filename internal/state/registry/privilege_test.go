@@ -1,0 +1,117 @@
+package registry
+
+import (
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// privileges is what an operand pod may have beyond a plain pod. An
+// operand gaining anything not listed here fails the test: widen the table
+// only with a reason.
+type privileges struct {
+	privileged bool     // a container runs privileged
+	hostPID    bool     // the pod shares the host's PID namespace
+	caps       []string // capabilities added
+	hostPaths  []string // host paths mounted
+	token      bool     // the ServiceAccount token is mounted
+}
+
+var privilegeTable = map[string]privileges{
+	// Loads kernel modules and mounts the driver root for the host.
+	"nvidia-driver-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
+		"/dev/log", "/etc/os-release", "/lib/firmware", "/run/nvidia", "/sys/module/firmware_class/parameters/path", "/var/log"}},
+	// Rewrites the runtime's config and signals it to reload.
+	"nvidia-container-toolkit-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
+		"/etc/containerd", "/etc/crio", "/run/containerd", "/run/nvidia", "/run/nvidia/driver", "/usr/local/nvidia", "/var/run/cdi"}},
+	// Opens every GPU device to health-check it; registers with the kubelet.
+	"nvidia-device-plugin-daemonset": {privileged: true, hostPaths: []string{"/run/nvidia/driver", "/var/lib/kubelet/device-plugins"}},
+	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
+	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
+	// Writes its feature file where nfd-worker reads it.
+	"gpu-feature-discovery": {hostPaths: []string{"/etc/kubernetes/node-feature-discovery/features.d"}},
+	// Reads the node's hardware and OS, read-only; reports to the API.
+	"nfd-worker": {token: true, hostPaths: []string{"/boot", "/etc/kubernetes/node-feature-discovery/features.d",
+		"/etc/kubernetes/node-feature-discovery/source.d", "/etc/os-release", "/lib", "/sys", "/usr/lib"}},
+	"nfd-master": {token: true},
+	"nfd-gc":     {token: true},
+}
+
+func TestPrivileges(t *testing.T) {
+	graph, err := Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]privileges{}
+	for _, cp := range policies(t) {
+		for _, s := range graph.States() {
+			for _, o := range renderObjects(t, graph, s, cp) {
+				name, pod := podOf(o)
+				if pod == nil {
+					continue
+				}
+				if s.Name == state.Driver {
+					name = "nvidia-driver-daemonset" // one entry for every OS pool
+				}
+				got := privilegesOf(pod)
+				old := seen[name]
+				// Across policies (runtimes) the union is what counts.
+				got.hostPaths = union(got.hostPaths, old.hostPaths)
+				seen[name] = got
+			}
+		}
+	}
+	g := NewWithT(t)
+	g.Expect(seen).To(HaveLen(len(privilegeTable)), "every workload has a row in the table")
+	for name, want := range privilegeTable {
+		g.Expect(seen).To(HaveKeyWithValue(name, want), "privileges of %s", name)
+	}
+}
+
+func podOf(o any) (string, *corev1.PodSpec) {
+	switch w := o.(type) {
+	case *appsv1.DaemonSet:
+		return w.Name, &w.Spec.Template.Spec
+	case *appsv1.Deployment:
+		return w.Name, &w.Spec.Template.Spec
+	}
+	return "", nil
+}
+
+func privilegesOf(pod *corev1.PodSpec) privileges {
+	// Operand ServiceAccounts do not mount tokens; a pod must ask for one.
+	p := privileges{hostPID: pod.HostPID, token: pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken}
+	for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+		if sc := c.SecurityContext; sc != nil {
+			p.privileged = p.privileged || (sc.Privileged != nil && *sc.Privileged)
+			if sc.Capabilities != nil {
+				for _, c := range sc.Capabilities.Add {
+					p.caps = append(p.caps, string(c))
+				}
+			}
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			p.hostPaths = append(p.hostPaths, v.HostPath.Path)
+		}
+	}
+	slices.Sort(p.hostPaths)
+	return p
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
