@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -101,4 +102,23 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	writes := operatorWrites.Load() - before
 	t.Logf("write requests by the operator over a %s quiet period with %d ready nodes: %d", quiet, len(f.nodes), writes)
 	g.Expect(writes).To(BeZero())
+}
+
+// Asking for a ServiceMonitor without the Prometheus Operator's CRD says
+// so in the status, and everything else still rolls out.
+func TestServiceMonitorWithoutItsCRD(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 1, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.DCGMExporter.ServiceMonitor = &gpuv1.ServiceMonitorSpec{Enabled: ptr.To(true)}
+	})
+	f.expectAllReady(f.nodes...)
+	g.Eventually(func() *metav1.Condition {
+		cp := &gpuv1.ClusterPolicy{}
+		g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+		return meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionDegraded)
+	}, timeout, interval).Should(And(
+		HaveField("Status", metav1.ConditionTrue),
+		HaveField("Reason", gpuv1.ReasonPrerequisiteMissing),
+		HaveField("Message", ContainSubstring("install the Prometheus Operator's CRDs, or set it to false")),
+	))
 }
