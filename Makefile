@@ -2,8 +2,9 @@
 
 include hack/versions.env
 
-# Version of the operator, set into the binary at build time.
-VERSION ?= 0.1.0
+# Version of the operator: one source (the VERSION file), set into the
+# binary at build time; the chart's appVersion and the bundle's CSV carry it.
+VERSION ?= $(shell cat VERSION)
 IMG ?= ghcr.io/gpu-operator/gpu-operator:v$(VERSION)
 
 BIN := $(CURDIR)/bin
@@ -31,9 +32,11 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests under config/ from the Go markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the Go markers (and NFD's CRDs), then copy them to the chart and binary.
 	$(CONTROLLER_GEN) rbac:roleName=gpu-operator crd paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/nfd-crds.sh
+	hack/sync-generated.sh
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
@@ -83,8 +86,8 @@ demo: ## Run the operator on a local simulated GPU cluster (not available yet).
 ##@ Toolchain
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kubectl and controller-gen from the Go module proxy (cached).
-	hack/tools.sh kube etcd controller-gen
+tools: ## Build kube-apiserver, etcd, kubectl, controller-gen and helm from the Go module proxy (cached).
+	hack/tools.sh kube etcd controller-gen helm
 
 $(CONTROLLER_GEN):
 	hack/tools.sh controller-gen

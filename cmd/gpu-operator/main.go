@@ -8,6 +8,7 @@ import (
 
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -75,6 +76,7 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(gpuv1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }
 
@@ -119,6 +121,13 @@ func run(o *options) error {
 }
 
 func main() {
+	if ran, err := runSubcommand(os.Args[1:]); ran {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gpu-operator:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o, err := parseFlags(os.Args[1:])
 	switch {
 	case errors.Is(err, flag.ErrHelp):

@@ -35,7 +35,7 @@ func Start(opts client.Options) (*Env, error) {
 		return nil, fmt.Errorf("no kube-apiserver in %s: run `make tools` (or `make test`) to build it, or set %s", assets, assetsEnv)
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "crd", "nfd")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}

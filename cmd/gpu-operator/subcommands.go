@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpu-operator/gpu-operator/internal/install"
+)
+
+// subcommands run once around an install, from helm hooks; without one
+// the binary runs the operator.
+var subcommands = map[string]func(ctx context.Context, args []string) error{
+	"setup":   runSetup,
+	"cleanup": runCleanup,
+}
+
+// runSetup applies the CRDs and labels the namespace: the chart's
+// pre-install and pre-upgrade hook, since helm never upgrades crds/.
+func runSetup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("gpu-operator setup", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 2*time.Minute, "How long to wait for the CRDs to be established.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ns := os.Getenv(namespaceEnv)
+	if ns == "" {
+		return fmt.Errorf("%s is not set: set it to the namespace the operator runs in", namespaceEnv)
+	}
+	c, err := newClient()
+	if err != nil {
+		return err
+	}
+	if err := install.Setup(ctx, c, ns, *timeout); err != nil {
+		return err
+	}
+	fmt.Printf("CRDs applied and namespace %s labelled for privileged pods\n", ns)
+	return nil
+}
+
+// runCleanup deletes the ClusterPolicies and waits for the operator to clean
+// up after them: the chart's pre-delete hook.
+func runCleanup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("gpu-operator cleanup", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 5*time.Minute, "How long to wait for the operator to remove its labels and objects.")
+	deleteCRDs := fs.Bool("delete-crds", false, "Delete the CRDs too, and with them every custom resource of their kinds.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := newClient()
+	if err != nil {
+		return err
+	}
+	if err := install.Cleanup(ctx, c, *deleteCRDs, *timeout); err != nil {
+		return err
+	}
+	fmt.Println("ClusterPolicies deleted and cleaned up")
+	return nil
+}
+
+func newClient() (client.Client, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client: %w", err)
+	}
+	return c, nil
+}
+
+// runSubcommand runs args[0] if it names a subcommand, and reports whether
+// it did.
+func runSubcommand(args []string) (bool, error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	run, ok := subcommands[args[0]]
+	if !ok {
+		return false, nil
+	}
+	err := run(ctrl.SetupSignalHandler(), args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		err = nil
+	}
+	return true, err
+}

@@ -1,0 +1,240 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+)
+
+var fullValues = filepath.Join("testdata", "values-full.yaml")
+
+func TestLint(t *testing.T) {
+	g := NewWithT(t)
+	for _, args := range [][]string{{}, {"-f", fullValues}} {
+		out, err := helm(append([]string{"lint", "--strict", chartPath}, args...)...)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(ContainSubstring("0 chart(s) failed"))
+		g.Expect(out).NotTo(ContainSubstring("[WARNING]"))
+	}
+}
+
+// The documented install command and a values file that sets everything
+// both render, with the objects a user expects.
+func TestTemplate(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want map[string]int
+	}{
+		"documented command": {
+			args: []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"},
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
+				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2},
+		},
+		"default values": {
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
+				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2},
+		},
+		"every value set": {
+			args: []string{"-f", fullValues},
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
+				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2, "ServiceMonitor": 1},
+		},
+		"no ClusterPolicy": {
+			args: []string{"--set", "clusterPolicy.create=false"},
+			want: map[string]int{"Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
+				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			objs := template(t, tt.args...)
+			NewWithT(t).Expect(kinds(objs)).To(Equal(tt.want))
+			t.Logf("objects by kind: %v", kinds(objs))
+		})
+	}
+}
+
+// The operator runs as non-root with a read-only root filesystem, no
+// privilege escalation, no capabilities, RuntimeDefault seccomp, resource
+// requests and limits, probes, leader election and its namespace.
+func TestOperatorDeploymentSecurity(t *testing.T) {
+	g := NewWithT(t)
+	d := &appsv1.Deployment{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
+		find(template(t), "Deployment", "gpu-operator").Object, d)).To(Succeed())
+	pod := d.Spec.Template.Spec
+	g.Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue())
+	g.Expect(string(pod.SecurityContext.SeccompProfile.Type)).To(Equal("RuntimeDefault"))
+	g.Expect(pod.Containers).To(HaveLen(1))
+	c := pod.Containers[0]
+	g.Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
+	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+	g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(BeEquivalentTo("ALL")))
+	g.Expect(c.SecurityContext.Privileged).To(BeNil())
+	g.Expect(c.Resources.Requests).To(HaveKey(BeEquivalentTo("cpu")))
+	g.Expect(c.Resources.Requests).To(HaveKey(BeEquivalentTo("memory")))
+	g.Expect(c.Resources.Limits).To(HaveKey(BeEquivalentTo("memory")))
+	g.Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
+	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+	g.Expect(c.Args).To(ContainElement("--leader-elect"))
+	g.Expect(c.Env).To(ContainElement(HaveField("Name", "OPERATOR_NAMESPACE")))
+	g.Expect(c.Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v" + version(t)))
+}
+
+// forbidden are grants the operator must never have.
+func forbidden(scope string, r rbacv1.PolicyRule) string {
+	for _, v := range r.Verbs {
+		switch v {
+		case "*":
+			return "a * verb"
+		case "escalate", "bind", "impersonate":
+			return "the " + v + " verb"
+		}
+	}
+	for _, res := range r.Resources {
+		switch {
+		case res == "*":
+			return "a * resource"
+		case scope == "ClusterRole" && res == "secrets":
+			return "cluster-wide secrets"
+		}
+	}
+	for _, g := range r.APIGroups {
+		if g == "*" {
+			return "a * API group"
+		}
+	}
+	return ""
+}
+
+// The RBAC the chart grants holds none of the forbidden grants, for the
+// operator and for its hooks.
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t, "-f", fullValues)
+	count := 0
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		role := &rbacv1.ClusterRole{}
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role)).To(Succeed())
+		for _, r := range role.Rules {
+			count++
+			g.Expect(forbidden(o.GetKind(), r)).To(BeEmpty(), "%s %s grants %v", o.GetKind(), o.GetName(), r)
+		}
+	}
+	g.Expect(count).To(BeNumerically(">", 10))
+
+	// The operator's rules, for the closing note and the reviewer.
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		role := &rbacv1.ClusterRole{}
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, kind, "gpu-operator").Object, role)).To(Succeed())
+		var b strings.Builder
+		for _, r := range role.Rules {
+			b.WriteString("  " + strings.Join(r.APIGroups, ",") + " " + strings.Join(r.Resources, ",") + ": " + strings.Join(r.Verbs, ",") + "\n")
+		}
+		t.Logf("%s gpu-operator:\n%s", kind, b.String())
+	}
+}
+
+// values.schema.json turns a wrong type or an unknown key into a clear
+// error naming the value.
+func TestValuesSchemaRejectsBadValues(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want []string
+	}{
+		"wrong type":          {[]string{"--set", "driver.enabled=maybe"}, []string{"driver.enabled", "boolean"}},
+		"unknown key":         {[]string{"--set", "drivr.enabled=true"}, []string{"drivr"}},
+		"unknown nested key":  {[]string{"--set", "driver.upgradePolicy.maxParalelUpgrades=2"}, []string{"maxParalelUpgrades"}},
+		"unknown runtime":     {[]string{"--set", "operator.defaultRuntime=podman"}, []string{"operator.defaultRuntime", "containerd"}},
+		"negative timeout":    {[]string{"--set", "driver.upgradePolicy.drain.timeoutSeconds=-1"}, []string{"timeoutSeconds", "minimum"}},
+		"count as a word":     {[]string{"--set", "driver.upgradePolicy.maxParallelUpgrades=two"}, []string{"maxParallelUpgrades", "integer"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := helm(append([]string{"template", "gpu-operator", chartPath}, tt.args...)...)
+			g.Expect(err).To(HaveOccurred())
+			for _, w := range tt.want {
+				g.Expect(err.Error()).To(ContainSubstring(w))
+			}
+		})
+	}
+}
+
+// The values' defaults are the CRD's: installing with no --set gives the
+// same images, versions and upgrade policy as an empty ClusterPolicy.
+func TestValuesDefaultsMatchTheCRD(t *testing.T) {
+	g := NewWithT(t)
+	rendered := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
+		find(template(t), "ClusterPolicy", "cluster-policy").Object, rendered)).To(Succeed())
+	fromChart, err := crdschema.Defaulted(rendered)
+	g.Expect(err).NotTo(HaveOccurred())
+	fromCRD, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	chart, crd := fromChart.Spec, fromCRD.Spec
+	g.Expect(chart.Operator).To(Equal(crd.Operator))
+	g.Expect(chart.Driver.Repository).To(Equal(crd.Driver.Repository))
+	g.Expect(chart.Driver.Image).To(Equal(crd.Driver.Image))
+	g.Expect(chart.Driver.Version).To(Equal(crd.Driver.Version))
+	g.Expect(chart.Driver.UpgradePolicy).To(Equal(crd.Driver.UpgradePolicy))
+	g.Expect(chart.Toolkit).To(Equal(crd.Toolkit))
+	g.Expect(chart.GFD).To(Equal(crd.GFD))
+	g.Expect(chart.NFD).To(Equal(crd.NFD))
+	g.Expect(chart.DevicePlugin.ComponentSpec).To(Equal(crd.DevicePlugin.ComponentSpec))
+	g.Expect(chart.DevicePlugin.Version).To(Equal(crd.DevicePlugin.Version))
+	g.Expect(chart.DCGMExporter.Version).To(Equal(crd.DCGMExporter.Version))
+	g.Expect(chart.Daemonsets.PriorityClassName).To(Equal(crd.Daemonsets.PriorityClassName))
+	g.Expect(chart.Daemonsets.UpdateStrategy).To(Equal(crd.Daemonsets.UpdateStrategy))
+}
+
+// The chart's appVersion is the VERSION file's, and its CRDs are the
+// generated ones, byte for byte.
+func TestChartCarriesTheGeneratedSources(t *testing.T) {
+	g := NewWithT(t)
+	chartYAML, err := os.ReadFile(filepath.Join(chartPath, "Chart.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	meta := map[string]any{}
+	g.Expect(yaml.Unmarshal(chartYAML, &meta)).To(Succeed())
+	g.Expect(meta["appVersion"]).To(Equal(version(t)))
+	g.Expect(meta["version"]).To(Equal(version(t)))
+
+	for _, src := range []string{"config/crd/bases", "config/crd/nfd"} {
+		files, err := filepath.Glob(filepath.Join(root, src, "*.yaml"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(files).NotTo(BeEmpty())
+		for _, f := range files {
+			want, err := os.ReadFile(f)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, copyDir := range []string{"deployments/gpu-operator/crds", "internal/crds"} {
+				got, err := os.ReadFile(filepath.Join(root, copyDir, filepath.Base(f)))
+				g.Expect(err).NotTo(HaveOccurred(), "run make manifests")
+				g.Expect(got).To(Equal(want), "%s/%s differs from %s: run make manifests", copyDir, filepath.Base(f), f)
+			}
+		}
+	}
+}
+
+func version(t *testing.T) string {
+	t.Helper()
+	v, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(v))
+}
+

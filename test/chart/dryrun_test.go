@@ -1,0 +1,75 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
+)
+
+// k8sClient talks to the suite's API server with strict field validation.
+var k8sClient client.Client
+
+func TestMain(m *testing.M) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := gpuv1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	env, err := envtest.Start(client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test/chart:", err)
+		os.Exit(1)
+	}
+	k8sClient = client.WithFieldValidation(env.Client, "Strict")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, "test/chart:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// Every object the chart renders, hooks and the ClusterPolicy included,
+// passes the API server's validation in a server-side dry run; kinds the
+// test cluster does not serve (ServiceMonitor) are the only ones skipped.
+func TestRenderedChartPassesServerValidation(t *testing.T) {
+	for name, args := range map[string][]string{
+		"documented command": {"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"},
+		"every value set":    {"-f", fullValues},
+	} {
+		t.Run(name, func(t *testing.T) {
+			checked, skipped := 0, 0
+			for _, o := range template(t, args...) {
+				err := k8sClient.Create(context.Background(), o, client.DryRunAll)
+				if meta.IsNoMatchError(err) {
+					skipped++
+					continue
+				}
+				NewWithT(t).Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
+				checked++
+			}
+			t.Logf("%d objects passed a server-side dry run, %d of unserved kinds skipped", checked, skipped)
+			NewWithT(t).Expect(checked).To(BeNumerically(">=", 15))
+		})
+	}
+}
