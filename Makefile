@@ -38,6 +38,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the Go markers (and 
 	hack/nfd-crds.sh
 	hack/sync-generated.sh
 
+.PHONY: bundle
+bundle: manifests ## Generate the OLM bundle in bundle/ from the CRDs, RBAC, manager, default sample and VERSION.
+	go run ./hack/bundle .
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
@@ -51,7 +55,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files are stale or gofmt/go vet complain.
+verify: manifests generate bundle ## Fail when generated files are stale or gofmt/go vet complain.
 	hack/verify.sh
 
 .PHONY: test

@@ -1,4 +1,4 @@
-package chart
+package packaging
 
 import (
 	"context"
@@ -35,13 +35,13 @@ func TestMain(m *testing.M) {
 	}
 	env, err := envtest.Start(client.Options{Scheme: scheme})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "test/chart:", err)
+		fmt.Fprintln(os.Stderr, "test/packaging:", err)
 		os.Exit(1)
 	}
 	k8sClient = client.WithFieldValidation(env.Client, "Strict")
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, "test/chart:", err)
+		fmt.Fprintln(os.Stderr, "test/packaging:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -1,4 +1,4 @@
-package chart
+package packaging
 
 import (
 	"os"
@@ -72,6 +72,13 @@ func TestOperatorDeploymentSecurity(t *testing.T) {
 	d := &appsv1.Deployment{}
 	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
 		find(template(t), "Deployment", "gpu-operator").Object, d)).To(Succeed())
+	expectSecureOperator(g, d)
+	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v" + version(t)))
+}
+
+// expectSecureOperator checks the operator pod the chart, kustomize and the
+// bundle all install.
+func expectSecureOperator(g Gomega, d *appsv1.Deployment) {
 	pod := d.Spec.Template.Spec
 	g.Expect(*pod.SecurityContext.RunAsNonRoot).To(BeTrue())
 	g.Expect(string(pod.SecurityContext.SeccompProfile.Type)).To(Equal("RuntimeDefault"))
@@ -88,7 +95,6 @@ func TestOperatorDeploymentSecurity(t *testing.T) {
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 	g.Expect(c.Args).To(ContainElement("--leader-elect"))
 	g.Expect(c.Env).To(ContainElement(HaveField("Name", "OPERATOR_NAMESPACE")))
-	g.Expect(c.Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v" + version(t)))
 }
 
 // forbidden are grants the operator must never have.

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+)
+
+const description = `gpu-operator turns nodes with NVIDIA GPUs into schedulable GPU capacity.
+One ClusterPolicy describes the node stack (node feature discovery, driver,
+container toolkit, device plugin, dcgm-exporter, GPU feature discovery); the
+operator rolls it out on every GPU node in order, each state starting on a
+node only after the states before it are ready there, as node labels
+(nvidia.com/gpu.state.*) show.`
+
+// clusterServiceVersion builds the CSV from the generated sources.
+func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any, error) {
+	cluster, namespaced, err := rbac(root)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := deployment(root, version)
+	if err != nil {
+		return nil, err
+	}
+	examples, err := almExamples(root)
+	if err != nil {
+		return nil, err
+	}
+	var owned []map[string]any
+	for _, f := range crds {
+		c := f.crd
+		desc := fmt.Sprintf("%s, used by the Node Feature Discovery the operator deploys.", c.Spec.Names.Kind)
+		if c.Spec.Group == "nvidia.com" {
+			desc = "ClusterPolicy describes the GPU node stack the operator keeps on every GPU node."
+		}
+		owned = append(owned, map[string]any{
+			"name": c.Name, "version": c.Spec.Versions[0].Name, "kind": c.Spec.Names.Kind,
+			"displayName": c.Spec.Names.Kind, "description": desc,
+		})
+	}
+	return map[string]any{
+		"apiVersion": "operators.coreos.com/v1alpha1",
+		"kind":       "ClusterServiceVersion",
+		"metadata": map[string]any{
+			"name": fmt.Sprintf("%s.v%s", packageName, version),
+			"annotations": map[string]string{
+				"alm-examples":   examples,
+				"capabilities":   "Seamless Upgrades",
+				"categories":     "AI/Machine Learning",
+				"containerImage": fmt.Sprintf("%s:v%s", image, version),
+				"description":    "Deploys and keeps the NVIDIA GPU node stack on every GPU node, in order.",
+				"operatorframework.io/suggested-namespace": "gpu-operator",
+				"repository": "https://github.com/gpu-operator/gpu-operator",
+			},
+		},
+		"spec": map[string]any{
+			"displayName":    "GPU Operator",
+			"description":    description,
+			"version":        version,
+			"minKubeVersion": minKubeVersion,
+			"maturity":       "alpha",
+			"provider":       map[string]string{"name": "gpu-operator"},
+			"keywords":       []string{"gpu", "nvidia", "driver", "device-plugin"},
+			"links":          []map[string]string{{"name": "Source", "url": "https://github.com/gpu-operator/gpu-operator"}},
+			"installModes": []map[string]any{
+				{"type": "OwnNamespace", "supported": true},
+				{"type": "SingleNamespace", "supported": false},
+				{"type": "MultiNamespace", "supported": false},
+				{"type": "AllNamespaces", "supported": false},
+			},
+			"customresourcedefinitions": map[string]any{"owned": owned},
+			"install": map[string]any{
+				"strategy": "deployment",
+				"spec": map[string]any{
+					"deployments":        []map[string]any{{"name": packageName, "spec": spec}},
+					"permissions":        []map[string]any{{"serviceAccountName": packageName, "rules": namespaced}},
+					"clusterPermissions": []map[string]any{{"serviceAccountName": packageName, "rules": cluster}},
+				},
+			},
+		},
+	}, nil
+}

@@ -1,0 +1,40 @@
+package packaging
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// `kubectl apply -k config/default` installs the same operator as the
+// chart: CRDs, RBAC, the namespace labelled for privileged pods, and the
+// same secure Deployment; every object passes a server-side dry run.
+func TestKustomizeInstall(t *testing.T) {
+	g := NewWithT(t)
+	out, err := exec.Command(filepath.Join(root, "bin", "kubectl"), "kustomize", filepath.Join(root, "config", "default")).Output()
+	g.Expect(err).NotTo(HaveOccurred(), "kubectl kustomize config/default (run make tools)")
+	objs := decode(t, string(out))
+	g.Expect(kinds(objs)).To(Equal(map[string]int{
+		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1, "ClusterRole": 1, "Role": 1,
+		"ClusterRoleBinding": 1, "RoleBinding": 1, "Deployment": 1,
+	}))
+	ns := find(objs, "Namespace", "gpu-operator")
+	g.Expect(ns.GetLabels()).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))
+
+	d := &appsv1.Deployment{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "Deployment", "gpu-operator").Object, d)).To(Succeed())
+	expectSecureOperator(g, d)
+	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v" + version(t)))
+
+	for _, o := range objs {
+		err := k8sClient.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(o),
+			client.DryRunAll, client.FieldOwner("kustomize-test"), client.ForceOwnership)
+		g.Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
+	}
+}
