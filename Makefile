@@ -82,10 +82,27 @@ docker-build: ## Build the operator image with a Docker engine (none runs on the
 
 ##@ Simulated cluster
 
+# Fake GPU nodes of the simulated cluster.
+NODES ?= 4
+
 .PHONY: demo
-demo: ## Run the operator on a local simulated GPU cluster (not available yet).
-	@echo "make demo: the simulated GPU cluster is not built yet; see README.md, 'Running it'." >&2
-	@exit 1
+demo: tools-sim build ## Run the operator on a local simulated GPU cluster and watch it roll out (NODES=4).
+	NODES=$(NODES) hack/demo.sh
+
+.PHONY: demo-down
+demo-down: sim-down ## Stop the demo.
+
+.PHONY: sim-up
+sim-up: tools-sim build ## Start a simulated GPU cluster on 127.0.0.1 with NODES fake GPU nodes (kubeconfig: _output/sim/kubeconfig).
+	hack/sim/up.sh $(NODES)
+
+.PHONY: sim-down
+sim-down: ## Stop the simulated cluster and remove its state.
+	hack/sim/down.sh
+
+.PHONY: tools-sim
+tools-sim: ## Build everything the simulated cluster needs (adds kube-controller-manager, kube-scheduler, kwok).
+	hack/tools.sh kube etcd helm kwok
 
 ##@ Toolchain
 

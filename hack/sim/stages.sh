@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prints the kwok stage configs for the simulated cluster, comma-separated.
+# The bare kwok binary has no stages; its module ships them, and they are
+# used as shipped, except two: pod-ready leaves the driver pods of the nodes
+# named in BROKEN (comma-separated) not ready for ever, a driver that never
+# loads; pod-complete leaves the operator's own jobs to pod-runner.sh.
+# Usage: stages.sh DIR BROKEN
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$root/hack/versions.env"
+dir=$1 broken=${2:-}
+mkdir -p "$dir"
+mod=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION
+[[ -d $mod ]] || go mod download "sigs.k8s.io/kwok@$KWOK_VERSION" >/dev/null 2>&1 || true
+[[ -d $mod ]] || { echo "kwok $KWOK_VERSION is not in the module cache: run make tools-sim" >&2; exit 1; }
+stage=$mod/kustomize/stage
+
+values="'none'"
+if [[ -n $broken ]]; then
+  values=$(echo "$broken" | tr ',' '\n' | sed "s#.*#'&/driver'#" | paste -sd, -)
+fi
+# The selector key is a jq expression on the pod: its node and state.
+sed "/^    matchExpressions:/a\\
+    - key: '.spec.nodeName + \"/\" + (.metadata.labels[\"nvidia.com/gpu-operator.state\"] // \"\")'\\
+      operator: 'NotIn'\\
+      values: [$values]" "$stage/pod/fast/pod-ready.yaml" >"$dir/pod-ready.yaml"
+
+# The operator's own job pods (helm hooks) are run for real, by
+# hack/sim/pod-runner.sh, which completes them itself.
+sed "/^    matchExpressions:/a\\
+    - key: '.metadata.labels[\"app.kubernetes.io/name\"] // \"\"'\\
+      operator: 'NotIn'\\
+      values: ['gpu-operator']" "$stage/pod/fast/pod-complete.yaml" >"$dir/pod-complete.yaml"
+
+files=("$dir/pod-ready.yaml" "$dir/pod-complete.yaml" "$stage/pod/fast/pod-delete.yaml"
+  "$stage/node/fast/node-initialize.yaml" "$stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml")
+(IFS=,; echo "${files[*]}")

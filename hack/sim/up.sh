@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Starts a simulated GPU cluster on 127.0.0.1: etcd, kube-apiserver (RBAC
+# on), kube-controller-manager, kube-scheduler and kwok, then creates fake
+# GPU nodes carrying what NFD would have labelled, and one untainted system
+# node for everything that is not a GPU operand (the operator, helm hooks).
+#
+# Usage: hack/sim/up.sh [NODES]   (default 4)
+# Env:   SIM_DIR (default _output/sim)
+#        SIM_BROKEN_DRIVER_NODES: comma-separated node names whose driver pod
+#          never becomes ready (for failure scenarios)
+#
+# Writes the admin kubeconfig to $SIM_DIR/kubeconfig; hack/sim/down.sh
+# stops every process by the pids recorded in $SIM_DIR/pids.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+nodes=${1:-4}
+dir=${SIM_DIR:-$root/_output/sim}
+bin=$root/bin
+source "$root/hack/sim/ports.env"
+
+log() { printf '[sim %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if [[ -f $dir/pids ]] && kill -0 $(head -1 "$dir/pids" | cut -d' ' -f2) 2>/dev/null; then
+  echo "a simulated cluster is already running (pids in $dir/pids); run make sim-down first" >&2
+  exit 1
+fi
+for tool in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok gpu-operator; do
+  [[ -x $bin/$tool ]] || { echo "bin/$tool is missing: run make tools-sim build" >&2; exit 1; }
+done
+
+start=$SECONDS
+rm -rf "$dir" && mkdir -p "$dir/logs"
+"$root/hack/sim/pki.sh" "$dir/pki"
+pki=$dir/pki
+kubeconfig=$dir/kubeconfig
+cat >"$kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: sim
+  cluster:
+    server: https://127.0.0.1:$SIM_APISERVER_PORT
+    certificate-authority: $pki/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $pki/admin.crt
+    client-key: $pki/admin.key
+contexts:
+- name: sim
+  context: {cluster: sim, user: admin}
+current-context: sim
+KC
+
+# spawn NAME CMD...: starts a process in the background, logs to
+# logs/NAME.log, and records its pid for down.sh.
+spawn() {
+  local name=$1
+  shift
+  "$@" >"$dir/logs/$name.log" 2>&1 &
+  echo "$name $!" >>"$dir/pids"
+}
+
+# wait_for WHAT CMD...: retries CMD until it succeeds, for 60 s.
+wait_for() {
+  local what=$1 deadline=$((SECONDS + 60))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS > deadline)); then
+      echo "timed out waiting for $what; logs in $dir/logs" >&2
+      exit 1
+    fi
+    sleep 0.3
+  done
+}
+
+log "starting etcd"
+spawn etcd "$bin/etcd" --name sim --data-dir "$dir/etcd" \
+  --listen-client-urls "http://127.0.0.1:$SIM_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$SIM_ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$SIM_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$SIM_ETCD_PEER_PORT" \
+  --initial-cluster "sim=http://127.0.0.1:$SIM_ETCD_PEER_PORT" \
+  --auto-compaction-retention=1 --quota-backend-bytes=8589934592 --unsafe-no-fsync
+
+log "starting kube-apiserver"
+spawn kube-apiserver "$bin/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$SIM_ETCD_PORT" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$SIM_APISERVER_PORT" \
+  --endpoint-reconciler-type none \
+  --authorization-mode RBAC --allow-privileged=true \
+  --client-ca-file "$pki/ca.crt" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-cluster-ip-range 10.0.0.0/24 \
+  --max-requests-inflight=0 --max-mutating-requests-inflight=0 --enable-priority-and-fairness=false \
+  ${SIM_AUDIT_POLICY:+--audit-policy-file "$SIM_AUDIT_POLICY" --audit-log-path "$dir/audit.log"}
+wait_for kube-apiserver "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
+
+log "starting kube-controller-manager, kube-scheduler and kwok"
+spawn kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$kubeconfig" \
+  --leader-elect=false --secure-port=0 --use-service-account-credentials=false \
+  --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+  --kube-api-qps=5000 --kube-api-burst=10000
+spawn kube-scheduler "$bin/kube-scheduler" --kubeconfig "$kubeconfig" \
+  --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+  --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SIM_SCHEDULER_PORT" \
+  --kube-api-qps=5000 --kube-api-burst=10000
+
+stages=$("$root/hack/sim/stages.sh" "$dir/stages" "${SIM_BROKEN_DRIVER_NODES:-}")
+spawn kwok "$bin/kwok" --kubeconfig "$kubeconfig" \
+  --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+  --node-ip 127.0.0.1 --node-port "$SIM_KWOK_NODE_PORT" --server-address "127.0.0.1:$SIM_KWOK_PORT" \
+  --cidr 10.244.0.0/16 --node-lease-duration-seconds 40 \
+  --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
+  --config "$stages"
+
+spawn pod-runner "$root/hack/sim/pod-runner.sh"
+
+log "creating $nodes fake GPU nodes and a system node"
+"$root/hack/sim/nodes.sh" "$nodes" | "$bin/kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
+wait_for "nodes to be Ready" "$bin/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=5s
+log "simulated cluster up in $((SECONDS - start))s: $nodes GPU nodes; export KUBECONFIG=$kubeconfig"
