@@ -59,8 +59,13 @@ verify: manifests generate bundle ## Fail when generated files are stale or gofm
 	hack/verify.sh
 
 .PHONY: test
-test: tools ## Run unit tests and the envtest suites (builds the toolchain on first use).
+test: tools build ## Run the unit, envtest and packaging tests, then the end-to-end specs (builds the toolchain on first use).
 	go test ./... -count=1
+	$(MAKE) --no-print-directory test-e2e
+
+.PHONY: test-e2e
+test-e2e: tools-sim build ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5).
+	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v -ginkgo.v
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
@@ -101,14 +106,14 @@ sim-down: ## Stop the simulated cluster and remove its state.
 	hack/sim/down.sh
 
 .PHONY: tools-sim
-tools-sim: ## Build everything the simulated cluster needs (adds kube-controller-manager, kube-scheduler, kwok).
+tools-sim: ## Build what the simulated cluster needs (a subset of make tools).
 	hack/tools.sh kube etcd helm kwok
 
 ##@ Toolchain
 
 .PHONY: tools
-tools: ## Build kube-apiserver, etcd, kubectl, controller-gen and helm from the Go module proxy (cached).
-	hack/tools.sh kube etcd controller-gen helm
+tools: ## Build the Kubernetes binaries, etcd, kwok, helm and controller-gen from the Go module proxy (cached).
+	hack/tools.sh kube etcd controller-gen helm kwok
 
 $(CONTROLLER_GEN):
 	hack/tools.sh controller-gen

@@ -1,0 +1,44 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// The scenarios run in order on one cluster, from install to uninstall.
+var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
+	var healthy []string
+	BeforeAll(func() {
+		for i := range gpuNodes - 1 {
+			healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
+		}
+	})
+
+	It("installs with the documented helm command and rolls out in order", func(ctx SpecContext) {
+		InstallSpec(InstallInput{HelmArgs: []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"}})
+		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
+	})
+
+	It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
+		BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy})
+	})
+
+	It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
+		RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})
+	})
+
+	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
+		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
+	})
+
+	It("applies a changed value on helm upgrade", func(ctx SpecContext) {
+		HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
+	})
+
+	It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
+		UninstallSpec(ctx)
+	})
+})

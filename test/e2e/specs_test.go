@@ -1,0 +1,214 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+)
+
+const rolloutTimeout = 3 * time.Minute
+
+// InstallInput is how the chart is installed.
+type InstallInput struct {
+	HelmArgs []string
+}
+
+// InstallSpec installs the chart with helm and starts the operator.
+func InstallSpec(in InstallInput) {
+	args := append([]string{"install", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--create-namespace", "--wait=false"}, in.HelmArgs...)
+	_, err := sh("bin/helm", args...)
+	Expect(err).NotTo(HaveOccurred())
+	op = startOperator()
+}
+
+// AllReadyInput names nodes that must end up ready on every state.
+type AllReadyInput struct {
+	Nodes []string
+}
+
+// AllReadySpec waits until every given node is ready on every state, then
+// checks that on each node every operand pod was created only after its
+// prerequisites were ready there.
+func AllReadySpec(ctx context.Context, in AllReadyInput) {
+	Eventually(func(g Gomega) {
+		for _, n := range in.Nodes {
+			labels := node(g, ctx, n).Labels
+			for _, s := range states {
+				g.Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), "ready"), "node %s", n)
+			}
+		}
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	expectOrder(ctx, in.Nodes)
+}
+
+// expectOrder checks the pods on the nodes against the label history.
+func expectOrder(ctx context.Context, nodes []string) {
+	for _, n := range nodes {
+		for state, prereqs := range prerequisites {
+			pod := podOn(ctx, n, state)
+			Expect(pod).NotTo(BeNil(), "%s pod on %s", state, n)
+			for _, p := range prereqs {
+				readyAt, ok := history.firstSeen(n, p, "ready")
+				Expect(ok).To(BeTrue(), "%s was never seen ready on %s", p, n)
+				// Creation times have whole seconds.
+				Expect(pod.CreationTimestamp.Time).To(BeTemporally(">=", readyAt.Truncate(time.Second)),
+					"%s pod on %s created before %s was ready there", state, n, p)
+			}
+		}
+	}
+}
+
+// BrokenNodeInput names a node whose driver never becomes ready.
+type BrokenNodeInput struct {
+	Node    string
+	Healthy []string
+}
+
+// BrokenNodeSpec checks that the broken node holds nobody back, runs
+// nothing after its driver, and is named in the ClusterPolicy's status.
+func BrokenNodeSpec(ctx context.Context, in BrokenNodeInput) {
+	AllReadySpec(ctx, AllReadyInput{Nodes: in.Healthy})
+	Consistently(func(g Gomega) {
+		labels := node(g, ctx, in.Node).Labels
+		g.Expect(labels[gpuv1.StateLabel("driver")]).NotTo(Equal("ready"))
+		g.Expect(podOn(ctx, in.Node, "container-toolkit")).To(BeNil())
+	}).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
+	Eventually(func(g Gomega) {
+		cp := policy(g, ctx)
+		c := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring(in.Node))
+		g.Expect(cp.Status.ReadyNodes).To(Equal(fmt.Sprintf("%d/%d", len(in.Healthy), len(in.Healthy)+1)))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// RebootInput names nodes to reboot.
+type RebootInput struct {
+	Nodes []string
+}
+
+// RebootSpec reboots nodes: their chains reset and form again in order.
+func RebootSpec(ctx context.Context, in RebootInput) {
+	for _, n := range in.Nodes {
+		history.forget(n)
+	}
+	_, err := sh("hack/sim/reboot.sh", in.Nodes...)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() bool {
+		for _, n := range in.Nodes {
+			if _, ok := history.firstSeen(n, "driver", "pending"); !ok {
+				return false
+			}
+		}
+		return true
+	}).WithTimeout(30 * time.Second).Should(BeTrue(), "the reboot reset every chain")
+	AllReadySpec(ctx, AllReadyInput{Nodes: in.Nodes})
+}
+
+// CrashInput is a rollout to interrupt by killing the operator.
+type CrashInput struct {
+	Nodes []string
+}
+
+// OperatorCrashSpec starts a rollout on every node (a reboot of all of
+// them), SIGKILLs the operator in the middle of it, starts it again, and
+// checks that it resumes: everything ready, nothing out of order.
+func OperatorCrashSpec(ctx context.Context, in CrashInput) {
+	for _, n := range in.Nodes {
+		history.forget(n)
+	}
+	_, err := sh("hack/sim/reboot.sh", in.Nodes...)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() bool {
+		_, ok := history.firstSeen(in.Nodes[0], "driver", "ready")
+		return ok
+	}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(), "the rollout started")
+	op.kill()
+	op = startOperator()
+	AllReadySpec(ctx, AllReadyInput{Nodes: in.Nodes})
+}
+
+// HelmUpgradeInput is a value to change with helm upgrade.
+type HelmUpgradeInput struct {
+	Set      string
+	Disabled string // state the change disables
+	Nodes    []string
+}
+
+// HelmUpgradeSpec changes a value with helm upgrade (the setup hook runs
+// again) and checks the state it disables is gone from every node.
+func HelmUpgradeSpec(ctx context.Context, in HelmUpgradeInput) {
+	_, err := sh("bin/helm", "upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values", "--set", in.Set)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		for _, n := range in.Nodes {
+			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel(in.Disabled), "disabled"))
+			g.Expect(podOn(ctx, n, in.Disabled)).To(BeNil())
+		}
+	}).WithTimeout(rolloutTimeout).Should(Succeed())
+}
+
+// UninstallSpec uninstalls the chart: the cleanup hook deletes the
+// ClusterPolicy while the operator runs, and nothing of the operator is
+// left on any node or in the namespace.
+func UninstallSpec(ctx context.Context) {
+	_, err := sh("bin/helm", "uninstall", "gpu-operator", "-n", "gpu-operator", "--timeout=3m")
+	Expect(err).NotTo(HaveOccurred())
+	op.kill()
+	nodes := &corev1.NodeList{}
+	Expect(k8s.List(ctx, nodes)).To(Succeed())
+	for _, n := range nodes.Items {
+		for k := range n.Labels {
+			Expect(strings.HasPrefix(k, "nvidia.com/gpu.")).To(BeFalse(), "node %s kept %s", n.Name, k)
+		}
+		for k := range n.Annotations {
+			Expect(strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix)).To(BeFalse(), "node %s kept %s", n.Name, k)
+		}
+	}
+	for _, list := range []client.ObjectList{&appsv1.DaemonSetList{}, &appsv1.DeploymentList{}, &corev1.ServiceAccountList{}} {
+		Expect(k8s.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy})).To(Succeed())
+		Expect(meta.LenList(list)).To(BeZero(), "%T left behind", list)
+	}
+	pods := &corev1.PodList{}
+	Eventually(func() int {
+		Expect(k8s.List(ctx, pods, client.InNamespace("gpu-operator"))).To(Succeed())
+		return len(pods.Items)
+	}).WithTimeout(time.Minute).Should(BeZero())
+}
+
+func node(g Gomega, ctx context.Context, name string) *corev1.Node {
+	n := &corev1.Node{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, n)).To(Succeed())
+	return n
+}
+
+func policy(g Gomega, ctx context.Context) *gpuv1.ClusterPolicy {
+	cp := &gpuv1.ClusterPolicy{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "cluster-policy"}, cp)).To(Succeed())
+	return cp
+}
+
+// podOn returns the live pod of a state on a node, or nil.
+func podOn(ctx context.Context, nodeName, state string) *corev1.Pod {
+	pods := &corev1.PodList{}
+	Expect(k8s.List(ctx, pods, client.InNamespace("gpu-operator"), client.MatchingLabels{render.LabelState: state})).To(Succeed())
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == nodeName && p.DeletionTimestamp == nil {
+			return p
+		}
+	}
+	return nil
+}
+
