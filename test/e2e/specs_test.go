@@ -113,7 +113,7 @@ func RebootSpec(ctx context.Context, in RebootInput) {
 			}
 		}
 		return true
-	}).WithTimeout(30 * time.Second).Should(BeTrue(), "the reboot reset every chain")
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the reboot reset every chain")
 	AllReadySpec(ctx, AllReadyInput{Nodes: in.Nodes})
 }
 
@@ -211,4 +211,3 @@ func podOn(ctx context.Context, nodeName, state string) *corev1.Pod {
 	}
 	return nil
 }
-
