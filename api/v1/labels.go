@@ -24,6 +24,40 @@ const (
 	// OperatorAnnotationPrefix starts the annotations the operator keeps on
 	// nodes for itself, such as the last boot ID it saw.
 	OperatorAnnotationPrefix = "nvidia.com/gpu-operator."
+
+	// LabelDriverPool names the driver node pool of a GPU node: a pool of
+	// driver.nodePools, or "default".
+	LabelDriverPool = "nvidia.com/gpu.driver-pool"
+	// LabelDriverVersion is the driver version ready on the node (a digest
+	// is written sha256-<hex>, as label values cannot hold a colon).
+	LabelDriverVersion = "nvidia.com/gpu.driver-version"
+
+	// LabelUpgradeState is where the node stands in a driver upgrade; its
+	// value is an UpgradeState.
+	LabelUpgradeState = "nvidia.com/gpu-driver-upgrade-state"
+	// LabelUpgradeSkip set to "true" keeps the node out of driver upgrades.
+	LabelUpgradeSkip = "nvidia.com/gpu-driver-upgrade.skip"
+)
+
+// DefaultDriverPool is the pool of GPU nodes matching no driver.nodePools.
+const DefaultDriverPool = "default"
+
+// UpgradeState is a step of a node's driver upgrade.
+type UpgradeState string
+
+// The steps of a driver upgrade, in order, as NVIDIA GPU Operator users know
+// them.
+const (
+	UpgradeRequired       UpgradeState = "upgrade-required"
+	UpgradeCordonRequired UpgradeState = "cordon-required"
+	UpgradeWaitForJobs    UpgradeState = "wait-for-jobs-required"
+	UpgradePodDeletion    UpgradeState = "pod-deletion-required"
+	UpgradeDrainRequired  UpgradeState = "drain-required"
+	UpgradePodRestart     UpgradeState = "pod-restart-required"
+	UpgradeValidation     UpgradeState = "validation-required"
+	UpgradeUncordon       UpgradeState = "uncordon-required"
+	UpgradeDone           UpgradeState = "upgrade-done"
+	UpgradeFailed         UpgradeState = "upgrade-failed"
 )
 
 // LabelTrue is the value of a set boolean label.

@@ -33,7 +33,43 @@ type DriverSpec struct {
 	// +optional
 	UpgradePolicy DriverUpgradePolicySpec `json:"upgradePolicy,omitempty"`
 
+	// NodePools pin a driver version, and optionally an upgrade policy, for
+	// the nodes matching each pool's nodeSelector. A node matching no pool
+	// belongs to the default pool, which uses version and upgradePolicy.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule=`self.all(a, self.all(b, a.name == b.name || a.nodeSelector.exists(k, k in b.nodeSelector && a.nodeSelector[k] != b.nodeSelector[k])))`,messageExpression=`'pools ' + self.filter(a, self.exists(b, a.name != b.name && !a.nodeSelector.exists(k, k in b.nodeSelector && a.nodeSelector[k] != b.nodeSelector[k]))).map(a, a.name).join(' and ') + ' have overlapping nodeSelectors, so a node could match both: give them a label with different values'`
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	NodePools []DriverNodePool `json:"nodePools,omitempty"`
+
 	UnsupportedDriverFields `json:",inline"`
+}
+
+// DriverNodePool is a group of nodes with its own driver pin.
+type DriverNodePool struct {
+	// Name of the pool; it becomes the value of the node label
+	// nvidia.com/gpu.driver-pool and part of the pool's DaemonSet names.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')`,message="must be a lower case DNS label: letters a-z, digits and '-', starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule=`self != 'default'`,message="default names the pool of nodes matching no pool; choose another name"
+	// +required
+	Name string `json:"name"`
+
+	// NodeSelector is the labels a node must all carry to be in the pool.
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=8
+	// +required
+	NodeSelector map[string]LabelValue `json:"nodeSelector"`
+
+	// Version pins the pool's driver; empty means driver.version.
+	// +optional
+	Version DriverVersion `json:"version,omitempty"`
+
+	// UpgradePolicy replaces driver.upgradePolicy for the pool.
+	// +optional
+	UpgradePolicy *DriverUpgradePolicySpec `json:"upgradePolicy,omitempty"`
 }
 
 // DriverVersion is an NVIDIA driver version (two or three dotted numbers)

@@ -75,6 +75,12 @@ type PodDeletionSpec struct {
 	// +kubebuilder:default=false
 	// +optional
 	DeleteEmptyDir *bool `json:"deleteEmptyDir,omitempty"`
+	// PodSelector is a label selector of further pods that use the GPU
+	// without asking for it: pods requesting an nvidia.com/ resource or
+	// running with the operator's runtime class count already.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	PodSelector string `json:"podSelector,omitempty"`
 }
 
 // DrainSpec says how a node is drained before a driver upgrade.

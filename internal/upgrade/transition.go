@@ -1,0 +1,156 @@
+package upgrade
+
+import (
+	"fmt"
+	"time"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// ValidationTimeout bounds how long a new driver may take to be ready with
+// the device plugin registered before the node's upgrade fails.
+const ValidationTimeout = 15 * time.Minute
+
+// Action is what the controller does for a node before writing its next
+// state.
+type Action int
+
+// Actions of the state machine.
+const (
+	None Action = iota
+	Cordon
+	EvictGPUPods
+	Drain
+	DeleteDriverPod
+	Uncordon
+)
+
+func (a Action) String() string {
+	return [...]string{"none", "cordon", "evict GPU pods", "drain", "delete the driver pod", "uncordon"}[a]
+}
+
+// Policy is the part of the upgrade policy transitions read.
+type Policy struct {
+	AutoUpgrade        bool
+	WaitTimeout        time.Duration // 0: wait for ever
+	PodDeletionTimeout time.Duration // 0: wait for ever
+	DrainEnabled       bool
+	DrainTimeout       time.Duration // 0: wait for ever
+}
+
+// Facts is what is known about one node.
+type Facts struct {
+	State gpuv1.UpgradeState // "" when the node has no upgrade label
+	// Since is when the node entered State.
+	Since time.Time
+	Now   time.Time
+	// Skip is the node's nvidia.com/gpu-driver-upgrade.skip=true.
+	Skip bool
+	// Outdated is true when the node's driver pod runs an older spec than
+	// its DaemonSet.
+	Outdated bool
+	// Admitted is true when the pool's budget lets this node start.
+	Admitted bool
+	// JobsRunning counts the pods waitForCompletion waits for.
+	JobsRunning int
+	// GPUPods counts the pods still using the GPU on the node.
+	GPUPods int
+	// DrainPods counts the pods a drain still has to evict.
+	DrainPods int
+	// DownstreamPods counts the operand pods after the driver still on the
+	// node; the driver pod is replaced only once they are gone.
+	DownstreamPods int
+	// Validated is true when the new driver is ready, the device plugin is
+	// ready again and the node advertises nvidia.com/gpu.
+	Validated bool
+}
+
+// Step is a transition: the next state, the action that gets there, and why.
+type Step struct {
+	Next   gpuv1.UpgradeState
+	Action Action
+	Reason string
+}
+
+// Next is the transition table: one step per call.
+func Next(f Facts, p Policy) Step {
+	stay := Step{Next: f.State}
+	elapsed := f.Now.Sub(f.Since)
+	timedOut := func(limit time.Duration) bool { return limit > 0 && elapsed >= limit }
+
+	switch f.State {
+	case "", gpuv1.UpgradeDone:
+		if f.Outdated && !f.Skip {
+			return Step{Next: gpuv1.UpgradeRequired, Reason: "the driver changed"}
+		}
+		return stay
+	case gpuv1.UpgradeRequired:
+		switch {
+		case !f.Outdated:
+			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver is current again"}
+		case f.Skip || !p.AutoUpgrade || !f.Admitted:
+			return stay
+		}
+		return Step{Next: gpuv1.UpgradeCordonRequired, Reason: "starting the upgrade"}
+	case gpuv1.UpgradeCordonRequired:
+		return Step{Next: gpuv1.UpgradeWaitForJobs, Action: Cordon, Reason: "cordoned"}
+	case gpuv1.UpgradeWaitForJobs:
+		switch {
+		case f.JobsRunning == 0:
+			return Step{Next: gpuv1.UpgradePodDeletion, Reason: "no job to wait for"}
+		case timedOut(p.WaitTimeout):
+			return Step{Next: gpuv1.UpgradePodDeletion, Reason: fmt.Sprintf("stopped waiting for %d jobs after %s", f.JobsRunning, p.WaitTimeout)}
+		}
+		return stay
+	case gpuv1.UpgradePodDeletion:
+		switch {
+		case f.GPUPods == 0:
+			return Step{Next: gpuv1.UpgradePodRestart, Reason: "no GPU pod left"}
+		case timedOut(p.PodDeletionTimeout) && p.DrainEnabled:
+			return Step{Next: gpuv1.UpgradeDrainRequired, Reason: fmt.Sprintf("%d GPU pods left after %s: draining", f.GPUPods, p.PodDeletionTimeout)}
+		case timedOut(p.PodDeletionTimeout):
+			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("%d GPU pods left after %s and drain is disabled", f.GPUPods, p.PodDeletionTimeout)}
+		}
+		return Step{Next: f.State, Action: EvictGPUPods}
+	case gpuv1.UpgradeDrainRequired:
+		switch {
+		case f.DrainPods == 0 && f.GPUPods == 0:
+			return Step{Next: gpuv1.UpgradePodRestart, Reason: "drained"}
+		case timedOut(p.DrainTimeout):
+			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("%d pods left after draining for %s", f.DrainPods+f.GPUPods, p.DrainTimeout)}
+		}
+		return Step{Next: f.State, Action: Drain}
+	case gpuv1.UpgradePodRestart:
+		switch {
+		case !f.Outdated:
+			return Step{Next: gpuv1.UpgradeValidation, Reason: "the new driver pod is running"}
+		case f.DownstreamPods > 0:
+			return stay // their pods are leaving the node first
+		}
+		return Step{Next: f.State, Action: DeleteDriverPod}
+	case gpuv1.UpgradeValidation:
+		switch {
+		case f.Validated:
+			return Step{Next: gpuv1.UpgradeUncordon, Reason: "the new driver works: the device plugin advertises the GPUs again"}
+		case timedOut(ValidationTimeout):
+			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("the new driver was not ready after %s", ValidationTimeout)}
+		}
+		return stay
+	case gpuv1.UpgradeUncordon:
+		return Step{Next: gpuv1.UpgradeDone, Action: Uncordon, Reason: "upgraded"}
+	case gpuv1.UpgradeFailed:
+		return stay // a person relabels the node upgrade-required to retry
+	}
+	return Step{Next: gpuv1.UpgradeRequired, Reason: fmt.Sprintf("unknown state %q", f.State)}
+}
+
+// InProgress reports whether a state holds the node between its cordon and
+// its uncordon: it counts against the budget.
+func InProgress(s gpuv1.UpgradeState) bool {
+	switch s {
+	case gpuv1.UpgradeCordonRequired, gpuv1.UpgradeWaitForJobs, gpuv1.UpgradePodDeletion,
+		gpuv1.UpgradeDrainRequired, gpuv1.UpgradePodRestart, gpuv1.UpgradeValidation, gpuv1.UpgradeUncordon:
+		return true
+	}
+	return false
+}
