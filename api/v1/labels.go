@@ -37,6 +37,9 @@ const (
 	LabelUpgradeState = "nvidia.com/gpu-driver-upgrade-state"
 	// LabelUpgradeSkip set to "true" keeps the node out of driver upgrades.
 	LabelUpgradeSkip = "nvidia.com/gpu-driver-upgrade.skip"
+	// UpgradeAnnotationPrefix starts the annotations the driver upgrade
+	// keeps on nodes, apart from the node controller's.
+	UpgradeAnnotationPrefix = "nvidia.com/gpu-driver-upgrade."
 )
 
 // DefaultDriverPool is the pool of GPU nodes matching no driver.nodePools.

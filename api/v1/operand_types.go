@@ -33,11 +33,12 @@ type DriverSpec struct {
 	// +optional
 	UpgradePolicy DriverUpgradePolicySpec `json:"upgradePolicy,omitempty"`
 
-	// NodePools pin a driver version, and optionally an upgrade policy, for
-	// the nodes matching each pool's nodeSelector. A node matching no pool
-	// belongs to the default pool, which uses version and upgradePolicy.
+	// NodePools pin a driver version for the nodes matching each pool's
+	// nodeSelector. A node matching no pool belongs to the default pool,
+	// which uses version. Every pool has its own upgrade budget, under
+	// upgradePolicy.
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:XValidation:rule=`self.all(a, self.all(b, a.name == b.name || a.nodeSelector.exists(k, k in b.nodeSelector && a.nodeSelector[k] != b.nodeSelector[k])))`,messageExpression=`'pools ' + self.filter(a, self.exists(b, a.name != b.name && !a.nodeSelector.exists(k, k in b.nodeSelector && a.nodeSelector[k] != b.nodeSelector[k]))).map(a, a.name).join(' and ') + ' have overlapping nodeSelectors, so a node could match both: give them a label with different values'`
+	// +kubebuilder:validation:XValidation:rule=`self.all(a, self.all(b, a.name == b.name || a.nodeSelector.exists(k, k in b.nodeSelector && a.nodeSelector[k] != b.nodeSelector[k])))`,message="two pools have overlapping nodeSelectors, so a node could match both: every two pools must require different values of some label they both name"
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -66,10 +67,6 @@ type DriverNodePool struct {
 	// Version pins the pool's driver; empty means driver.version.
 	// +optional
 	Version DriverVersion `json:"version,omitempty"`
-
-	// UpgradePolicy replaces driver.upgradePolicy for the pool.
-	// +optional
-	UpgradePolicy *DriverUpgradePolicySpec `json:"upgradePolicy,omitempty"`
 }
 
 // DriverVersion is an NVIDIA driver version (two or three dotted numbers)

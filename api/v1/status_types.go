@@ -87,6 +87,8 @@ const (
 	ReasonStateFailed     = "StateFailed"
 	ReasonRolloutComplete = "RolloutComplete"
 	ReasonRollingOut      = "RollingOut"
+	// ReasonDriverUpgrade: nodes are moving to a new driver.
+	ReasonDriverUpgrade = "DriverUpgrade"
 	ReasonNoFailures      = "NoFailures"
 	ReasonApplyFailed     = "ApplyFailed"
 	// ReasonPrerequisiteMissing: the policy asks for something the cluster

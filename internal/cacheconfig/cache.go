@@ -27,7 +27,8 @@ func Options(namespace string) cache.Options {
 }
 
 // TrimNode keeps what the operator reads of a node: name, labels, its own
-// annotations, the boot ID and the capacity. Images, managed fields and
+// annotations, whether it is cordoned, the boot ID, the capacity and the
+// Ready condition. Images, managed fields and
 // other controllers' annotations can be most of a node's size.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
@@ -40,7 +41,7 @@ func TrimNode(obj any) (any, error) {
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = n.CreationTimestamp, n.DeletionTimestamp
 	trimmed.Labels = n.Labels
 	for k, v := range n.Annotations {
-		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) {
+		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) {
 			if trimmed.Annotations == nil {
 				trimmed.Annotations = map[string]string{}
 			}
@@ -76,8 +77,13 @@ func TrimPod(obj any) (any, error) {
 	trimmed.Name, trimmed.Namespace, trimmed.UID, trimmed.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	trimmed.Labels = p.Labels
-	if h, ok := p.Annotations[render.AnnotationTemplateHash]; ok {
-		trimmed.Annotations = map[string]string{render.AnnotationTemplateHash: h}
+	for k, v := range p.Annotations {
+		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) {
+			if trimmed.Annotations == nil {
+				trimmed.Annotations = map[string]string{}
+			}
+			trimmed.Annotations[k] = v
+		}
 	}
 	trimmed.OwnerReferences = p.OwnerReferences
 	trimmed.Spec.NodeName = p.Spec.NodeName

@@ -2,6 +2,7 @@ package gating
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // nfdGPULabels are the labels NFD sets on a node with an NVIDIA PCI device
@@ -29,9 +31,11 @@ type Input struct {
 	// Enabled says which states the policy deploys.
 	Enabled map[state.Name]bool
 	// Pods holds each state's pod on the node; nil or absent when none.
-	Pods  map[state.Name]*state.PodFacts
-	Grace time.Duration
-	Now   time.Time
+	Pods map[state.Name]*state.PodFacts
+	// DriverPool is the node's driver pool under the policy.
+	DriverPool string
+	Grace      time.Duration
+	Now        time.Time
 }
 
 // Event is something worth telling a person about the node.
@@ -106,6 +110,7 @@ func Decide(in Input) Result {
 		driverUID: in.Node.Annotations[AnnotationDriverPod],
 	}
 	d.result.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, in.DriverPool)
 	d.deployLabels()
 	wasReady := d.readCurrent()
 	d.detectReboot()
@@ -113,6 +118,7 @@ func Decide(in Input) Result {
 		d.values[name] = d.judge(name)
 		d.result.Labels[gpuv1.StateLabel(string(name))] = string(d.values[name])
 	}
+	d.driverVersion()
 	d.bookkeeping()
 	if !wasReady && d.allReady() {
 		d.becameReady()
@@ -176,6 +182,13 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		delete(d.notBefore, name)
 		delete(d.missing, name)
 		return gpuv1.StateDisabled
+	}
+	if d.driverRestarting() && slices.Contains(d.in.Graph.Downstream(state.Driver), name) {
+		// The driver pod is about to be replaced: everything after it
+		// leaves the node first, and starts again in order after.
+		delete(d.missing, name)
+		d.notBefore[name] = d.now
+		return gpuv1.StateUpgrading
 	}
 	cur := d.current[name]
 	for _, p := range d.in.Graph.Prerequisites(name) {
@@ -256,6 +269,22 @@ func (d *decision) judgeStale(name state.Name) gpuv1.StateValue {
 		d.result.StalePods = append(d.result.StalePods, name)
 	}
 	return gpuv1.StatePending
+}
+
+// driverRestarting reports whether the node's driver upgrade is at the
+// step that replaces the driver pod.
+func (d *decision) driverRestarting() bool {
+	return gpuv1.UpgradeState(d.in.Node.Labels[gpuv1.LabelUpgradeState]) == gpuv1.UpgradePodRestart
+}
+
+// driverVersion labels the node with the driver version ready on it.
+func (d *decision) driverVersion() {
+	if d.values[state.Driver] != gpuv1.StateReady {
+		return
+	}
+	if pod := d.in.Pods[state.Driver]; pod != nil {
+		setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverVersion, pod.Annotations[driver.AnnotationVersion])
+	}
 }
 
 // driverReplaced reports whether a ready driver pod is not the one last

@@ -17,6 +17,14 @@ type Metrics struct {
 	// NodeReadySeconds is how long nodes took from discovery to every
 	// state ready.
 	NodeReadySeconds prometheus.Histogram
+
+	// Driver upgrades.
+	AutoUpgradeEnabled prometheus.Gauge
+	UpgradesPending    prometheus.Gauge
+	UpgradesInProgress prometheus.Gauge
+	UpgradesDone       prometheus.Gauge
+	UpgradesFailed     prometheus.Gauge
+	UpgradesAvailable  prometheus.Gauge
 }
 
 // New creates the metrics and registers them on reg.
@@ -39,8 +47,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Seconds from a GPU node's discovery until every state was ready on it.",
 			Buckets: prometheus.ExponentialBuckets(5, 2, 10),
 		}),
+		AutoUpgradeEnabled: gauge("gpu_operator_auto_upgrade_enabled", "1 when driver.upgradePolicy.autoUpgrade is on."),
+		UpgradesPending:    gauge("gpu_operator_nodes_upgrades_pending", "GPU nodes labelled upgrade-required."),
+		UpgradesInProgress: gauge("gpu_operator_nodes_upgrades_in_progress", "GPU nodes between cordon and uncordon of a driver upgrade."),
+		UpgradesDone:       gauge("gpu_operator_nodes_upgrades_done", "GPU nodes labelled upgrade-done."),
+		UpgradesFailed:     gauge("gpu_operator_nodes_upgrades_failed", "GPU nodes labelled upgrade-failed."),
+		UpgradesAvailable:  gauge("gpu_operator_nodes_upgrades_available", "GPU nodes available for workloads: not in an upgrade and not failed."),
 	}
-	for _, c := range []prometheus.Collector{m.Reconciles, m.GPUNodes, m.Nodes, m.NodeReadySeconds} {
+	for _, c := range []prometheus.Collector{m.Reconciles, m.GPUNodes, m.Nodes, m.NodeReadySeconds,
+		m.AutoUpgradeEnabled, m.UpgradesPending, m.UpgradesInProgress, m.UpgradesDone, m.UpgradesFailed, m.UpgradesAvailable} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -54,4 +69,8 @@ func Result(err error) string {
 		return "error"
 	}
 	return "success"
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
+	"github.com/gpu-operator/gpu-operator/internal/controller/upgrade"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
@@ -64,6 +65,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)
+	}
+	upgrades := &upgrade.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Graph:     graph,
+		Namespace: cfg.Namespace,
+		Recorder:  recorder,
+		Metrics:   cfg.Metrics,
+		Now:       cfg.Now,
+	}
+	if err := upgrades.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the driver upgrade controller: %w", err)
 	}
 	return nil
 }

@@ -44,6 +44,8 @@ type Workload struct {
 	// OnDelete keeps the DaemonSet controller from replacing pods, whatever
 	// daemonsets.updateStrategy says: the operator replaces them itself.
 	OnDelete bool
+	// PodAnnotations are added to the pod template, after the user's.
+	PodAnnotations map[string]string
 }
 
 // DaemonSet builds the operand's DaemonSet with the policy's daemonsets
@@ -124,7 +126,11 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 	if err != nil {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: %w", w.Name, err)
 	}
-	return corev1.PodTemplateSpec{ObjectMeta: podMeta(common, SelectorLabels(w.Name), w.State, hash), Spec: pod}, nil
+	meta := podMeta(common, SelectorLabels(w.Name), w.State, hash)
+	for k, v := range w.PodAnnotations {
+		meta.Annotations[k] = v
+	}
+	return corev1.PodTemplateSpec{ObjectMeta: meta, Spec: pod}, nil
 }
 
 func updateStrategy(common *gpuv1.DaemonsetsSpec, onDelete bool) (appsv1.DaemonSetUpdateStrategy, error) {

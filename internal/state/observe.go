@@ -37,6 +37,8 @@ type PodFacts struct {
 	// Failure says why the pod will not become ready by itself; empty when
 	// nothing says so.
 	Failure string
+	// Annotations are the pod's, as cached (the operator's own only).
+	Annotations map[string]string
 }
 
 // Observe reduces a state's pod on a node to PodFacts. A missing or
@@ -47,9 +49,10 @@ func Observe(pod *corev1.Pod, hashAnnotation, desiredHash string, grace time.Dur
 		return nil
 	}
 	f := &PodFacts{
-		UID:     pod.UID,
-		Since:   pod.CreationTimestamp.Time,
-		Current: desiredHash == "" || pod.Annotations[hashAnnotation] == desiredHash,
+		UID:         pod.UID,
+		Annotations: pod.Annotations,
+		Since:       pod.CreationTimestamp.Time,
+		Current:     desiredHash == "" || pod.Annotations[hashAnnotation] == desiredHash,
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -59,9 +59,10 @@ type RenderInput struct {
 	// is a GPU node, the operand may run there and every prerequisite is
 	// ready or disabled there. Empty for cluster-wide states.
 	Gate []corev1.NodeSelectorRequirement
-	// OSReleases are the operating systems of the GPU nodes, sorted: the
-	// driver runs one DaemonSet per OS, each with its own image tag.
-	OSReleases []OSRelease
+	// DriverPools are the driver node pools with the operating systems of
+	// their GPU nodes: the driver runs one DaemonSet per pool and OS, each
+	// with its own image tag.
+	DriverPools []DriverPool
 	// ServiceMonitorAvailable is true when the Prometheus Operator's
 	// ServiceMonitor kind is served.
 	ServiceMonitorAvailable bool
@@ -72,6 +73,14 @@ const (
 	LabelOSReleaseID = "feature.node.kubernetes.io/system-os_release.ID"
 	LabelOSVersionID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 )
+
+// DriverPool is a driver node pool: its name, pinned version and the
+// operating systems of its GPU nodes, sorted.
+type DriverPool struct {
+	Name       string
+	Version    gpuv1.DriverVersion
+	OSReleases []OSRelease
+}
 
 // OSRelease is an operating system as NFD labels it, such as ubuntu 22.04.
 type OSRelease struct {

@@ -36,7 +36,7 @@ func TestRenderedObjectsPassServerValidation(t *testing.T) {
 	for caseName, cp := range policies {
 		for _, s := range graph.States() {
 			objs, err := s.Operand.Render(state.RenderInput{
-				Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(s.Name), OSReleases: fixture.OSReleases,
+				Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(s.Name), DriverPools: fixture.DriverPools(cp),
 			})
 			if err != nil {
 				t.Fatalf("%s/%s: %v", caseName, s.Name, err)

@@ -193,6 +193,21 @@ func invalidCases() map[string]invalidCase {
 			path: p("driver", "verison"), value: "535.154.05",
 			field: "spec.driver.verison", wants: []string{"unknown field"},
 		},
+		"overlapping driver pools": {
+			path: p("driver", "nodePools"), value: []any{
+				map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100"}, "version": "550.54.15"},
+				map[string]any{"name": "zone-a", "nodeSelector": map[string]any{"zone": "a"}, "version": "535.154.05"},
+			},
+			field: "spec.driver.nodePools", wants: []string{"overlapping nodeSelectors", "require different values"},
+		},
+		"a pool named default": {
+			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "default", "nodeSelector": map[string]any{"gpu": "a100"}}},
+			field: "spec.driver.nodePools[0].name", wants: []string{"default names the pool of nodes matching no pool"},
+		},
+		"a pool selecting every node": {
+			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "all", "nodeSelector": map[string]any{}}},
+			field: "spec.driver.nodePools[0].nodeSelector", wants: []string{"should have at least 1 properties"},
+		},
 		"env list too long": {
 			path: p("devicePlugin", "env"), value: manyEnv(65),
 			field: "spec.devicePlugin.env", wants: []string{"must have at most 64 items"},
@@ -245,6 +260,10 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		"request equal to limit":        {p("driver", "resources"), map[string]any{"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": int64(1)}}},
 		"prefixed label key":            {p("daemonsets", "labels"), map[string]any{"example.com/team": "gpu"}},
 		"device plugin config with key": {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
+		"distinct driver pools": {p("driver", "nodePools"), []any{
+			map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100", "zone": "a"}, "version": "550.54.15"},
+			map[string]any{"name": "h100", "nodeSelector": map[string]any{"gpu": "h100"}},
+		}},
 	}
 	i := 0
 	for name, tt := range tests {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +14,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
@@ -40,7 +39,7 @@ type rendered struct {
 func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy) (*rendered, error) {
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor)}
 	var err error
-	if in.OSReleases, err = r.osReleases(ctx); err != nil {
+	if in.DriverPools, err = r.driverPools(ctx, cp); err != nil {
 		return nil, err
 	}
 	out := &rendered{}
@@ -72,23 +71,20 @@ func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 	return r.kinds.served(gvk)
 }
 
-// osReleases returns the operating systems of the GPU nodes, sorted.
-func (r *Reconciler) osReleases(ctx context.Context) ([]state.OSRelease, error) {
+// driverPools returns the driver node pools with the operating systems of
+// their GPU nodes.
+func (r *Reconciler) driverPools(ctx context.Context, cp *gpuv1.ClusterPolicy) ([]state.DriverPool, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	seen := map[state.OSRelease]bool{}
-	var out []state.OSRelease
+	var labels []map[string]string
 	for i := range nodes.Items {
-		labels := nodes.Items[i].Labels
-		if os, ok := state.OSReleaseOf(labels); ok && gating.IsGPUNode(labels) && !seen[os] {
-			seen[os] = true
-			out = append(out, os)
+		if gating.IsGPUNode(nodes.Items[i].Labels) {
+			labels = append(labels, nodes.Items[i].Labels)
 		}
 	}
-	slices.SortFunc(out, func(a, b state.OSRelease) int { return strings.Compare(a.String(), b.String()) })
-	return out, nil
+	return driver.Pools(&cp.Spec.Driver, labels), nil
 }
 
 // applyStates applies the objects of enabled states and prunes the rest.

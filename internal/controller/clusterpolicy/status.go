@@ -9,6 +9,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
 
 // maxNamedNodes bounds how many nodes a condition message names.
@@ -98,7 +99,28 @@ func setProgressingCondition(conds *[]metav1.Condition, s summary, gen int64) {
 		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonRollingOut
 		c.Message = fmt.Sprintf("%d of %d GPU nodes ready; %s", s.readyNodes, s.gpuNodes, strings.Join(parts, ", "))
 	}
+	if msg, rolling := upgradeProgress(s); rolling {
+		// An upgrade is the longer story: it names how far it got.
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonDriverUpgrade, msg
+	}
 	meta.SetStatusCondition(conds, c)
+}
+
+// upgradeProgress tells how far a driver upgrade got, and whether one is
+// rolling: some node waits for it or is in it.
+func upgradeProgress(s summary) (string, bool) {
+	inProgress, waiting := 0, s.upgrades[gpuv1.UpgradeRequired]
+	for st, n := range s.upgrades {
+		if upgrade.InProgress(st) {
+			inProgress += n
+		}
+	}
+	if inProgress == 0 && waiting == 0 {
+		return "", false
+	}
+	total := inProgress + waiting + s.upgrades[gpuv1.UpgradeDone] + s.upgrades[gpuv1.UpgradeFailed]
+	return fmt.Sprintf("driver upgrade: %d of %d nodes done, %d in progress, %d waiting, %d failed",
+		s.upgrades[gpuv1.UpgradeDone], total, inProgress, waiting, s.upgrades[gpuv1.UpgradeFailed]), true
 }
 
 // setDegradedCondition is true when objects could not be applied, a state

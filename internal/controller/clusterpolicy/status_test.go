@@ -119,6 +119,17 @@ func TestSetProgressingCondition(t *testing.T) {
 			wantStatus:  metav1.ConditionTrue,
 			wantMessage: "1 of 2 GPU nodes ready; device-plugin pending on 1, dcgm-exporter pending on 1, gpu-feature-discovery pending on 1",
 		},
+		"a driver upgrade says how far it got": {
+			nodes: func() []corev1.Node {
+				a, b, c := ready("a"), ready("b"), ready("c")
+				a.Labels[gpuv1.LabelUpgradeState] = "upgrade-done"
+				b.Labels[gpuv1.LabelUpgradeState] = "pod-deletion-required"
+				c.Labels[gpuv1.LabelUpgradeState] = "upgrade-required"
+				return []corev1.Node{a, b, c}
+			}(),
+			wantStatus:  metav1.ConditionTrue,
+			wantMessage: "driver upgrade: 1 of 3 nodes done, 1 in progress, 1 waiting, 0 failed",
+		},
 		"upgrading counts as on its way": {
 			nodes:       []corev1.Node{gpuNode("a", r, gpuv1.StateUpgrading, r, r, r)},
 			wantStatus:  metav1.ConditionTrue,

@@ -26,13 +26,15 @@ type summary struct {
 	gpuNodes, readyNodes int
 	order                []state.Name
 	byState              map[state.Name]*stateCounts
+	// upgrades counts GPU nodes by their driver upgrade state.
+	upgrades map[gpuv1.UpgradeState]int
 }
 
 // summarize counts the GPU nodes per state from their labels. Cluster-wide
 // states count the pods of their DaemonSet instead (nfd-worker, on every
 // node), from ds, which is nil when it does not exist.
 func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
-	s := summary{byState: map[state.Name]*stateCounts{}}
+	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}}
 	for _, st := range g.States() {
 		s.order = append(s.order, st.Name)
 		s.byState[st.Name] = &stateCounts{enabled: enabled[st.Name], phases: map[gpuv1.StateValue]int{}}
@@ -44,6 +46,9 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 			continue
 		}
 		s.gpuNodes++
+		if u := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); u != "" {
+			s.upgrades[u]++
+		}
 		allReady := true
 		for _, name := range perNode {
 			v := gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(name))])

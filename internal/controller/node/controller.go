@@ -18,6 +18,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
@@ -56,6 +57,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Grace, Now: r.now()}
 	if active != nil && gating.IsGPUNode(node.Labels) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
+		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
 		if in.Pods, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -31,29 +31,45 @@ type Operand struct{}
 // Enabled reports whether the policy deploys the driver.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.Driver.IsEnabled() }
 
-// Render returns the driver's ServiceAccount and one DaemonSet per OS of the
-// GPU nodes, each with the image tag for its OS (<version>-ubuntu22.04). A
-// digest pins one image for every OS, so it gives a single DaemonSet. The
-// update strategy is always OnDelete: the operator decides when a node's
-// driver pod is replaced.
+// Render returns the driver's ServiceAccount and one DaemonSet per node
+// pool and OS of its GPU nodes, each with the image tag for its OS
+// (<version>-ubuntu22.04). A digest pins one image for every OS, so it
+// gives one DaemonSet per pool. The update strategy is always OnDelete: the
+// operator decides when a node's driver pod is replaced.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
-	spec := &in.Policy.Spec.Driver
 	objs := []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.Driver))}
-	version := string(spec.Version)
-	if strings.HasPrefix(version, "sha256:") {
-		ds, err := daemonSet(in, DaemonSetName, render.Image(string(spec.Repository), string(spec.Image), version), in.Gate)
+	for _, pool := range in.DriverPools {
+		ds, err := poolDaemonSets(in, pool)
 		if err != nil {
 			return nil, err
 		}
-		return append(objs, ds), nil
+		objs = append(objs, ds...)
 	}
-	for _, os := range in.OSReleases {
-		gate := append(append([]corev1.NodeSelectorRequirement{}, in.Gate...),
+	return objs, nil
+}
+
+func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Object, error) {
+	spec := &in.Policy.Spec.Driver
+	name := DaemonSetName
+	if pool.Name != gpuv1.DefaultDriverPool {
+		name += "-" + pool.Name
+	}
+	gate := append(append([]corev1.NodeSelectorRequirement{}, in.Gate...), corev1.NodeSelectorRequirement{
+		Key: gpuv1.LabelDriverPool, Operator: corev1.NodeSelectorOpIn, Values: []string{pool.Name},
+	})
+	version := string(pool.Version)
+	if strings.HasPrefix(version, "sha256:") {
+		ds, err := daemonSet(in, name, render.Image(string(spec.Repository), string(spec.Image), version), pool.Version, gate)
+		return []client.Object{ds}, err
+	}
+	var objs []client.Object
+	for _, os := range pool.OSReleases {
+		osGate := append(append([]corev1.NodeSelectorRequirement{}, gate...),
 			corev1.NodeSelectorRequirement{Key: state.LabelOSReleaseID, Operator: corev1.NodeSelectorOpIn, Values: []string{os.ID}},
 			corev1.NodeSelectorRequirement{Key: state.LabelOSVersionID, Operator: corev1.NodeSelectorOpIn, Values: []string{os.VersionID}},
 		)
 		image := render.Image(string(spec.Repository), string(spec.Image), version+"-"+os.String())
-		ds, err := daemonSet(in, DaemonSetName+"-"+os.String(), image, gate)
+		ds, err := daemonSet(in, name+"-"+os.String(), image, pool.Version, osGate)
 		if err != nil {
 			return nil, err
 		}
@@ -62,17 +78,18 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	return objs, nil
 }
 
-func daemonSet(in state.RenderInput, name, image string, gate []corev1.NodeSelectorRequirement) (client.Object, error) {
+func daemonSet(in state.RenderInput, name, image string, version gpuv1.DriverVersion, gate []corev1.NodeSelectorRequirement) (client.Object, error) {
 	return render.DaemonSet(render.Workload{
-		Policy:    in.Policy,
-		Namespace: in.Namespace,
-		Name:      name,
-		State:     string(state.Driver),
-		Component: &in.Policy.Spec.Driver.ComponentSpec,
-		Image:     image,
-		Gate:      gate,
-		OnDelete:  true,
-		Pod:       podSpec(),
+		Policy:         in.Policy,
+		Namespace:      in.Namespace,
+		Name:           name,
+		State:          string(state.Driver),
+		Component:      &in.Policy.Spec.Driver.ComponentSpec,
+		Image:          image,
+		Gate:           gate,
+		OnDelete:       true,
+		Pod:            podSpec(),
+		PodAnnotations: map[string]string{AnnotationVersion: LabelValue(version)},
 	})
 }
 

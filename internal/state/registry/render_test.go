@@ -32,7 +32,7 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.ClusterPolicy) []client.Object {
 	t.Helper()
 	objs, err := s.Operand.Render(state.RenderInput{
-		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), OSReleases: fixture.OSReleases, ServiceMonitorAvailable: true,
+		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), DriverPools: fixture.DriverPools(cp), ServiceMonitorAvailable: true,
 	})
 	if err != nil {
 		t.Fatalf("rendering %s: %v", s.Name, err)

@@ -1,0 +1,263 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// FieldOwner manages the upgrade label and annotations, apart from the node
+// controller's labels.
+const FieldOwner = "gpu-operator-upgrade"
+
+// Annotations of a node's upgrade.
+const (
+	// AnnotationSince is when the node entered its upgrade state.
+	AnnotationSince = gpuv1.UpgradeAnnotationPrefix + "since"
+	// AnnotationCordoned is set when the upgrade cordoned the node; a node
+	// cordoned before stays cordoned after.
+	AnnotationCordoned = gpuv1.UpgradeAnnotationPrefix + "cordoned"
+)
+
+// poll is how often nodes in an upgrade are looked at again: GPU pods are
+// listed live, not watched, and timeouts run.
+const poll = 5 * time.Second
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+
+// Reconciler moves GPU nodes through driver upgrades.
+type Reconciler struct {
+	// Client reads nodes and operand pods from the cache and writes.
+	Client client.Client
+	// APIReader lists a node's workload pods live, only for nodes in an
+	// upgrade step that needs them: no cluster-wide pod cache.
+	APIReader client.Reader
+	Graph     *state.Graph
+	Namespace string
+	Recorder  events.EventRecorder
+	Metrics   *metrics.Metrics
+	Now       func() time.Time
+}
+
+// Reconcile takes one step for every GPU node of the active policy.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl.Result, err error) {
+	defer func() { r.Metrics.Reconciles.WithLabelValues("upgrade", metrics.Result(err)).Inc() }()
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	if active == nil || !active.Spec.Driver.IsEnabled() {
+		return ctrl.Result{}, r.forgetAll(ctx, nodes.Items)
+	}
+	obs, err := r.observe(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pools := map[string][]*corev1.Node{}
+	var stale []corev1.Node
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if !gating.IsGPUNode(n.Labels) || n.Labels[gpuv1.DeployLabel(string(state.Driver))] != gpuv1.LabelTrue {
+			stale = append(stale, *n)
+			continue
+		}
+		pool := driver.PoolOf(&active.Spec.Driver, n.Labels)
+		pools[pool] = append(pools[pool], n)
+	}
+	var errs []error
+	busy := false
+	tally := tally{}
+	for _, members := range pools {
+		b, err := r.reconcilePool(ctx, active, obs, members, &active.Spec.Driver.UpgradePolicy, &tally)
+		busy = busy || b
+		errs = append(errs, err)
+	}
+	errs = append(errs, r.forgetAll(ctx, stale))
+	r.export(active, tally)
+	if busy {
+		return ctrl.Result{RequeueAfter: poll}, errors.Join(errs...)
+	}
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// reconcilePool admits nodes within the pool's budget and steps each node.
+// It reports whether any node is on its way.
+func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed,
+	nodes []*corev1.Node, spec *gpuv1.DriverUpgradePolicySpec, t *tally) (bool, error) {
+	p := policyOf(spec)
+	candidates := make([]upgrade.Node, 0, len(nodes))
+	for _, n := range nodes {
+		st := stateOf(n)
+		candidates = append(candidates, upgrade.Node{
+			Name:        n.Name,
+			State:       st,
+			Unavailable: n.Spec.Unschedulable || !nodeReady(n),
+			Waiting:     st == gpuv1.UpgradeRequired && p.AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue,
+		})
+	}
+	admitted, err := upgrade.Admit(candidates, *spec.MaxParallelUpgrades, *spec.MaxUnavailable)
+	if err != nil {
+		return false, err
+	}
+	busy := false
+	var errs []error
+	for _, n := range nodes {
+		f, err := r.facts(ctx, cp, obs, n, spec)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f.Admitted = admitted[n.Name]
+		step := upgrade.Next(f, p)
+		next, err := r.take(ctx, cp, obs, n, f, step, spec)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		t.count(next)
+		busy = busy || upgrade.InProgress(next) || next == gpuv1.UpgradeRequired
+	}
+	return busy, errors.Join(errs...)
+}
+
+// take performs a step's action and records the node's next state. A failed
+// action leaves the state as it is, to be retried.
+func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, n *corev1.Node,
+	f upgrade.Facts, step upgrade.Step, spec *gpuv1.DriverUpgradePolicySpec) (gpuv1.UpgradeState, error) {
+	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
+	var err error
+	switch step.Action {
+	case upgrade.Cordon:
+		cordoned, err = r.cordon(ctx, n)
+	case upgrade.EvictGPUPods:
+		err = r.evict(ctx, n, r.isGPUPod(cp, spec), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+	case upgrade.Drain:
+		err = r.evict(ctx, n, r.isDrainable(spec), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
+	case upgrade.DeleteDriverPod:
+		err = r.deleteDriverPod(ctx, obs.driverPods[n.Name])
+	case upgrade.Uncordon:
+		err = r.uncordon(ctx, n, cordoned)
+		cordoned = false
+	}
+	if err != nil {
+		return f.State, fmt.Errorf("node %s, %s: %w", n.Name, step.Action, err)
+	}
+	if step.Next == f.State && cordoned == (n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue) {
+		return f.State, nil
+	}
+	if err := r.write(ctx, n.Name, step.Next, cordoned, f); err != nil {
+		return f.State, err
+	}
+	if step.Next != f.State {
+		kind := corev1.EventTypeNormal
+		if step.Next == gpuv1.UpgradeFailed {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(n, nil, kind, "GPUDriverUpgrade", "Upgrade", "%s -> %s: %s", displayState(f.State), step.Next, step.Reason)
+	}
+	return step.Next, nil
+}
+
+// write applies the node's upgrade label and annotations.
+func (r *Reconciler) write(ctx context.Context, name string, st gpuv1.UpgradeState, cordoned bool, f upgrade.Facts) error {
+	since := f.Since
+	if st != f.State {
+		since = f.Now
+	}
+	annotations := map[string]string{AnnotationSince: since.UTC().Format(time.RFC3339)}
+	if cordoned {
+		annotations[AnnotationCordoned] = gpuv1.LabelTrue
+	}
+	labels := map[string]string{}
+	if st != "" {
+		labels[gpuv1.LabelUpgradeState] = string(st)
+	}
+	ac := corev1ac.Node(name).WithLabels(labels).WithAnnotations(annotations)
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing the upgrade state of node %s: %w", name, client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// forgetAll removes the upgrade label and annotations from nodes that have
+// them but are no longer upgraded by the operator.
+func (r *Reconciler) forgetAll(ctx context.Context, nodes []corev1.Node) error {
+	var errs []error
+	for i := range nodes {
+		n := &nodes[i]
+		_, labelled := n.Labels[gpuv1.LabelUpgradeState]
+		_, since := n.Annotations[AnnotationSince]
+		if !labelled && !since {
+			continue
+		}
+		if n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue {
+			errs = append(errs, r.uncordon(ctx, n, true))
+		}
+		ac := corev1ac.Node(n.Name)
+		errs = append(errs, client.IgnoreNotFound(r.Client.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership)))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func stateOf(n *corev1.Node) gpuv1.UpgradeState {
+	return gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+}
+
+func displayState(s gpuv1.UpgradeState) string {
+	if s == "" {
+		return "up to date"
+	}
+	return string(s)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func policyOf(spec *gpuv1.DriverUpgradePolicySpec) upgrade.Policy {
+	seconds := func(p *int32) time.Duration {
+		if p == nil {
+			return 0
+		}
+		return time.Duration(*p) * time.Second
+	}
+	return upgrade.Policy{
+		AutoUpgrade:        spec.AutoUpgrade == nil || *spec.AutoUpgrade,
+		WaitTimeout:        seconds(spec.WaitForCompletion.TimeoutSeconds),
+		PodDeletionTimeout: seconds(spec.PodDeletion.TimeoutSeconds),
+		DrainEnabled:       spec.Drain.Enable != nil && *spec.Drain.Enable,
+		DrainTimeout:       seconds(spec.Drain.TimeoutSeconds),
+	}
+}
