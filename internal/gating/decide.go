@@ -183,11 +183,14 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		delete(d.missing, name)
 		return gpuv1.StateDisabled
 	}
-	if d.driverRestarting() && slices.Contains(d.in.Graph.Downstream(state.Driver), name) {
-		// The driver pod is about to be replaced: everything after it
-		// leaves the node first, and starts again in order after.
+	if d.driverRestarting() && (name == state.Driver || slices.Contains(d.in.Graph.Downstream(state.Driver), name)) {
+		// The driver pod is about to be replaced: with the driver no longer
+		// ready, everything after it leaves the node first, and starts again
+		// in order once the new driver is ready.
 		delete(d.missing, name)
-		d.notBefore[name] = d.now
+		if name != state.Driver {
+			d.notBefore[name] = d.now
+		}
 		return gpuv1.StateUpgrading
 	}
 	cur := d.current[name]

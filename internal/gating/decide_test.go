@@ -408,3 +408,28 @@ func TestTimeMapRoundTrip(t *testing.T) {
 	g.Expect(parseTimeMap(m.String())).To(Equal(m))
 	g.Expect(parseTimeMap("garbage,driver=notatime")).To(BeEmpty())
 }
+
+// At the upgrade step that replaces the driver pod, the driver and every
+// state after it are upgrading: their pods leave the node before the new
+// driver loads.
+func TestDriverRestartStep(t *testing.T) {
+	g := NewWithT(t)
+	labels := states(allStates(gpuv1.StateReady))
+	labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradePodRestart)
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
+	r := decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
+	for _, s := range []state.Name{drv, tk, dp, dcg, gfd} {
+		g.Expect(stateOf(r, s)).To(Equal("upgrading"), "state %s", s)
+	}
+	g.Expect(r.Events).To(BeEmpty(), "an upgrade step is no outage")
+
+	// Once the upgrade moved on, the new driver pod makes the chain re-form.
+	labels = r.Labels
+	labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeValidation)
+	pods = map[state.Name]*state.PodFacts{drv: readyPod("d2", now.Add(time.Second))}
+	r = decide(t, node(labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(2 * time.Second) })
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(stateOf(r, tk)).To(Equal("pending"))
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDriverPod, "d2"))
+}

@@ -10,7 +10,9 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,11 +74,16 @@ func (f *fixture) createNode(name string, labels map[string]string) {
 	f.setBootID(name, "boot-1")
 }
 
-// setBootID sets a node's boot ID, as its kubelet does after a boot.
+// setBootID sets a node's boot ID, as its kubelet does after a boot, and
+// the rest of the status a kubelet reports: Ready, and 8 GPUs once the
+// device plugin registered them.
 func (f *fixture) setBootID(name, bootID string) {
 	NewWithT(f.t).Eventually(func() error {
 		node := f.node(name)
 		node.Status.NodeInfo.BootID = bootID
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		node.Status.Capacity = node.Status.Allocatable
 		return k8sClient.Status().Update(f.ctx, node)
 	}, timeout, interval).Should(Succeed())
 }
@@ -242,4 +249,23 @@ func (f *fixture) daemonSetTable() string {
 			strings.Join(names, ","), strings.Join(images, ","))
 	}
 	return b.String()
+}
+
+// expectLabel waits until a node's label has value.
+func (f *fixture) expectLabel(node, key, value string) {
+	f.t.Helper()
+	NewWithT(f.t).Eventually(func() string { return f.node(node).Labels[key] }, 2*timeout, interval).Should(Equal(value), "node %s, label %s", node, key)
+}
+
+// eventsOf returns the notes of the events about a node.
+func (f *fixture) eventsOf(node string) []string {
+	list := &eventsv1.EventList{}
+	NewWithT(f.t).Expect(k8sClient.List(f.ctx, list)).To(Succeed())
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Node" && e.Regarding.Name == node {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
 }

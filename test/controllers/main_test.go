@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -75,19 +77,30 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "creating the namespace:", err)
 		return 1
 	}
-	if err := startOperator(ctx, env.Config, scheme); err != nil {
+	testEnv = env
+	testScheme = scheme
+	if err := startOperator(); err != nil {
 		fmt.Fprintln(os.Stderr, "starting the operator:", err)
 		return 1
 	}
+	defer stopOperator()
 	sim = newCluster(k8sClient, namespace)
 	go sim.run(ctx)
 	return m.Run()
 }
 
+var (
+	testEnv    *envtest.Env
+	testScheme *runtime.Scheme
+	// stopManager stops the running manager and waits until it stopped.
+	stopManager func()
+)
+
 // startOperator runs the real manager with the operator's cache settings and
 // controllers, through a transport that counts its write requests.
-func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) error {
-	cfg = rest.CopyConfig(cfg)
+func startOperator() error {
+	scheme := testScheme
+	cfg := rest.CopyConfig(testEnv.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			switch req.Method {
@@ -102,6 +115,9 @@ func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 		Cache:                  cacheconfig.Options(namespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// Tests restart the manager in one process; the controller names
+		// are registered again each time.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return err
@@ -110,15 +126,30 @@ func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	if err := operator.Setup(ctx, mgr, operator.Config{Namespace: namespace, NodeWorkers: 4, Grace: grace, Metrics: m}); err != nil {
+		cancel()
 		return err
 	}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "manager stopped:", err)
 		}
 	}()
+	stopManager = func() {
+		cancel()
+		<-done
+	}
 	return nil
+}
+
+func stopOperator() {
+	if stopManager != nil {
+		stopManager()
+		stopManager = nil
+	}
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

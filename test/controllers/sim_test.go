@@ -96,7 +96,7 @@ func (s *cluster) step(ctx context.Context) error {
 		return err
 	}
 	pods := &corev1.PodList{}
-	if err := s.c.List(ctx, pods, client.InNamespace(s.namespace)); err != nil {
+	if err := s.c.List(ctx, pods); err != nil {
 		return err
 	}
 	for i := range dsList.Items {
@@ -108,8 +108,17 @@ func (s *cluster) step(ctx context.Context) error {
 		}
 	}
 	for i := range pods.Items {
-		if err := s.kubelet(ctx, &pods.Items[i]); err != nil {
-			return err
+		p := &pods.Items[i]
+		switch {
+		case p.Namespace == s.namespace:
+			if err := s.kubelet(ctx, p); err != nil {
+				return err
+			}
+		case p.DeletionTimestamp != nil && p.Spec.NodeName != "":
+			// A workload pod being evicted: its kubelet would stop it.
+			if err := client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0))); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -11,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// evictionTimeout bounds one eviction request.
+const evictionTimeout = 2 * time.Second
 
 // cordon marks the node unschedulable and reports whether the upgrade did
 // it: a node cordoned by someone else stays cordoned after the upgrade.
@@ -63,10 +67,16 @@ func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, keep func(*corev
 			continue
 		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-		switch err := r.Client.SubResource("eviction").Create(ctx, p, eviction); {
+		// A PodDisruptionBudget answers 429 with a Retry-After, which the
+		// client would wait out again and again: bound the call instead, and
+		// try again on the next poll.
+		evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
+		err := r.Client.SubResource("eviction").Create(evictCtx, p, eviction)
+		cancel()
+		switch {
 		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err):
-			// A PodDisruptionBudget says not now; try again next time.
+		case apierrors.IsTooManyRequests(err), errors.Is(err, context.DeadlineExceeded):
+			// Not now; the step's timeout decides how long to keep trying.
 		default:
 			errs = append(errs, fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err))
 		}

@@ -130,6 +130,8 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 		}
 		f.Admitted = admitted[n.Name]
 		step := upgrade.Next(f, p)
+		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
+			"action", step.Action.String(), "facts", f)
 		next, err := r.take(ctx, cp, obs, n, f, step, spec)
 		if err != nil {
 			errs = append(errs, err)

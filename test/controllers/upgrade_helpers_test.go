@@ -1,0 +1,112 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// upgradeLog records, from a watch on nodes, the sequence of upgrade states
+// of each node and the most nodes ever in an upgrade at once.
+type upgradeLog struct {
+	mu         sync.Mutex
+	start      time.Time
+	seq        map[string][]gpuv1.UpgradeState
+	lines      []string
+	current    map[string]gpuv1.UpgradeState
+	maxAtOnce  int
+	nodes      map[string]bool
+	cancelFunc context.CancelFunc
+}
+
+func (f *fixture) recordUpgrades() *upgradeLog {
+	ctx, cancel := context.WithCancel(f.ctx)
+	l := &upgradeLog{start: time.Now(), seq: map[string][]gpuv1.UpgradeState{}, current: map[string]gpuv1.UpgradeState{},
+		nodes: map[string]bool{}, cancelFunc: cancel}
+	for _, n := range f.nodes {
+		l.nodes[n] = true
+	}
+	w, err := watchClient.Watch(ctx, &corev1.NodeList{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && l.nodes[n.Name] {
+				l.observe(n)
+			}
+		}
+	}()
+	f.t.Cleanup(cancel)
+	return l
+}
+
+func (l *upgradeLog) observe(n *corev1.Node) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+	if l.current[n.Name] == st {
+		return
+	}
+	l.current[n.Name] = st
+	l.seq[n.Name] = append(l.seq[n.Name], st)
+	l.lines = append(l.lines, fmt.Sprintf("%6.1fs %-40s %-24s cordoned=%t driver=%s version=%s", time.Since(l.start).Seconds(),
+		n.Name, st, n.Spec.Unschedulable, n.Labels[gpuv1.StateLabel("driver")], n.Labels[gpuv1.LabelDriverVersion]))
+	busy := 0
+	for _, s := range l.current {
+		if upgrade.InProgress(s) {
+			busy++
+		}
+	}
+	l.maxAtOnce = max(l.maxAtOnce, busy)
+}
+
+func (l *upgradeLog) sequence(node string) []gpuv1.UpgradeState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]gpuv1.UpgradeState(nil), l.seq[node]...)
+}
+
+func (l *upgradeLog) peak() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxAtOnce
+}
+
+func (l *upgradeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// gpuPod creates a workload pod bound to a node, owned by a controller so
+// that it may be evicted, and running.
+func (f *fixture) gpuPod(name, node string, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{}
+	p.Name, p.Namespace = name, "workloads"
+	p.Labels = map[string]string{"app": name}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: "0000", Controller: ptr.To(true)}}
+	p.Spec.NodeName = node
+	p.Spec.Containers = []corev1.Container{{Name: "main", Image: "cuda"}}
+	mutate(p)
+	if err := k8sClient.Create(f.ctx, p); err != nil {
+		f.t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	if err := k8sClient.Status().Update(f.ctx, p); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p, client.GracePeriodSeconds(0)) })
+	return p
+}
