@@ -89,8 +89,8 @@ const (
 	ReasonRollingOut      = "RollingOut"
 	// ReasonDriverUpgrade: nodes are moving to a new driver.
 	ReasonDriverUpgrade = "DriverUpgrade"
-	ReasonNoFailures      = "NoFailures"
-	ReasonApplyFailed     = "ApplyFailed"
+	ReasonNoFailures    = "NoFailures"
+	ReasonApplyFailed   = "ApplyFailed"
 	// ReasonPrerequisiteMissing: the policy asks for something the cluster
 	// lacks, such as a ServiceMonitor without the Prometheus Operator.
 	ReasonPrerequisiteMissing = "PrerequisiteMissing"
