@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
 // The scenarios run in order on one cluster, from install to uninstall.
@@ -32,6 +34,15 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 
 	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
+	})
+
+	It("rolls a driver upgrade within the budget, evicting and rescheduling GPU workloads", func(ctx SpecContext) {
+		UpgradeSpec(ctx, UpgradeInput{Version: "575.57.08", Nodes: healthy, Skip: []string{brokenNode}, Workloads: 6, MaxInProgress: 1})
+	})
+
+	It("resumes a driver upgrade after the operator is killed in the middle of it", func(ctx SpecContext) {
+		UpgradeSpec(ctx, UpgradeInput{Version: "580.82.07", Nodes: healthy, Skip: []string{brokenNode}, Workloads: 6,
+			MaxInProgress: 1, KillAt: gpuv1.UpgradePodDeletion})
 	})
 
 	It("applies a changed value on helm upgrade", func(ctx SpecContext) {

@@ -16,31 +16,6 @@ import (
 // evictionTimeout bounds one eviction request.
 const evictionTimeout = 2 * time.Second
 
-// cordon marks the node unschedulable and reports whether the upgrade did
-// it: a node cordoned by someone else stays cordoned after the upgrade.
-func (r *Reconciler) cordon(ctx context.Context, n *corev1.Node) (bool, error) {
-	if n.Spec.Unschedulable {
-		return n.Annotations[AnnotationCordoned] == "true", nil
-	}
-	return true, r.setUnschedulable(ctx, n, true)
-}
-
-// uncordon makes the node schedulable again if the upgrade cordoned it.
-func (r *Reconciler) uncordon(ctx context.Context, n *corev1.Node, cordonedByUpgrade bool) error {
-	if !cordonedByUpgrade || !n.Spec.Unschedulable {
-		return nil
-	}
-	return r.setUnschedulable(ctx, n, false)
-}
-
-func (r *Reconciler) setUnschedulable(ctx context.Context, n *corev1.Node, value bool) error {
-	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, value))
-	if err := r.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, patch); err != nil {
-		return fmt.Errorf("setting unschedulable=%t: %w", value, err)
-	}
-	return nil
-}
-
 // evict evicts, through the Eviction API (which honours
 // PodDisruptionBudgets), the node's pods that keep selects. Pods no
 // controller owns are evicted only with force, pods with emptyDir volumes

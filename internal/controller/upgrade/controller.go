@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -150,7 +151,9 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 	var err error
 	switch step.Action {
 	case upgrade.Cordon:
-		cordoned, err = r.cordon(ctx, n)
+		// The upgrade holds the cordon only if the node was schedulable:
+		// a node cordoned by someone before stays cordoned after.
+		cordoned = cordoned || !n.Spec.Unschedulable
 	case upgrade.EvictGPUPods:
 		err = r.evict(ctx, n, r.isGPUPod(cp, spec), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
 	case upgrade.Drain:
@@ -158,7 +161,6 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 	case upgrade.DeleteDriverPod:
 		err = r.deleteDriverPod(ctx, obs.driverPods[n.Name])
 	case upgrade.Uncordon:
-		err = r.uncordon(ctx, n, cordoned)
 		cordoned = false
 	}
 	if err != nil {
@@ -167,7 +169,7 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 	if step.Next == f.State && cordoned == (n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue) {
 		return f.State, nil
 	}
-	if err := r.write(ctx, n.Name, step.Next, cordoned, f); err != nil {
+	if written, err := r.write(ctx, n, step.Next, cordoned, f); !written {
 		return f.State, err
 	}
 	if step.Next != f.State {
@@ -180,8 +182,15 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 	return step.Next, nil
 }
 
-// write applies the node's upgrade label and annotations.
-func (r *Reconciler) write(ctx context.Context, name string, st gpuv1.UpgradeState, cordoned bool, f upgrade.Facts) error {
+// write applies the node's upgrade label and annotations, and the cordon
+// while the upgrade holds it, in one request on the version of the node the
+// step was decided from: a decision taken on a stale cache (a second
+// reconcile before the first one's write arrived) fails with a conflict and
+// is taken again, rather than undoing what the first wrote. Server-side
+// apply uncordons by dropping the field: if someone else cordoned the node
+// meanwhile, their cordon stays.
+func (r *Reconciler) write(ctx context.Context, n *corev1.Node, st gpuv1.UpgradeState, cordoned bool, f upgrade.Facts) (bool, error) {
+	name := n.Name
 	since := f.Since
 	if st != f.State {
 		since = f.Now
@@ -194,11 +203,17 @@ func (r *Reconciler) write(ctx context.Context, name string, st gpuv1.UpgradeSta
 	if st != "" {
 		labels[gpuv1.LabelUpgradeState] = string(st)
 	}
-	ac := corev1ac.Node(name).WithLabels(labels).WithAnnotations(annotations)
-	if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("writing the upgrade state of node %s: %w", name, client.IgnoreNotFound(err))
+	ac := corev1ac.Node(name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(annotations)
+	if cordoned {
+		ac.WithSpec(corev1ac.NodeSpec().WithUnschedulable(true))
 	}
-	return nil
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, nil // decided on a stale node: the watch brings it back fresh
+		}
+		return false, fmt.Errorf("writing the upgrade state of node %s: %w", name, err)
+	}
+	return true, nil
 }
 
 // forgetAll removes the upgrade label and annotations from nodes that have
@@ -212,9 +227,8 @@ func (r *Reconciler) forgetAll(ctx context.Context, nodes []corev1.Node) error {
 		if !labelled && !since {
 			continue
 		}
-		if n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue {
-			errs = append(errs, r.uncordon(ctx, n, true))
-		}
+		// An empty apply drops the label, the annotations and the cordon
+		// the upgrade held.
 		ac := corev1ac.Node(n.Name)
 		errs = append(errs, client.IgnoreNotFound(r.Client.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership)))
 	}

@@ -1,0 +1,193 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// UpgradeInput is a driver upgrade to roll out.
+type UpgradeInput struct {
+	Version string
+	Nodes   []string
+	// Skip names nodes labelled out of the upgrade.
+	Skip []string
+	// Workloads is how many GPU pods run during the upgrade.
+	Workloads int32
+	// KillAt SIGKILLs the operator when a node first reaches this step;
+	// empty for no crash.
+	KillAt gpuv1.UpgradeState
+	// MaxInProgress is the budget: maxParallelUpgrades.
+	MaxInProgress int
+}
+
+// UpgradeSpec changes driver.version and checks the rolling upgrade: never
+// more nodes at once than the budget, GPU workload pods evicted and
+// rescheduled, every node on the new driver, cordons restored.
+func UpgradeSpec(ctx context.Context, in UpgradeInput) {
+	for _, n := range in.Skip {
+		_, err := sh("bin/kubectl", "label", "node", n, gpuv1.LabelUpgradeSkip+"=true", "--overwrite")
+		Expect(err).NotTo(HaveOccurred())
+	}
+	before := gpuWorkload(ctx, in.Workloads)
+	watch := watchUpgrades(ctx, in.Nodes)
+	defer watch.stop()
+
+	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, in.Version)
+	_, err := sh("bin/kubectl", "patch", "clusterpolicy", "cluster-policy", "--type=merge", "-p", patch)
+	Expect(err).NotTo(HaveOccurred())
+	if in.KillAt != "" {
+		Eventually(func() bool { return watch.reached(in.KillAt) }).WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(BeTrue())
+		op.kill()
+		op = startOperator()
+	}
+
+	Eventually(func(g Gomega) {
+		for _, n := range in.Nodes {
+			node := node(g, ctx, n)
+			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-done"), "node %s", n)
+			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, in.Version), "node %s", n)
+			g.Expect(node.Spec.Unschedulable).To(BeFalse(), "node %s is still cordoned", n)
+		}
+	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	Expect(watch.peak()).To(BeNumerically("<=", in.MaxInProgress), "nodes upgrading at once")
+	for _, n := range in.Skip {
+		Expect(node(Default, ctx, n).Labels[gpuv1.LabelUpgradeState]).NotTo(Equal("upgrade-done"), "skipped node %s", n)
+	}
+
+	// The GPU pods were evicted from every upgraded node and run again.
+	upgraded := map[string]bool{}
+	for _, n := range in.Nodes {
+		upgraded[n] = true
+	}
+	Eventually(func(g Gomega) {
+		after := workloadPods(g, ctx)
+		g.Expect(after).To(HaveLen(int(in.Workloads)))
+		for uid, p := range before {
+			if upgraded[p.node] {
+				g.Expect(after).NotTo(HaveKey(uid), "pod %s on %s was never evicted", p.name, p.node)
+			}
+		}
+	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	AllReadySpec(ctx, AllReadyInput{Nodes: in.Nodes})
+}
+
+// workloadPod is a running GPU workload pod.
+type workloadPod struct{ name, node string }
+
+// gpuWorkload runs (or keeps) a Deployment of GPU pods and returns its pods
+// by UID once they all run.
+func gpuWorkload(ctx context.Context, replicas int32) map[string]workloadPod {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workloads"}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	labels := map[string]string{"app": "training"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "training", Namespace: "workloads"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{Name: "train", Image: "cuda", Resources: corev1.ResourceRequirements{
+						Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+					}}},
+				},
+			},
+		},
+	}
+	if err := k8s.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	var pods map[string]workloadPod
+	Eventually(func(g Gomega) {
+		pods = workloadPods(g, ctx)
+		g.Expect(pods).To(HaveLen(int(replicas)))
+	}).WithTimeout(time.Minute).Should(Succeed())
+	return pods
+}
+
+// workloadPods returns the running GPU workload pods by UID.
+func workloadPods(g Gomega, ctx context.Context) map[string]workloadPod {
+	list := &corev1.PodList{}
+	g.Expect(k8s.List(ctx, list, client.InNamespace("workloads"))).To(Succeed())
+	pods := map[string]workloadPod{}
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			pods[string(p.UID)] = workloadPod{name: p.Name, node: p.Spec.NodeName}
+		}
+	}
+	return pods
+}
+
+// upgradeWatch polls the nodes' upgrade states while an upgrade runs.
+type upgradeWatch struct {
+	mu       sync.Mutex
+	seen     map[gpuv1.UpgradeState]bool
+	maxAtOne int
+	cancel   context.CancelFunc
+}
+
+func watchUpgrades(ctx context.Context, nodes []string) *upgradeWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &upgradeWatch{seen: map[gpuv1.UpgradeState]bool{}, cancel: cancel}
+	want := map[string]bool{}
+	for _, n := range nodes {
+		want[n] = true
+	}
+	go func() {
+		for ctx.Err() == nil {
+			list := &corev1.NodeList{}
+			if err := k8s.List(ctx, list); err == nil {
+				busy := 0
+				w.mu.Lock()
+				for _, n := range list.Items {
+					st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+					if !want[n.Name] {
+						continue
+					}
+					w.seen[st] = true
+					if upgrade.InProgress(st) {
+						busy++
+					}
+				}
+				w.maxAtOne = max(w.maxAtOne, busy)
+				w.mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *upgradeWatch) reached(s gpuv1.UpgradeState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[s]
+}
+
+func (w *upgradeWatch) peak() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.maxAtOne
+}
+
+func (w *upgradeWatch) stop() { w.cancel() }
