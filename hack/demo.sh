@@ -56,9 +56,9 @@ Every GPU node is ready, state by state. Try it yourself:
   bin/kubectl edit clusterpolicy cluster-policy     # e.g. set dcgmExporter.enabled: false
   hack/sim/reboot.sh gpu-node-1                     # a reboot: the chain resets and re-forms in order
   bin/kubectl get events --field-selector involvedObject.name=gpu-node-1
-  bin/kubectl patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"version":"550.54.15"}}}'
-                                                    # a new driver: its DaemonSets change; rolling node
-                                                    # upgrades arrive with the driver-upgrade work
+  bin/kubectl patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"version":"575.57.08"}}}'
+  bin/kubectl get nodes -L nvidia.com/gpu-driver-upgrade-state,nvidia.com/gpu.driver-version -w
+                                                    # a new driver, rolled out node by node
   bin/helm uninstall gpu-operator -n gpu-operator   # removes every operator label and object
 
 Stop everything with: make demo-down
