@@ -5,11 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
 )
 
@@ -18,14 +15,7 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := gpuv1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	env, err := envtest.Start(client.Options{Scheme: scheme})
+	env, err := envtest.Start(client.Options{Scheme: envtest.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test/crd:", err)
 		os.Exit(1)

@@ -76,8 +76,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 
-	applyErr := r.applyStates(ctx, cp)
-	status, err := r.observe(ctx, cp, problems{apply: applyErr, missing: r.missing(cp)})
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	applyErr := r.applyStates(ctx, cp, nodes.Items)
+	status, err := r.observe(ctx, cp, nodes.Items, problems{apply: applyErr, missing: r.missing(cp)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -155,11 +159,7 @@ func (r *Reconciler) missing(cp *gpuv1.ClusterPolicy) []string {
 }
 
 // observe computes the status from the nodes' labels.
-func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, p problems) (gpuv1.ClusterPolicyStatus, error) {
-	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
-		return cp.Status, fmt.Errorf("listing nodes: %w", err)
-	}
+func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node, p problems) (gpuv1.ClusterPolicyStatus, error) {
 	nfd := &appsv1.DaemonSet{}
 	nfdErr := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: nfdWorkerName}, nfd)
 	if client.IgnoreNotFound(nfdErr) != nil {
@@ -168,7 +168,7 @@ func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, p pro
 	if nfdErr != nil {
 		nfd = nil
 	}
-	summary := summarize(r.Graph, r.Graph.Enabled(&cp.Spec), nodes.Items, nfd)
+	summary := summarize(r.Graph, r.Graph.Enabled(&cp.Spec), nodes, nfd)
 	r.export(summary)
 	return buildStatus(cp, r.Namespace, summary, p), nil
 }

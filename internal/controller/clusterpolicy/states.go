@@ -36,12 +36,9 @@ type rendered struct {
 
 // renderAll renders the enabled states from the policy and what the cluster
 // looks like (the GPU nodes' operating systems, the kinds served).
-func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy) (*rendered, error) {
-	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor)}
-	var err error
-	if in.DriverPools, err = r.driverPools(ctx, cp); err != nil {
-		return nil, err
-	}
+func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
+	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
+		DriverPools: driverPools(cp, nodes)}
 	out := &rendered{}
 	seen := map[schema.GroupVersionKind]bool{}
 	for _, s := range r.Graph.States() {
@@ -73,25 +70,21 @@ func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 
 // driverPools returns the driver node pools with the operating systems of
 // their GPU nodes.
-func (r *Reconciler) driverPools(ctx context.Context, cp *gpuv1.ClusterPolicy) ([]state.DriverPool, error) {
-	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
+func driverPools(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.DriverPool {
 	var labels []map[string]string
-	for i := range nodes.Items {
-		if gating.IsGPUNode(nodes.Items[i].Labels) {
-			labels = append(labels, nodes.Items[i].Labels)
+	for i := range nodes {
+		if gating.IsGPUNode(nodes[i].Labels) {
+			labels = append(labels, nodes[i].Labels)
 		}
 	}
-	return driver.Pools(&cp.Spec.Driver, labels), nil
+	return driver.Pools(&cp.Spec.Driver, labels)
 }
 
 // applyStates applies the objects of enabled states and prunes the rest.
 // Nothing is pruned when rendering failed: a policy the renderer cannot
 // handle must not take down what runs.
-func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
-	objs, err := r.renderAll(ctx, cp)
+func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) error {
+	objs, err := r.renderAll(cp, nodes)
 	if err != nil {
 		return err
 	}
@@ -109,9 +102,10 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy) e
 	return errors.Join(errs...)
 }
 
-// deleteObjects deletes every object the operator created.
+// deleteObjects deletes every object the operator created: every kind any
+// state renders is looked through, so no node is needed to render.
 func (r *Reconciler) deleteObjects(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
-	objs, err := r.renderAll(ctx, cp)
+	objs, err := r.renderAll(cp, nil)
 	if err != nil {
 		return err
 	}
