@@ -34,8 +34,12 @@ type Input struct {
 	Pods map[state.Name]*state.PodFacts
 	// DriverPool is the node's driver pool under the policy.
 	DriverPool string
-	Grace      time.Duration
-	Now        time.Time
+	// DriverNeedsOS is true when the pool's driver image tag names the OS
+	// (a version rather than a digest): a node whose OS NFD has not
+	// labelled gets no driver DaemonSet.
+	DriverNeedsOS bool
+	Grace         time.Duration
+	Now           time.Time
 }
 
 // Event is something worth telling a person about the node.
@@ -194,6 +198,15 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		return gpuv1.StateUpgrading
 	}
 	cur := d.current[name]
+	if name == state.Driver && d.in.DriverNeedsOS {
+		if _, ok := state.OSReleaseOf(d.in.Node.Labels); !ok {
+			if cur != gpuv1.StateFailed {
+				d.leave(name, cur, gpuv1.StateFailed, fmt.Sprintf("no driver image for this node: its OS is unknown (labels %s and %s are missing; is NFD running?)",
+					state.LabelOSReleaseID, state.LabelOSVersionID))
+			}
+			return gpuv1.StateFailed
+		}
+	}
 	for _, p := range d.in.Graph.Prerequisites(name) {
 		if v := d.values[p]; v != gpuv1.StateReady && v != gpuv1.StateDisabled {
 			delete(d.missing, name)

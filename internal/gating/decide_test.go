@@ -17,7 +17,11 @@ import (
 var (
 	now   = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	grace = 30 * time.Second
-	nfd   = map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}
+	nfd   = map[string]string{
+		"feature.node.kubernetes.io/pci-10de.present":             "true",
+		"feature.node.kubernetes.io/system-os_release.ID":         "ubuntu",
+		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+	}
 )
 
 const (
@@ -73,7 +77,8 @@ func decide(t *testing.T, n *corev1.Node, pods map[state.Name]*state.PodFacts, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := Input{Graph: g, Node: n, Policy: &gpuv1.ClusterPolicy{}, Enabled: allEnabled(), Pods: pods, Grace: grace, Now: now}
+	in := Input{Graph: g, Node: n, Policy: &gpuv1.ClusterPolicy{}, Enabled: allEnabled(), Pods: pods, Grace: grace, Now: now,
+		DriverNeedsOS: true}
 	for _, m := range mutate {
 		m(&in)
 	}
@@ -432,4 +437,19 @@ func TestDriverRestartStep(t *testing.T) {
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
 	g.Expect(stateOf(r, tk)).To(Equal("pending"))
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDriverPod, "d2"))
+}
+
+// A node whose OS NFD has not labelled has no driver image: the driver
+// fails there, saying why, and nothing else breaks.
+func TestDriverWithoutOSLabels(t *testing.T) {
+	g := NewWithT(t)
+	n := node(nil, nil)
+	delete(n.Labels, "feature.node.kubernetes.io/system-os_release.ID")
+	r := decide(t, n, nil)
+	g.Expect(stateOf(r, drv)).To(Equal("failed"))
+	g.Expect(r.Events).To(ContainElement(HaveField("Message", ContainSubstring("its OS is unknown"))))
+
+	// A digest names one image for every OS.
+	r = decide(t, n, nil, func(in *Input) { in.DriverNeedsOS = false })
+	g.Expect(stateOf(r, drv)).To(Equal("pending"))
 }

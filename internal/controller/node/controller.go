@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if active != nil && gating.IsGPUNode(node.Labels) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
 		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
+		in.DriverNeedsOS = !strings.HasPrefix(string(driver.VersionOf(&active.Spec.Driver, in.DriverPool)), "sha256:")
 		if in.Pods, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return ctrl.Result{}, err
 		}
