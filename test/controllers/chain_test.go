@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,6 +53,17 @@ func TestChainFormsInOrderOnANode(t *testing.T) {
 	}, timeout, interval).Should(Equal(gpuv1.PolicyReady))
 	g.Expect(cp.Status.ReadyNodes).To(Equal("1/1"))
 	g.Expect(meta.IsStatusConditionTrue(cp.Status.Conditions, gpuv1.ConditionReady)).To(BeTrue())
+	g.Eventually(func() []string {
+		list := &eventsv1.EventList{}
+		g.Expect(k8sClient.List(f.ctx, list)).To(Succeed())
+		var notes []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ClusterPolicy" && e.Reason == "StateChanged" {
+				notes = append(notes, e.Note)
+			}
+		}
+		return notes
+	}, timeout, interval).Should(ContainElement(HavePrefix("ready: 1 of 1 GPU nodes are ready on every state")))
 }
 
 // A driver that never becomes ready on one node fails there and holds no

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -145,7 +146,24 @@ func (r *Reconciler) patchStatus(ctx context.Context, cp *gpuv1.ClusterPolicy, s
 	if err := r.Client.Status().Patch(ctx, cp, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("patching the status of ClusterPolicy %s: %w", cp.Name, err)
 	}
+	r.recordTransition(base, cp)
 	return nil
+}
+
+// recordTransition records an event when the policy's state changes, with
+// the Ready condition's words.
+func (r *Reconciler) recordTransition(before, after *gpuv1.ClusterPolicy) {
+	if before.Status.State == after.Status.State || after.Status.State == "" {
+		return
+	}
+	kind, msg := corev1.EventTypeNormal, string(after.Status.State)
+	if c := meta.FindStatusCondition(after.Status.Conditions, gpuv1.ConditionReady); c != nil {
+		msg += ": " + c.Message
+	}
+	if d := meta.FindStatusCondition(after.Status.Conditions, gpuv1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(after, nil, kind, "StateChanged", "Reconcile", "%s", msg)
 }
 
 // missing lists what the policy asks for that the cluster lacks.
