@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
 // Name names a state. Per-node state names are also the operand names of the
@@ -103,4 +104,14 @@ type State struct {
 	Scope   Scope
 	After   []Name // direct prerequisites
 	Operand Operand
+}
+
+// Workload starts the description of one of the state's workloads from the
+// input: the policy, the namespace and the gate; the operand adds what is
+// its own.
+func (in RenderInput) Workload(name string, st Name, c *gpuv1.ComponentSpec, image string, pod corev1.PodSpec) render.Workload {
+	return render.Workload{
+		Policy: in.Policy, Namespace: in.Namespace, Gate: in.Gate,
+		Name: name, State: string(st), Component: c, Image: image, Pod: pod,
+	}
 }

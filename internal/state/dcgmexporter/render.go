@@ -42,16 +42,8 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExp
 // a ServiceMonitor when one is asked for and the kind is served.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DCGMExporter
-	ds, err := render.DaemonSet(render.Workload{
-		Policy:    in.Policy,
-		Namespace: in.Namespace,
-		Name:      DaemonSetName,
-		State:     string(state.DCGMExporter),
-		Component: &spec.ComponentSpec,
-		Image:     render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)),
-		Gate:      in.Gate,
-		Pod:       podSpec(in.Policy),
-	})
+	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.DCGMExporter, &spec.ComponentSpec,
+		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy)))
 	if err != nil {
 		return nil, err
 	}

@@ -37,16 +37,8 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DeviceP
 // Render returns the plugin's ServiceAccount and DaemonSet.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
-	ds, err := render.DaemonSet(render.Workload{
-		Policy:    in.Policy,
-		Namespace: in.Namespace,
-		Name:      DaemonSetName,
-		State:     string(state.DevicePlugin),
-		Component: &spec.ComponentSpec,
-		Image:     render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)),
-		Gate:      in.Gate,
-		Pod:       podSpec(in.Policy),
-	})
+	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.DevicePlugin, &spec.ComponentSpec,
+		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy)))
 	if err != nil {
 		return nil, err
 	}

@@ -79,18 +79,10 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 }
 
 func daemonSet(in state.RenderInput, name, image string, version gpuv1.DriverVersion, gate []corev1.NodeSelectorRequirement) (client.Object, error) {
-	return render.DaemonSet(render.Workload{
-		Policy:         in.Policy,
-		Namespace:      in.Namespace,
-		Name:           name,
-		State:          string(state.Driver),
-		Component:      &in.Policy.Spec.Driver.ComponentSpec,
-		Image:          image,
-		Gate:           gate,
-		OnDelete:       true,
-		Pod:            podSpec(),
-		PodAnnotations: map[string]string{AnnotationVersion: LabelValue(version)},
-	})
+	w := in.Workload(name, state.Driver, &in.Policy.Spec.Driver.ComponentSpec, image, podSpec())
+	w.Gate, w.OnDelete = gate, true
+	w.PodAnnotations = map[string]string{AnnotationVersion: LabelValue(version)}
+	return render.DaemonSet(w)
 }
 
 // podSpec is the driver container's pod. It loads kernel modules, so it is

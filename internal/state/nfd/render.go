@@ -33,8 +33,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.NFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	workload := func(name string, pod corev1.PodSpec) render.Workload {
-		return render.Workload{Policy: in.Policy, Namespace: in.Namespace, Name: name,
-			State: string(state.NodeFeatureDiscovery), Component: &spec.ComponentSpec, Image: image, Pod: pod}
+		return in.Workload(name, state.NodeFeatureDiscovery, &spec.ComponentSpec, image, pod)
 	}
 	worker, err := render.DaemonSet(workload(WorkerName, workerPod()))
 	if err != nil {

@@ -37,16 +37,8 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.Toolkit
 // ServiceAccount and its DaemonSet.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Toolkit
-	ds, err := render.DaemonSet(render.Workload{
-		Policy:    in.Policy,
-		Namespace: in.Namespace,
-		Name:      DaemonSetName,
-		State:     string(state.ContainerToolkit),
-		Component: &spec.ComponentSpec,
-		Image:     render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)),
-		Gate:      in.Gate,
-		Pod:       podSpec(in.Policy.Spec.Operator),
-	})
+	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.ContainerToolkit, &spec.ComponentSpec,
+		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy.Spec.Operator)))
 	if err != nil {
 		return nil, err
 	}
