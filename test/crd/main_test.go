@@ -1,7 +1,6 @@
 package crd
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -15,15 +14,8 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start(client.Options{Scheme: envtest.NewScheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test/crd:", err)
-		os.Exit(1)
-	}
-	k8sClient = client.WithFieldValidation(env.Client, "Strict")
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "test/crd: stopping envtest:", err)
-	}
-	os.Exit(code)
+	os.Exit(envtest.RunStrict(m, "test/crd", func(c client.Client) error {
+		k8sClient = c
+		return nil
+	}))
 }

@@ -2,7 +2,6 @@ package packaging
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -19,20 +18,10 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	env, err := envtest.Start(client.Options{Scheme: envtest.NewScheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test/packaging:", err)
-		os.Exit(1)
-	}
-	k8sClient = client.WithFieldValidation(env.Client, "Strict")
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, "test/packaging:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(envtest.RunStrict(m, "test/packaging", func(c client.Client) error {
+		k8sClient = c
+		return c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}})
+	}))
 }
 
 // Every object the chart renders, hooks and the ClusterPolicy included,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,4 +68,26 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(gpuv1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
+}
+
+// RunStrict starts an API server for a test package, hands setup a client
+// with strict field validation (as `kubectl apply` validates), runs the
+// package's tests and stops the server. It returns the exit code for
+// os.Exit in TestMain.
+func RunStrict(m *testing.M, suite string, setup func(client.Client) error) int {
+	env, err := Start(client.Options{Scheme: NewScheme()})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", suite, err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: stopping envtest: %v\n", suite, err)
+		}
+	}()
+	if err := setup(client.WithFieldValidation(env.Client, "Strict")); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", suite, err)
+		return 1
+	}
+	return m.Run()
 }
