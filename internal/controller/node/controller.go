@@ -66,8 +66,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	decision := gating.Decide(in)
 	if needsWrite(node, decision) {
-		if err := r.write(ctx, node.Name, decision); err != nil {
-			return ctrl.Result{}, err
+		written, err := r.write(ctx, node, decision)
+		if err != nil || !written {
+			// Not written: decided on a node that changed since. Decide
+			// again on the fresh one (a status-only change brings no event).
+			return ctrl.Result{RequeueAfter: staleRetry}, err
 		}
 		r.record(ctx, node, decision)
 	}
@@ -77,19 +80,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{RequeueAfter: decision.RequeueAfter}, nil
 }
 
+// staleRetry is how soon a node is judged again after its write met a newer
+// version of it.
+const staleRetry = 200 * time.Millisecond
+
 // write applies every label and annotation the operator wants on the node.
-// Server-side apply removes the ones it set before and no longer wants,
-// and never touches another manager's.
-func (r *Reconciler) write(ctx context.Context, name string, d gating.Result) error {
-	ac := corev1ac.Node(name).WithLabels(d.Labels).WithAnnotations(d.Annotations)
+// Server-side apply removes the ones it set before and no longer wants, and
+// never touches another manager's. The node's resourceVersion is a
+// precondition: with forced ownership, a decision taken before a user set
+// a deploy label would otherwise overwrite the user's value. It reports
+// whether it wrote; a conflict or a deleted node is no error.
+func (r *Reconciler) write(ctx context.Context, node *corev1.Node, d gating.Result) (bool, error) {
+	ac := corev1ac.Node(node.Name).WithResourceVersion(node.ResourceVersion).WithLabels(d.Labels).WithAnnotations(d.Annotations)
 	if err := r.Client.Apply(ctx, ac, client.FieldOwner(r.FieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return false, nil
 		}
-		return fmt.Errorf("applying the labels of node %s: %w", name, err)
+		return false, fmt.Errorf("applying the labels of node %s: %w", node.Name, err)
 	}
 	log.FromContext(ctx).V(1).Info("node labels written", "labels", d.Labels)
-	return nil
+	return true, nil
 }
 
 func (r *Reconciler) record(ctx context.Context, node *corev1.Node, d gating.Result) {
