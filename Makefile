@@ -87,23 +87,32 @@ docker-build: ## Build the operator image with a Docker engine (none runs on the
 
 ##@ Simulated cluster
 
-# Fake GPU nodes of the simulated cluster.
-NODES ?= 4
+# Fake GPU nodes: NODES=N sets them for demo, sim-up and bench-scale, which
+# default to different sizes.
+SIM_NODES = $(or $(NODES),4)
 
 .PHONY: demo
 demo: tools-sim build ## Run the operator on a local simulated GPU cluster and watch it roll out (NODES=4).
-	NODES=$(NODES) hack/demo.sh
+	NODES=$(SIM_NODES) hack/demo.sh
 
 .PHONY: demo-down
 demo-down: sim-down ## Stop the demo.
 
 .PHONY: sim-up
 sim-up: tools-sim build ## Start a simulated GPU cluster on 127.0.0.1 with NODES fake GPU nodes (kubeconfig: _output/sim/kubeconfig).
-	hack/sim/up.sh $(NODES)
+	hack/sim/up.sh $(SIM_NODES)
 
 .PHONY: sim-down
 sim-down: ## Stop the simulated cluster and remove its state.
 	hack/sim/down.sh
+
+# Options of bench-scale, e.g. BENCH_ARGS="-runs 3 -quiet 2m"; see
+# go run ./hack/benchscale -h.
+BENCH_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: tools-sim build ## Measure rollout, floor, writes, memory, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
+	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
 .PHONY: tools-sim
 tools-sim: ## Build what the simulated cluster needs (a subset of make tools).

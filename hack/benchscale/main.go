@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// report is scale.json.
+type report struct {
+	Started time.Time `json:"started"`
+	Runs    []*Result `json:"runs"`
+}
+
+func main() {
+	var cfg config
+	var runs int
+	var out string
+	flag.IntVar(&cfg.nodes, "nodes", 1000, "Fake GPU nodes.")
+	flag.IntVar(&runs, "runs", 1, "Runs, each on fresh clusters: timing changes the counts.")
+	flag.IntVar(&cfg.unrelated, "unrelated-pods", 20, "Pods per node that have nothing to do with the operator.")
+	flag.IntVar(&cfg.rebooted, "reboot", 0, "Nodes to reboot; 0 means 5% of the nodes.")
+	flag.DurationVar(&cfg.quiet, "quiet", 5*time.Minute, "Quiet period after the rollout, for idle figures.")
+	flag.StringVar(&out, "out", "_output/bench/scale.json", "Where to write the figures.")
+	flag.Parse()
+	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute {
+		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m")
+		os.Exit(2)
+	}
+	if cfg.rebooted <= 0 {
+		cfg.rebooted = max(1, cfg.nodes/20)
+	}
+	cfg.rebooted = min(cfg.rebooted, cfg.nodes)
+	root, err := os.Getwd()
+	if err == nil {
+		_, err = os.Stat(filepath.Join(root, "bin", "gpu-operator"))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-scale: run from the repository root after make build tools-sim (make bench-scale does): %v\n", err)
+		os.Exit(2)
+	}
+	cfg.root, cfg.log = root, os.Stderr
+	// The benchmark's own clients log nothing worth reading; client-go's
+	// errors still reach stderr through klog.
+	ctrllog.SetLogger(logr.Discard())
+
+	// Ctrl-C stops the run and still tears the clusters down.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep := report{Started: time.Now()}
+	failed := false
+	for i := range runs {
+		progress(cfg.log, "run %d of %d", i+1, runs)
+		res, err := runOnce(ctx, cfg)
+		if err != nil {
+			res.Error = err.Error()
+			failed = true
+		}
+		rep.Runs = append(rep.Runs, res)
+		if err := write(out, rep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-scale:", err)
+			os.Exit(1)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	printTable(os.Stdout, rep.Runs)
+	fmt.Printf("figures: %s\n", out)
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func write(path string, rep report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

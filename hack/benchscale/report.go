@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Result is what one run measured. Durations are seconds, memory MiB.
+type Result struct {
+	Nodes                int `json:"nodes"`
+	UnrelatedPodsPerNode int `json:"unrelatedPodsPerNode"`
+	// OperandPods is how many operand pods ran once every node was ready.
+	OperandPods int `json:"operandPods"`
+
+	// RolloutSeconds: ClusterPolicy created -> every node ready on every
+	// state (the last node label write that made it so, as watched).
+	RolloutSeconds float64 `json:"rolloutSeconds"`
+	// FloorSeconds: the same workloads without gates, applied at once on a
+	// fresh cluster -> every operand pod ready.
+	FloorSeconds float64 `json:"floorSeconds"`
+	Ratio        float64 `json:"ratio"`
+	// StatusReadySeconds: ClusterPolicy created -> status.state ready, as
+	// polled every 0.5 s; 0 if not ready by the end of the quiet period.
+	StatusReadySeconds float64 `json:"statusReadySeconds"`
+	// QuiescenceSeconds: every node ready -> the operator's last write other
+	// than a lease renewal, up to the end of the quiet period.
+	QuiescenceSeconds float64 `json:"quiescenceSeconds"`
+
+	RolloutCPUSeconds float64 `json:"rolloutCPUSeconds"`
+	RolloutPeakRSSMiB float64 `json:"rolloutPeakRSSMiB"`
+	// PeakRSSMiB is the peak over the whole run, upgrade included.
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+
+	// Rollout counts the operator's requests from the ClusterPolicy's
+	// creation to the start of the quiet period (all-ready + 10 s).
+	Rollout       Requests `json:"rollout"`
+	WritesPerNode float64  `json:"writesPerNode"`
+	// RESTWritesRollout is the same window's writes, leases included, by
+	// the operator's own rest_client_requests_total: a cross-check.
+	RESTWritesRollout float64 `json:"restWritesRollout"`
+
+	QuietSeconds             float64  `json:"quietSeconds"`
+	Quiet                    Requests `json:"quiet"`
+	IdleCPUSecondsPerMinute  float64  `json:"idleCPUSecondsPerMinute"`
+	IdleReadsPerMinute       float64  `json:"idleReadsPerMinute"`
+	IdleWritesPerMinute      float64  `json:"idleWritesPerMinute"`
+	IdleLeaseWritesPerMinute float64  `json:"idleLeaseWritesPerMinute"`
+
+	RebootedNodes         int      `json:"rebootedNodes"`
+	RebootRecoverySeconds float64  `json:"rebootRecoverySeconds"`
+	Reboot                Requests `json:"reboot"`
+
+	UpgradeParallel int      `json:"upgradeParallel"`
+	UpgradeSeconds  float64  `json:"upgradeSeconds"`
+	Upgrade         Requests `json:"upgrade"`
+
+	// Error is why the run stopped early, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// row is one line of the table: a figure per run, and its target.
+type row struct {
+	name, target string
+	value        func(r *Result) string
+}
+
+func rows() []row {
+	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	f2 := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	d := func(v int) string { return fmt.Sprint(v) }
+	return []row{
+		{"operand pods (+ unrelated per node)", "", func(r *Result) string { return fmt.Sprintf("%d (+%d)", r.OperandPods, r.UnrelatedPodsPerNode) }},
+		{"rollout: policy created -> all nodes ready (s)", "", func(r *Result) string { return f1(r.RolloutSeconds) }},
+		{"floor: ungated DaemonSets -> all pods ready (s)", "", func(r *Result) string { return f1(r.FloorSeconds) }},
+		{"rollout / floor", "<= 1.3", func(r *Result) string { return f2(r.Ratio) }},
+		{"policy status ready (s)", "", func(r *Result) string { return f1(r.StatusReadySeconds) }},
+		{"all ready -> last operator write (s)", "<= 10", func(r *Result) string { return f1(r.QuiescenceSeconds) }},
+		{"operator peak RSS, rollout (MiB)", "< 80", func(r *Result) string { return f1(r.RolloutPeakRSSMiB) }},
+		{"operator peak RSS, whole run (MiB)", "", func(r *Result) string { return f1(r.PeakRSSMiB) }},
+		{"operator CPU, rollout (s)", "", func(r *Result) string { return f1(r.RolloutCPUSeconds) }},
+		{"writes per node, rollout (leases apart)", "<= 10", func(r *Result) string { return f2(r.WritesPerNode) }},
+		{"writes, rollout: audit+leases / rest_client", "", func(r *Result) string {
+			return fmt.Sprintf("%d / %.0f", r.Rollout.Writes+r.Rollout.LeaseWrites, r.RESTWritesRollout)
+		}},
+		{"writes in the quiet period (leases apart)", "0", func(r *Result) string { return d(r.Quiet.Writes) }},
+		{"idle writes / min (leases apart)", "0", func(r *Result) string { return f1(r.IdleWritesPerMinute) }},
+		{"idle lease writes / min", "", func(r *Result) string { return f1(r.IdleLeaseWritesPerMinute) }},
+		{"idle reads / min (leases apart)", "< 10", func(r *Result) string { return f1(r.IdleReadsPerMinute) }},
+		{"idle CPU s / min", "< 0.3", func(r *Result) string { return f2(r.IdleCPUSecondsPerMinute) }},
+		{"reboot: nodes -> chains re-formed (s)", "", func(r *Result) string { return fmt.Sprintf("%d -> %.1f", r.RebootedNodes, r.RebootRecoverySeconds) }},
+		{"reboot: writes per rebooted node", "", func(r *Result) string {
+			return f1(float64(r.Reboot.Writes) / float64(max(1, r.RebootedNodes)))
+		}},
+		{"upgrade: nodes at a time -> fleet done (s)", "", func(r *Result) string { return fmt.Sprintf("%d -> %.1f", r.UpgradeParallel, r.UpgradeSeconds) }},
+		{"upgrade: writes per node", "", func(r *Result) string { return f1(float64(r.Upgrade.Writes) / float64(max(1, r.Nodes))) }},
+	}
+}
+
+// printTable writes one row per figure and one column per run.
+func printTable(w io.Writer, results []*Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%d GPU nodes", results[0].Nodes)
+	for i, res := range results {
+		fmt.Fprintf(tw, "\trun %d", i+1)
+		if res.Error != "" {
+			fmt.Fprint(tw, " (stopped early)")
+		}
+	}
+	fmt.Fprintln(tw, "\ttarget")
+	for _, r := range rows() {
+		fmt.Fprint(tw, r.name)
+		for _, res := range results {
+			fmt.Fprint(tw, "\t"+r.value(res))
+		}
+		fmt.Fprintln(tw, "\t"+r.target)
+	}
+	_ = tw.Flush()
+	for i, res := range results {
+		if res.Error != "" {
+			fmt.Fprintf(w, "run %d stopped early: %s\n", i+1, res.Error)
+		}
+	}
+}

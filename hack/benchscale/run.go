@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+)
+
+const (
+	policyName      = "cluster-policy"
+	driverVersion   = "535.154.05"
+	upgradedVersion = "575.57.08"
+	// settle is the quiescence target: the operator should be done writing
+	// this long after every node is ready.
+	settle = 10 * time.Second
+)
+
+// config is what one run measures.
+type config struct {
+	root      string
+	log       io.Writer
+	nodes     int
+	unrelated int // pods per node
+	rebooted  int
+	quiet     time.Duration
+}
+
+// runOnce measures one ordered rollout and its floor, each on a fresh
+// cluster.
+func runOnce(ctx context.Context, cfg config) (*Result, error) {
+	graph, err := registry.Graph()
+	if err != nil {
+		return &Result{}, err
+	}
+	var states []string
+	for _, s := range graph.PerNode() {
+		states = append(states, string(s))
+	}
+	r := &Result{Nodes: cfg.nodes, UnrelatedPodsPerNode: cfg.unrelated, QuietSeconds: cfg.quiet.Seconds()}
+	w, err := gated(ctx, cfg, states, r)
+	if err != nil {
+		return r, err
+	}
+	if err := floor(ctx, cfg, w, r); err != nil {
+		return r, err
+	}
+	r.Ratio = r.RolloutSeconds / r.FloorSeconds
+	return r, nil
+}
+
+// gated runs the operator through a rollout, a quiet period, a reboot and a
+// fleet upgrade, and returns its workloads for the floor run.
+func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorWorkloads, error) {
+	// Informers on this cluster stop with it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	progress(cfg.log, "ordered rollout: a fresh cluster of %d GPU nodes, audit log of the operator's user", cfg.nodes)
+	s, err := startSim(cfg.root, cfg.log, cfg.nodes, true)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	nodes, err := trackNodes(ctx, s.cs)
+	if err != nil {
+		return nil, err
+	}
+	names := nodes.names()
+	slices.Sort(names)
+	progress(cfg.log, "creating %d unrelated pods", len(names)*cfg.unrelated)
+	if err := createUnrelatedPods(ctx, s.cs, names, cfg.unrelated); err != nil {
+		return nil, err
+	}
+	if err := s.installChart(); err != nil {
+		return nil, err
+	}
+	op, err := s.startOperator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer op.kill()
+	metricsURL := "http://" + operatorMetricsAddr + "/metrics"
+
+	// The rollout, from the ClusterPolicy's creation to every node ready on
+	// every state.
+	nodes.setGoal(allStatesReady(states))
+	cpu0, err := processUsage(op.pid())
+	if err != nil {
+		return nil, err
+	}
+	rest0, err := restRequests(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	progress(cfg.log, "creating the ClusterPolicy")
+	t0 := time.Now()
+	if err := s.c.Create(ctx, policy(cfg.nodes)); err != nil {
+		return nil, err
+	}
+	statusReady := watchPolicyReady(ctx, s.c)
+	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	r.RolloutSeconds = allReady.Sub(t0).Seconds()
+	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
+
+	// The quiet period starts settle after all-ready; what the operator
+	// writes from then on is reported as writes when nothing changes.
+	quietStart := allReady.Add(settle)
+	sleepUntil(ctx, quietStart)
+	cpu1, err := processUsage(op.pid())
+	if err != nil {
+		return nil, err
+	}
+	rest1, err := restRequests(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	progress(cfg.log, "quiet period: %s", cfg.quiet)
+	sleepUntil(ctx, quietStart.Add(cfg.quiet))
+	select {
+	case at := <-statusReady:
+		if !at.IsZero() {
+			r.StatusReadySeconds = at.Sub(t0).Seconds()
+		}
+	default: // still not ready: reported as 0, and visible in the table
+	}
+	cpu2, err := processUsage(op.pid())
+	if err != nil {
+		return nil, err
+	}
+	quietEnd := time.Now()
+	r.RolloutCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
+	r.RolloutPeakRSSMiB = mib(cpu1.PeakRSS)
+	minutes := cfg.quiet.Minutes()
+	r.IdleCPUSecondsPerMinute = (cpu2.CPUSeconds - cpu1.CPUSeconds) / minutes
+
+	reqs, err := readAudit(s.auditLog())
+	if err != nil {
+		return nil, err
+	}
+	r.Rollout = countRequests(reqs, t0, quietStart)
+	r.WritesPerNode = float64(r.Rollout.Writes) / float64(cfg.nodes)
+	r.RESTWritesRollout = writesOf(rest1) - writesOf(rest0)
+	r.Quiet = countRequests(reqs, quietStart, quietEnd)
+	r.IdleReadsPerMinute = float64(r.Quiet.Reads) / minutes
+	r.IdleWritesPerMinute = float64(r.Quiet.Writes) / minutes
+	r.IdleLeaseWritesPerMinute = float64(r.Quiet.LeaseWrites) / minutes
+	if last, ok := lastWrite(reqs, t0, quietEnd); ok {
+		r.QuiescenceSeconds = last.Sub(allReady).Seconds()
+	}
+
+	w, err := captureWorkloads(ctx, s.cs, namespace)
+	if err != nil {
+		return nil, err
+	}
+	r.OperandPods = w.Pods
+
+	if err := rebootPhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+		return nil, err
+	}
+	if err := upgradePhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+		return nil, err
+	}
+	end, err := processUsage(op.pid())
+	if err != nil {
+		return nil, err
+	}
+	r.PeakRSSMiB = mib(end.PeakRSS)
+	return w, nil
+}
+
+// rebootPhase reboots every k-th node and times until their chains have
+// re-formed.
+func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) error {
+	var rebooted []string
+	for i := 0; i < len(names) && len(rebooted) < cfg.rebooted; i += max(1, len(names)/cfg.rebooted) {
+		rebooted = append(rebooted, names[i])
+	}
+	progress(cfg.log, "rebooting %d nodes", len(rebooted))
+	nodes.setGoal(readyAfterReset(states))
+	start := time.Now()
+	if err := reboot(ctx, s.cs, rebooted); err != nil {
+		return err
+	}
+	done, err := nodes.wait(ctx, rebooted, 15*time.Minute)
+	if err != nil {
+		return fmt.Errorf("reboot: %w", err)
+	}
+	r.RebootedNodes = len(rebooted)
+	r.RebootRecoverySeconds = done.Sub(start).Seconds()
+	sleepUntil(ctx, done.Add(settle))
+	reqs, err := readAudit(s.auditLog())
+	if err != nil {
+		return err
+	}
+	r.Reboot = countRequests(reqs, start, done.Add(settle))
+	progress(cfg.log, "rebooted nodes ready again after %.1fs", r.RebootRecoverySeconds)
+	return nil
+}
+
+// upgradePhase changes driver.version and times the fleet upgrade.
+func upgradePhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) error {
+	r.UpgradeParallel = maxParallel(cfg.nodes)
+	progress(cfg.log, "upgrading the driver to %s, %d nodes at a time", upgradedVersion, r.UpgradeParallel)
+	nodes.setGoal(upgraded(states, upgradedVersion))
+	start := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, upgradedVersion)
+	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}
+	if err := s.c.Patch(ctx, cp, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		return err
+	}
+	done, err := nodes.wait(ctx, names, time.Hour)
+	if err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	r.UpgradeSeconds = done.Sub(start).Seconds()
+	sleepUntil(ctx, done.Add(settle))
+	reqs, err := readAudit(s.auditLog())
+	if err != nil {
+		return err
+	}
+	r.Upgrade = countRequests(reqs, start, done.Add(settle))
+	progress(cfg.log, "every node on %s after %.1fs", upgradedVersion, r.UpgradeSeconds)
+	return nil
+}
+
+// floor applies the operator's workloads without gates on a fresh cluster
+// with the same nodes and unrelated pods, and times until every operand pod
+// is ready.
+func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	progress(cfg.log, "floor: the same %d DaemonSets without gates on a fresh cluster", len(w.DaemonSets))
+	s, err := startSim(cfg.root, cfg.log, cfg.nodes, false)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	nodes, err := trackNodes(ctx, s.cs)
+	if err != nil {
+		return err
+	}
+	names := nodes.names()
+	if err := createUnrelatedPods(ctx, s.cs, names, cfg.unrelated); err != nil {
+		return err
+	}
+	pods, err := watchReadyPods(ctx, s.cs, namespace, w.Pods)
+	if err != nil {
+		return err
+	}
+	start, err := applyFloor(ctx, s.cs, namespace, w)
+	if err != nil {
+		return err
+	}
+	done, err := pods.wait(ctx, 30*time.Minute)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	r.FloorSeconds = done.Sub(start).Seconds()
+	progress(cfg.log, "floor: %d operand pods ready after %.1fs", w.Pods, r.FloorSeconds)
+	return nil
+}
+
+// policy is the ClusterPolicy the chart's documented install creates, with
+// the fleet upgrade budget of the benchmark: 10% of the nodes.
+func policy(nodes int) *gpuv1.ClusterPolicy {
+	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp.Spec.Driver.Version = driverVersion
+	cp.Spec.Driver.UpgradePolicy.MaxParallelUpgrades = ptr.To(int32(maxParallel(nodes)))
+	return cp
+}
+
+func maxParallel(nodes int) int { return max(1, nodes/10) }
+
+// watchPolicyReady reports when the ClusterPolicy's status first said
+// ready; it gives up, reporting a zero time, after an hour.
+func watchPolicyReady(ctx context.Context, c client.Client) <-chan time.Time {
+	out := make(chan time.Time, 1)
+	go func() {
+		deadline := time.Now().Add(time.Hour)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			cp := &gpuv1.ClusterPolicy{}
+			if err := c.Get(ctx, client.ObjectKey{Name: policyName}, cp); err == nil && cp.Status.State == gpuv1.PolicyReady {
+				out <- time.Now()
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		out <- time.Time{}
+	}()
+	return out
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(t)):
+	}
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func progress(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
