@@ -68,9 +68,10 @@ spawn() {
   echo "$name $!" >>"$dir/pids"
 }
 
-# wait_for WHAT CMD...: retries CMD until it succeeds, for 60 s.
+# wait_for WHAT CMD...: retries CMD until it succeeds, for 60 s plus a
+# second per 10 nodes.
 wait_for() {
-  local what=$1 deadline=$((SECONDS + 60))
+  local what=$1 deadline=$((SECONDS + 60 + nodes / 10))
   shift
   until "$@" >/dev/null 2>&1; do
     if ((SECONDS > deadline)); then
@@ -124,5 +125,13 @@ spawn pod-runner "$root/hack/sim/pod-runner.sh"
 
 log "creating $nodes fake GPU nodes and a system node"
 "$root/hack/sim/nodes.sh" "$nodes" | "$bin/kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
-wait_for "nodes to be Ready" "$bin/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=5s
+# One list, counted here: kubectl wait checks nodes one by one, which takes
+# longer than its timeout with a thousand of them.
+all_nodes_ready() {
+  local ready
+  ready=$("$bin/kubectl" --kubeconfig "$kubeconfig" get nodes \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$')
+  ((ready == nodes + 1))
+}
+wait_for "nodes to be Ready" all_nodes_ready
 log "simulated cluster up in $((SECONDS - start))s: $nodes GPU nodes; export KUBECONFIG=$kubeconfig"
