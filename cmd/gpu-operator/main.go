@@ -32,6 +32,7 @@ const namespaceEnv = "OPERATOR_NAMESPACE"
 type options struct {
 	metricsAddr   string
 	probeAddr     string
+	pprofAddr     string
 	leaderElect   bool
 	leaderElectID string
 	nodeWorkers   int
@@ -46,6 +47,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("gpu-operator", flag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling; empty disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectID, "leader-election-id", "gpu-operator.nvidia.com", "Name of the Lease used for leader election.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
@@ -90,6 +92,7 @@ func run(o *options) error {
 		Cache:                         cacheconfig.Options(o.namespace),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectID,
 		LeaderElectionNamespace:       o.namespace,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -106,11 +107,16 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 		return nil, err
 	}
 	statusReady := watchPolicyReady(ctx, s.c)
+	// Profiles of the rollout, for whoever wants to know where the time
+	// and memory go: go tool pprof _output/bench/profiles/<file>.
+	profiles := filepath.Join(cfg.root, "_output", "bench", "profiles")
+	go saveProfile(ctx, cfg.log, profiles, "cpu-rollout.pprof", "/debug/pprof/profile?seconds=60")
 	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	r.RolloutSeconds = allReady.Sub(t0).Seconds()
+	saveProfile(ctx, cfg.log, profiles, "heap-ready.pprof", "/debug/pprof/heap")
 	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
 
 	// The quiet period starts settle after all-ready; what the operator

@@ -80,6 +80,7 @@ func startSim(root string, log io.Writer, n int, audit bool) (*sim, error) {
 		env = append(env, "SIM_AUDIT_POLICY="+policy)
 	}
 	if err := s.script(env, "hack/sim/up.sh", fmt.Sprint(n)); err != nil {
+		s.stop()
 		return nil, err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(s.dir, "kubeconfig"))
@@ -148,7 +149,8 @@ func (s *sim) startOperator(ctx context.Context) (*operator, error) {
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(s.root, "bin", "gpu-operator"), "--leader-elect",
-		"--metrics-bind-address="+operatorMetricsAddr, "--health-probe-bind-address="+operatorProbeAddr)
+		"--metrics-bind-address="+operatorMetricsAddr, "--health-probe-bind-address="+operatorProbeAddr,
+		"--pprof-bind-address="+operatorPprofAddr)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+path, "OPERATOR_NAMESPACE="+namespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

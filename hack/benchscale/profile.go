@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// operatorPprofAddr serves the benchmarked operator's net/http/pprof.
+const operatorPprofAddr = "127.0.0.1:18282"
+
+// saveProfile fetches one pprof profile from the operator into dir/name;
+// a CPU profile covers the next seconds. Failing to profile does not fail
+// the benchmark: it is logged.
+func saveProfile(ctx context.Context, log io.Writer, dir, name, path string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	err := func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+operatorPprofAddr+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		return err
+	}()
+	if err != nil {
+		progress(log, "profile %s: %v", name, err)
+	}
+}
