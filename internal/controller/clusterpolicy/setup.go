@@ -3,6 +3,7 @@ package clusterpolicy
 import (
 	"context"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,23 +12,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 )
+
+// statusDelay batches the node label changes the status summarises: during
+// a rollout they come by the thousand, and each reconcile reads every node.
+const statusDelay = time.Second
 
 // SetupWithManager registers the controller. Besides its own policies it
 // watches the objects it owns (to restore them) and node label changes
-// (they are what its status summarises).
+// (they are what its status summarises, at most about once per
+// statusDelay).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("clusterpolicy").
 		For(&gpuv1.ClusterPolicy{}).
 		Owns(&appsv1.DaemonSet{}).
 		Owns(&appsv1.Deployment{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
+		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.allPolicies),
 			builder.WithPredicates(labelsChanged())).
 		Complete(r)
 }

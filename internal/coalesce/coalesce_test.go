@@ -1,0 +1,44 @@
+package coalesce
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func TestABurstOfEventsIsOneRequestAfterTheDelay(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	fleet := reconcile.Request{NamespacedName: types.NamespacedName{Name: "fleet"}}
+	h := After(200*time.Millisecond, func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{fleet}
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	ctx := context.Background()
+	for range 100 {
+		h.Update(ctx, event.UpdateEvent{ObjectOld: pod, ObjectNew: pod}, q)
+	}
+	h.Create(ctx, event.CreateEvent{Object: pod}, q)
+	h.Delete(ctx, event.DeleteEvent{Object: pod}, q)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("%d requests queued at once, want none before the delay", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); q.Len() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // time for a second entry, if there were one
+	if n := q.Len(); n != 1 {
+		t.Fatalf("%d requests queued after the delay, want 1", n)
+	}
+	if got, _ := q.Get(); got != fleet {
+		t.Errorf("queued %v, want %v", got, fleet)
+	}
+}
