@@ -58,7 +58,9 @@ func newer(p, than *corev1.Pod) bool {
 // rolled, so an older pod there is still the state's pod.
 func (r *Reconciler) desiredHashes(ctx context.Context) (map[state.Name]string, error) {
 	list := &appsv1.DaemonSetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState}); err != nil {
+	// Read-only: the cache's objects, not copies of every pod template.
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing operand DaemonSets: %w", err)
 	}
 	hashes := map[state.Name]string{}

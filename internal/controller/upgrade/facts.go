@@ -33,7 +33,8 @@ type observed struct {
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	o := &observed{driverPods: map[string]*corev1.Pod{}, hashes: map[string]string{}, downstream: map[string]int{}}
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing operand pods: %w", err)
 	}
 	after := r.Graph.Downstream(state.Driver)
@@ -47,7 +48,8 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 		}
 	}
 	list := &appsv1.DaemonSetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{render.LabelState: string(state.Driver)}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{render.LabelState: string(state.Driver)},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing driver DaemonSets: %w", err)
 	}
 	for i := range list.Items {
