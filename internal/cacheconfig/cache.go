@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +77,16 @@ func TrimPod(obj any) (any, error) {
 	trimmed.TypeMeta = p.TypeMeta
 	trimmed.Name, trimmed.Namespace, trimmed.UID, trimmed.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
-	trimmed.Labels = p.Labels
+	// Pods carry every label of their template (user daemonsets.labels,
+	// revision hashes); the operator selects them by these two only.
+	for _, k := range []string{render.LabelState, render.LabelManagedBy} {
+		if v, ok := p.Labels[k]; ok {
+			if trimmed.Labels == nil {
+				trimmed.Labels = make(map[string]string, 2)
+			}
+			trimmed.Labels[k] = v
+		}
+	}
 	for k, v := range p.Annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) {
 			if trimmed.Annotations == nil {
@@ -85,7 +95,10 @@ func TrimPod(obj any) (any, error) {
 			trimmed.Annotations[k] = v
 		}
 	}
-	trimmed.OwnerReferences = p.OwnerReferences
+	// Only the controller (the DaemonSet) is ever looked at.
+	if owner := metav1.GetControllerOf(p); owner != nil {
+		trimmed.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
 	trimmed.Spec.NodeName = p.Spec.NodeName
 	trimmed.Status.Phase, trimmed.Status.Reason = p.Status.Phase, p.Status.Reason
 	for _, c := range p.Status.Conditions {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
 )
@@ -49,9 +50,14 @@ func TestTrimPod(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "p", Namespace: "gpu-operator", UID: "u",
-			Labels:        map[string]string{render.LabelState: "driver"},
+			Labels: map[string]string{render.LabelState: "driver", render.LabelManagedBy: render.ManagedBy,
+				"controller-revision-hash": "7d9f", "team": "gpu"},
 			Annotations:   map[string]string{render.AnnotationTemplateHash: "h", "other": "x"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+			OwnerReferences: []metav1.OwnerReference{
+				{Kind: "Node", Name: "gpu-1"},
+				{Kind: "DaemonSet", Name: "nvidia-driver-daemonset", Controller: ptr.To(true)},
+			},
 		},
 		Spec: corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "c", Image: "i"}}},
 		Status: corev1.PodStatus{
@@ -64,6 +70,9 @@ func TestTrimPod(t *testing.T) {
 	out, err := TrimPod(pod)
 	g.Expect(err).NotTo(HaveOccurred())
 	p := out.(*corev1.Pod)
+	g.Expect(p.Labels).To(Equal(map[string]string{render.LabelState: "driver", render.LabelManagedBy: render.ManagedBy}))
+	g.Expect(metav1.GetControllerOf(p)).To(Equal(&pod.OwnerReferences[1]))
+	g.Expect(p.OwnerReferences).To(HaveLen(1))
 	g.Expect(p.Annotations).To(Equal(map[string]string{render.AnnotationTemplateHash: "h"}))
 	g.Expect(p.ManagedFields).To(BeEmpty())
 	g.Expect(p.Spec.NodeName).To(Equal("gpu-1"))
