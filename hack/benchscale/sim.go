@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
@@ -125,7 +127,7 @@ func (s *sim) installChart() error {
 }
 
 // operator is the operator process, run as its ServiceAccount with the
-// flags of the chart's Deployment (leader election on, default grace).
+// arguments and environment of the chart's Deployment.
 type operator struct {
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -148,10 +150,14 @@ func (s *sim) startOperator(ctx context.Context) (*operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(s.root, "bin", "gpu-operator"), "--leader-elect",
-		"--metrics-bind-address="+operatorMetricsAddr, "--health-probe-bind-address="+operatorProbeAddr,
+	args, env, err := s.chartOperator()
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--metrics-bind-address="+operatorMetricsAddr, "--health-probe-bind-address="+operatorProbeAddr,
 		"--pprof-bind-address="+operatorPprofAddr)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+path, "OPERATOR_NAMESPACE="+namespace)
+	cmd := exec.Command(filepath.Join(s.root, "bin", "gpu-operator"), args...)
+	cmd.Env = append(append(os.Environ(), env...), "KUBECONFIG="+path, "OPERATOR_NAMESPACE="+namespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -182,6 +188,36 @@ func (s *sim) startOperator(ctx context.Context) (*operator, error) {
 		return nil, err
 	}
 	return op, nil
+}
+
+// chartOperator returns the arguments and plain environment variables of
+// the operator container the chart deploys by default, so that the operator
+// measured is the one installed. Listen addresses are the benchmark's own.
+func (s *sim) chartOperator() (args, env []string, err error) {
+	out, err := s.output("bin/helm", "template", "gpu-operator", "deployments/gpu-operator", "-n", namespace,
+		"--show-only", "templates/deployment.yaml")
+	if err != nil {
+		return nil, nil, err
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal([]byte(out), &d); err != nil {
+		return nil, nil, fmt.Errorf("the chart's Deployment: %w", err)
+	}
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return nil, nil, fmt.Errorf("the chart's Deployment has no container")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, a := range c.Args {
+		if !strings.HasPrefix(a, "--metrics-bind-address") && !strings.HasPrefix(a, "--health-probe-bind-address") {
+			args = append(args, a)
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	return args, env, nil
 }
 
 func (o *operator) pid() int { return o.cmd.Process.Pid }
