@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,6 +39,10 @@ const (
 // poll is how often nodes in an upgrade are looked at again: GPU pods are
 // listed live, not watched, and timeouts run.
 const poll = 5 * time.Second
+
+// stepWorkers is how many nodes take their step at once in one look at the
+// fleet.
+const stepWorkers = 16
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
@@ -122,24 +127,33 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 	if err != nil {
 		return false, err
 	}
-	busy := false
-	var errs []error
-	for _, n := range nodes {
+	// Once admission is decided, nodes step independently; their API calls
+	// (live pod lists, evictions, writes) run side by side, so that a wave
+	// of upgrades is not a queue of round trips.
+	next := make([]gpuv1.UpgradeState, len(nodes))
+	stepped := make([]bool, len(nodes))
+	errs := make([]error, len(nodes))
+	workqueue.ParallelizeUntil(ctx, stepWorkers, len(nodes), func(i int) {
+		n := nodes[i]
 		f, err := r.facts(ctx, cp, obs, n, spec)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			errs[i] = err
+			return
 		}
 		f.Admitted = admitted[n.Name]
 		step := upgrade.Next(f, p)
 		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
 			"action", step.Action.String(), "facts", f)
-		next, err := r.take(ctx, cp, obs, n, f, step, spec)
-		if err != nil {
-			errs = append(errs, err)
+		next[i], errs[i] = r.take(ctx, cp, obs, n, f, step, spec)
+		stepped[i] = true
+	})
+	busy := false
+	for i := range nodes {
+		if !stepped[i] { // no facts: not counted, retried
+			continue
 		}
-		t.count(next)
-		busy = busy || upgrade.InProgress(next) || next == gpuv1.UpgradeRequired
+		t.count(next[i])
+		busy = busy || upgrade.InProgress(next[i]) || next[i] == gpuv1.UpgradeRequired
 	}
 	return busy, errors.Join(errs...)
 }
