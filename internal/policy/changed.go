@@ -12,10 +12,19 @@ import (
 // progress, and waking every node for each of those writes would make the
 // rollout quadratic in the number of nodes.
 func SpecChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, DeletionStarted())
+}
+
+// DeletionStarted passes an update that sets (or clears) the deletion
+// timestamp. The API server also bumps the generation then, but the
+// operator's cleanup must not hang on that detail.
+func DeletionStarted() predicate.Predicate {
 	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }

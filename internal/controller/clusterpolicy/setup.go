@@ -18,6 +18,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
+	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
 // statusDelay batches the node label changes the status summarises: during
@@ -50,14 +51,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // benchmark run). Owned objects changed by someone else still come back at
 // once, to be restored.
 func beyondStatus() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.LabelChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+		policy.DeletionStarted(),
+		finalizersChanged(),
+	)
+}
+
+func finalizersChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, n := e.ObjectOld, e.ObjectNew
-			return o.GetGeneration() != n.GetGeneration() ||
-				o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-				!maps.Equal(o.GetLabels(), n.GetLabels()) ||
-				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-				!slices.Equal(o.GetFinalizers(), n.GetFinalizers())
+			return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
 		},
 	}
 }
