@@ -150,20 +150,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	minutes := cfg.quiet.Minutes()
 	r.IdleCPUSecondsPerMinute = (cpu2.CPUSeconds - cpu1.CPUSeconds) / minutes
 
-	reqs, err := readAudit(s.auditLog())
-	if err != nil {
-		return nil, err
-	}
-	r.Rollout = countRequests(reqs, t0, quietStart)
-	r.WritesPerNode = float64(r.Rollout.Writes) / float64(cfg.nodes)
 	r.RESTWritesRollout = writesOf(rest1) - writesOf(rest0)
-	r.Quiet = countRequests(reqs, quietStart, quietEnd)
-	r.IdleReadsPerMinute = float64(r.Quiet.Reads) / minutes
-	r.IdleWritesPerMinute = float64(r.Quiet.Writes) / minutes
-	r.IdleLeaseWritesPerMinute = float64(r.Quiet.LeaseWrites) / minutes
-	if last, ok := lastWrite(reqs, t0, quietEnd); ok {
-		r.QuiescenceSeconds = last.Sub(allReady).Seconds()
-	}
 
 	w, err := captureWorkloads(ctx, s.cs, namespace)
 	if err != nil {
@@ -171,12 +158,31 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	}
 	r.OperandPods = w.Pods
 
-	if err := rebootPhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+	rebootWindow, err := rebootPhase(ctx, cfg, s, nodes, names, states, r)
+	if err != nil {
 		return nil, err
 	}
-	if err := upgradePhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+	upgradeWindow, err := upgradePhase(ctx, cfg, s, nodes, names, states, r)
+	if err != nil {
 		return nil, err
 	}
+
+	// Every phase is over: the audit log is read once and counted by window.
+	reqs, err := readAudit(s.auditLog())
+	if err != nil {
+		return nil, err
+	}
+	r.Rollout = countRequests(reqs, t0, quietStart)
+	r.WritesPerNode = float64(r.Rollout.Writes) / float64(cfg.nodes)
+	r.Quiet = countRequests(reqs, quietStart, quietEnd)
+	r.IdleReadsPerMinute = float64(r.Quiet.Reads) / minutes
+	r.IdleWritesPerMinute = float64(r.Quiet.Writes) / minutes
+	r.IdleLeaseWritesPerMinute = float64(r.Quiet.LeaseWrites) / minutes
+	if last, ok := lastWrite(reqs, t0, quietEnd); ok {
+		r.QuiescenceSeconds = last.Sub(allReady).Seconds()
+	}
+	r.Reboot = countRequests(reqs, rebootWindow.from, rebootWindow.to)
+	r.Upgrade = countRequests(reqs, upgradeWindow.from, upgradeWindow.to)
 	end, err := processUsage(op.pid())
 	if err != nil {
 		return nil, err
@@ -185,9 +191,13 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	return w, nil
 }
 
+// window is a phase's span, for counting the requests sent in it: from its
+// start until settle after it was done.
+type window struct{ from, to time.Time }
+
 // rebootPhase reboots every k-th node and times until their chains have
 // re-formed.
-func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) error {
+func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
 	var rebooted []string
 	for i := 0; i < len(names) && len(rebooted) < cfg.rebooted; i += max(1, len(names)/cfg.rebooted) {
 		rebooted = append(rebooted, names[i])
@@ -196,26 +206,21 @@ func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, na
 	nodes.setGoal(readyAfterReset(states))
 	start := time.Now()
 	if err := reboot(ctx, s.cs, rebooted); err != nil {
-		return err
+		return window{}, err
 	}
 	done, err := nodes.wait(ctx, rebooted, 15*time.Minute)
 	if err != nil {
-		return fmt.Errorf("reboot: %w", err)
+		return window{}, fmt.Errorf("reboot: %w", err)
 	}
 	r.RebootedNodes = len(rebooted)
 	r.RebootRecoverySeconds = done.Sub(start).Seconds()
-	sleepUntil(ctx, done.Add(settle))
-	reqs, err := readAudit(s.auditLog())
-	if err != nil {
-		return err
-	}
-	r.Reboot = countRequests(reqs, start, done.Add(settle))
 	progress(cfg.log, "rebooted nodes ready again after %.1fs", r.RebootRecoverySeconds)
-	return nil
+	sleepUntil(ctx, done.Add(settle))
+	return window{start, done.Add(settle)}, nil
 }
 
 // upgradePhase changes driver.version and times the fleet upgrade.
-func upgradePhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) error {
+func upgradePhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
 	r.UpgradeParallel = maxParallel(cfg.nodes)
 	progress(cfg.log, "upgrading the driver to %s, %d nodes at a time", upgradedVersion, r.UpgradeParallel)
 	nodes.setGoal(upgraded(states, upgradedVersion))
@@ -223,21 +228,16 @@ func upgradePhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, n
 	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, upgradedVersion)
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}
 	if err := s.c.Patch(ctx, cp, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		return err
+		return window{}, err
 	}
 	done, err := nodes.wait(ctx, names, time.Hour)
 	if err != nil {
-		return fmt.Errorf("upgrade: %w", err)
+		return window{}, fmt.Errorf("upgrade: %w", err)
 	}
 	r.UpgradeSeconds = done.Sub(start).Seconds()
-	sleepUntil(ctx, done.Add(settle))
-	reqs, err := readAudit(s.auditLog())
-	if err != nil {
-		return err
-	}
-	r.Upgrade = countRequests(reqs, start, done.Add(settle))
 	progress(cfg.log, "every node on %s after %.1fs", upgradedVersion, r.UpgradeSeconds)
-	return nil
+	sleepUntil(ctx, done.Add(settle))
+	return window{start, done.Add(settle)}, nil
 }
 
 // floor applies the operator's workloads without gates on a fresh cluster
