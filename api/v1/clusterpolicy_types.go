@@ -154,8 +154,13 @@ type UnsupportedSections struct {
 
 // OperatorSpec holds settings of the operator itself.
 type OperatorSpec struct {
-	// DefaultRuntime is the container runtime of the GPU nodes; the toolkit
-	// configures it.
+	// DefaultRuntime is the container runtime assumed for a GPU node whose
+	// kubelet does not say which runtime it runs. Kubelets report it
+	// (status.nodeInfo.containerRuntimeVersion), and the reported runtime
+	// wins: the toolkit configures each node's own runtime. docker is
+	// accepted because the NVIDIA GPU Operator's chart defaults to it; a node
+	// that runs docker (through cri-dockerd) is not supported, and its
+	// container-toolkit state fails saying so.
 	// +kubebuilder:default=containerd
 	// +kubebuilder:validation:Enum=containerd;crio;docker
 	// +optional

@@ -37,7 +37,9 @@ type ComponentSpec struct {
 	// +optional
 	Env []EnvVar `json:"env,omitempty"`
 
-	// Args are appended to the operand's main container arguments.
+	// Args replace the arguments of the operand's main container, as in the
+	// NVIDIA GPU Operator. The driver's default arguments are [init], so
+	// driver.args must start with init.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
 	// +listType=atomic

@@ -32,6 +32,22 @@ const (
 	// is written sha256-<hex>, as label values cannot hold a colon).
 	LabelDriverVersion = "nvidia.com/gpu.driver-version"
 
+	// LabelDriverRoot says where the node's NVIDIA driver lives, as the
+	// operator decided it: a DriverRoot. The operands that load the driver's
+	// libraries or device nodes run one DaemonSet per driver root, selected
+	// by this label.
+	LabelDriverRoot = "nvidia.com/gpu.driver-root"
+	// LabelContainerRuntime is the node's container runtime as its kubelet
+	// reports it (containerd, crio or docker); the container toolkit runs
+	// one DaemonSet per runtime, selected by this label.
+	LabelContainerRuntime = "nvidia.com/gpu.container-runtime"
+	// AnnotationHostDriver is set by the operator on a node whose host
+	// already runs an NVIDIA driver, found by the driver pod's check; its
+	// value says what was found. The node then uses the host's driver and
+	// never gets the driver container. Remove the annotation after removing
+	// the host's driver to have the driver container deployed again.
+	AnnotationHostDriver = OperatorAnnotationPrefix + "host-driver"
+
 	// LabelUpgradeState is where the node stands in a driver upgrade; its
 	// value is an UpgradeState.
 	LabelUpgradeState = "nvidia.com/gpu-driver-upgrade-state"
@@ -41,6 +57,29 @@ const (
 	// keeps on nodes, apart from the node controller's.
 	UpgradeAnnotationPrefix = "nvidia.com/gpu-driver-upgrade."
 )
+
+// DriverRoot is where a node's driver lives.
+type DriverRoot string
+
+// Driver roots.
+const (
+	// DriverRootContainer: the operator's driver container loads the
+	// driver and mounts its files at /run/nvidia/driver on the host.
+	DriverRootContainer DriverRoot = "container"
+	// DriverRootHost: the driver is installed on the host, at /. This is
+	// the case when the driver is disabled in the policy, opted out on the
+	// node (nvidia.com/gpu.deploy.driver set to anything but true, such as
+	// pre-installed), or found on the host.
+	DriverRootHost DriverRoot = "host"
+)
+
+// Path is where the driver's files are on the host.
+func (r DriverRoot) Path() string {
+	if r == DriverRootHost {
+		return "/"
+	}
+	return "/run/nvidia/driver"
+}
 
 // DefaultDriverPool is the pool of GPU nodes matching no driver.nodePools.
 const DefaultDriverPool = "default"

@@ -10,6 +10,7 @@ import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1
 
 // DriverSpec is the NVIDIA driver container.
 // +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+// +kubebuilder:validation:XValidation:rule=`!has(self.args) || size(self.args) == 0 || self.args[0] == 'init'`,message="args replace the driver container's arguments, whose first must be init: write for example [init, -m, \"8\"] (init accepts only -a/--accept-license and -m/--max-threads N)",fieldPath=".args"
 type DriverSpec struct {
 	ComponentSpec `json:",inline"`
 
@@ -44,7 +45,38 @@ type DriverSpec struct {
 	// +optional
 	NodePools []DriverNodePool `json:"nodePools,omitempty"`
 
+	// RepoConfig names a ConfigMap in the operator namespace whose keys are
+	// package repository files. The driver container adds them to its
+	// repository directory (/etc/yum.repos.d on RHEL, /etc/apt/sources.list.d
+	// on Ubuntu) before it builds the driver: a mirror for air-gapped nodes.
+	// +optional
+	RepoConfig *DriverRepoConfig `json:"repoConfig,omitempty"`
+
+	// CertConfig names a ConfigMap in the operator namespace whose keys are
+	// CA certificates (PEM) the driver container trusts when it downloads
+	// packages, such as a mirror's private CA.
+	// +optional
+	CertConfig *DriverCertConfig `json:"certConfig,omitempty"`
+
 	UnsupportedDriverFields `json:",inline"`
+}
+
+// DriverRepoConfig names the ConfigMap of package repository files.
+type DriverRepoConfig struct {
+	// ConfigMapName is the ConfigMap's name; empty means none.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or a lower case DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit"
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+}
+
+// DriverCertConfig names the ConfigMap of CA certificates.
+type DriverCertConfig struct {
+	// Name is the ConfigMap's name; empty means none.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or a lower case DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit"
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // DriverNodePool is a group of nodes with its own driver pin.
@@ -96,10 +128,6 @@ type UnsupportedDriverFields struct {
 	RDMA *apiextensionsv1.JSON `json:"rdma,omitempty"`
 	// +optional
 	Manager *apiextensionsv1.JSON `json:"manager,omitempty"`
-	// +optional
-	RepoConfig *apiextensionsv1.JSON `json:"repoConfig,omitempty"`
-	// +optional
-	CertConfig *apiextensionsv1.JSON `json:"certConfig,omitempty"`
 	// +optional
 	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty"`
 	// +optional

@@ -65,6 +65,16 @@ type StateSummary struct {
 	Ready int32 `json:"ready"`
 	// Failed is how many of them have it failed.
 	Failed int32 `json:"failed"`
+	// Disabled is how many GPU nodes do not run the state: disabled in the
+	// policy, opted out on the node, or, for the driver, using the host's
+	// driver.
+	// +optional
+	Disabled int32 `json:"disabled,omitempty"`
+	// Message says what a person should know about the state across the
+	// nodes, such as which nodes use the driver installed on their host.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Condition types of a ClusterPolicy.

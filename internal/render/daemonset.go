@@ -105,21 +105,43 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 	main.Image = w.Image
 	main.ImagePullPolicy = w.Component.ImagePullPolicy
 	main.Env = Env(main.Env, w.Component.Env)
-	main.Args = append(main.Args, w.Component.Args...)
+	if len(w.Component.Args) > 0 {
+		// As in the NVIDIA GPU Operator: the policy's args replace the
+		// container's own.
+		main.Args = slices.Clone(w.Component.Args)
+	}
+	for i := range pod.InitContainers {
+		// Init containers run the main image unless they name their own,
+		// and pull as the main one does.
+		if pod.InitContainers[i].Image == "" {
+			pod.InitContainers[i].Image = w.Image
+		}
+		if pod.InitContainers[i].ImagePullPolicy == "" {
+			pod.InitContainers[i].ImagePullPolicy = w.Component.ImagePullPolicy
+		}
+	}
 	if r := w.Component.Resources; r != nil {
 		main.Resources = corev1.ResourceRequirements{Limits: r.Limits, Requests: r.Requests}
 	}
 	for _, s := range w.Component.ImagePullSecrets {
-		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: string(s)})
+		ref := corev1.LocalObjectReference{Name: string(s)}
+		if !slices.Contains(pod.ImagePullSecrets, ref) {
+			pod.ImagePullSecrets = append(pod.ImagePullSecrets, ref)
+		}
 	}
 	pod.Tolerations = append(append(pod.Tolerations, gpuTaintToleration), common.Tolerations...)
 	pod.PriorityClassName = string(common.PriorityClassName)
 	if len(w.Gate) > 0 {
-		pod.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		if pod.Affinity == nil {
+			pod.Affinity = &corev1.Affinity{}
+		}
+		// The gate is the node affinity; an operand's own pod
+		// (anti-)affinity stays.
+		pod.Affinity.NodeAffinity = &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: w.Gate}},
 			},
-		}}
+		}
 	}
 	sortVolumes(&pod)
 	hash, err := specHash(&pod)
@@ -188,9 +210,11 @@ func stringMap(l gpuv1.Labels) map[string]string {
 // a directory before anything mounted inside it.
 func sortVolumes(pod *corev1.PodSpec) {
 	slices.SortFunc(pod.Volumes, func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) })
-	for i := range pod.Containers {
-		slices.SortFunc(pod.Containers[i].VolumeMounts, func(a, b corev1.VolumeMount) int {
-			return strings.Compare(a.MountPath, b.MountPath)
-		})
+	for _, containers := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+		for i := range containers {
+			slices.SortFunc(containers[i].VolumeMounts, func(a, b corev1.VolumeMount) int {
+				return strings.Compare(a.MountPath, b.MountPath)
+			})
+		}
 	}
 }

@@ -27,3 +27,9 @@ func Env(ours []corev1.EnvVar, user []gpuv1.EnvVar) []corev1.EnvVar {
 	slices.SortFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
 	return env
 }
+
+// FieldEnv is a variable set from a field of the pod, such as
+// spec.nodeName.
+func FieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+}

@@ -39,6 +39,16 @@ type PodFacts struct {
 	Failure string
 	// Annotations are the pod's, as cached (the operator's own only).
 	Annotations map[string]string
+	// Exits holds the last exit of each init container that exited, by
+	// container name: a check's verdict travels in its exit code and
+	// termination message.
+	Exits map[string]Exit
+}
+
+// Exit is how a container last exited.
+type Exit struct {
+	Code    int32
+	Message string
 }
 
 // Observe reduces a state's pod on a node to PodFacts. A missing or
@@ -64,6 +74,18 @@ func Observe(pod *corev1.Pod, hashAnnotation, desiredHash string, grace time.Dur
 	}
 	if !f.Ready {
 		f.Failure = failure(pod, now.Sub(f.Since) >= grace)
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t != nil {
+			if f.Exits == nil {
+				f.Exits = map[string]Exit{}
+			}
+			f.Exits[cs.Name] = Exit{Code: t.ExitCode, Message: t.Message}
+		}
 	}
 	return f
 }

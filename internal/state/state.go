@@ -64,6 +64,11 @@ type RenderInput struct {
 	// their GPU nodes: the driver runs one DaemonSet per pool and OS, each
 	// with its own image tag.
 	DriverPools []DriverPool
+	// Variants are the node variants in use among the GPU nodes, the
+	// policy's default first. An operand whose pod depends on the variant
+	// renders one DaemonSet for each distinct projection (VariantsFor).
+	// Empty means the default variant alone.
+	Variants []Variant
 	// ServiceMonitorAvailable is true when the Prometheus Operator's
 	// ServiceMonitor kind is served.
 	ServiceMonitorAvailable bool

@@ -129,8 +129,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
 		"spec.driver.useNvidiaDriverCRD", "spec.driver.usePrecompiled", "spec.driver.kernelModuleType",
-		"spec.driver.startupProbe", "spec.driver.rdma", "spec.driver.manager", "spec.driver.repoConfig",
-		"spec.driver.certConfig", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
+		"spec.driver.startupProbe", "spec.driver.rdma", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.driver.kernelModuleConfig",
 		"spec.toolkit.installDir", "spec.devicePlugin.mps",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",

@@ -69,6 +69,18 @@ func invalidCases() map[string]invalidCase {
 			path: p("daemonsets", "tolerations"), value: "all",
 			field: "spec.daemonsets.tolerations", wants: []string{"array"},
 		},
+		"driver args without init": {
+			path: p("driver", "args"), value: []any{"-m", "8"},
+			field: "spec.driver.args", wants: []string{"whose first must be init", "[init, -m"},
+		},
+		"repo config not a DNS name": {
+			path: p("driver", "repoConfig", "configMapName"), value: "Mirror Repos",
+			field: "spec.driver.repoConfig.configMapName", wants: []string{"DNS subdomain"},
+		},
+		"cert config not a DNS name": {
+			path: p("driver", "certConfig", "name"), value: "ca_bundle",
+			field: "spec.driver.certConfig.name", wants: []string{"DNS subdomain"},
+		},
 		"driver version latest": {
 			path: p("driver", "version"), value: "latest",
 			field: "spec.driver.version", wants: []string{"such as 535.154.05"},

@@ -42,12 +42,14 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExp
 // a ServiceMonitor when one is asked for and the kind is served.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DCGMExporter
-	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.DCGMExporter, &spec.ComponentSpec,
-		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy)))
+	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
+	sets, err := in.DaemonSets(DaemonSetName, state.DCGMExporter, &spec.ComponentSpec, image, Dimensions,
+		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
 	if err != nil {
 		return nil, err
 	}
-	objs := []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DCGMExporter)), ds, service(in)}
+	objs := append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DCGMExporter))}, sets...)
+	objs = append(objs, service(in))
 	if WantsServiceMonitor(&in.Policy.Spec) && in.ServiceMonitorAvailable {
 		objs = append(objs, serviceMonitor(in))
 	}
@@ -60,10 +62,17 @@ func WantsServiceMonitor(spec *gpuv1.ClusterPolicySpec) bool {
 	return sm != nil && sm.Enabled != nil && *sm.Enabled
 }
 
-// podSpec is the exporter's pod. It gets the GPUs through the NVIDIA
-// runtime class and needs SYS_ADMIN for DCGM's profiling metrics; nothing
-// more.
-func podSpec(cp *gpuv1.ClusterPolicy) corev1.PodSpec {
+// Dimensions: the exporter gets the GPUs as the runtime injects them,
+// through the RuntimeClass where the runtime has the NVIDIA handler.
+var Dimensions = state.Dimensions{Runtime: true}
+
+// collectors is the exporter's metrics list with DCGM's profiling
+// metrics, as the NVIDIA GPU Operator sets it.
+const collectors = "/etc/dcgm-exporter/dcp-metrics-included.csv"
+
+// podSpec is the exporter's pod. It gets the GPUs through the runtime and
+// needs SYS_ADMIN for DCGM's profiling metrics; nothing more.
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	probe := func(delay int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -75,13 +84,16 @@ func podSpec(cp *gpuv1.ClusterPolicy) corev1.PodSpec {
 	return corev1.PodSpec{
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
-		RuntimeClassName:             ptr.To(string(cp.Spec.Operator.RuntimeClass)),
+		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
 		Containers: []corev1.Container{{
 			Name: "nvidia-dcgm-exporter",
 			Env: []corev1.EnvVar{
 				{Name: "DCGM_EXPORTER_LISTEN", Value: ":9400"},
 				{Name: "DCGM_EXPORTER_KUBERNETES", Value: "true"},
+				{Name: "DCGM_EXPORTER_COLLECTORS", Value: collectors},
 				{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+				// Metrics carry the node's name as Hostname, not the pod's.
+				render.FieldEnv("NODE_NAME", "spec.nodeName"),
 			},
 			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}},
 			SecurityContext: &corev1.SecurityContext{
@@ -101,7 +113,8 @@ func service(in state.RenderInput) *corev1.Service {
 		TypeMeta:   render.TypeMeta("v1", "Service"),
 		ObjectMeta: render.ObjectMeta(in.Policy, ServiceName, in.Namespace, string(state.DCGMExporter)),
 		Spec: corev1.ServiceSpec{
-			Selector: render.SelectorLabels(DaemonSetName),
+			// Every exporter pod, of whichever of its DaemonSets.
+			Selector: map[string]string{render.LabelState: string(state.DCGMExporter), render.LabelManagedBy: render.ManagedBy},
 			Ports: []corev1.ServicePort{{
 				Name: PortName, Port: MetricsPort, TargetPort: intstr.FromInt32(MetricsPort), Protocol: corev1.ProtocolTCP,
 			}},

@@ -18,15 +18,21 @@ import (
 const (
 	DaemonSetName      = "nvidia-device-plugin-daemonset"
 	ServiceAccountName = "nvidia-device-plugin"
+	// ContainerName is the plugin's container.
+	ContainerName = "nvidia-device-plugin"
 )
 
 // kubeletDir is where the kubelet looks for device plugin sockets. The
-// kubelet deletes every socket there when it restarts; a plugin that does
-// not notice is registered no more.
+// plugin watches the kubelet's socket there and registers again when the
+// kubelet restarts.
 const kubeletDir = "/var/lib/kubelet/device-plugins"
 
 // configDir is where the devicePlugin.config ConfigMap is mounted.
 const configDir = "/config"
+
+// Dimensions: the plugin loads NVML from the node's driver root and needs
+// the RuntimeClass only where the runtime has the NVIDIA handler.
+var Dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
 // Operand renders the device-plugin state.
 type Operand struct{}
@@ -34,20 +40,24 @@ type Operand struct{}
 // Enabled reports whether the policy deploys the device plugin.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DevicePlugin.IsEnabled() }
 
-// Render returns the plugin's ServiceAccount and DaemonSet.
+// Render returns the plugin's ServiceAccount and one DaemonSet per driver
+// root and runtime in use.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
-	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.DevicePlugin, &spec.ComponentSpec,
-		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy)))
+	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
+	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ComponentSpec, image, Dimensions,
+		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DevicePlugin)), ds}, nil
+	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DevicePlugin))}, sets...), nil
 }
 
-// podSpec is the plugin's pod. It is privileged: it opens every GPU device
-// node to health-check it and hands device specs to the kubelet.
-func podSpec(cp *gpuv1.ClusterPolicy) corev1.PodSpec {
+// podSpec is the plugin's pod for one driver root and runtime. It is
+// privileged: it opens every GPU device node to health-check it, and with
+// PASS_DEVICE_SPECS it hands the kubelet device nodes it must see.
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+	root := toolkit.DriverRootInContainer(v.DriverRoot)
 	env := []corev1.EnvVar{
 		{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
 		{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"},
@@ -56,47 +66,69 @@ func podSpec(cp *gpuv1.ClusterPolicy) corev1.PodSpec {
 		{Name: "PASS_DEVICE_SPECS", Value: "true"},
 		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
 		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "all"},
-		{Name: "NVIDIA_DRIVER_ROOT", Value: toolkit.DriverRoot},
-		{Name: "CONTAINER_DRIVER_ROOT", Value: "/driver-root"},
+		// The driver on the host, for the device specs, and where this
+		// container sees it, to load NVML from.
+		{Name: "NVIDIA_DRIVER_ROOT", Value: v.DriverRoot.Path()},
+		{Name: "DRIVER_ROOT_CTR_PATH", Value: root},
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: "device-plugins", MountPath: kubeletDir},
-		{Name: "driver-root", MountPath: "/driver-root", ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
+		{Name: "driver-root", MountPath: root, ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
 	}
 	volumes := []corev1.Volume{
 		render.HostPathVolume("device-plugins", kubeletDir, corev1.HostPathDirectory),
-		render.HostPathVolume("driver-root", toolkit.DriverRoot, corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("driver-root", v.DriverRoot.Path(), driverRootType(v.DriverRoot)),
 	}
-	if cfg := cp.Spec.DevicePlugin.Config; cfg != nil && cfg.Name != "" {
-		mounts = append(mounts, corev1.VolumeMount{Name: "config", MountPath: configDir, ReadOnly: true})
-		volumes = append(volumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cfg.Name}},
-		}})
-		if cfg.Default != "" {
-			env = append(env, corev1.EnvVar{Name: "CONFIG_FILE", Value: path.Join(configDir, cfg.Default)})
-		}
+	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp)
+	var secrets []corev1.LocalObjectReference
+	for _, s := range cp.Spec.Toolkit.ImagePullSecrets {
+		// The /dev/char step runs the toolkit's image.
+		secrets = append(secrets, corev1.LocalObjectReference{Name: string(s)})
 	}
 	return corev1.PodSpec{
+		ImagePullSecrets:             secrets,
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
-		RuntimeClassName:             ptr.To(string(cp.Spec.Operator.RuntimeClass)),
+		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
+		InitContainers:               []corev1.Container{devCharLinks(cp, v.DriverRoot)},
 		Containers: []corev1.Container{{
-			Name:            "nvidia-device-plugin",
+			Name:            ContainerName,
 			Command:         []string{"nvidia-device-plugin"},
-			Env:             env,
+			Env:             append(env, cfgEnv...),
 			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-			// The plugin's socket disappears when the kubelet restarts and
-			// forgets it; restarting the plugin registers it again.
-			LivenessProbe: &corev1.Probe{
-				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-					Command: []string{"sh", "-c", "ls " + kubeletDir + "/nvidia-*.sock"},
-				}},
-				InitialDelaySeconds: 60, PeriodSeconds: 30, TimeoutSeconds: 5, FailureThreshold: 3,
-			},
-			VolumeMounts: mounts,
+			VolumeMounts:    append(mounts, cfgMounts...),
 		}},
-		Volumes: volumes,
+		Volumes: append(append(volumes, cfgVolumes...), render.HostPathVolume("host-dev-char", "/dev/char", corev1.HostPathDirectoryOrCreate)),
 	}
+}
+
+// driverRootType: the driver container's root is created if the driver
+// has not mounted it yet; the host's / always exists.
+func driverRootType(r gpuv1.DriverRoot) corev1.HostPathType {
+	if r == gpuv1.DriverRootHost {
+		return corev1.HostPathDirectory
+	}
+	return corev1.HostPathDirectoryOrCreate
+}
+
+// ConfigSettings mounts the devicePlugin.config ConfigMap and points
+// CONFIG_FILE at its default entry. GFD gets the same, so that the labels
+// it writes (replicas, sharing strategy) describe what the plugin
+// advertises.
+func ConfigSettings(cp *gpuv1.ClusterPolicy) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+	cfg := cp.Spec.DevicePlugin.Config
+	if cfg == nil || cfg.Name == "" {
+		return nil, nil, nil
+	}
+	var env []corev1.EnvVar
+	if cfg.Default != "" {
+		env = append(env, corev1.EnvVar{Name: "CONFIG_FILE", Value: path.Join(configDir, cfg.Default)})
+	}
+	return env,
+		[]corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
+		[]corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cfg.Name}},
+		}}}
 }
 
 // Kinds lists the kinds Render returns.

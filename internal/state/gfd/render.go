@@ -9,12 +9,15 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
 )
 
 // Names users know from the NVIDIA GPU Operator.
 const (
 	DaemonSetName      = "gpu-feature-discovery"
 	ServiceAccountName = "nvidia-gpu-feature-discovery"
+	// ContainerName is GFD's container.
+	ContainerName = "gpu-feature-discovery"
 )
 
 // FeaturesDir is where nfd-worker reads feature files from; GFD writes its
@@ -22,49 +25,61 @@ const (
 // there and nfd-master puts them on the node.
 const FeaturesDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
+// Dimensions: GFD loads NVML as the runtime injects it, through the
+// RuntimeClass where the runtime has the NVIDIA handler.
+var Dimensions = state.Dimensions{Runtime: true}
+
 // Operand renders the gpu-feature-discovery state.
 type Operand struct{}
 
 // Enabled reports whether the policy deploys GFD.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.GFD.IsEnabled() }
 
-// Render returns GFD's ServiceAccount and DaemonSet. GFD ships in the device
-// plugin image, with its own entrypoint.
+// Render returns GFD's ServiceAccount and one DaemonSet per runtime in use.
+// GFD ships in the device plugin image, with its own entrypoint.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.GFD
-	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.GPUFeatureDiscovery, &spec.ComponentSpec,
-		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy)))
+	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
+	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ComponentSpec, image, Dimensions,
+		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.GPUFeatureDiscovery)), ds}, nil
+	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.GPUFeatureDiscovery))}, sets...), nil
 }
 
-// podSpec is GFD's pod. The GPUs come through the NVIDIA runtime class; GFD
-// only queries NVML, so it runs unprivileged.
-func podSpec(cp *gpuv1.ClusterPolicy) corev1.PodSpec {
+// podSpec is GFD's pod. It is privileged and reads the host's /sys, as
+// its upstream manifests run it: it reads the PCI devices' config space
+// (vGPU detection, the PCI class behind gpu.mode) and the machine type.
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp)
+	env := []corev1.EnvVar{
+		{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
+		{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},
+		{Name: "GFD_OUTPUT_FILE", Value: FeaturesDir + "/gfd"},
+		{Name: "MIG_STRATEGY", Value: "single"},
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+		render.FieldEnv("NODE_NAME", "spec.nodeName"),
+		render.FieldEnv("NAMESPACE", "metadata.namespace"),
+	}
 	return corev1.PodSpec{
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
-		RuntimeClassName:             ptr.To(string(cp.Spec.Operator.RuntimeClass)),
+		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
 		Containers: []corev1.Container{{
-			Name:    "gpu-feature-discovery",
-			Command: []string{"gpu-feature-discovery"},
-			Env: []corev1.EnvVar{
-				{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
-				{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},
-				{Name: "GFD_OUTPUT_FILE", Value: FeaturesDir + "/gfd"},
-				{Name: "MIG_STRATEGY", Value: "single"},
-				{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
-			},
-			SecurityContext: &corev1.SecurityContext{
-				Privileged:               ptr.To(false),
-				AllowPrivilegeEscalation: ptr.To(false),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
-			VolumeMounts: []corev1.VolumeMount{{Name: "output-dir", MountPath: FeaturesDir}},
+			Name:            ContainerName,
+			Command:         []string{"gpu-feature-discovery"},
+			Env:             append(env, cfgEnv...),
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			VolumeMounts: append([]corev1.VolumeMount{
+				{Name: "output-dir", MountPath: FeaturesDir},
+				{Name: "host-sys", MountPath: "/sys", ReadOnly: true},
+			}, cfgMounts...),
 		}},
-		Volumes: []corev1.Volume{render.HostPathVolume("output-dir", FeaturesDir, corev1.HostPathDirectoryOrCreate)},
+		Volumes: append([]corev1.Volume{
+			render.HostPathVolume("output-dir", FeaturesDir, corev1.HostPathDirectoryOrCreate),
+			render.HostPathVolume("host-sys", "/sys", corev1.HostPathDirectory),
+		}, cfgVolumes...),
 	}
 }
 

@@ -17,7 +17,9 @@ const (
 	WorkerName = "nfd-worker"
 	MasterName = "nfd-master"
 	GCName     = "nfd-gc"
-	configDir  = "/etc/kubernetes/node-feature-discovery"
+	// configDir holds nfd-master.conf and nfd-worker.conf, the paths both
+	// read by default, so neither needs a -config argument.
+	configDir = "/etc/kubernetes/node-feature-discovery"
 )
 
 // Operand renders the node-feature-discovery state.
@@ -65,10 +67,13 @@ func masterPod() corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name:            "nfd-master",
 			Command:         []string{"nfd-master"},
-			Args:            []string{"-config=" + configDir + "/nfd-master.conf"},
 			Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
 			SecurityContext: restricted(),
-			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
+			// nfd-master serves gRPC health once it watches NodeFeatures.
+			StartupProbe:   healthProbe(0, 30),
+			LivenessProbe:  healthProbe(0, 3),
+			ReadinessProbe: healthProbe(0, 10),
+			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
 		}},
 		Volumes: []corev1.Volume{configVolume(MasterName + "-conf")},
 	}
@@ -87,12 +92,15 @@ func workerPod() corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name:    "nfd-worker",
 			Command: []string{"nfd-worker"},
-			Args:    []string{"-config=" + configDir + "/nfd-worker.conf"},
 			Env: []corev1.EnvVar{
 				fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_UID", "metadata.uid"),
 			},
 			SecurityContext: restricted(),
-			VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
+			// nfd-worker serves gRPC health once its first discovery
+			// succeeded.
+			LivenessProbe:  healthProbe(10, 3),
+			ReadinessProbe: healthProbe(5, 10),
+			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
 		}},
 		Volumes: []corev1.Volume{configVolume(WorkerName + "-conf")},
 	}
@@ -102,7 +110,7 @@ func workerPod() corev1.PodSpec {
 		{"host-sys", "/sys", "/host-sys"},
 		{"host-usr-lib", "/usr/lib", "/host-usr/lib"},
 		{"host-lib", "/lib", "/host-lib"},
-		{"source-d", configDir + "/source.d", configDir + "/source.d"},
+		{"host-proc-swaps", "/proc/swaps", "/host-proc/swaps"},
 		{"features-d", gfd.FeaturesDir, gfd.FeaturesDir},
 	} {
 		v, vm := hostRO(m[0], m[1], m[2])
@@ -124,6 +132,17 @@ func gcPod() corev1.PodSpec {
 			Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
 			SecurityContext: restricted(),
 		}},
+	}
+}
+
+// healthPort is where nfd-master and nfd-worker serve the standard gRPC
+// health service.
+const healthPort = 8082
+
+func healthProbe(delay, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: healthPort}},
+		InitialDelaySeconds: delay, PeriodSeconds: 10, TimeoutSeconds: 1, FailureThreshold: failures,
 	}
 }
 

@@ -2,13 +2,16 @@ package registry
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
 
 // privileges is what an operand pod may have beyond a plain pod. An
@@ -23,21 +26,31 @@ type privileges struct {
 }
 
 var privilegeTable = map[string]privileges{
-	// Loads kernel modules and mounts the driver root for the host.
+	// Loads kernel modules and mounts the driver root for the host; writes
+	// the GSP firmware into that root; reads the host's / (read-only) to
+	// find a host driver; RHEL builds read the host's subscription.
 	"nvidia-driver-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
-		"/dev/log", "/etc/os-release", "/lib/firmware", "/run/nvidia", "/sys/module/firmware_class/parameters/path", "/var/log"}},
-	// Rewrites the runtime's config and signals it to reload.
+		"/", "/etc/pki/entitlement", "/etc/rhsm", "/etc/yum.repos.d/redhat.repo", "/run/nvidia",
+		"/run/nvidia/driver/lib/firmware", "/sys/module/firmware_class/parameters/path", "/var/log"}},
+	// Rewrites the runtime's config (or installs its OCI hook) and signals
+	// it to reload; runs the host's containerd (host / read-only) to read
+	// its effective config; points the runtime at the driver root.
 	"nvidia-container-toolkit-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
-		"/etc/containerd", "/etc/crio", "/run/containerd", "/run/nvidia", "/run/nvidia/driver", "/usr/local/nvidia", "/var/run/cdi"}},
-	// Opens every GPU device to health-check it; registers with the kubelet.
-	"nvidia-device-plugin-daemonset": {privileged: true, hostPaths: []string{"/run/nvidia/driver", "/var/lib/kubelet/device-plugins"}},
+		"/", "/etc/containerd", "/etc/crio/crio.conf.d", "/run/containerd", "/run/nvidia/driver", "/run/nvidia/toolkit",
+		"/usr/local/nvidia", "/usr/share/containers/oci/hooks.d", "/var/run/cdi"}},
+	// Opens every GPU device to health-check it; registers with the kubelet;
+	// loads NVML from the driver root (the host's /, read-only, for a host
+	// driver); links /dev/char to the driver's device nodes.
+	"nvidia-device-plugin-daemonset": {privileged: true, hostPaths: []string{
+		"/", "/dev/char", "/run/nvidia/driver", "/var/lib/kubelet/device-plugins"}},
 	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
 	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
-	// Writes its feature file where nfd-worker reads it.
-	"gpu-feature-discovery": {hostPaths: []string{"/etc/kubernetes/node-feature-discovery/features.d"}},
+	// Writes its feature file where nfd-worker reads it; reads PCI config
+	// space under the host's /sys, which needs privilege.
+	"gpu-feature-discovery": {privileged: true, hostPaths: []string{"/etc/kubernetes/node-feature-discovery/features.d", "/sys"}},
 	// Reads the node's hardware and OS, read-only; reports to the API.
 	"nfd-worker": {token: true, hostPaths: []string{"/boot", "/etc/kubernetes/node-feature-discovery/features.d",
-		"/etc/kubernetes/node-feature-discovery/source.d", "/etc/os-release", "/lib", "/sys", "/usr/lib"}},
+		"/etc/os-release", "/lib", "/proc/swaps", "/sys", "/usr/lib"}},
 	"nfd-master": {token: true},
 	"nfd-gc":     {token: true},
 }
@@ -58,6 +71,7 @@ func TestPrivileges(t *testing.T) {
 				if s.Name == state.Driver {
 					name = "nvidia-driver-daemonset" // one entry for every OS pool
 				}
+				name = withoutVariant(name, cp) // one entry for every variant
 				got := privilegesOf(pod)
 				old := seen[name]
 				// Across policies (runtimes) the union is what counts.
@@ -71,6 +85,19 @@ func TestPrivileges(t *testing.T) {
 	for name, want := range privilegeTable {
 		g.Expect(seen).To(HaveKeyWithValue(name, want), "privileges of %s", name)
 	}
+}
+
+// withoutVariant drops the suffix a node variant adds to a DaemonSet name.
+func withoutVariant(name string, cp *gpuv1.ClusterPolicy) string {
+	def := state.DefaultVariant(&cp.Spec)
+	for _, v := range fixture.Variants(cp) {
+		for _, d := range []state.Dimensions{{DriverRoot: true, Runtime: true}, {DriverRoot: true}, {Runtime: true}} {
+			if suffix := d.Project(v).Suffix(def); suffix != "" {
+				name = strings.TrimSuffix(name, suffix)
+			}
+		}
+	}
+	return name
 }
 
 func podOf(o any) (string, *corev1.PodSpec) {

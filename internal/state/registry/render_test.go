@@ -32,7 +32,8 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.ClusterPolicy) []client.Object {
 	t.Helper()
 	objs, err := s.Operand.Render(state.RenderInput{
-		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), DriverPools: fixture.DriverPools(cp), ServiceMonitorAvailable: true,
+		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), DriverPools: fixture.DriverPools(cp),
+		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
 	})
 	if err != nil {
 		t.Fatalf("rendering %s: %v", s.Name, err)
@@ -114,16 +115,21 @@ func TestGraph(t *testing.T) {
 		state.Driver, state.ContainerToolkit, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
+	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "the toolkit does not wait for the driver")
 	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.DevicePlugin}))
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{
-		state.ContainerToolkit, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+	}), "a driver replacement leaves the toolkit, and so the runtime's config, alone")
+	g.Expect(graph.Downstream(state.ContainerToolkit)).To(Equal([]state.Name{
+		state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Downstream(state.DCGMExporter)).To(BeEmpty())
 	g.Expect(graph.Gate(state.NodeFeatureDiscovery)).To(BeEmpty())
-	g.Expect(graph.Gate(state.ContainerToolkit)).To(Equal([]corev1.NodeSelectorRequirement{
+	g.Expect(graph.Gate(state.DevicePlugin)).To(Equal([]corev1.NodeSelectorRequirement{
 		{Key: "nvidia.com/gpu.present", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}},
 		{Key: "nvidia.com/gpu.deploy.operands", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"false"}},
-		{Key: "nvidia.com/gpu.deploy.container-toolkit", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}},
+		{Key: "nvidia.com/gpu.deploy.device-plugin", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}},
 		{Key: "nvidia.com/gpu.state.driver", Operator: corev1.NodeSelectorOpIn, Values: []string{"disabled", "ready"}},
+		{Key: "nvidia.com/gpu.state.container-toolkit", Operator: corev1.NodeSelectorOpIn, Values: []string{"disabled", "ready"}},
 	}))
 }

@@ -1,8 +1,9 @@
 package toolkit
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,16 +17,47 @@ import (
 const (
 	DaemonSetName      = "nvidia-container-toolkit-daemonset"
 	ServiceAccountName = "nvidia-container-toolkit"
+	// ContainerName is the toolkit's container.
+	ContainerName = "nvidia-container-toolkit-ctr"
 )
 
-// RuntimeHandler is the runtime handler the toolkit registers with the
-// container runtime, which the RuntimeClass points at.
-const RuntimeHandler = "nvidia"
+// Paths the toolkit uses, on the host and in its container alike.
+const (
+	// InstallDir is where the toolkit installs the NVIDIA container runtime
+	// on the host; the runtime config it writes points there, so it is
+	// mounted at the same path.
+	InstallDir = "/usr/local/nvidia"
+	// RuntimeBinary is the runtime the toolkit registers, as its config
+	// names it.
+	RuntimeBinary = InstallDir + "/toolkit/nvidia-container-runtime"
+	// PIDFile is the toolkit's lock, written when it starts.
+	PIDFile = "/run/nvidia/toolkit/toolkit.pid"
+	// HostRoot is where the host's / is mounted, read-only: the toolkit
+	// runs the host's containerd there to read its effective config.
+	HostRoot = "/host"
+	// DriverRootMount is where a driver container's root is mounted.
+	DriverRootMount = "/driver-root"
+)
 
-// DriverRoot is where the driver container mounts the driver on the host.
-const DriverRoot = "/run/nvidia/driver"
+// Dimensions: the toolkit configures the node's own runtime and points the
+// runtime at the node's driver root.
+var Dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
-// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch;create;update;patch;delete
+// configuredProbe passes once this run of the toolkit has configured the
+// runtime: the file it writes (the runtime's config, or the OCI hook on
+// CRI-O) names the NVIDIA runtime and is newer than the pid file the
+// toolkit writes when it starts. The toolkit itself signals nothing else.
+const configuredProbe = `if [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
+  f="$CRIO_HOOKS_DIR/${CRIO_HOOK_FILENAME:-oci-nvidia-hook.json}"
+else
+  f="$RUNTIME_CONFIG"
+fi
+grep -qs ` + RuntimeBinary + ` "$f" && [ "$f" -nt "$TOOLKIT_PID_FILE" ]`
+
+// start waits 5 s before the toolkit runs: NVIDIA found that containerd
+// since 1.6.9 can send a toolkit started right after a containerd restart
+// SIGTERM, which crash-loops it. The policy's args follow as "$@".
+const start = `sleep 5 && exec nvidia-toolkit "$@"`
 
 // Operand renders the container-toolkit state.
 type Operand struct{}
@@ -33,71 +65,82 @@ type Operand struct{}
 // Enabled reports whether the policy deploys the toolkit.
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.Toolkit.IsEnabled() }
 
-// Render returns the RuntimeClass GPU pods run with, the toolkit's
-// ServiceAccount and its DaemonSet.
+// Render returns the toolkit's ServiceAccount and one DaemonSet per driver
+// root and runtime in use.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Toolkit
-	ds, err := render.DaemonSet(in.Workload(DaemonSetName, state.ContainerToolkit, &spec.ComponentSpec,
-		render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)), podSpec(in.Policy.Spec.Operator)))
+	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
+	// The env that names host paths is translated, not passed on as is.
+	component := spec.ComponentSpec
+	component.Env = slices.DeleteFunc(slices.Clone(component.Env), func(e gpuv1.EnvVar) bool { return slices.Contains(moved, e.Name) })
+	sets, err := in.DaemonSets(DaemonSetName, state.ContainerToolkit, &component, image, Dimensions,
+		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
 	if err != nil {
 		return nil, err
 	}
-	return []client.Object{
-		runtimeClass(in),
-		render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.ContainerToolkit)),
-		ds,
-	}, nil
+	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.ContainerToolkit))}, sets...), nil
 }
 
-// podSpec is the toolkit's pod. It rewrites the runtime's config on the host
-// and signals the runtime to reload it, so it is privileged and shares the
-// host's PID namespace.
-func podSpec(op gpuv1.OperatorSpec) corev1.PodSpec {
-	env, mounts, volumes := runtimeSettings(op.DefaultRuntime, string(op.RuntimeClass))
+// podSpec is the toolkit's pod for one driver root and runtime. It rewrites
+// the runtime's config on the host and signals the runtime to reload it,
+// so it is privileged and shares the host's PID namespace (the runtime's
+// PID comes from its socket).
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
 	env = append(env,
-		corev1.EnvVar{Name: "NVIDIA_DRIVER_ROOT", Value: DriverRoot},
-		corev1.EnvVar{Name: "DRIVER_ROOT_CTR_PATH", Value: "/driver-root"},
-		corev1.EnvVar{Name: "ROOT", Value: "/usr/local/nvidia"},
+		corev1.EnvVar{Name: "NVIDIA_DRIVER_ROOT", Value: v.DriverRoot.Path()},
+		corev1.EnvVar{Name: "DRIVER_ROOT_CTR_PATH", Value: DriverRootInContainer(v.DriverRoot)},
+		corev1.EnvVar{Name: "ROOT", Value: InstallDir},
+		corev1.EnvVar{Name: "HOST_ROOT_MOUNT", Value: HostRoot},
 		corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
-		corev1.EnvVar{Name: "TOOLKIT_PID_FILE", Value: "/run/nvidia/toolkit/toolkit.pid"},
+		corev1.EnvVar{Name: "TOOLKIT_PID_FILE", Value: PIDFile},
 	)
 	mounts = append(mounts,
-		corev1.VolumeMount{Name: "run-nvidia", MountPath: "/run/nvidia", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
-		corev1.VolumeMount{Name: "driver-root", MountPath: "/driver-root", ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
-		corev1.VolumeMount{Name: "toolkit-install-dir", MountPath: "/usr/local/nvidia"},
+		corev1.VolumeMount{Name: "toolkit-run", MountPath: "/run/nvidia/toolkit"},
+		corev1.VolumeMount{Name: "toolkit-install-dir", MountPath: InstallDir},
 		corev1.VolumeMount{Name: "cdi-root", MountPath: "/var/run/cdi"},
+		readOnly("host-root", HostRoot),
 	)
 	volumes = append(volumes,
-		render.HostPathVolume("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("driver-root", DriverRoot, corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("toolkit-install-dir", "/usr/local/nvidia", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("toolkit-run", "/run/nvidia/toolkit", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("toolkit-install-dir", InstallDir, corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume("cdi-root", "/var/run/cdi", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
 	)
+	if v.DriverRoot == gpuv1.DriverRootContainer {
+		mounts = append(mounts, readOnly("driver-root", DriverRootMount))
+		volumes = append(volumes, render.HostPathVolume("driver-root", v.DriverRoot.Path(), corev1.HostPathDirectoryOrCreate))
+	}
 	return corev1.PodSpec{
 		HostPID:                      true,
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		Containers: []corev1.Container{{
-			Name:            "nvidia-container-toolkit-ctr",
+			Name:            ContainerName,
+			Command:         []string{"sh", "-c", start, "nvidia-toolkit"},
 			Env:             env,
 			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}},
-			VolumeMounts:    mounts,
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", configuredProbe}}},
+				InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 1,
+			},
+			VolumeMounts: mounts,
 		}},
 		Volumes: volumes,
 	}
 }
 
-// runtimeClass is the RuntimeClass GPU pods name to run with the runtime
-// handler the toolkit registers.
-func runtimeClass(in state.RenderInput) *nodev1.RuntimeClass {
-	return &nodev1.RuntimeClass{
-		TypeMeta:   render.TypeMeta("node.k8s.io/v1", "RuntimeClass"),
-		ObjectMeta: render.ObjectMeta(in.Policy, string(in.Policy.Spec.Operator.RuntimeClass), "", string(state.ContainerToolkit)),
-		Handler:    RuntimeHandler,
+// DriverRootInContainer is where an operand container sees the node's
+// driver root: the driver container's root, or the host's / for a host
+// driver.
+func DriverRootInContainer(r gpuv1.DriverRoot) string {
+	if r == gpuv1.DriverRootHost {
+		return HostRoot
 	}
+	return DriverRootMount
 }
 
 // Kinds lists the kinds Render returns.
 func (Operand) Kinds() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{render.KindRuntimeClass, render.KindServiceAccount, render.KindDaemonSet}
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet}
 }

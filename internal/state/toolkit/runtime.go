@@ -4,60 +4,109 @@ import (
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
-// Where the toolkit container sees the runtime's config and socket
-// directories of the host.
+// Where the toolkit container sees the host's runtime directories. The
+// toolkit writes paths it is given as they are, so the config file and
+// socket it is pointed at are mounted here from wherever they are on the
+// host, and the env names these paths.
 const (
 	configDir = "/runtime/config-dir"
 	socketDir = "/runtime/sock-dir"
+	hooksDir  = "/runtime/hooks-dir"
 )
 
-// runtimeHost is where a container runtime keeps its config and socket on
-// the host. An empty socket means the toolkit does not talk to the runtime
-// (CRI-O reloads its config by itself).
+// runtimeHost is where a container runtime keeps its files on the host, by
+// default, and the env variables that move them (for k3s, RKE2 or
+// microk8s), in the order the toolkit reads them: the first one set wins.
 type runtimeHost struct {
-	config, socket string
-	// legacy is the prefix of the runtime-specific variables older toolkit
-	// images read (CONTAINERD_CONFIG, DOCKER_SOCKET, ...).
-	legacy string
+	config    string
+	configEnv []string
+	socket    string
+	socketEnv []string
+	// hooks is the OCI hooks directory, for a runtime configured by hook.
+	hooks    string
+	hooksEnv []string
 }
 
 var runtimes = map[gpuv1.Runtime]runtimeHost{
-	gpuv1.RuntimeContainerd: {config: "/etc/containerd/config.toml", socket: "/run/containerd/containerd.sock", legacy: "CONTAINERD"},
-	gpuv1.RuntimeCRIO:       {config: "/etc/crio/crio.conf", legacy: "CRIO"},
-	gpuv1.RuntimeDocker:     {config: "/etc/docker/daemon.json", socket: "/var/run/docker.sock", legacy: "DOCKER"},
+	// The toolkit merges its runtimes into containerd's config and sends
+	// containerd SIGHUP through the socket, which restarts it.
+	gpuv1.RuntimeContainerd: {
+		config: "/etc/containerd/config.toml", configEnv: []string{"RUNTIME_CONFIG", "CONTAINERD_CONFIG"},
+		socket: "/run/containerd/containerd.sock", socketEnv: []string{"RUNTIME_SOCKET", "CONTAINERD_SOCKET"},
+	},
+	// CRI-O: the toolkit's default hook mode writes an OCI hook that CRI-O
+	// picks up without a restart, into the hooks directory CRI-O reads by
+	// default. The config is only read, to find the low-level runtimes; a
+	// user who sets CRIO_CONFIG_MODE=config gets the drop-in written there.
+	gpuv1.RuntimeCRIO: {
+		config: "/etc/crio/crio.conf.d/99-nvidia.conf", configEnv: []string{"RUNTIME_CONFIG"},
+		hooks: "/usr/share/containers/oci/hooks.d", hooksEnv: []string{"CRIO_HOOKS_DIR"},
+	},
 }
 
+// moved lists the env variables the toolkit render translates from host
+// paths into container paths: the user's values choose the host paths, and
+// the container sees them under the mounts.
+var moved = []string{"RUNTIME_CONFIG", "CONTAINERD_CONFIG", "RUNTIME_SOCKET", "CONTAINERD_SOCKET", "CRIO_HOOKS_DIR"}
+
 // runtimeSettings returns the env, mounts and volumes that let the toolkit
-// configure the node's container runtime and register the runtime class.
-func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
-	host, ok := runtimes[runtime]
-	if !ok {
-		host = runtimes[gpuv1.RuntimeContainerd]
-		runtime = gpuv1.RuntimeContainerd
-	}
-	config := path.Join(configDir, path.Base(host.config))
+// configure a node's container runtime, following the host paths the
+// user's env names.
+func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string, user []gpuv1.EnvVar) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+	host := runtimes[runtime]
 	env := []corev1.EnvVar{
 		{Name: "RUNTIME", Value: string(runtime)},
-		{Name: "RUNTIME_CONFIG", Value: config},
-		{Name: host.legacy + "_CONFIG", Value: config},
+		// The runtime handler the toolkit registers, which the RuntimeClass
+		// names; NVIDIA_RUNTIME_NAME is the name every runtime reads.
+		{Name: "NVIDIA_RUNTIME_NAME", Value: runtimeClass},
 	}
-	mounts := []corev1.VolumeMount{{Name: "runtime-config", MountPath: configDir}}
-	volumes := []corev1.Volume{render.HostPathVolume("runtime-config", path.Dir(host.config), corev1.HostPathDirectoryOrCreate)}
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	add := func(name, hostFile, dir string, kind corev1.HostPathType, readOnly bool, envNames ...string) {
+		inside := path.Join(dir, path.Base(hostFile))
+		for _, e := range envNames {
+			env = append(env, corev1.EnvVar{Name: e, Value: inside})
+		}
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: readOnly})
+		volumes = append(volumes, render.HostPathVolume(name, path.Dir(hostFile), kind))
+	}
+	config := firstSet(user, host.configEnv, host.config)
+	add("runtime-config", config, configDir, corev1.HostPathDirectoryOrCreate, false, host.configEnv...)
 	if host.socket != "" {
-		socket := path.Join(socketDir, path.Base(host.socket))
-		env = append(env,
-			corev1.EnvVar{Name: "RUNTIME_SOCKET", Value: socket},
-			corev1.EnvVar{Name: host.legacy + "_SOCKET", Value: socket})
-		mounts = append(mounts, corev1.VolumeMount{Name: "runtime-socket", MountPath: socketDir})
-		volumes = append(volumes, render.HostPathVolume("runtime-socket", path.Dir(host.socket), corev1.HostPathDirectory))
+		// The socket's directory must exist: the runtime created it.
+		add("runtime-socket", firstSet(user, host.socketEnv, host.socket), socketDir, corev1.HostPathDirectory, false, host.socketEnv...)
+	}
+	if host.hooks != "" {
+		dir := firstSet(user, host.hooksEnv, host.hooks)
+		env = append(env, corev1.EnvVar{Name: "CRIO_CONFIG_MODE", Value: "hook"}, corev1.EnvVar{Name: "CRIO_HOOKS_DIR", Value: hooksDir})
+		mounts = append(mounts, corev1.VolumeMount{Name: "runtime-hooks", MountPath: hooksDir})
+		volumes = append(volumes, render.HostPathVolume("runtime-hooks", dir, corev1.HostPathDirectoryOrCreate))
 	}
 	if runtime == gpuv1.RuntimeContainerd {
 		env = append(env, corev1.EnvVar{Name: "CONTAINERD_RUNTIME_CLASS", Value: runtimeClass})
 	}
 	return env, mounts, volumes
+}
+
+// firstSet returns the value of the first of names the user sets, or def.
+func firstSet(user []gpuv1.EnvVar, names []string, def string) string {
+	for _, n := range names {
+		for _, e := range user {
+			if e.Name == n && e.Value != "" {
+				return e.Value
+			}
+		}
+	}
+	return def
+}
+
+// readOnly is a read-only mount that sees mounts the host makes later.
+func readOnly(name, at string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: at, ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}
 }

@@ -1,0 +1,44 @@
+package render
+
+import (
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// runtimeClassState labels the RuntimeClass: it serves every operand that
+// names it, and GPU workloads, rather than one state.
+const runtimeClassState = "runtime-class"
+
+// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch;create;update;patch;delete
+
+// RuntimeClasses returns a RuntimeClass for every runtime class the
+// DaemonSets' pods name, each with the handler of its own name: the
+// toolkit registers the NVIDIA runtime under the RuntimeClass's name. None
+// is rendered when no operand uses one (every GPU node runs CRI-O, whose
+// GPU containers get the NVIDIA hook instead), so a class is never left
+// pointing at a handler nothing registered.
+func RuntimeClasses(policy *gpuv1.ClusterPolicy, objs []client.Object) []client.Object {
+	var names []string
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			if rc := ds.Spec.Template.Spec.RuntimeClassName; rc != nil && !slices.Contains(names, *rc) {
+				names = append(names, *rc)
+			}
+		}
+	}
+	slices.Sort(names)
+	out := make([]client.Object, 0, len(names))
+	for _, name := range names {
+		out = append(out, &nodev1.RuntimeClass{
+			TypeMeta:   TypeMeta("node.k8s.io/v1", "RuntimeClass"),
+			ObjectMeta: ObjectMeta(policy, name, "", runtimeClassState),
+			Handler:    name,
+		})
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+package contract
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+)
+
+// Sources of the driver's requirements: the driver container at the commit
+// that moved it to 570.172.08, NVIDIA's driver manager and GPU Operator of
+// the same era.
+const (
+	driverScript   = "NVIDIA/gpu-driver-container@3089b232:ubuntu22.04/nvidia-driver (same in rhel9/nvidia-driver)"
+	driverImage    = "NVIDIA/gpu-driver-container@3089b232:ubuntu22.04/Dockerfile"
+	driverManager  = "NVIDIA/k8s-driver-manager@v0.8.0:driver-manager (uninstall_driver)"
+	operatorDriver = "NVIDIA/gpu-operator@v25.3.2:assets/state-driver/0500_daemonset.yaml"
+	operatorCtl    = "NVIDIA/gpu-operator@v25.3.2:controllers/object_controls.go"
+)
+
+var driverContract = []requirement{
+	{source: driverImage + ", " + driverScript, need: "runs nvidia-driver init; init accepts only -a and -m",
+		check: runsDriverInit},
+	{source: operatorCtl + " (RepoConfigPathMap, CertConfigPathMap: each key a file in the OS's directory)",
+		need:  "a mirror's repository files and CA certificates are added to the image's own directories before the build",
+		check: repoConfig},
+	{source: driverScript + " (_load_driver: modprobe nvidia, nvidia-uvm, nvidia-modeset)", need: "loads kernel modules: privileged",
+		check: privileged(driver.ContainerName, true)},
+	{source: operatorDriver, need: "shares the host's PID namespace, as NVIDIA runs it",
+		check: hostPID(true)},
+	{source: driverScript + " (_mount_rootfs: mount --rbind / /run/nvidia/driver; pid file /run/nvidia/nvidia-driver.pid)",
+		need:  "its driver root mount reaches the host: /run/nvidia shared both ways",
+		check: hostMount(driver.ContainerName, mount{host: "/run/nvidia", at: "/run/nvidia", propagation: corev1.MountPropagationBidirectional})},
+	{source: driverScript + " (_load_driver writes the firmware search path)", need: "sets the kernel's firmware search path",
+		check: hostMount(driver.ContainerName, mount{host: "/sys/module/firmware_class/parameters/path", at: "/sys/module/firmware_class/parameters/path"})},
+	{source: operatorDriver + " (volume nv-firmware); " + driverScript + " (search path /run/nvidia/driver/lib/firmware)",
+		need:  "installs the GSP firmware where the kernel looks for it, never into the host's /lib/firmware",
+		check: all(hostMount(driver.ContainerName, mount{host: "/run/nvidia/driver/lib/firmware", at: "/lib/firmware"}), noHostPath("/lib/firmware"))},
+	{source: driverScript + " (never references /dev/log or /host-etc/os-release)",
+		need:  "no socket-typed /dev/log mount that fails nodes without one, and no host os-release",
+		check: all(noHostPath("/dev/log"), noHostPath("/etc/os-release"))},
+	{source: driverScript + " (installs nvidia-smi; the 570 script never creates /run/nvidia/validations)",
+		need:  "is ready once nvidia-smi answers, without touching a directory nothing creates",
+		check: probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))},
+	{source: driverManager, need: "a driver on the host is found by the host's nvidia-smi answering, from the host's / read-only",
+		check: all(scriptHas(driver.HostDriverCheckName, "chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
+			scriptHas(driver.HostDriverCheckName, fmt.Sprintf("exit %d", driver.HostDriverExitCode)),
+			privileged(driver.HostDriverCheckName, true),
+			hostMount(driver.HostDriverCheckName, mount{host: "/", at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}))},
+	{source: operatorDriver + " (podAntiAffinity on the driver component)", need: "two driver pods never share a node",
+		check: antiAffine},
+	{source: operatorCtl + " (SubscriptionPathMap: rhel only, not on CRI-O)", need: "a RHEL build reads the host's subscription under /run/secrets",
+		check: rhelEntitlement},
+}
+
+func TestDriverContract(t *testing.T) { checkAll(t, state.Driver, driverContract) }
+
+// runsDriverInit checks the driver container runs nvidia-driver with
+// arguments that start with init, directly or after adding the policy's
+// repository files.
+func runsDriverInit(p *podCase) error {
+	c, err := container(p, driver.ContainerName)
+	if err != nil {
+		return err
+	}
+	if len(c.Args) == 0 || c.Args[0] != "init" {
+		return fmt.Errorf("arguments %v do not start with init", c.Args)
+	}
+	if slices.Equal(c.Command, []string{"nvidia-driver"}) {
+		return nil
+	}
+	if len(c.Command) == 4 && c.Command[0] == "sh" && strings.HasSuffix(c.Command[2], `exec nvidia-driver "$@"`) {
+		return nil
+	}
+	return fmt.Errorf("runs %v, not nvidia-driver", c.Command)
+}
+
+// repoConfig checks the policy's ConfigMaps reach the directories the
+// image's package manager reads: copied, so the image's own files stay.
+func repoConfig(p *podCase) error {
+	spec := p.spec.Driver
+	if spec.RepoConfig == nil {
+		return hostMountless(p, "/etc/gpu-operator/repos")
+	}
+	return all(
+		scriptHas(driver.ContainerName, "cp \"$f\" /etc/yum.repos.d/"),
+		scriptHas(driver.ContainerName, "cp \"$f\" /etc/apt/sources.list.d/"),
+		scriptHas(driver.ContainerName, "cp \"$f\" /etc/pki/ca-trust/extracted/pem/"),
+		scriptHas(driver.ContainerName, "cp \"$f\" /usr/local/share/ca-certificates/"),
+		configMapAt(driver.ContainerName, spec.RepoConfig.ConfigMapName, "/etc/gpu-operator/repos"),
+		configMapAt(driver.ContainerName, spec.CertConfig.Name, "/etc/gpu-operator/certs"),
+	)(p)
+}
+
+// antiAffine checks the driver pod keeps off nodes that run a driver pod.
+func antiAffine(p *podCase) error {
+	a := p.pod.Affinity
+	if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		return fmt.Errorf("no required pod anti-affinity")
+	}
+	term := a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	if term.TopologyKey != corev1.LabelHostname || term.LabelSelector == nil ||
+		term.LabelSelector.MatchLabels["nvidia.com/gpu-operator.state"] != string(state.Driver) {
+		return fmt.Errorf("anti-affinity %+v does not keep driver pods apart per node", term)
+	}
+	return nil
+}
+
+// rhelEntitlement checks the subscription mounts are there for RHEL pools
+// on containerd, and only there.
+func rhelEntitlement(p *podCase) error {
+	rhel := slices.ContainsFunc(p.pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions,
+		func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == state.LabelOSReleaseID && slices.Contains(r.Values, "rhel")
+		})
+	want := rhel && p.spec.Operator.DefaultRuntime != "crio"
+	check := all(
+		hostMount(driver.ContainerName, mount{host: "/etc/pki/entitlement", at: "/run/secrets/etc-pki-entitlement", readOnly: true}),
+		hostMount(driver.ContainerName, mount{host: "/etc/yum.repos.d/redhat.repo", at: "/run/secrets/redhat.repo", readOnly: true}),
+		hostMount(driver.ContainerName, mount{host: "/etc/rhsm", at: "/run/secrets/rhsm", readOnly: true}))
+	err := check(p)
+	switch {
+	case want && err != nil:
+		return err
+	case !want && err == nil:
+		return fmt.Errorf("mounts a RHEL subscription where none is read")
+	}
+	return nil
+}

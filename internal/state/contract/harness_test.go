@@ -1,0 +1,445 @@
+package contract
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+)
+
+// requirement is one thing an operand's image needs from its pod, as read
+// in the image's source at the version the operator ships.
+type requirement struct {
+	// source names the upstream repository, version and file it was read
+	// from.
+	source string
+	// need says what the image needs, in our words.
+	need string
+	// check returns what is wrong with the pod, or nil.
+	check func(p *podCase) error
+	// only limits the requirement to some variants; nil means all.
+	only func(v state.Variant) bool
+}
+
+// podCase is one rendered pod: a policy, a node variant and the pod the
+// operand runs there.
+type podCase struct {
+	policy  string
+	variant state.Variant
+	ds      *appsv1.DaemonSet
+	pod     *corev1.PodSpec
+	spec    *gpuv1.ClusterPolicySpec
+}
+
+func (p *podCase) String() string {
+	return fmt.Sprintf("%s policy, %s driver on %s (%s)", p.policy, p.variant.DriverRoot, p.variant.Runtime, p.ds.Name)
+}
+
+// policies are the rendering cases: the defaults (containerd, driver
+// container), every field set (CRI-O by default), and the driver disabled
+// (host drivers).
+func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
+	t.Helper()
+	ps, err := fixture.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := ps["default"].DeepCopy()
+	host.Spec.Driver.Enabled = new(bool)
+	ps["driver-disabled"] = host
+	return ps
+}
+
+// pods renders a state under every policy and returns its pod for every
+// node variant the operator supports: containerd and CRI-O, a driver
+// container and a host driver.
+func pods(t *testing.T, name state.Name) []*podCase {
+	t.Helper()
+	graph, err := registry.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := graph.Get(name)
+	var out []*podCase
+	for pname, cp := range policies(t) {
+		if !s.Operand.Enabled(&cp.Spec) {
+			continue
+		}
+		variants := fixture.Variants(cp)
+		objs, err := s.Operand.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(name),
+			DriverPools: fixture.DriverPools(cp), Variants: variants, ServiceMonitorAvailable: true})
+		if err != nil {
+			t.Fatalf("rendering %s for the %s policy: %v", name, pname, err)
+		}
+		for _, v := range variants {
+			for _, o := range objs {
+				ds, ok := o.(*appsv1.DaemonSet)
+				if ok && selects(ds, v) {
+					out = append(out, &podCase{policy: pname, variant: v, ds: ds, pod: &ds.Spec.Template.Spec, spec: &cp.Spec})
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no pod of %s was rendered", name)
+	}
+	return out
+}
+
+// selects reports whether a DaemonSet's node affinity takes the nodes of a
+// variant.
+func selects(ds *appsv1.DaemonSet, v state.Variant) bool {
+	aff := ds.Spec.Template.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	want := map[string]string{gpuv1.LabelDriverRoot: string(v.DriverRoot), gpuv1.LabelContainerRuntime: string(v.Runtime)}
+	for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range term.MatchExpressions {
+			if value, ok := want[r.Key]; ok && r.Operator == corev1.NodeSelectorOpIn && !slices.Contains(r.Values, value) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkAll checks every requirement against every rendered pod of a state,
+// and that every variant found a pod.
+func checkAll(t *testing.T, name state.Name, reqs []requirement) {
+	t.Helper()
+	cases := pods(t, name)
+	for _, r := range reqs {
+		if !strings.Contains(r.source, "@") || !strings.Contains(r.source, ":") {
+			t.Errorf("requirement %q must name its upstream source as repo@version:path, not %q", r.need, r.source)
+		}
+		for _, c := range cases {
+			if r.only != nil && !r.only(c.variant) {
+				continue
+			}
+			if err := r.check(c); err != nil {
+				t.Errorf("%s: %s\n  needed by %s\n  %v", c, r.need, r.source, err)
+			}
+		}
+	}
+}
+
+// The checks a requirement is built from.
+
+func container(p *podCase, name string) (*corev1.Container, error) {
+	for _, list := range [][]corev1.Container{p.pod.InitContainers, p.pod.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no container %s", name)
+}
+
+// env checks a variable's value; want "" asks only that it is set.
+func env(ctr, name, want string) func(*podCase) error {
+	return func(p *podCase) error { return envIs(p, ctr, name, func(string) string { return want }) }
+}
+
+// envBy checks a variable against a value that depends on the case.
+func envBy(ctr, name string, want func(*podCase) string) func(*podCase) error {
+	return func(p *podCase) error { return envIs(p, ctr, name, func(string) string { return want(p) }) }
+}
+
+func envIs(p *podCase, ctr, name string, want func(string) string) error {
+	c, err := container(p, ctr)
+	if err != nil {
+		return err
+	}
+	for _, e := range c.Env {
+		if e.Name != name {
+			continue
+		}
+		if w := want(e.Value); w != "" && e.Value != w {
+			return fmt.Errorf("%s=%q, want %q", name, e.Value, w)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s is not set in %s", name, ctr)
+}
+
+// fieldEnv checks a variable set from a pod field.
+func fieldEnv(ctr, name, field string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		for _, e := range c.Env {
+			if e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == field {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s is not set from %s", name, field)
+	}
+}
+
+// mount describes a host path mounted into a container.
+type mount struct {
+	host, at    string
+	readOnly    bool
+	propagation corev1.MountPropagationMode // "" for none
+}
+
+// hostMount checks that a host path is mounted where the image reads it,
+// with the access and propagation it needs.
+func hostMount(ctr string, m mount) func(*podCase) error {
+	return hostMountBy(ctr, func(*podCase) mount { return m })
+}
+
+func hostMountBy(ctr string, want func(*podCase) mount) func(*podCase) error {
+	return func(p *podCase) error {
+		m := want(p)
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		for _, vm := range c.VolumeMounts {
+			if vm.MountPath != m.at {
+				continue
+			}
+			v := volume(p, vm.Name)
+			switch {
+			case v == nil || v.HostPath == nil || v.HostPath.Path != m.host:
+				return fmt.Errorf("%s is not the host's %s", m.at, m.host)
+			case vm.ReadOnly != m.readOnly:
+				return fmt.Errorf("%s: readOnly=%v, want %v", m.at, vm.ReadOnly, m.readOnly)
+			case propagation(vm) != m.propagation:
+				return fmt.Errorf("%s: propagation %q, want %q", m.at, propagation(vm), m.propagation)
+			}
+			return nil
+		}
+		return fmt.Errorf("nothing is mounted at %s in %s", m.at, ctr)
+	}
+}
+
+func propagation(vm corev1.VolumeMount) corev1.MountPropagationMode {
+	if vm.MountPropagation == nil {
+		return ""
+	}
+	return *vm.MountPropagation
+}
+
+func volume(p *podCase, name string) *corev1.Volume {
+	for i := range p.pod.Volumes {
+		if p.pod.Volumes[i].Name == name {
+			return &p.pod.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// configMapAt checks a ConfigMap is mounted read-only at a path.
+func configMapAt(ctr, name, at string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		for _, vm := range c.VolumeMounts {
+			if v := volume(p, vm.Name); vm.MountPath == at && vm.ReadOnly && v != nil && v.ConfigMap != nil && v.ConfigMap.Name == name {
+				return nil
+			}
+		}
+		return fmt.Errorf("ConfigMap %s is not mounted read-only at %s", name, at)
+	}
+}
+
+// hostMountless checks nothing is mounted at a path in any container.
+func hostMountless(p *podCase, at string) error {
+	for _, list := range [][]corev1.Container{p.pod.InitContainers, p.pod.Containers} {
+		for _, c := range list {
+			for _, vm := range c.VolumeMounts {
+				if vm.MountPath == at {
+					return fmt.Errorf("%s mounts something at %s", c.Name, at)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// noHostPath checks that no volume mounts a host path: one the image does
+// not need, or whose type would fail a node that lacks it.
+func noHostPath(path string) func(*podCase) error {
+	return func(p *podCase) error {
+		for _, v := range p.pod.Volumes {
+			if v.HostPath != nil && v.HostPath.Path == path {
+				return fmt.Errorf("volume %s mounts the host's %s", v.Name, path)
+			}
+		}
+		return nil
+	}
+}
+
+func privileged(ctr string, want bool) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		got := c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+		if got != want {
+			return fmt.Errorf("%s privileged=%v, want %v", ctr, got, want)
+		}
+		return nil
+	}
+}
+
+func hostPID(want bool) func(*podCase) error {
+	return func(p *podCase) error {
+		if p.pod.HostPID != want {
+			return fmt.Errorf("hostPID=%v, want %v", p.pod.HostPID, want)
+		}
+		return nil
+	}
+}
+
+// runtimeClass checks the pod names the policy's RuntimeClass exactly where
+// the node's runtime has the NVIDIA handler, and none elsewhere.
+func runtimeClass(p *podCase) error {
+	got := p.pod.RuntimeClassName
+	if p.variant.Runtime == gpuv1.RuntimeContainerd {
+		if got == nil || *got != string(p.spec.Operator.RuntimeClass) {
+			return fmt.Errorf("runtimeClassName %v, want %s", got, p.spec.Operator.RuntimeClass)
+		}
+		return nil
+	}
+	if got != nil {
+		return fmt.Errorf("runtimeClassName %s on %s, which has no such handler", *got, p.variant.Runtime)
+	}
+	return nil
+}
+
+// command checks a container's command and args, joined by spaces.
+func command(ctr, want string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		if got := strings.Join(append(slices.Clone(c.Command), c.Args...), " "); got != want {
+			return fmt.Errorf("runs %q, want %q", got, want)
+		}
+		return nil
+	}
+}
+
+// commandPrefix checks how a container's command and args begin.
+func commandPrefix(ctr, want string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		if got := strings.Join(append(slices.Clone(c.Command), c.Args...), " "); !strings.HasPrefix(got, want) {
+			return fmt.Errorf("runs %q, want %q first", got, want)
+		}
+		return nil
+	}
+}
+
+// scriptHas checks that a container's shell script contains a line.
+func scriptHas(ctr, line string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		if len(c.Command) < 3 || c.Command[0] != "sh" || !strings.Contains(c.Command[2], line) {
+			return fmt.Errorf("%s's script has no %q", ctr, line)
+		}
+		return nil
+	}
+}
+
+// probe checks one of a container's probes with a test of its handler;
+// a nil test asks that there is no such probe.
+func probe(ctr, kind string, test func(*corev1.Probe) error) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		pr := map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe}[kind]
+		switch {
+		case test == nil && pr != nil:
+			return fmt.Errorf("%s has a %s probe", ctr, kind)
+		case test == nil:
+			return nil
+		case pr == nil:
+			return fmt.Errorf("%s has no %s probe", ctr, kind)
+		}
+		return test(pr)
+	}
+}
+
+func execProbe(want ...string) func(*corev1.Probe) error {
+	return func(pr *corev1.Probe) error {
+		if pr.Exec == nil || !slices.Equal(pr.Exec.Command, want) {
+			return fmt.Errorf("probe runs %v, want %v", pr.Exec, want)
+		}
+		return nil
+	}
+}
+
+func execProbeHas(part string) func(*corev1.Probe) error {
+	return func(pr *corev1.Probe) error {
+		if pr.Exec == nil || !strings.Contains(strings.Join(pr.Exec.Command, " "), part) {
+			return fmt.Errorf("probe %v does not run %q", pr.Exec, part)
+		}
+		return nil
+	}
+}
+
+func grpcProbe(port int32) func(*corev1.Probe) error {
+	return func(pr *corev1.Probe) error {
+		if pr.GRPC == nil || pr.GRPC.Port != port {
+			return fmt.Errorf("probe %+v is not gRPC health on port %d", pr.ProbeHandler, port)
+		}
+		return nil
+	}
+}
+
+func httpProbe(path string, port int) func(*corev1.Probe) error {
+	return func(pr *corev1.Probe) error {
+		if pr.HTTPGet == nil || pr.HTTPGet.Path != path || pr.HTTPGet.Port.IntValue() != port {
+			return fmt.Errorf("probe %+v is not GET %s on %d", pr.ProbeHandler, path, port)
+		}
+		return nil
+	}
+}
+
+// all combines checks.
+func all(checks ...func(*podCase) error) func(*podCase) error {
+	return func(p *podCase) error {
+		for _, c := range checks {
+			if err := c(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func onRoot(r gpuv1.DriverRoot) func(state.Variant) bool {
+	return func(v state.Variant) bool { return v.DriverRoot == r }
+}
+
+func onRuntime(r gpuv1.Runtime) func(state.Variant) bool {
+	return func(v state.Variant) bool { return v.Runtime == r }
+}

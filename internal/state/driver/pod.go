@@ -1,0 +1,177 @@
+package driver
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// The driver pod's containers.
+const (
+	// ContainerName is the driver container, as users know it.
+	ContainerName = "nvidia-driver-ctr"
+	// HostDriverCheckName is the init container that looks for a driver
+	// installed on the host before the driver container starts.
+	HostDriverCheckName = "host-driver-check"
+	// HostDriverExitCode is how the check says the host runs its own
+	// driver; its termination message says which. Any other failure of the
+	// check is an ordinary crash.
+	HostDriverExitCode = 42
+)
+
+// Where the driver pod sees things.
+const (
+	hostRoot  = "/host"
+	reposDir  = "/etc/gpu-operator/repos"
+	certsDir  = "/etc/gpu-operator/certs"
+	driverDir = "/run/nvidia/driver"
+)
+
+// hostDriverCheck exits HostDriverExitCode when the host's own nvidia-smi
+// answers, as NVIDIA's driver manager and validator decide (a driver
+// container installs nothing under the host's /usr/bin). The driver image
+// itself would not notice: it unloads an idle host driver and replaces it,
+// or crash-loops when the host's driver is in use.
+const hostDriverCheck = `smi=/host/usr/bin/nvidia-smi
+if [ -s "$smi" ] || [ -L "$smi" ]; then
+  if version=$(chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) && [ -n "$version" ]; then
+    version=$(echo "$version" | head -n 1)
+    echo "the host runs NVIDIA driver $version (/usr/bin/nvidia-smi answers)" | tee /dev/termination-log
+    exit 42
+  fi
+  echo "the host has /usr/bin/nvidia-smi but it does not answer: installing the driver container"
+  exit 0
+fi
+echo "no NVIDIA driver on the host: installing the driver container"
+`
+
+// withConfigs adds the policy's repository files and CA certificates to the
+// image's own directories, then starts the driver: copied rather than
+// mounted over the directories, so the image's files stay.
+const withConfigs = `for f in ` + reposDir + `/*; do
+  [ -f "$f" ] || continue
+  if [ -d /etc/yum.repos.d ]; then cp "$f" /etc/yum.repos.d/; else cp "$f" /etc/apt/sources.list.d/; fi
+done
+for f in ` + certsDir + `/*; do
+  [ -f "$f" ] || continue
+  if [ -d /etc/pki/ca-trust/extracted/pem ]; then cp "$f" /etc/pki/ca-trust/extracted/pem/; else cp "$f" /usr/local/share/ca-certificates/; fi
+done
+exec nvidia-driver "$@"`
+
+// podSpec is the driver pod for nodes of one OS (empty for a digest, which
+// serves every OS). The driver container loads kernel modules, so it is
+// privileged and shares the host's PID namespace; /run/nvidia is shared
+// both ways so that the driver root it mounts at /run/nvidia/driver is
+// seen by the host and by the other operands.
+func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
+	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
+	main := corev1.Container{
+		Name:            ContainerName,
+		Command:         []string{"nvidia-driver"},
+		Args:            []string{"init"},
+		SecurityContext: privileged,
+		// The driver is ready once nvidia-smi answers. Building or loading
+		// it takes minutes: allow 21.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"nvidia-smi"}}},
+			InitialDelaySeconds: 60, PeriodSeconds: 10, TimeoutSeconds: 60, FailureThreshold: 120,
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "run-nvidia", MountPath: "/run/nvidia", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
+			{Name: "var-log", MountPath: "/var/log"},
+			{Name: "firmware-search-path", MountPath: "/sys/module/firmware_class/parameters/path"},
+			// The installer writes the GSP firmware here, on the host, in
+			// the driver root it later mounts: the host's /lib/firmware,
+			// often read-only, is never written.
+			{Name: "nv-firmware", MountPath: "/lib/firmware"},
+		},
+	}
+	volumes := []corev1.Volume{
+		render.HostPathVolume("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("var-log", "/var/log", corev1.HostPathDirectory),
+		render.HostPathVolume("firmware-search-path", "/sys/module/firmware_class/parameters/path", corev1.HostPathFile),
+		render.HostPathVolume("nv-firmware", driverDir+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
+	}
+	spec := &cp.Spec.Driver
+	configs := false
+	if spec.RepoConfig != nil && spec.RepoConfig.ConfigMapName != "" {
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "repo-config", MountPath: reposDir, ReadOnly: true})
+		volumes = append(volumes, configMapVolume("repo-config", spec.RepoConfig.ConfigMapName))
+		configs = true
+	}
+	if spec.CertConfig != nil && spec.CertConfig.Name != "" {
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "cert-config", MountPath: certsDir, ReadOnly: true})
+		volumes = append(volumes, configMapVolume("cert-config", spec.CertConfig.Name))
+		configs = true
+	}
+	if configs {
+		// The arguments (init, or driver.args) follow the script as "$@".
+		main.Command = []string{"sh", "-c", withConfigs, "nvidia-driver"}
+	}
+	if needsEntitlement(cp, os) {
+		for _, e := range entitlements {
+			main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: e.name, MountPath: e.mountPath, ReadOnly: true})
+			volumes = append(volumes, render.HostPathVolume(e.name, e.hostPath, e.kind))
+		}
+	}
+	return corev1.PodSpec{
+		HostPID:                      true,
+		ServiceAccountName:           ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		Affinity:                     oneDriverPerNode(),
+		InitContainers: []corev1.Container{{
+			Name:    HostDriverCheckName,
+			Command: []string{"sh", "-c", hostDriverCheck},
+			// Privileged to run the host's nvidia-smi against the GPUs.
+			SecurityContext: privileged,
+			VolumeMounts: []corev1.VolumeMount{{Name: "host-root", MountPath: hostRoot, ReadOnly: true,
+				MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}},
+		}},
+		Containers: []corev1.Container{main},
+		Volumes:    volumes,
+	}
+}
+
+// oneDriverPerNode keeps a second driver pod off a node while one is there,
+// terminating or not: two drivers of different pools or OSes never meet on
+// a node, and a replacement starts only once the old driver is unloaded.
+func oneDriverPerNode() *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{render.LabelState: string(state.Driver)}},
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
+}
+
+// entitlement is a host path a RHEL driver build reads its subscription
+// from; the driver image's dnf finds them under /run/secrets.
+type entitlement struct {
+	name, hostPath, mountPath string
+	kind                      corev1.HostPathType
+}
+
+var entitlements = []entitlement{
+	{"subscription-entitlement", "/etc/pki/entitlement", "/run/secrets/etc-pki-entitlement", corev1.HostPathDirectory},
+	{"subscription-redhat-repo", "/etc/yum.repos.d/redhat.repo", "/run/secrets/redhat.repo", corev1.HostPathFile},
+	{"subscription-rhsm", "/etc/rhsm", "/run/secrets/rhsm", corev1.HostPathDirectory},
+}
+
+// needsEntitlement says whether RHEL driver pods mount the host's
+// subscription: not when the policy brings its own repositories, and not
+// on CRI-O, which mounts the subscription into every container itself.
+func needsEntitlement(cp *gpuv1.ClusterPolicy, os state.OSRelease) bool {
+	repos := cp.Spec.Driver.RepoConfig != nil && cp.Spec.Driver.RepoConfig.ConfigMapName != ""
+	return os.ID == "rhel" && !repos && state.DefaultVariant(&cp.Spec).Runtime != gpuv1.RuntimeCRIO
+}
+
+func configMapVolume(name, configMap string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
+	}}
+}

@@ -1,0 +1,195 @@
+package state
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+)
+
+// Variant is what differs between GPU nodes in a way that changes an
+// operand's pod: where the driver lives and which container runtime runs.
+// The operator labels each GPU node with its variant, and an operand whose
+// pod depends on it runs one DaemonSet per variant in use, each selecting
+// its nodes by those labels, as the driver runs one per pool and OS.
+type Variant struct {
+	DriverRoot gpuv1.DriverRoot
+	Runtime    gpuv1.Runtime
+}
+
+// DefaultVariant is the variant a policy expects of its nodes: the driver
+// container (or the host's driver when the driver is disabled) and the
+// policy's default runtime. Its DaemonSets keep the names users know from
+// the NVIDIA GPU Operator; the others add a suffix.
+func DefaultVariant(spec *gpuv1.ClusterPolicySpec) Variant {
+	v := Variant{DriverRoot: gpuv1.DriverRootContainer, Runtime: spec.Operator.DefaultRuntime}
+	if !spec.Driver.IsEnabled() {
+		v.DriverRoot = gpuv1.DriverRootHost
+	}
+	if !SupportedRuntime(v.Runtime) {
+		// docker is the NVIDIA chart's default, kept for compatibility;
+		// containerd is what such clusters run today.
+		v.Runtime = gpuv1.RuntimeContainerd
+	}
+	return v
+}
+
+// SupportedRuntime reports whether the toolkit can make a runtime start
+// GPU containers here. docker nodes run cri-dockerd, which this operator
+// does not support.
+func SupportedRuntime(r gpuv1.Runtime) bool {
+	return r == gpuv1.RuntimeContainerd || r == gpuv1.RuntimeCRIO
+}
+
+// HasRuntimeHandler reports whether the toolkit registers an NVIDIA runtime
+// handler with the runtime, which GPU pods then select with the
+// RuntimeClass. On CRI-O the toolkit installs an OCI hook instead (its
+// default mode, which needs no CRI-O restart), and pods need no
+// RuntimeClass.
+func HasRuntimeHandler(r gpuv1.Runtime) bool { return r == gpuv1.RuntimeContainerd }
+
+// RuntimeOf returns the runtime a kubelet reports in
+// status.nodeInfo.containerRuntimeVersion (containerd://1.7.27,
+// cri-o://1.31.0, docker://27.3.1), or false for none it names.
+func RuntimeOf(version string) (gpuv1.Runtime, bool) {
+	scheme, _, ok := strings.Cut(version, "://")
+	if !ok {
+		return "", false
+	}
+	switch scheme {
+	case "containerd":
+		return gpuv1.RuntimeContainerd, true
+	case "cri-o":
+		return gpuv1.RuntimeCRIO, true
+	case "docker":
+		return gpuv1.RuntimeDocker, true
+	}
+	return "", false
+}
+
+// VariantOfLabels reads a node's variant from the labels the operator set,
+// and false when either is missing.
+func VariantOfLabels(labels map[string]string) (Variant, bool) {
+	v := Variant{DriverRoot: gpuv1.DriverRoot(labels[gpuv1.LabelDriverRoot]), Runtime: gpuv1.Runtime(labels[gpuv1.LabelContainerRuntime])}
+	return v, v.DriverRoot != "" && v.Runtime != ""
+}
+
+// Variants returns the distinct variants in a list, the default first, then
+// in a stable order, leaving out those the operator does not support.
+func Variants(def Variant, seen []Variant) []Variant {
+	out := []Variant{def}
+	for _, v := range seen {
+		if SupportedRuntime(v.Runtime) && (v.DriverRoot == gpuv1.DriverRootContainer || v.DriverRoot == gpuv1.DriverRootHost) &&
+			!slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.SortStableFunc(out[1:], func(a, b Variant) int {
+		return cmp.Or(cmp.Compare(a.DriverRoot, b.DriverRoot), cmp.Compare(a.Runtime, b.Runtime))
+	})
+	return out
+}
+
+// Dimensions says which parts of the variant an operand's pod depends on.
+type Dimensions struct {
+	DriverRoot, Runtime bool
+}
+
+// Project keeps the parts of a variant that the dimensions name.
+func (d Dimensions) Project(v Variant) Variant {
+	if !d.DriverRoot {
+		v.DriverRoot = ""
+	}
+	if !d.Runtime {
+		v.Runtime = ""
+	}
+	return v
+}
+
+// VariantsFor returns the distinct projections of the input's variants, the
+// default's first: the DaemonSets an operand with those dimensions renders.
+func (in RenderInput) VariantsFor(d Dimensions) []Variant {
+	variants := in.Variants
+	if len(variants) == 0 {
+		variants = []Variant{DefaultVariant(&in.Policy.Spec)}
+	}
+	var out []Variant
+	for _, v := range variants {
+		if p := d.Project(v); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Suffix is what a DaemonSet name gains for a projected variant that is
+// not the default's: -host-driver, -driver-container, -crio, -containerd.
+func (v Variant) Suffix(def Variant) string {
+	var s string
+	if v.DriverRoot != "" && v.DriverRoot != def.DriverRoot {
+		if v.DriverRoot == gpuv1.DriverRootHost {
+			s += "-host-driver"
+		} else {
+			s += "-driver-container"
+		}
+	}
+	if v.Runtime != "" && v.Runtime != def.Runtime {
+		s += "-" + string(v.Runtime)
+	}
+	return s
+}
+
+// RuntimeClassName is the RuntimeClass a GPU operand's pod names on nodes
+// of a runtime: the policy's where the toolkit registers a handler, none
+// where the runtime injects GPUs by hook.
+func RuntimeClassName(spec *gpuv1.ClusterPolicySpec, r gpuv1.Runtime) *string {
+	if !HasRuntimeHandler(r) {
+		return nil
+	}
+	name := string(spec.Operator.RuntimeClass)
+	return &name
+}
+
+// Requirements are the node affinity terms that select the nodes of a
+// projected variant.
+func (v Variant) Requirements() []corev1.NodeSelectorRequirement {
+	var reqs []corev1.NodeSelectorRequirement
+	if v.DriverRoot != "" {
+		reqs = append(reqs, corev1.NodeSelectorRequirement{
+			Key: gpuv1.LabelDriverRoot, Operator: corev1.NodeSelectorOpIn, Values: []string{string(v.DriverRoot)}})
+	}
+	if v.Runtime != "" {
+		reqs = append(reqs, corev1.NodeSelectorRequirement{
+			Key: gpuv1.LabelContainerRuntime, Operator: corev1.NodeSelectorOpIn, Values: []string{string(v.Runtime)}})
+	}
+	return reqs
+}
+
+// Gated returns the gate with a projected variant's requirements added.
+func (in RenderInput) Gated(v Variant) []corev1.NodeSelectorRequirement {
+	return append(slices.Clone(in.Gate), v.Requirements()...)
+}
+
+// DaemonSets renders an operand's DaemonSets: one per projection of the
+// variants in use onto the dimensions its pod depends on, each named with
+// the variant's suffix and gated on the variant's labels.
+func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ComponentSpec, image string, d Dimensions,
+	pod func(Variant) corev1.PodSpec) ([]client.Object, error) {
+	def := DefaultVariant(&in.Policy.Spec)
+	var objs []client.Object
+	for _, v := range in.VariantsFor(d) {
+		w := in.Workload(name+v.Suffix(def), st, c, image, pod(v))
+		w.Gate = in.Gated(v)
+		ds, err := render.DaemonSet(w)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, ds)
+	}
+	return objs, nil
+}
