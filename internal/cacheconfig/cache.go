@@ -28,8 +28,8 @@ func Options(namespace string) cache.Options {
 }
 
 // TrimNode keeps what the operator reads of a node: name, labels, its own
-// annotations, whether it is cordoned, the boot ID, the capacity and the
-// Ready condition. Images, managed fields and
+// annotations, whether it is cordoned, the boot ID, the runtime and its
+// handlers, the capacity and the Ready condition. Images, managed fields and
 // other controllers' annotations can be most of a node's size.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
@@ -52,6 +52,11 @@ func TrimNode(obj any) (any, error) {
 	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
 	trimmed.Spec.Taints = n.Spec.Taints
 	trimmed.Status.NodeInfo.BootID = n.Status.NodeInfo.BootID
+	trimmed.Status.NodeInfo.ContainerRuntimeVersion = n.Status.NodeInfo.ContainerRuntimeVersion
+	for _, h := range n.Status.RuntimeHandlers {
+		// The names only: the toolkit's proof is the NVIDIA handler there.
+		trimmed.Status.RuntimeHandlers = append(trimmed.Status.RuntimeHandlers, corev1.NodeRuntimeHandler{Name: h.Name})
+	}
 	trimmed.Status.Capacity = n.Status.Capacity
 	trimmed.Status.Allocatable = n.Status.Allocatable
 	trimmed.Status.Conditions = readyCondition(n.Status.Conditions)
@@ -121,8 +126,19 @@ func trimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		if w := cs.State.Waiting; w != nil {
 			out[i].State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: truncate(w.Message, 256)}
 		}
+		// How a container exited: the driver's host-driver check answers
+		// by its exit code and message.
+		out[i].State.Terminated = trimTerminated(cs.State.Terminated)
+		out[i].LastTerminationState.Terminated = trimTerminated(cs.LastTerminationState.Terminated)
 	}
 	return out
+}
+
+func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
+	if t == nil {
+		return nil
+	}
+	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Message: truncate(t.Message, 256)}
 }
 
 func truncate(s string, n int) string {

@@ -2,7 +2,6 @@ package gating
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +68,9 @@ type Result struct {
 	// decision; ReadyAfter is then how long since discovery it took.
 	BecameReady bool
 	ReadyAfter  time.Duration
+	// Why says, for each state that is not ready, why not: what it waits
+	// for, or which proof of function fails.
+	Why map[state.Name]string
 }
 
 // IsGPUNode reports whether the node is a GPU node: NFD found an NVIDIA PCI
@@ -96,6 +98,10 @@ type decision struct {
 	notBefore timeMap
 	missing   timeMap
 	driverUID string
+	// variant is the node's driver root and runtime, as decided.
+	variant state.Variant
+	// hostDriver says what was found of a driver on the host; "" if none.
+	hostDriver string
 }
 
 // Decide returns the labels and annotations the operator wants on the node.
@@ -106,7 +112,7 @@ func Decide(in Input) Result {
 	d := &decision{
 		in:        in,
 		now:       in.Now.UTC().Truncate(time.Second),
-		result:    Result{Labels: map[string]string{}, Annotations: map[string]string{}},
+		result:    Result{Labels: map[string]string{}, Annotations: map[string]string{}, Why: map[state.Name]string{}},
 		values:    map[state.Name]gpuv1.StateValue{},
 		current:   map[state.Name]gpuv1.StateValue{},
 		notBefore: parseTimeMap(in.Node.Annotations[AnnotationNotBefore]),
@@ -116,8 +122,10 @@ func Decide(in Input) Result {
 	d.result.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, in.DriverPool)
 	d.deployLabels()
+	d.decideVariant()
 	wasReady := d.readCurrent()
 	d.detectReboot()
+	d.resetOnVariantChange()
 	for _, name := range in.Graph.PerNode() {
 		d.values[name] = d.judge(name)
 		d.result.Labels[gpuv1.StateLabel(string(name))] = string(d.values[name])
@@ -179,118 +187,25 @@ func (d *decision) detectReboot() {
 	d.event(false, "NodeRebooted", "boot ID changed from %s to %s: every state restarts in order from the driver down", last, bootID)
 }
 
-// judge decides one state's value on the node, given the values of the
-// states before it.
-func (d *decision) judge(name state.Name) gpuv1.StateValue {
-	if d.disabled(name) {
-		delete(d.notBefore, name)
-		delete(d.missing, name)
-		return gpuv1.StateDisabled
+// disabled reports whether the state does not run on this node: disabled in
+// the policy, opted out by a deploy label, or, for the driver, found on the
+// host.
+func (d *decision) disabled(name state.Name) bool {
+	if name == state.Driver && d.variant.DriverRoot == gpuv1.DriverRootHost {
+		return true
 	}
-	if d.driverRestarting() && (name == state.Driver || slices.Contains(d.in.Graph.Downstream(state.Driver), name)) {
-		// The driver pod is about to be replaced: with the driver no longer
-		// ready, everything after it leaves the node first, and starts again
-		// in order once the new driver is ready.
-		delete(d.missing, name)
-		if name != state.Driver {
-			d.notBefore[name] = d.now
-		}
-		return gpuv1.StateUpgrading
-	}
-	cur := d.current[name]
-	if name == state.Driver && d.in.DriverNeedsOS {
-		if _, ok := state.OSReleaseOf(d.in.Node.Labels); !ok {
-			if cur != gpuv1.StateFailed {
-				d.leave(name, cur, gpuv1.StateFailed, fmt.Sprintf("no driver image for this node: its OS is unknown (labels %s and %s are missing; is NFD running?)",
-					state.LabelOSReleaseID, state.LabelOSVersionID))
-			}
-			return gpuv1.StateFailed
-		}
-	}
-	for _, p := range d.in.Graph.Prerequisites(name) {
-		if v := d.values[p]; v != gpuv1.StateReady && v != gpuv1.StateDisabled {
-			delete(d.missing, name)
-			return gpuv1.StatePending
-		}
-	}
-	pod := d.in.Pods[name]
-	if pod == nil {
-		return d.judgeMissing(name, cur)
-	}
-	delete(d.missing, name)
-	switch {
-	case pod.Failure != "":
-		if cur != gpuv1.StateFailed {
-			d.leave(name, cur, gpuv1.StateFailed, pod.Failure)
-		}
-		return gpuv1.StateFailed
-	case pod.Ready && pod.Since.Before(d.notBefore[name]):
-		return d.judgeStale(name)
-	case pod.Ready && name == state.Driver && d.driverReplaced(pod, cur):
-		d.driverUID = string(pod.UID)
-		d.leave(name, cur, gpuv1.StatePending, "a new driver pod was loaded")
-		return gpuv1.StatePending
-	case pod.Ready && (pod.Current || cur == gpuv1.StateReady):
-		// An outdated pod that is ready keeps the state ready: its
-		// DaemonSet is replacing it, and the grace period covers the swap.
-		if name == state.Driver {
-			d.driverUID = string(pod.UID)
-		}
-		delete(d.notBefore, name)
-		return gpuv1.StateReady
-	case pod.Ready:
-		return gpuv1.StatePending // waiting for the DaemonSet to roll the pod
-	}
-	// Not ready: a short outage keeps the state ready.
-	if cur == gpuv1.StateReady {
-		if left := d.in.Grace - d.now.Sub(pod.Since); left > 0 {
-			d.requeue(left)
-			return gpuv1.StateReady
-		}
-		d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("pod not ready for more than %s", d.in.Grace))
-	}
-	return gpuv1.StatePending
+	return d.optedOut(name)
 }
 
-// judgeMissing decides a state whose pod is gone or terminating. A driver
-// pod going away means the driver is unloaded, so its dependents restart at
-// once; any other pod gets the grace period to come back, as in a rolling
-// update.
-func (d *decision) judgeMissing(name state.Name, cur gpuv1.StateValue) gpuv1.StateValue {
-	if cur != gpuv1.StateReady {
-		delete(d.missing, name)
-		return gpuv1.StatePending
+// optedOut reports whether the policy or the node's labels keep the state
+// off the node.
+func (d *decision) optedOut(name state.Name) bool {
+	labels := d.in.Node.Labels
+	if !d.in.Enabled[name] || labels[gpuv1.LabelDeployOperands] == "false" {
+		return true
 	}
-	if name == state.Driver {
-		d.leave(name, cur, gpuv1.StatePending, "the driver pod is gone: the driver is being replaced")
-		return gpuv1.StatePending
-	}
-	since := d.missing.setIfAbsent(name, d.now)
-	if left := d.in.Grace - d.now.Sub(since); left > 0 {
-		d.requeue(left)
-		return gpuv1.StateReady
-	}
-	delete(d.missing, name)
-	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("no pod for more than %s", d.in.Grace))
-	return gpuv1.StatePending
-}
-
-// judgeStale handles a pod that has been ready since before its state was
-// reset: it has not restarted yet. Past the grace period it is deleted so
-// that its DaemonSet starts a fresh one.
-func (d *decision) judgeStale(name state.Name) gpuv1.StateValue {
-	if left := d.in.Grace - d.now.Sub(d.notBefore[name]); left > 0 {
-		d.requeue(left)
-	} else {
-		d.result.StalePods = append(d.result.StalePods, name)
-	}
-	return gpuv1.StatePending
-}
-
-// driverRestarting reports whether the node's driver upgrade is at the
-// step that replaces the driver pod.
-func (d *decision) driverRestarting() bool {
-	return gpuv1.UpgradeState(d.in.Node.Labels[gpuv1.LabelUpgradeState]) == gpuv1.UpgradePodRestart
+	v, has := labels[gpuv1.DeployLabel(string(name))]
+	return has && v != gpuv1.LabelTrue
 }
 
 // driverVersion labels the node with the driver version ready on it.
@@ -301,24 +216,6 @@ func (d *decision) driverVersion() {
 	if pod := d.in.Pods[state.Driver]; pod != nil {
 		setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverVersion, pod.Annotations[driver.AnnotationVersion])
 	}
-}
-
-// driverReplaced reports whether a ready driver pod is not the one last
-// judged ready while the state still says ready: a new driver was loaded
-// without the operator seeing the old pod go.
-func (d *decision) driverReplaced(pod *state.PodFacts, cur gpuv1.StateValue) bool {
-	return cur == gpuv1.StateReady && d.driverUID != "" && string(pod.UID) != d.driverUID
-}
-
-// disabled reports whether the state does not run on this node: disabled in
-// the policy, or opted out by a deploy label.
-func (d *decision) disabled(name state.Name) bool {
-	labels := d.in.Node.Labels
-	if !d.in.Enabled[name] || labels[gpuv1.LabelDeployOperands] == "false" {
-		return true
-	}
-	v, has := labels[gpuv1.DeployLabel(string(name))]
-	return has && v != gpuv1.LabelTrue
 }
 
 // leave records a state leaving ready (or failing): every state after it

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -21,6 +22,9 @@ var (
 		"feature.node.kubernetes.io/pci-10de.present":             "true",
 		"feature.node.kubernetes.io/system-os_release.ID":         "ubuntu",
 		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+		// What GFD puts on the node through NFD.
+		"nvidia.com/gpu.product": "NVIDIA-H200",
+		"nvidia.com/gpu.count":   "8",
 	}
 )
 
@@ -32,8 +36,9 @@ const (
 	gfd = state.GPUFeatureDiscovery
 )
 
-// node is a GPU node found by NFD with the given extra labels and
-// annotations, booted as "boot-1".
+// node is a working GPU node found by NFD, with the given extra labels and
+// annotations, booted as "boot-1": it runs containerd and advertises its
+// GPUs, and GFD labelled it.
 func node(labels, annotations map[string]string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: map[string]string{}, Annotations: annotations}}
 	for k, v := range nfd {
@@ -43,7 +48,19 @@ func node(labels, annotations map[string]string) *corev1.Node {
 		n.Labels[k] = v
 	}
 	n.Status.NodeInfo.BootID = "boot-1"
+	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.7.27"
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	return n
+}
+
+// variantLabels are the labels of a node whose driver is the container's,
+// on containerd.
+func variantLabels(l map[string]string) map[string]string {
+	out := map[string]string{gpuv1.LabelDriverRoot: "container", gpuv1.LabelContainerRuntime: "containerd"}
+	for k, v := range l {
+		out[k] = v
+	}
+	return out
 }
 
 // states returns state labels with the given values.
@@ -61,6 +78,17 @@ func allStates(v gpuv1.StateValue) map[state.Name]gpuv1.StateValue {
 
 func readyPod(uid string, since time.Time) *state.PodFacts {
 	return &state.PodFacts{UID: types.UID(uid), Ready: true, Since: since, Current: true}
+}
+
+// readyNode is a node ready on every state, its pods ready since an hour,
+// and those pods.
+func readyNode() (*corev1.Node, map[state.Name]*state.PodFacts) {
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{
+		drv: readyPod("d1", old), tk: readyPod("t1", old), dp: readyPod("p1", old),
+		dcg: readyPod("e1", old), gfd: readyPod("g1", old),
+	}
+	return node(variantLabels(states(allStates(gpuv1.StateReady))), map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods
 }
 
 func notReadyPod(since time.Time) *state.PodFacts {
@@ -136,6 +164,8 @@ func TestNewGPUNode(t *testing.T) {
 	r := decide(t, node(nil, nil), nil)
 	g.Expect(r.Labels).To(Equal(map[string]string{
 		"nvidia.com/gpu.present":                      "true",
+		"nvidia.com/gpu.driver-root":                  "container",
+		"nvidia.com/gpu.container-runtime":            "containerd",
 		"nvidia.com/gpu.deploy.driver":                "true",
 		"nvidia.com/gpu.deploy.container-toolkit":     "true",
 		"nvidia.com/gpu.deploy.device-plugin":         "true",
@@ -221,8 +251,6 @@ func TestChainFormsInOrder(t *testing.T) {
 	earlier := now.Add(-time.Minute)
 	pods := map[state.Name]*state.PodFacts{
 		drv: readyPod("d1", earlier),
-		// The toolkit pod is ready too, but the device plugin must wait for
-		// the toolkit label, which this decision is the one to set.
 		tk:  readyPod("t1", earlier),
 		dp:  readyPod("p1", earlier),
 		dcg: readyPod("e1", earlier),
@@ -248,14 +276,22 @@ func TestChainFormsInOrder(t *testing.T) {
 
 func TestWaitsForPrerequisites(t *testing.T) {
 	g := NewWithT(t)
-	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now), tk: readyPod("t", now)}
+	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now), tk: readyPod("t", now), dp: readyPod("p", now)}
 	r := decide(t, node(nil, nil), pods)
 	g.Expect(stateOf(r, drv)).To(Equal("pending"))
-	g.Expect(stateOf(r, tk)).To(Equal("pending"), "the toolkit waits for the driver")
+	g.Expect(stateOf(r, tk)).To(Equal("ready"), "the toolkit needs no driver to configure the runtime")
+	g.Expect(stateOf(r, dp)).To(Equal("pending"), "the device plugin waits for the driver")
+	g.Expect(r.Why).To(HaveKeyWithValue(dp, "waiting for driver"))
+	g.Expect(r.Why).To(HaveKeyWithValue(drv, "its pod is not ready"))
+
+	pods = map[state.Name]*state.PodFacts{drv: readyPod("d", now), tk: notReadyPod(now), dp: readyPod("p", now)}
+	r = decide(t, node(nil, nil), pods)
+	g.Expect(stateOf(r, dp)).To(Equal("pending"), "and for the toolkit")
+	g.Expect(r.Why).To(HaveKeyWithValue(dp, "waiting for container-toolkit"))
 }
 
 func TestOutages(t *testing.T) {
-	readyLabels := states(allStates(gpuv1.StateReady))
+	readyLabels := variantLabels(states(allStates(gpuv1.StateReady)))
 	anns := map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}
 	healthy := func() map[state.Name]*state.PodFacts {
 		old := now.Add(-time.Hour)
@@ -277,9 +313,9 @@ func TestOutages(t *testing.T) {
 			want:        map[state.Name]string{drv: "ready", tk: "ready", gfd: "ready"},
 			wantRequeue: 20 * time.Second,
 		},
-		"long driver outage resets everything after it": {
+		"long driver outage resets everything after it, and not the toolkit": {
 			pods:       func(p map[state.Name]*state.PodFacts) { p[drv] = notReadyPod(now.Add(-40 * time.Second)) },
-			want:       map[state.Name]string{drv: "pending", tk: "pending", dp: "pending", dcg: "pending", gfd: "pending"},
+			want:       map[state.Name]string{drv: "pending", tk: "ready", dp: "pending", dcg: "pending", gfd: "pending"},
 			wantEvents: []string{"StateReset"},
 		},
 		"device plugin outage resets only what comes after it": {
@@ -296,12 +332,12 @@ func TestOutages(t *testing.T) {
 		},
 		"driver pod gone: the driver is being replaced": {
 			pods:       func(p map[state.Name]*state.PodFacts) { delete(p, drv) },
-			want:       map[state.Name]string{drv: "pending", tk: "pending", gfd: "pending"},
+			want:       map[state.Name]string{drv: "pending", tk: "ready", dp: "pending", gfd: "pending"},
 			wantEvents: []string{"StateReset"},
 		},
 		"new driver pod ready behind the operator's back": {
 			pods:       func(p map[state.Name]*state.PodFacts) { p[drv] = readyPod("d2", now.Add(-5*time.Second)) },
-			want:       map[state.Name]string{drv: "pending", tk: "pending"},
+			want:       map[state.Name]string{drv: "pending", tk: "ready", dp: "pending"},
 			wantEvents: []string{"StateReset"},
 		},
 		"toolkit pod briefly gone in a rolling update": {
@@ -357,30 +393,33 @@ func TestOutages(t *testing.T) {
 
 func TestResetRecordsNotBefore(t *testing.T) {
 	g := NewWithT(t)
-	readyLabels := states(allStates(gpuv1.StateReady))
-	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now.Add(-time.Minute))}
+	readyLabels := variantLabels(states(allStates(gpuv1.StateReady)))
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now.Add(-time.Minute)), tk: readyPod("t1", old)}
 	r := decide(t, node(readyLabels, map[string]string{AnnotationBootID: "boot-1"}), pods)
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationNotBefore,
-		"container-toolkit=2026-11-30T12:00:00Z,dcgm-exporter=2026-11-30T12:00:00Z,device-plugin=2026-11-30T12:00:00Z,gpu-feature-discovery=2026-11-30T12:00:00Z"))
+		"dcgm-exporter=2026-11-30T12:00:00Z,device-plugin=2026-11-30T12:00:00Z,gpu-feature-discovery=2026-11-30T12:00:00Z"))
 
-	// The old toolkit pod, ready since before the reset, does not count once
-	// the driver is back: the toolkit must restart first.
+	// The old device plugin pod, ready since before the reset, does not
+	// count once the driver is back: the plugin must restart first.
 	n := node(r.Labels, r.Annotations)
-	pods = map[state.Name]*state.PodFacts{drv: readyPod("d2", now.Add(time.Second)), tk: readyPod("t1", now.Add(-time.Hour))}
+	pods = map[state.Name]*state.PodFacts{drv: readyPod("d2", now.Add(time.Second)), tk: readyPod("t1", old), dp: readyPod("p1", old)}
 	r = decide(t, n, pods, func(in *Input) { in.Now = now.Add(2 * time.Second) })
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
-	g.Expect(stateOf(r, tk)).To(Equal("pending"))
-
-	// A fresh toolkit pod does.
-	pods[tk] = readyPod("t2", now.Add(3*time.Second))
-	r = decide(t, node(r.Labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(4 * time.Second) })
 	g.Expect(stateOf(r, tk)).To(Equal("ready"))
-	g.Expect(r.Annotations[AnnotationNotBefore]).NotTo(ContainSubstring("container-toolkit"))
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
+	g.Expect(r.Why).To(HaveKeyWithValue(dp, "its pod has not restarted since the state was reset"))
+
+	// A fresh plugin pod does.
+	pods[dp] = readyPod("p2", now.Add(3*time.Second))
+	r = decide(t, node(r.Labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(4 * time.Second) })
+	g.Expect(stateOf(r, dp)).To(Equal("ready"))
+	g.Expect(r.Annotations[AnnotationNotBefore]).NotTo(ContainSubstring("device-plugin"))
 }
 
 func TestReboot(t *testing.T) {
 	g := NewWithT(t)
-	labels := states(allStates(gpuv1.StateReady))
+	labels := variantLabels(states(allStates(gpuv1.StateReady)))
 	labels[gpuv1.StateLabel("dcgm-exporter")] = "disabled"
 	old := now.Add(-time.Hour)
 	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
@@ -403,6 +442,7 @@ func TestReboot(t *testing.T) {
 	})
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
 	g.Expect(stateOf(r, tk)).To(Equal("pending"), "the toolkit pod has not restarted yet")
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
 	g.Expect(r.Events).To(BeEmpty())
 }
 
@@ -416,26 +456,28 @@ func TestTimeMapRoundTrip(t *testing.T) {
 
 // At the upgrade step that replaces the driver pod, the driver and every
 // state after it are upgrading: their pods leave the node before the new
-// driver loads.
+// driver loads. The toolkit, which does not use the driver, stays.
 func TestDriverRestartStep(t *testing.T) {
 	g := NewWithT(t)
-	labels := states(allStates(gpuv1.StateReady))
+	labels := variantLabels(states(allStates(gpuv1.StateReady)))
 	labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradePodRestart)
 	old := now.Add(-time.Hour)
 	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
 	r := decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
-	for _, s := range []state.Name{drv, tk, dp, dcg, gfd} {
+	for _, s := range []state.Name{drv, dp, dcg, gfd} {
 		g.Expect(stateOf(r, s)).To(Equal("upgrading"), "state %s", s)
 	}
+	g.Expect(stateOf(r, tk)).To(Equal("ready"), "the toolkit keeps the runtime configured")
 	g.Expect(r.Events).To(BeEmpty(), "an upgrade step is no outage")
 
 	// Once the upgrade moved on, the new driver pod makes the chain re-form.
 	labels = r.Labels
 	labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeValidation)
-	pods = map[state.Name]*state.PodFacts{drv: readyPod("d2", now.Add(time.Second))}
+	pods = map[state.Name]*state.PodFacts{drv: readyPod("d2", now.Add(time.Second)), tk: readyPod("t1", old)}
 	r = decide(t, node(labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(2 * time.Second) })
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
-	g.Expect(stateOf(r, tk)).To(Equal("pending"))
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDriverPod, "d2"))
 }
 

@@ -62,6 +62,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Applier:   &apply.Applier{Client: mgr.GetClient(), Reader: mgr.GetClient(), Owner: FieldOwner},
 		Recorder:  recorder,
 		Metrics:   cfg.Metrics,
+		Explain:   nodes.Explain,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)

@@ -47,6 +47,9 @@ type Reconciler struct {
 	Applier   *apply.Applier
 	Recorder  events.EventRecorder
 	Metrics   *metrics.Metrics
+	// Explain says why each state is not ready on a node, as the node
+	// controller decides it; the status quotes it for the nodes it names.
+	Explain func(ctx context.Context, node *corev1.Node) (map[state.Name]string, error)
 
 	kindsOnce sync.Once
 	kinds     *servedKinds
@@ -188,8 +191,32 @@ func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes
 		nfd = nil
 	}
 	summary := summarize(r.Graph, r.Graph.Enabled(&cp.Spec), nodes, nfd)
+	if err := r.explain(ctx, &summary, nodes); err != nil {
+		return cp.Status, err
+	}
 	r.export(summary)
 	return buildStatus(cp, r.Namespace, summary, p), nil
+}
+
+// explain finds why the states are not ready on the nodes the status
+// names: a handful of pure decisions on cached objects.
+func (r *Reconciler) explain(ctx context.Context, s *summary, nodes []corev1.Node) error {
+	named := s.namedNodes()
+	if r.Explain == nil || len(named) == 0 {
+		return nil
+	}
+	s.why = map[string]map[state.Name]string{}
+	for i := range nodes {
+		if !named[nodes[i].Name] {
+			continue
+		}
+		why, err := r.Explain(ctx, &nodes[i])
+		if err != nil {
+			return err
+		}
+		s.why[nodes[i].Name] = why
+	}
+	return nil
 }
 
 // export publishes the node counts as metrics.

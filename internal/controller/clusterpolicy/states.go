@@ -38,9 +38,13 @@ type rendered struct {
 // looks like (the GPU nodes' operating systems, the kinds served).
 func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: driverPools(cp, nodes)}
+		DriverPools: driverPools(cp, nodes), Variants: variants(cp, nodes)}
 	out := &rendered{}
 	seen := map[schema.GroupVersionKind]bool{}
+	if r.served(render.KindRuntimeClass) {
+		seen[render.KindRuntimeClass] = true
+		out.kinds = append(out.kinds, render.KindRuntimeClass)
+	}
 	for _, s := range r.Graph.States() {
 		for _, gvk := range s.Operand.Kinds() {
 			if !seen[gvk] && r.served(gvk) {
@@ -58,7 +62,25 @@ func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*r
 		}
 		out.wanted = append(out.wanted, objs...)
 	}
+	// RuntimeClasses first: pods naming a class that does not exist yet
+	// are refused.
+	out.wanted = append(render.RuntimeClasses(cp, out.wanted), out.wanted...)
 	return out, nil
+}
+
+// variants returns the node variants in use among the GPU nodes, as their
+// labels say, the policy's default first.
+func variants(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.Variant {
+	var seen []state.Variant
+	for i := range nodes {
+		if !gating.IsGPUNode(nodes[i].Labels) {
+			continue
+		}
+		if v, ok := state.VariantOfLabels(nodes[i].Labels); ok {
+			seen = append(seen, v)
+		}
+	}
+	return state.Variants(state.DefaultVariant(&cp.Spec), seen)
 }
 
 // served reports whether the API server serves a kind; the Prometheus

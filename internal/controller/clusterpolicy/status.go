@@ -2,6 +2,7 @@ package clusterpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,7 +43,9 @@ func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, p problem
 		if !c.enabled {
 			continue
 		}
-		st.States = append(st.States, gpuv1.StateSummary{Name: string(name), Desired: c.desired, Ready: c.ready, Failed: c.failed})
+		summary := gpuv1.StateSummary{Name: string(name), Desired: c.desired, Ready: c.ready, Failed: c.failed, Disabled: c.disabled,
+			Message: stateMessage(name, c, s.why)}
+		st.States = append(st.States, summary)
 	}
 	setReadyCondition(&st.Conditions, s, cp.Generation)
 	setProgressingCondition(&st.Conditions, s, cp.Generation)
@@ -63,7 +66,7 @@ func setReadyCondition(conds *[]metav1.Condition, s summary, gen int64) {
 		c.Status, c.Reason = metav1.ConditionFalse, gpuv1.ReasonStateNotReady
 		c.Message = fmt.Sprintf("%s is ready on %d of %d nodes", name, counts.ready, counts.desired)
 		if len(counts.notReady) > 0 {
-			c.Message += "; not ready: " + nameNodes(counts.notReady)
+			c.Message += "; not ready: " + nameNodes(explained(name, counts.notReady, s.why))
 		}
 	} else {
 		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonAllStatesReady
@@ -165,6 +168,54 @@ func ignoredStatus(cp, active *gpuv1.ClusterPolicy, namespace string) gpuv1.Clus
 		})
 	}
 	return st
+}
+
+// maxMessage bounds a state's message, as the CRD does.
+const maxMessage = 4096
+
+// stateMessage says what a person should know of a state across the
+// nodes: which nodes use their host's driver, and which nodes it is not
+// ready on, and why.
+func stateMessage(name state.Name, c *stateCounts, why map[string]map[state.Name]string) string {
+	var parts []string
+	if len(c.hostDriver) > 0 {
+		parts = append(parts, fmt.Sprintf("%d nodes use the driver installed on their host: %s", len(c.hostDriver), nameNodes(c.hostDriver)))
+	}
+	if len(c.notReady) > 0 {
+		parts = append(parts, "not ready on "+nameNodes(explained(name, c.notReady, why)))
+	}
+	msg := strings.Join(parts, "; ")
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	return msg
+}
+
+// explained adds to the first nodes why the state is not ready there,
+// where known.
+func explained(name state.Name, nodes []string, why map[string]map[state.Name]string) []string {
+	out := slices.Clone(nodes)
+	for i := range min(len(out), maxNamedNodes) {
+		if w := why[out[i]][name]; w != "" {
+			out[i] += " (" + w + ")"
+		}
+	}
+	return out
+}
+
+// namedNodes returns the nodes the status names: the first few not ready
+// on each state.
+func (s summary) namedNodes() map[string]bool {
+	named := map[string]bool{}
+	for _, c := range s.byState {
+		if !c.enabled {
+			continue
+		}
+		for _, n := range c.notReady[:min(len(c.notReady), maxNamedNodes)] {
+			named[n] = true
+		}
+	}
+	return named
 }
 
 // nameNodes names up to maxNamedNodes nodes and counts the rest.

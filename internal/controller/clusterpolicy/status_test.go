@@ -198,14 +198,37 @@ func TestBuildStatus(t *testing.T) {
 	g.Expect(st.States).To(Equal([]gpuv1.StateSummary{
 		{Name: "node-feature-discovery", Desired: 2, Ready: 2},
 		{Name: "driver", Desired: 2, Ready: 2},
-		{Name: "container-toolkit", Desired: 2, Ready: 1},
-		{Name: "device-plugin", Desired: 2, Ready: 1},
-		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1},
+		{Name: "container-toolkit", Desired: 2, Ready: 1, Message: "not ready on b"},
+		{Name: "device-plugin", Desired: 2, Ready: 1, Message: "not ready on b"},
+		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
 	}), "disabled states are left out")
 
 	// A failed apply keeps the old observed generation.
 	cp.Status.ObservedGeneration = 3
 	g.Expect(buildStatus(cp, "gpu-operator", s, problems{apply: errors.New("x")}).ObservedGeneration).To(Equal(int64(3)))
+}
+
+// The status says which nodes use their host's driver, and why each state
+// is not ready on the nodes it names.
+func TestStateMessages(t *testing.T) {
+	g := NewWithT(t)
+	r, d, p := gpuv1.StateReady, gpuv1.StateDisabled, gpuv1.StatePending
+	found := gpuNode("found", d, r, r, r, r)
+	found.Annotations = map[string]string{gpuv1.AnnotationHostDriver: "the host runs NVIDIA driver 550.54.15"}
+	declared := gpuNode("declared", d, r, r, r, r)
+	declared.Labels[gpuv1.DeployLabel("driver")] = "pre-installed"
+	stuck := gpuNode("stuck", r, p, p, p, p)
+	s := testSummary(t, []corev1.Node{ready("a"), found, declared, stuck}, nil)
+	s.why = map[string]map[state.Name]string{"stuck": {state.ContainerToolkit: `the runtime reports no "nvidia" handler yet`}}
+	st := buildStatus(&gpuv1.ClusterPolicy{}, "gpu-operator", s, problems{})
+	g.Expect(st.States).To(ContainElement(gpuv1.StateSummary{Name: "driver", Desired: 2, Ready: 2, Disabled: 2,
+		Message: "2 nodes use the driver installed on their host: declared (nvidia.com/gpu.deploy.driver=pre-installed), " +
+			"found (the host runs NVIDIA driver 550.54.15)"}))
+	g.Expect(st.States).To(ContainElement(gpuv1.StateSummary{Name: "container-toolkit", Desired: 4, Ready: 3,
+		Message: `not ready on stuck (the runtime reports no "nvidia" handler yet)`}))
+	c := meta.FindStatusCondition(st.Conditions, gpuv1.ConditionReady)
+	g.Expect(c.Message).To(Equal(`container-toolkit is ready on 3 of 4 nodes; not ready: stuck (the runtime reports no "nvidia" handler yet)`))
+	g.Expect(s.namedNodes()).To(Equal(map[string]bool{"stuck": true}))
 }
 
 func TestIgnoredStatus(t *testing.T) {

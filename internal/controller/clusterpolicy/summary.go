@@ -1,6 +1,7 @@
 package clusterpolicy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -17,8 +18,12 @@ type stateCounts struct {
 	enabled                bool
 	desired, ready, failed int32
 	phases                 map[gpuv1.StateValue]int
+	disabled               int32
 	// notReady and failedNodes name nodes, sorted; a message shows a few.
 	notReady, failedNodes []string
+	// hostDriver names the nodes that use the driver on their host while
+	// the policy deploys the driver container, with why; driver only.
+	hostDriver []string
 }
 
 // summary is what the status says about the GPU nodes.
@@ -28,6 +33,9 @@ type summary struct {
 	byState              map[state.Name]*stateCounts
 	// upgrades counts GPU nodes by their driver upgrade state.
 	upgrades map[gpuv1.UpgradeState]int
+	// why says, for the nodes the status names, why each state is not
+	// ready there: node -> state -> reason.
+	why map[string]map[state.Name]string
 }
 
 // summarize counts the GPU nodes per state from their labels. Cluster-wide
@@ -59,6 +67,10 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 			c.phases[v]++
 			switch v {
 			case gpuv1.StateDisabled:
+				c.disabled++
+				if name == state.Driver && enabled[name] && n.Labels[gpuv1.LabelDeployOperands] != "false" {
+					c.hostDriver = append(c.hostDriver, fmt.Sprintf("%s (%s)", n.Name, hostDriverReason(n)))
+				}
 				continue
 			case gpuv1.StateReady:
 				c.ready++
@@ -79,6 +91,7 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 	for _, c := range s.byState {
 		slices.Sort(c.notReady)
 		slices.Sort(c.failedNodes)
+		slices.Sort(c.hostDriver)
 	}
 	for _, st := range g.States() {
 		if st.Scope == state.ClusterWide && enabled[st.Name] && ds != nil {
@@ -87,6 +100,16 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 		}
 	}
 	return s
+}
+
+// hostDriverReason says why a node with the driver enabled in the policy
+// uses the driver on its host.
+func hostDriverReason(n *corev1.Node) string {
+	if found := n.Annotations[gpuv1.AnnotationHostDriver]; found != "" {
+		return found
+	}
+	key := gpuv1.DeployLabel(string(state.Driver))
+	return key + "=" + n.Labels[key]
 }
 
 // hasStateLabel reports whether a node carries any operator state label.

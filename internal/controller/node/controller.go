@@ -51,18 +51,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	active, err := policy.Active(ctx, r.Client)
+	in, err := r.input(ctx, node)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Grace, Now: r.now()}
-	if active != nil && gating.IsGPUNode(node.Labels) {
-		in.Enabled = r.Graph.Enabled(&active.Spec)
-		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
-		in.DriverNeedsOS = !strings.HasPrefix(string(driver.VersionOf(&active.Spec.Driver, in.DriverPool)), "sha256:")
-		if in.Pods, err = r.observePods(ctx, node.Name, in.Now); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
 	decision := gating.Decide(in)
 	if needsWrite(node, decision) {
@@ -78,6 +69,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: decision.RequeueAfter}, nil
+}
+
+// input gathers what the decision on a node reads, from the cache.
+func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input, error) {
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil {
+		return gating.Input{}, err
+	}
+	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Grace, Now: r.now()}
+	if active != nil && gating.IsGPUNode(node.Labels) {
+		in.Enabled = r.Graph.Enabled(&active.Spec)
+		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
+		in.DriverNeedsOS = !strings.HasPrefix(string(driver.VersionOf(&active.Spec.Driver, in.DriverPool)), "sha256:")
+		if in.Pods, err = r.observePods(ctx, node.Name, in.Now); err != nil {
+			return gating.Input{}, err
+		}
+	}
+	return in, nil
+}
+
+// Explain says why each state is not ready on a node, deciding as a
+// reconcile would, without writing anything.
+func (r *Reconciler) Explain(ctx context.Context, node *corev1.Node) (map[state.Name]string, error) {
+	in, err := r.input(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	return gating.Decide(in).Why, nil
 }
 
 // staleRetry is how soon a node is judged again after its write met a newer

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -37,11 +38,20 @@ func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.
 	}
 	facts := make(map[state.Name]*state.PodFacts, len(chosen))
 	for name, p := range chosen {
-		if f := state.Observe(p, render.AnnotationTemplateHash, hashes[name], r.Grace, now); f != nil {
+		if f := state.Observe(p, render.AnnotationTemplateHash, hashes[ownerOf(p)], r.Grace, now); f != nil {
 			facts[name] = f
 		}
 	}
 	return facts, nil
+}
+
+// ownerOf names the DaemonSet a pod belongs to; a state can run several,
+// one per node variant.
+func ownerOf(p *corev1.Pod) string {
+	if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
+		return owner.Name
+	}
+	return ""
 }
 
 // newer prefers a live pod to a terminating one, then the newest: during a
@@ -53,23 +63,24 @@ func newer(p, than *corev1.Pod) bool {
 	return than.CreationTimestamp.Before(&p.CreationTimestamp)
 }
 
-// desiredHashes returns each state's pod template hash. A DaemonSet with
-// OnDelete updates gets none: its pods are replaced by the operator, not
-// rolled, so an older pod there is still the state's pod.
-func (r *Reconciler) desiredHashes(ctx context.Context) (map[state.Name]string, error) {
+// desiredHashes returns the pod template hash of each operand DaemonSet,
+// by name. A DaemonSet with OnDelete updates gets none: its pods are
+// replaced by the operator, not rolled, so an older pod there is still the
+// state's pod.
+func (r *Reconciler) desiredHashes(ctx context.Context) (map[string]string, error) {
 	list := &appsv1.DaemonSetList{}
 	// Read-only: the cache's objects, not copies of every pod template.
 	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing operand DaemonSets: %w", err)
 	}
-	hashes := map[state.Name]string{}
+	hashes := make(map[string]string, len(list.Items))
 	for i := range list.Items {
 		ds := &list.Items[i]
 		if ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
 			continue
 		}
-		hashes[state.Name(ds.Labels[render.LabelState])] = ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
+		hashes[ds.Name] = ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
 	}
 	return hashes, nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,15 +77,38 @@ func hasOperatorLabels(n *corev1.Node) bool {
 	return false
 }
 
-// nodeChanged passes node events that can change a decision; kubelet status
-// heartbeats do not.
+// nodeChanged passes node events that can change a decision: labels,
+// annotations, a reboot, the runtime and its handlers, the GPUs the node
+// advertises. Kubelet status heartbeats do not.
 func nodeChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
 			return !maps.Equal(old.Labels, cur.Labels) ||
 				!maps.Equal(old.Annotations, cur.Annotations) ||
-				old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID
+				old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
+				old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion ||
+				!slices.Equal(handlerNames(old), handlerNames(cur)) ||
+				!maps.Equal(nvidiaResources(old.Status.Allocatable), nvidiaResources(cur.Status.Allocatable))
 		},
 	}
+}
+
+func handlerNames(n *corev1.Node) []string {
+	names := make([]string, len(n.Status.RuntimeHandlers))
+	for i, h := range n.Status.RuntimeHandlers {
+		names[i] = h.Name
+	}
+	return names
+}
+
+// nvidiaResources is the node's nvidia.com/ resources, as counts.
+func nvidiaResources(l corev1.ResourceList) map[corev1.ResourceName]int64 {
+	out := map[corev1.ResourceName]int64{}
+	for name, q := range l {
+		if strings.HasPrefix(string(name), "nvidia.com/") {
+			out[name] = q.Value()
+		}
+	}
+	return out
 }

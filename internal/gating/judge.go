@@ -1,0 +1,178 @@
+package gating
+
+import (
+	"fmt"
+	"slices"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// judge decides one state's value on the node, given the values of the
+// states before it, and says why when the value is not ready.
+func (d *decision) judge(name state.Name) gpuv1.StateValue {
+	if d.disabled(name) {
+		delete(d.notBefore, name)
+		delete(d.missing, name)
+		return gpuv1.StateDisabled
+	}
+	if d.driverRestarting() && (name == state.Driver || slices.Contains(d.in.Graph.Downstream(state.Driver), name)) {
+		// The driver pod is about to be replaced: with the driver no longer
+		// ready, everything after it leaves the node first, and starts again
+		// in order once the new driver is ready.
+		delete(d.missing, name)
+		if name != state.Driver {
+			d.notBefore[name] = d.now
+		}
+		return d.because(name, gpuv1.StateUpgrading, "the driver is being upgraded")
+	}
+	cur := d.current[name]
+	if why := d.cannotRun(name); why != "" {
+		if cur != gpuv1.StateFailed {
+			d.leave(name, cur, gpuv1.StateFailed, why)
+		}
+		return d.because(name, gpuv1.StateFailed, why)
+	}
+	for _, p := range d.in.Graph.Prerequisites(name) {
+		if v := d.values[p]; v != gpuv1.StateReady && v != gpuv1.StateDisabled {
+			delete(d.missing, name)
+			return d.because(name, gpuv1.StatePending, "waiting for "+string(p))
+		}
+	}
+	pod := d.in.Pods[name]
+	if pod == nil {
+		return d.judgeMissing(name, cur)
+	}
+	switch {
+	case pod.Failure != "":
+		delete(d.missing, name)
+		if cur != gpuv1.StateFailed {
+			d.leave(name, cur, gpuv1.StateFailed, pod.Failure)
+		}
+		return d.because(name, gpuv1.StateFailed, pod.Failure)
+	case pod.Ready && pod.Since.Before(d.notBefore[name]):
+		delete(d.missing, name)
+		return d.judgeStale(name)
+	case pod.Ready && name == state.Driver && d.driverReplaced(pod, cur):
+		delete(d.missing, name)
+		d.driverUID = string(pod.UID)
+		d.leave(name, cur, gpuv1.StatePending, "a new driver pod was loaded")
+		return d.because(name, gpuv1.StatePending, "a new driver pod was loaded")
+	case pod.Ready && (pod.Current || cur == gpuv1.StateReady):
+		// An outdated pod that is ready keeps the state ready: its
+		// DaemonSet is replacing it, and the grace period covers the swap.
+		return d.judgeReady(name, cur, pod)
+	case pod.Ready:
+		delete(d.missing, name)
+		return d.because(name, gpuv1.StatePending, "its pod runs an older spec and is being replaced")
+	}
+	delete(d.missing, name)
+	// Not ready: a short outage keeps the state ready.
+	if cur == gpuv1.StateReady {
+		if left := d.in.Grace - d.now.Sub(pod.Since); left > 0 {
+			d.requeue(left)
+			return gpuv1.StateReady
+		}
+		d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("pod not ready for more than %s", d.in.Grace))
+	}
+	return d.because(name, gpuv1.StatePending, "its pod is not ready")
+}
+
+// judgeReady decides a state whose pod is ready: ready once the state's
+// proof of function holds. A proof lost by a ready state gets the grace
+// period, as a pod outage does.
+func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.PodFacts) gpuv1.StateValue {
+	why := d.unproven(name)
+	if why == "" {
+		delete(d.missing, name)
+		if name == state.Driver {
+			d.driverUID = string(pod.UID)
+		}
+		delete(d.notBefore, name)
+		return gpuv1.StateReady
+	}
+	if cur != gpuv1.StateReady {
+		delete(d.missing, name)
+		return d.because(name, gpuv1.StatePending, why)
+	}
+	since := d.missing.setIfAbsent(name, d.now)
+	if left := d.in.Grace - d.now.Sub(since); left > 0 {
+		d.requeue(left)
+		return gpuv1.StateReady
+	}
+	delete(d.missing, name)
+	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("%s, for more than %s", why, d.in.Grace))
+	return d.because(name, gpuv1.StatePending, why)
+}
+
+// judgeMissing decides a state whose pod is gone or terminating. A driver
+// pod going away means the driver is unloaded, so its dependents restart at
+// once; any other pod gets the grace period to come back, as in a rolling
+// update.
+func (d *decision) judgeMissing(name state.Name, cur gpuv1.StateValue) gpuv1.StateValue {
+	if cur != gpuv1.StateReady {
+		delete(d.missing, name)
+		return d.because(name, gpuv1.StatePending, "no pod yet")
+	}
+	if name == state.Driver {
+		d.leave(name, cur, gpuv1.StatePending, "the driver pod is gone: the driver is being replaced")
+		return d.because(name, gpuv1.StatePending, "the driver pod is gone")
+	}
+	since := d.missing.setIfAbsent(name, d.now)
+	if left := d.in.Grace - d.now.Sub(since); left > 0 {
+		d.requeue(left)
+		return gpuv1.StateReady
+	}
+	delete(d.missing, name)
+	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("no pod for more than %s", d.in.Grace))
+	return d.because(name, gpuv1.StatePending, "no pod")
+}
+
+// judgeStale handles a pod that has been ready since before its state was
+// reset: it has not restarted yet. Past the grace period it is deleted so
+// that its DaemonSet starts a fresh one.
+func (d *decision) judgeStale(name state.Name) gpuv1.StateValue {
+	if left := d.in.Grace - d.now.Sub(d.notBefore[name]); left > 0 {
+		d.requeue(left)
+	} else {
+		d.result.StalePods = append(d.result.StalePods, name)
+	}
+	return d.because(name, gpuv1.StatePending, "its pod has not restarted since the state was reset")
+}
+
+// cannotRun says why a state cannot run on the node whatever its pod does,
+// or "" when it can.
+func (d *decision) cannotRun(name state.Name) string {
+	switch name {
+	case state.Driver:
+		if _, ok := state.OSReleaseOf(d.in.Node.Labels); d.in.DriverNeedsOS && !ok {
+			return fmt.Sprintf("no driver image for this node: its OS is unknown (labels %s and %s are missing; is NFD running?)",
+				state.LabelOSReleaseID, state.LabelOSVersionID)
+		}
+	case state.ContainerToolkit:
+		if r := d.variant.Runtime; !state.SupportedRuntime(r) {
+			return fmt.Sprintf("the node's container runtime is %s (%s), which the container toolkit cannot configure here: "+
+				"run containerd or CRI-O on GPU nodes", r, d.in.Node.Status.NodeInfo.ContainerRuntimeVersion)
+		}
+	}
+	return ""
+}
+
+// because records why a state is not ready and returns its value.
+func (d *decision) because(name state.Name, v gpuv1.StateValue, why string) gpuv1.StateValue {
+	d.result.Why[name] = why
+	return v
+}
+
+// driverRestarting reports whether the node's driver upgrade is at the
+// step that replaces the driver pod.
+func (d *decision) driverRestarting() bool {
+	return gpuv1.UpgradeState(d.in.Node.Labels[gpuv1.LabelUpgradeState]) == gpuv1.UpgradePodRestart
+}
+
+// driverReplaced reports whether a ready driver pod is not the one last
+// judged ready while the state still says ready: a new driver was loaded
+// without the operator seeing the old pod go.
+func (d *decision) driverReplaced(pod *state.PodFacts, cur gpuv1.StateValue) bool {
+	return cur == gpuv1.StateReady && d.driverUID != "" && string(pod.UID) != d.driverUID
+}

@@ -1,0 +1,74 @@
+package gating
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// GFD's labels whose presence shows that GPU feature discovery labelled the
+// node (through NFD).
+var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count"}
+
+// resourcePrefix starts every extended resource the device plugin
+// advertises: nvidia.com/gpu, and under MIG nvidia.com/mig-<profile>.
+const resourcePrefix = "nvidia.com/"
+
+// unproven says why a state whose pod is ready does not yet do its job on
+// the node, read from the node the operator already caches; "" when its
+// proof holds. The driver's and the toolkit's containers prove themselves
+// by their probes (nvidia-smi answers; the runtime's config names the
+// NVIDIA runtime), which make their pods ready.
+func (d *decision) unproven(name state.Name) string {
+	n := d.in.Node
+	switch name {
+	case state.ContainerToolkit:
+		return d.handlerMissing()
+	case state.DevicePlugin:
+		for res, q := range n.Status.Allocatable {
+			if strings.HasPrefix(string(res), resourcePrefix) && !q.IsZero() {
+				return ""
+			}
+		}
+		return "the device plugin runs, but the node advertises no nvidia.com/ resource"
+	case state.GPUFeatureDiscovery:
+		for _, l := range gfdLabels {
+			if _, ok := n.Labels[l]; !ok {
+				return fmt.Sprintf("GPU feature discovery runs, but the node has no %s label yet (NFD puts GFD's labels on the node)", l)
+			}
+		}
+	}
+	return ""
+}
+
+// handlerMissing says why the runtime has not loaded the NVIDIA runtime
+// handler. Kubelets of 1.31 and later list the handlers their runtime
+// reports (containerd 2.0 and later report them): there the toolkit is
+// ready only once the runtime restarted with the handler the RuntimeClass
+// names. A node that lists no handlers proves nothing either way, and the
+// toolkit's probe stands alone.
+func (d *decision) handlerMissing() string {
+	if !state.HasRuntimeHandler(d.variant.Runtime) {
+		return ""
+	}
+	handlers := d.in.Node.Status.RuntimeHandlers
+	if len(handlers) == 0 {
+		return ""
+	}
+	want := string(d.in.Policy.Spec.Operator.RuntimeClass)
+	if slices.ContainsFunc(handlers, func(h corev1.NodeRuntimeHandler) bool { return h.Name == want }) {
+		return ""
+	}
+	names := make([]string, 0, len(handlers))
+	for _, h := range handlers {
+		if h.Name != "" {
+			names = append(names, h.Name)
+		}
+	}
+	return fmt.Sprintf("the container toolkit configured %s, but the runtime reports no %q handler yet (it reports: %s)",
+		d.variant.Runtime, want, strings.Join(names, ", "))
+}

@@ -1,0 +1,137 @@
+package gating
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// A state whose pod is ready is ready only once it does its job on the
+// node, as the node shows it; the decision says which proof fails.
+func TestProofsOfFunction(t *testing.T) {
+	old := now.Add(-time.Hour)
+	allPods := func() map[state.Name]*state.PodFacts {
+		return map[state.Name]*state.PodFacts{
+			drv: readyPod("d1", old), tk: readyPod("t1", old), dp: readyPod("p1", old),
+			dcg: readyPod("e1", old), gfd: readyPod("g1", old),
+		}
+	}
+	handlers := func(names ...string) []corev1.NodeRuntimeHandler {
+		var hs []corev1.NodeRuntimeHandler
+		for _, n := range names {
+			hs = append(hs, corev1.NodeRuntimeHandler{Name: n})
+		}
+		return hs
+	}
+	tests := map[string]struct {
+		node    func(*corev1.Node)
+		policy  func(*gpuv1.ClusterPolicy)
+		state   state.Name
+		want    string
+		wantWhy string
+	}{
+		"device plugin ready, no GPU advertised": {
+			node: func(n *corev1.Node) {
+				n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+			},
+			state:   dp,
+			want:    "pending",
+			wantWhy: "the device plugin runs, but the node advertises no nvidia.com/ resource",
+		},
+		"device plugin ready, zero GPUs advertised": {
+			node: func(n *corev1.Node) {
+				n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("0")}
+			},
+			state: dp, want: "pending",
+		},
+		"device plugin advertising MIG devices": {
+			node: func(n *corev1.Node) {
+				n.Status.Allocatable = corev1.ResourceList{"nvidia.com/mig-1g.18gb": resource.MustParse("7")}
+			},
+			state: dp, want: "ready",
+		},
+		"GFD ready, no labels yet": {
+			node:    func(n *corev1.Node) { delete(n.Labels, "nvidia.com/gpu.product") },
+			state:   gfd,
+			want:    "pending",
+			wantWhy: "GPU feature discovery runs, but the node has no nvidia.com/gpu.product label yet (NFD puts GFD's labels on the node)",
+		},
+		"toolkit ready, runtime reports the handler": {
+			node:  func(n *corev1.Node) { n.Status.RuntimeHandlers = handlers("", "runc", "nvidia", "nvidia-cdi") },
+			state: tk, want: "ready",
+		},
+		"toolkit ready, runtime not restarted with the handler": {
+			node:    func(n *corev1.Node) { n.Status.RuntimeHandlers = handlers("", "runc") },
+			state:   tk,
+			want:    "pending",
+			wantWhy: `the container toolkit configured containerd, but the runtime reports no "nvidia" handler yet (it reports: runc)`,
+		},
+		"toolkit ready, the policy's runtime class names the handler": {
+			node:   func(n *corev1.Node) { n.Status.RuntimeHandlers = handlers("", "runc", "nvidia") },
+			policy: func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.RuntimeClass = "nvidia-gpu" },
+			state:  tk, want: "pending",
+		},
+		"toolkit ready, runtime reports no handlers at all: the probe stands": {
+			state: tk, want: "ready",
+		},
+		"toolkit on CRI-O: a hook, no handler to look for": {
+			node: func(n *corev1.Node) {
+				n.Status.NodeInfo.ContainerRuntimeVersion = "cri-o://1.31.0"
+				n.Status.RuntimeHandlers = handlers("", "runc", "crun")
+			},
+			state: tk, want: "ready",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := node(nil, map[string]string{AnnotationBootID: "boot-1"})
+			if tt.node != nil {
+				tt.node(n)
+			}
+			r := decide(t, n, allPods(), func(in *Input) {
+				in.Policy.Spec.Operator.RuntimeClass = "nvidia"
+				if tt.policy != nil {
+					tt.policy(in.Policy)
+				}
+			})
+			g.Expect(stateOf(r, tt.state)).To(Equal(tt.want))
+			if tt.wantWhy != "" {
+				g.Expect(r.Why).To(HaveKeyWithValue(tt.state, tt.wantWhy))
+			}
+			if tt.want == "pending" {
+				for _, after := range []state.Name{dcg, gfd} {
+					if after != tt.state && tt.state == dp {
+						g.Expect(stateOf(r, after)).To(Equal("pending"), "nothing after an unproven state starts")
+					}
+				}
+			}
+		})
+	}
+}
+
+// A ready state that loses its proof gets the grace period, then restarts
+// what comes after it, as an outage of its pod does.
+func TestProofLostAfterTheGracePeriod(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Status.Allocatable = nil
+	r := decide(t, n, pods)
+	g.Expect(stateOf(r, dp)).To(Equal("ready"), "a short loss is covered")
+	g.Expect(r.RequeueAfter).To(Equal(grace))
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationMissingSince, "device-plugin=2026-11-30T12:00:00Z"))
+
+	later := node(r.Labels, r.Annotations)
+	later.Status.Allocatable = nil
+	r = decide(t, later, pods, func(in *Input) { in.Now = now.Add(grace + time.Second) })
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
+	g.Expect(stateOf(r, dcg)).To(Equal("pending"))
+	g.Expect(r.Events).To(ContainElement(HaveField("Message", ContainSubstring("advertises no nvidia.com/ resource"))))
+	g.Expect(r.Annotations).NotTo(HaveKey(AnnotationMissingSince))
+}
