@@ -64,7 +64,7 @@ test: tools build ## Run the unit, envtest and packaging tests, then the end-to-
 	$(MAKE) --no-print-directory test-e2e
 
 .PHONY: test-e2e
-test-e2e: tools-sim build ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5).
+test-e2e: tools-sim build build-sim-agent ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5).
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v -ginkgo.v
 
 .PHONY: fuzz
@@ -76,6 +76,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 .PHONY: build
 build: ## Build the operator binary into bin/gpu-operator.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/gpu-operator ./cmd/gpu-operator
+
+.PHONY: build-sim-agent
+build-sim-agent: ## Build the simulated cluster's GPU node agent into bin/simagent.
+	CGO_ENABLED=0 go build -o $(BIN)/simagent ./hack/simagent
 
 .PHONY: run
 run: manifests generate ## Run the operator against the cluster of the current kubeconfig.
@@ -92,14 +96,14 @@ docker-build: ## Build the operator image with a Docker engine (none runs on the
 SIM_NODES = $(or $(NODES),4)
 
 .PHONY: demo
-demo: tools-sim build ## Run the operator on a local simulated GPU cluster and watch it roll out (NODES=4).
+demo: tools-sim build build-sim-agent ## Run the operator on a local simulated GPU cluster and watch it roll out (NODES=4).
 	NODES=$(SIM_NODES) hack/demo.sh
 
 .PHONY: demo-down
 demo-down: sim-down ## Stop the demo.
 
 .PHONY: sim-up
-sim-up: tools-sim build ## Start a simulated GPU cluster on 127.0.0.1 with NODES fake GPU nodes (kubeconfig: _output/sim/kubeconfig).
+sim-up: tools-sim build build-sim-agent ## Start a simulated GPU cluster on 127.0.0.1 with NODES fake GPU nodes (kubeconfig: _output/sim/kubeconfig).
 	hack/sim/up.sh $(SIM_NODES)
 
 .PHONY: sim-down
@@ -111,7 +115,7 @@ sim-down: ## Stop the simulated cluster and remove its state.
 BENCH_ARGS ?=
 
 .PHONY: bench-scale
-bench-scale: tools-sim build ## Measure rollout, floor, writes, memory, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
+bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
 	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
 .PHONY: tools-sim

@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Prints N fake GPU nodes, as NFD would have labelled them, and one system
-# node. GPU nodes carry nvidia.com/gpu capacity and the usual GPU taint; with
-# N >= 4, odd nodes run RHEL 9.4 and even ones Ubuntu 22.04, so the driver
-# runs one DaemonSet per OS.
+# Prints N fake GPU nodes, as NFD would have labelled them, one system node,
+# and one node of each kind named in SIM_NODE_KINDS. GPU nodes carry the
+# usual GPU taint and no nvidia.com/gpu: their GPUs appear once the device
+# plugin runs (hack/simagent). With N >= 4, odd nodes run RHEL 9.4 on
+# containerd 1.7, which reports no runtime handlers, and even ones Ubuntu
+# 22.04 on containerd 2.1, which does; so the driver runs one DaemonSet per
+# OS, and both ways of proving the toolkit are exercised.
+#
 # Usage: nodes.sh N
+# Env:   SIM_NODE_KINDS: comma-separated kinds of extra GPU nodes, one each:
+#          host-driver  (gpu-host-driver: the host runs NVIDIA driver 550.54.15)
+#          crio         (gpu-crio: CRI-O 1.31)
+#          k3s          (gpu-k3s: k3s's containerd, config and socket under k3s's paths)
+#          unconfigured (gpu-unconfigured: its runtime never loads the NVIDIA handler)
 set -euo pipefail
 n=$1
 
+# node NAME GPU OS VERSION RUNTIME [ANNOTATION=VALUE...]
 node() {
-  local name=$1 gpu=$2 os=$3 version=$4
+  local name=$1 gpu=$2 os=$3 version=$4 runtime=$5
+  shift 5
   cat <<YAML
 ---
 apiVersion: v1
@@ -17,6 +28,11 @@ metadata:
   name: $name
   annotations:
     kwok.x-k8s.io/node: fake
+YAML
+  for a in "$@"; do
+    echo "    ${a%%=*}: \"${a#*=}\""
+  done
+  cat <<YAML
   labels:
     kubernetes.io/hostname: $name
     kubernetes.io/os: linux
@@ -37,14 +53,19 @@ YAML
   else
     echo "spec: {}"
   fi
+  # containerd 2.x (and CRI-O) report their runtime handlers from the
+  # kubelet's first status on; containerd 1.7 reports none.
+  local handlers="[{name: \"\"}, {name: runc}]"
+  [[ " $* " == *"runtime=legacy"* ]] && handlers="[]"
   cat <<YAML
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110"$([[ $gpu == true ]] && echo ', nvidia.com/gpu: "8"')}
-  capacity: {cpu: "32", memory: 256Gi, pods: "110"$([[ $gpu == true ]] && echo ', nvidia.com/gpu: "8"')}
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+  runtimeHandlers: $handlers
   nodeInfo:
     architecture: amd64
     bootID: $(cat /proc/sys/kernel/random/uuid)
-    containerRuntimeVersion: ""
+    containerRuntimeVersion: "$runtime"
     kernelVersion: ""
     kubeProxyVersion: ""
     kubeletVersion: ""
@@ -55,11 +76,23 @@ status:
 YAML
 }
 
-node sim-system-0 false ubuntu 22.04
+sim=sim.gpu-operator.io
+node sim-system-0 false ubuntu 22.04 containerd://2.1.4
 for ((i = 0; i < n; i++)); do
   if ((n >= 4 && i % 2 == 1)); then
-    node "gpu-node-$i" true rhel 9.4
+    node "gpu-node-$i" true rhel 9.4 containerd://1.7.27 "$sim/runtime=legacy"
   else
-    node "gpu-node-$i" true ubuntu 22.04
+    node "gpu-node-$i" true ubuntu 22.04 containerd://2.1.4
   fi
+done
+for kind in $(echo "${SIM_NODE_KINDS:-}" | tr , " "); do
+  case $kind in
+    host-driver) node gpu-host-driver true ubuntu 22.04 containerd://2.1.4 "$sim/host-driver=550.54.15" ;;
+    crio) node gpu-crio true rhel 9.4 cri-o://1.31.0 ;;
+    k3s) node gpu-k3s true ubuntu 22.04 containerd://2.0.5-k3s1 \
+      "$sim/containerd-config=/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl" \
+      "$sim/containerd-socket=/run/k3s/containerd/containerd.sock" ;;
+    unconfigured) node gpu-unconfigured true ubuntu 22.04 containerd://2.1.4 "$sim/runtime=never-configured" ;;
+    *) echo "unknown node kind $kind (host-driver, crio, k3s, unconfigured)" >&2; exit 1 ;;
+  esac
 done

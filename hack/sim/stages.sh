@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Prints the kwok stage configs for the simulated cluster, comma-separated.
 # The bare kwok binary has no stages; its module ships them, and they are
-# used as shipped, except two: pod-ready leaves the driver pods of the nodes
-# named in BROKEN (comma-separated) not ready for ever, a driver that never
-# loads; pod-complete leaves the operator's own jobs to pod-runner.sh.
-# Usage: stages.sh DIR BROKEN
+# used as shipped, except two: pod-ready leaves alone the pods named in
+# NOT_READY (comma-separated node/state pairs): a driver that never loads,
+# or a driver pod whose check finds the host's driver, which hack/simagent
+# answers; pod-complete leaves the operator's own jobs to pod-runner.sh.
+# Usage: stages.sh DIR NOT_READY
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$root/hack/versions.env"
-dir=$1 broken=${2:-}
+dir=$1 not_ready=${2:-}
 mkdir -p "$dir"
 mod=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION
 [[ -d $mod ]] || go mod download "sigs.k8s.io/kwok@$KWOK_VERSION" >/dev/null 2>&1 || true
@@ -16,8 +17,8 @@ mod=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION
 stage=$mod/kustomize/stage
 
 values="'none'"
-if [[ -n $broken ]]; then
-  values=$(echo "$broken" | tr ',' '\n' | sed "s#.*#'&/driver'#" | paste -sd, -)
+if [[ -n $not_ready ]]; then
+  values=$(echo "$not_ready" | tr ',' '\n' | sed "s#.*#'&'#" | paste -sd, -)
 fi
 # The selector key is a jq expression on the pod: its node and state.
 sed "/^    matchExpressions:/a\\

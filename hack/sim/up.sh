@@ -8,6 +8,7 @@
 # Env:   SIM_DIR (default _output/sim)
 #        SIM_BROKEN_DRIVER_NODES: comma-separated node names whose driver pod
 #          never becomes ready (for failure scenarios)
+#        SIM_NODE_KINDS: extra GPU nodes of other kinds (hack/sim/nodes.sh)
 #
 # Writes the admin kubeconfig to $SIM_DIR/kubeconfig; hack/sim/down.sh
 # stops every process by the pids recorded in $SIM_DIR/pids.
@@ -24,8 +25,8 @@ if [[ -f $dir/pids ]] && kill -0 $(head -1 "$dir/pids" | cut -d' ' -f2) 2>/dev/n
   echo "a simulated cluster is already running (pids in $dir/pids); run make sim-down first" >&2
   exit 1
 fi
-for tool in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok gpu-operator; do
-  [[ -x $bin/$tool ]] || { echo "bin/$tool is missing: run make tools-sim build" >&2; exit 1; }
+for tool in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok gpu-operator simagent; do
+  [[ -x $bin/$tool ]] || { echo "bin/$tool is missing: run make tools-sim build build-sim-agent" >&2; exit 1; }
 done
 
 for port in $SIM_ETCD_PORT $SIM_APISERVER_PORT $SIM_KWOK_PORT; do
@@ -113,7 +114,12 @@ spawn kube-scheduler "$bin/kube-scheduler" --kubeconfig "$kubeconfig" \
   --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SIM_SCHEDULER_PORT" \
   --kube-api-qps=5000 --kube-api-burst=10000
 
-stages=$("$root/hack/sim/stages.sh" "$dir/stages" "${SIM_BROKEN_DRIVER_NODES:-}")
+# kwok leaves alone the driver pods that never load and those on hosts with
+# their own driver, which the agent answers.
+not_ready=()
+for n in $(echo "${SIM_BROKEN_DRIVER_NODES:-}" | tr , " "); do not_ready+=("$n/driver"); done
+[[ ,${SIM_NODE_KINDS:-}, == *,host-driver,* ]] && not_ready+=("gpu-host-driver/driver")
+stages=$("$root/hack/sim/stages.sh" "$dir/stages" "$(IFS=,; echo "${not_ready[*]}")")
 spawn kwok "$bin/kwok" --kubeconfig "$kubeconfig" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-ip 127.0.0.1 --node-port "$SIM_KWOK_NODE_PORT" --server-address "127.0.0.1:$SIM_KWOK_PORT" \
@@ -122,8 +128,11 @@ spawn kwok "$bin/kwok" --kubeconfig "$kubeconfig" \
   --config "$stages"
 
 spawn pod-runner "$root/hack/sim/pod-runner.sh"
+spawn simagent "$bin/simagent" --kubeconfig "$kubeconfig"
 
-log "creating $nodes fake GPU nodes and a system node"
+extra=0
+[[ -n ${SIM_NODE_KINDS:-} ]] && extra=$(echo "$SIM_NODE_KINDS" | tr ',' '\n' | grep -c .)
+log "creating $nodes fake GPU nodes, $extra of other kinds, and a system node"
 "$root/hack/sim/nodes.sh" "$nodes" | "$bin/kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
 # One list, counted here: kubectl wait checks nodes one by one, which takes
 # longer than its timeout with a thousand of them.
@@ -131,7 +140,7 @@ all_nodes_ready() {
   local ready
   ready=$("$bin/kubectl" --kubeconfig "$kubeconfig" get nodes \
     -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$')
-  ((ready == nodes + 1))
+  ((ready == nodes + extra + 1))
 }
 wait_for "nodes to be Ready" all_nodes_ready
-log "simulated cluster up in $((SECONDS - start))s: $nodes GPU nodes; export KUBECONFIG=$kubeconfig"
+log "simulated cluster up in $((SECONDS - start))s: $((nodes + extra)) GPU nodes; export KUBECONFIG=$kubeconfig"

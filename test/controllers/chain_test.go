@@ -14,7 +14,8 @@ import (
 
 // On a node, each state's DaemonSet selects the node only once the states
 // before it are ready there, and each pod is created only after its
-// prerequisites' pods were ready.
+// prerequisites' pods were ready. The driver and the toolkit start side by
+// side; the device plugin waits for both.
 func TestChainFormsInOrderOnANode(t *testing.T) {
 	g := NewWithT(t)
 	f := setup(t, 1)
@@ -23,23 +24,31 @@ func TestChainFormsInOrderOnANode(t *testing.T) {
 		sim.set(node, s, staysNotReady)
 	}
 	f.expectState("pending", "driver", node)
+	g.Eventually(func() bool { return f.podOn(node, "driver") != nil && f.podOn(node, "container-toolkit") != nil },
+		timeout, interval).Should(BeTrue(), "the driver and the toolkit start together")
 
-	for i, s := range states[:3] {
-		// Nothing after s runs while s is not ready.
-		next := states[i+1]
-		g.Eventually(func() bool { return f.podOn(node, s) != nil }, timeout, interval).Should(BeTrue(), "%s pod", s)
+	// The device plugin waits for the driver and for the toolkit.
+	waits := func(next string, why string) {
 		g.Eventually(func() int { return len(f.daemonSets(next)) }, timeout, interval).Should(Equal(1), "%s DaemonSet", next)
-		g.Consistently(func() bool { return f.daemonSetMatches(next, node) }, time.Second, interval).Should(BeFalse(),
-			"%s must not select the node while %s is not ready", next, s)
+		g.Consistently(func() bool { return f.daemonSetMatches(next, node) }, time.Second, interval).Should(BeFalse(), "%s: %s", next, why)
 		g.Expect(f.podOn(node, next)).To(BeNil())
-
-		sim.set(node, s, becomesReady)
-		f.expectState("ready", s, node)
-		g.Eventually(func() bool { return f.podOn(node, next) != nil }, timeout, interval).Should(BeTrue(), "%s pod", next)
-		readyAt := readyCondition(f.podOn(node, s)).LastTransitionTime
-		g.Expect(f.podOn(node, next).CreationTimestamp.Before(&readyAt)).To(BeFalse(),
-			"%s pod created before %s was ready", next, s)
 	}
+	waits("device-plugin", "neither the driver nor the toolkit is ready")
+	sim.set(node, "container-toolkit", becomesReady)
+	f.expectState("ready", "container-toolkit", node)
+	waits("device-plugin", "the driver is not ready")
+	sim.set(node, "driver", becomesReady)
+	f.expectState("ready", "driver", node)
+	g.Eventually(func() bool { return f.podOn(node, "device-plugin") != nil }, timeout, interval).Should(BeTrue())
+	for _, prereq := range []string{"driver", "container-toolkit"} {
+		readyAt := readyCondition(f.podOn(node, prereq)).LastTransitionTime
+		g.Expect(f.podOn(node, "device-plugin").CreationTimestamp.Before(&readyAt)).To(BeFalse(),
+			"device-plugin pod created before %s was ready", prereq)
+	}
+
+	waits("dcgm-exporter", "the device plugin is not ready")
+	sim.set(node, "device-plugin", becomesReady)
+	f.expectState("ready", "device-plugin", node)
 	// dcgm-exporter and GFD both wait for the device plugin only.
 	sim.set(node, "dcgm-exporter", becomesReady)
 	sim.set(node, "gpu-feature-discovery", becomesReady)
@@ -76,8 +85,9 @@ func TestFailingNodeHoldsNobodyBack(t *testing.T) {
 
 	f.expectAllReady(good...)
 	f.expectState("failed", "driver", bad)
-	f.expectState("pending", "container-toolkit", bad)
-	g.Expect(f.podOn(bad, "container-toolkit")).To(BeNil())
+	f.expectState("ready", "container-toolkit", bad)
+	f.expectState("pending", "device-plugin", bad)
+	g.Expect(f.podOn(bad, "device-plugin")).To(BeNil())
 
 	cp := &gpuv1.ClusterPolicy{}
 	g.Eventually(func() string {

@@ -12,13 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
 const (
@@ -61,7 +61,13 @@ func setup(t *testing.T, n int, mutate ...func(*gpuv1.ClusterPolicy)) *fixture {
 }
 
 func (f *fixture) createNode(name string, labels map[string]string) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+	f.createNodeWith(name, labels, nil)
+}
+
+// createNodeWith creates a GPU node with labels and annotations, such as
+// the simulator's sim.gpu-operator.io/ ones that say what the node is.
+func (f *fixture) createNodeWith(name string, labels, annotations map[string]string) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{
 		"feature.node.kubernetes.io/pci-10de.present":             "true",
 		"feature.node.kubernetes.io/system-os_release.ID":         "ubuntu",
 		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
@@ -75,15 +81,19 @@ func (f *fixture) createNode(name string, labels map[string]string) {
 }
 
 // setBootID sets a node's boot ID, as its kubelet does after a boot, and
-// the rest of the status a kubelet reports: Ready, and 8 GPUs once the
-// device plugin registered them.
+// the rest of the status a kubelet reports: Ready, its runtime. The GPUs
+// come once the device plugin runs there (the simulator's node agent).
 func (f *fixture) setBootID(name, bootID string) {
 	NewWithT(f.t).Eventually(func() error {
 		node := f.node(name)
 		node.Status.NodeInfo.BootID = bootID
+		if node.Status.NodeInfo.ContainerRuntimeVersion == "" {
+			node.Status.NodeInfo.ContainerRuntimeVersion = "containerd://2.1.4"
+		}
+		// The runtime's handlers come with the kubelet's first status,
+		// as the simulator's node agent keeps them.
+		fakenode.Apply(node, nil)
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
-		node.Status.Capacity = node.Status.Allocatable
 		return k8sClient.Status().Update(f.ctx, node)
 	}, timeout, interval).Should(Succeed())
 }
@@ -135,6 +145,18 @@ func (f *fixture) expectAllReady(nodes ...string) {
 	}
 }
 
+// expectAllUp waits until every state is ready or disabled on every given
+// node.
+func (f *fixture) expectAllUp(nodes ...string) {
+	f.t.Helper()
+	for _, s := range states {
+		for _, n := range nodes {
+			NewWithT(f.t).Eventually(f.stateOf(n, s), timeout, interval).Should(BeElementOf("ready", "disabled"),
+				"node %s, state %s", n, s)
+		}
+	}
+}
+
 // podOn returns the live pod of a state on a node, or nil.
 func (f *fixture) podOn(node, state string) *corev1.Pod {
 	pods := &corev1.PodList{}
@@ -162,7 +184,12 @@ func (f *fixture) daemonSetMatches(state, node string) bool {
 	if len(list) != 1 {
 		f.t.Fatalf("%d DaemonSets for state %s", len(list), state)
 	}
-	ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: list[0].Spec.Template.Spec}).Match(f.node(node))
+	return f.selects(&list[0], node)
+}
+
+// selects reports whether a DaemonSet's node affinity takes a node.
+func (f *fixture) selects(ds *appsv1.DaemonSet, node string) bool {
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: ds.Spec.Template.Spec}).Match(f.node(node))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -249,6 +276,16 @@ func (f *fixture) daemonSetTable() string {
 			strings.Join(names, ","), strings.Join(images, ","))
 	}
 	return b.String()
+}
+
+// envOf returns the value of a variable of a pod's main container.
+func envOf(p *corev1.Pod, name string) string {
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 // expectLabel waits until a node's label has value.

@@ -15,18 +15,27 @@ import (
 )
 
 // A user's deploy label is never overwritten; the operand it names is
-// disabled on that node and the states after it proceed.
+// disabled on that node and the states after it proceed. A driver opted
+// out goes from ready to disabled: the node now uses its host's driver, so
+// everything that used the driver container's root restarts, in order, with
+// the host's.
 func TestUserOptOutSurvives(t *testing.T) {
 	g := NewWithT(t)
 	f := setup(t, 2)
 	node, other := f.nodes[0], f.nodes[1]
 	f.expectAllReady(f.nodes...)
+	oldToolkit, oldPlugin := f.podOn(node, "container-toolkit").UID, f.podOn(node, "device-plugin").UID
 
 	f.setLabel(node, gpuv1.DeployLabel("driver"), "false")
 	f.expectState("disabled", "driver", node)
+	f.expectLabel(node, gpuv1.LabelDriverRoot, "host")
 	g.Eventually(func() bool { return f.podOn(node, "driver") == nil }, timeout, interval).Should(BeTrue())
-	// The toolkit proceeds as it would with a driver installed on the host.
-	f.expectState("ready", "container-toolkit", node)
+	f.expectAllUp(node)
+	for state, old := range map[string]any{"container-toolkit": oldToolkit, "device-plugin": oldPlugin} {
+		p := f.podOn(node, state)
+		g.Expect(p.UID).NotTo(Equal(old), "%s restarted", state)
+		g.Expect(envOf(p, "NVIDIA_DRIVER_ROOT")).To(Equal("/"), "%s uses the host's driver root", state)
+	}
 
 	// A policy change makes every node reconcile again: the user's value
 	// stays.

@@ -72,13 +72,15 @@ func TestReplacedDriverRestartsDownstream(t *testing.T) {
 	f := setup(t, 1)
 	node := f.nodes[0]
 	f.expectAllReady(node)
-	oldDriver, oldToolkit := f.podOn(node, "driver"), f.podOn(node, "container-toolkit").UID
+	oldDriver, oldToolkit, oldPlugin := f.podOn(node, "driver"), f.podOn(node, "container-toolkit").UID, f.podOn(node, "device-plugin").UID
 
 	g.Expect(k8sClient.Delete(f.ctx, oldDriver, client.GracePeriodSeconds(0))).To(Succeed())
-	f.expectState("pending", "container-toolkit", node)
+	f.expectState("pending", "device-plugin", node)
 	f.expectAllReady(node)
 	g.Expect(f.podOn(node, "driver").UID).NotTo(Equal(oldDriver.UID))
-	g.Expect(f.podOn(node, "container-toolkit").UID).NotTo(Equal(oldToolkit))
+	g.Expect(f.podOn(node, "device-plugin").UID).NotTo(Equal(oldPlugin), "what uses the driver restarts")
+	g.Expect(f.podOn(node, "container-toolkit").UID).To(Equal(oldToolkit),
+		"the toolkit stays: tearing it down would revert the runtime's config and restart the runtime twice")
 }
 
 // A reboot (new boot ID) resets the node's chain from the driver down in one

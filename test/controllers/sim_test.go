@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
 // podBehaviour is how the simulated kubelet runs an operand pod.
@@ -107,11 +108,18 @@ func (s *cluster) step(ctx context.Context) error {
 			}
 		}
 	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	if err := s.collectOrphans(ctx, dsList.Items, pods.Items); err != nil {
+		return err
+	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch {
 		case p.Namespace == s.namespace:
-			if err := s.kubelet(ctx, p); err != nil {
+			if err := s.kubelet(ctx, p, byName[p.Spec.NodeName]); err != nil {
 				return err
 			}
 		case p.DeletionTimestamp != nil && p.Spec.NodeName != "":
@@ -119,6 +127,58 @@ func (s *cluster) step(ctx context.Context) error {
 			if err := client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0))); err != nil {
 				return err
 			}
+		}
+	}
+	return s.nodes(ctx, nodes.Items, pods.Items)
+}
+
+// collectOrphans deletes the operand pods whose DaemonSet is gone, as the
+// garbage collector, which envtest does not run, would.
+func (s *cluster) collectOrphans(ctx context.Context, sets []appsv1.DaemonSet, pods []corev1.Pod) error {
+	live := map[string]bool{}
+	for i := range sets {
+		live[string(sets[i].UID)] = true
+	}
+	for i := range pods {
+		p := &pods[i]
+		owner := metav1.GetControllerOf(p)
+		if p.Namespace != s.namespace || owner == nil || owner.Kind != "DaemonSet" || live[string(owner.UID)] {
+			continue
+		}
+		if err := client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodes makes each node show what its operand pods do there, as a real
+// GPU node would (internal/test/fakenode): GPUs while the device plugin
+// runs, GFD's labels while GFD runs, the NVIDIA runtime handler once the
+// toolkit configured the runtime.
+func (s *cluster) nodes(ctx context.Context, nodes []corev1.Node, pods []corev1.Pod) error {
+	on := map[string][]*corev1.Pod{}
+	for i := range pods {
+		if p := &pods[i]; p.Namespace == s.namespace {
+			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
+		}
+	}
+	for i := range nodes {
+		n := nodes[i].DeepCopy()
+		if n.DeletionTimestamp != nil || n.Status.NodeInfo.BootID == "" {
+			continue // not booted yet
+		}
+		changed := fakenode.Apply(n, on[n.Name])
+		var err error
+		switch {
+		case changed.Labels:
+			// Labels first; the status follows at the next step.
+			err = s.c.Update(ctx, n)
+		case changed.Status:
+			err = s.c.Status().Update(ctx, n)
+		}
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return err
 		}
 	}
 	return nil
@@ -141,8 +201,18 @@ func (s *cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *core
 		return s.c.Create(ctx, s.podFor(ds, node.Name))
 	case !matches && existing != nil:
 		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
+	case existing != nil && outdated(ds, existing):
+		// A rolling update replaces a pod of an older template.
+		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
 	}
 	return nil
+}
+
+// outdated reports whether a RollingUpdate DaemonSet's pod runs an older
+// template than the DaemonSet's.
+func outdated(ds *appsv1.DaemonSet, p *corev1.Pod) bool {
+	return ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType &&
+		p.Annotations[render.AnnotationTemplateHash] != ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
 }
 
 func (s *cluster) podFor(ds *appsv1.DaemonSet, node string) *corev1.Pod {
@@ -167,10 +237,20 @@ func (s *cluster) podFor(ds *appsv1.DaemonSet, node string) *corev1.Pod {
 
 // kubelet sets a pod's status as its behaviour says, writing only when it
 // changes.
-func (s *cluster) kubelet(ctx context.Context, p *corev1.Pod) error {
+func (s *cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node) error {
 	if p.DeletionTimestamp != nil {
 		// No kubelet confirms a graceful deletion here: finish it.
 		return client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0)))
+	}
+	if node != nil {
+		if st := fakenode.DriverCheck(node, p); st != nil {
+			// The host has its own driver: the pod's check says so.
+			if len(p.Status.InitContainerStatuses) > 0 {
+				return nil
+			}
+			p.Status = *st
+			return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
+		}
 	}
 	b := s.get(p.Spec.NodeName, p.Labels[render.LabelState])
 	ready := corev1.ConditionFalse
@@ -232,4 +312,9 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 
 func hasWaiting(p *corev1.Pod) bool {
 	return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
 }

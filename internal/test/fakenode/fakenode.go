@@ -1,0 +1,252 @@
+// Fake GPU nodes, for the simulated clusters (the envtest suite's and the
+// kwok one): the kubelet advertises nvidia.com/gpu only while the device
+// plugin runs, GPU feature discovery's labels appear only while it runs,
+// the container runtime reports the NVIDIA handler only once the toolkit
+// configured the runtime's own files, and a host with its own driver
+// answers the driver pod's check. What a node is comes from its
+// sim.gpu-operator.io/ annotations. Pods are Ready without running
+// anything; this makes their effects on the node follow.
+
+package fakenode
+
+import (
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+)
+
+// Annotations that describe a fake GPU node.
+const (
+	prefix = "sim.gpu-operator.io/"
+	// AnnotationGPUs is how many GPUs the node has; 8 when absent.
+	AnnotationGPUs = prefix + "gpus"
+	// AnnotationHostDriver is the version of a driver installed on the
+	// host; absent when the host has none.
+	AnnotationHostDriver = prefix + "host-driver"
+	// AnnotationRuntime describes the node's container runtime: "legacy"
+	// reports no runtime handlers (containerd 1.7), "never-configured"
+	// never loads the NVIDIA handler, whatever the toolkit does.
+	AnnotationRuntime = prefix + "runtime"
+	// AnnotationContainerdConfig and AnnotationContainerdSocket are where
+	// the node's containerd keeps its config and socket, when not at the
+	// stock paths (k3s, RKE2, microk8s).
+	AnnotationContainerdConfig = prefix + "containerd-config"
+	AnnotationContainerdSocket = prefix + "containerd-socket"
+)
+
+// The stock containerd paths.
+const (
+	stockConfig = "/etc/containerd/config.toml"
+	stockSocket = "/run/containerd/containerd.sock"
+)
+
+// GFD's labels, as GFD on an H200 node writes them.
+var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family"}
+
+// Profile is what a fake node is.
+type Profile struct {
+	GPUs            int
+	HostDriver      string
+	Legacy          bool
+	NeverConfigured bool
+	Config, Socket  string
+}
+
+// ProfileOf reads a node's profile from its annotations.
+func ProfileOf(n *corev1.Node) Profile {
+	a := n.Annotations
+	p := Profile{GPUs: 8, HostDriver: a[AnnotationHostDriver], Config: stockConfig, Socket: stockSocket}
+	if g, err := strconv.Atoi(a[AnnotationGPUs]); err == nil && g >= 0 {
+		p.GPUs = g
+	}
+	p.Legacy = a[AnnotationRuntime] == "legacy"
+	p.NeverConfigured = a[AnnotationRuntime] == "never-configured"
+	if c := a[AnnotationContainerdConfig]; c != "" {
+		p.Config = c
+	}
+	if s := a[AnnotationContainerdSocket]; s != "" {
+		p.Socket = s
+	}
+	return p
+}
+
+// Result is what changed on the node.
+type Result struct {
+	Labels, Status bool
+}
+
+// Apply makes the node reflect the operator's pods on it: the pods of
+// every state on the node, live ones only. It changes the node in place
+// and says whether its labels (an update) or its status (a status
+// update) changed.
+func Apply(n *corev1.Node, pods []*corev1.Pod) Result {
+	p := ProfileOf(n)
+	running := func(s state.Name) *corev1.Pod {
+		for _, pod := range pods {
+			if pod.DeletionTimestamp == nil && pod.Labels[render.LabelState] == string(s) && ready(pod) {
+				return pod
+			}
+		}
+		return nil
+	}
+	var r Result
+	r.Status = advertise(n, p, running(state.DevicePlugin) != nil)
+	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
+	r.Labels = labelGFD(n, p, running(state.GPUFeatureDiscovery) != nil)
+	return r
+}
+
+// advertise sets the node's nvidia.com/gpu as the kubelet does: the GPUs
+// while the device plugin is registered, none otherwise.
+func advertise(n *corev1.Node, p Profile, plugin bool) bool {
+	want := int64(0)
+	if plugin {
+		want = int64(p.GPUs)
+	}
+	q, had := n.Status.Allocatable["nvidia.com/gpu"]
+	if (!had && !plugin) || (had && q.Value() == want) {
+		return false // never advertised, or advertised as wanted
+	}
+	for _, l := range []*corev1.ResourceList{&n.Status.Allocatable, &n.Status.Capacity} {
+		if *l == nil {
+			*l = corev1.ResourceList{}
+		}
+		(*l)["nvidia.com/gpu"] = *resource.NewQuantity(want, resource.DecimalSI)
+	}
+	return true
+}
+
+// handlers sets the runtime handlers a modern kubelet reports: runc, plus
+// the NVIDIA runtime once a ready toolkit configured the runtime's own
+// config through its own socket.
+func handlers(n *corev1.Node, p Profile, toolkit *corev1.Pod) bool {
+	if p.Legacy {
+		return false
+	}
+	want := []string{"", "runc"}
+	if name := configuredHandler(p, toolkit); name != "" && !p.NeverConfigured {
+		want = append(want, name, "nvidia-cdi", "nvidia-legacy")
+	}
+	have := make([]string, len(n.Status.RuntimeHandlers))
+	for i, h := range n.Status.RuntimeHandlers {
+		have[i] = h.Name
+	}
+	if slices.Equal(have, want) {
+		return false
+	}
+	n.Status.RuntimeHandlers = nil
+	for _, name := range want {
+		n.Status.RuntimeHandlers = append(n.Status.RuntimeHandlers, corev1.NodeRuntimeHandler{Name: name})
+	}
+	return true
+}
+
+// configuredHandler is the handler a toolkit pod registers with the node's
+// containerd: its runtime name, if it writes the node's config file and
+// reaches the node's socket through its mounts; "" otherwise.
+func configuredHandler(p Profile, pod *corev1.Pod) string {
+	if pod == nil || len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["RUNTIME"] != "containerd" {
+		return ""
+	}
+	if !reaches(pod, env["RUNTIME_CONFIG"], p.Config) || !reaches(pod, env["RUNTIME_SOCKET"], p.Socket) {
+		return ""
+	}
+	return env["NVIDIA_RUNTIME_NAME"]
+}
+
+// reaches reports whether a path in the container is a host file, through
+// a hostPath mount of its directory.
+func reaches(pod *corev1.Pod, inside, host string) bool {
+	if inside == "" || path.Base(inside) != path.Base(host) {
+		return false
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != path.Dir(inside) {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == path.Dir(host) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// labelGFD sets GFD's labels while GFD runs, as NFD does from GFD's feature
+// file, which GFD removes when it stops.
+func labelGFD(n *corev1.Node, p Profile, gfd bool) bool {
+	want := map[string]string{}
+	if gfd && p.GPUs > 0 {
+		want = map[string]string{
+			"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": strconv.Itoa(p.GPUs),
+			"nvidia.com/gpu.memory": "143771", "nvidia.com/gpu.family": "hopper",
+		}
+	}
+	have := map[string]string{}
+	for _, l := range gfdLabels {
+		if v, ok := n.Labels[l]; ok {
+			have[l] = v
+		}
+	}
+	if maps.Equal(have, want) {
+		return false
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	for _, l := range gfdLabels {
+		delete(n.Labels, l)
+	}
+	maps.Copy(n.Labels, want)
+	return true
+}
+
+// DriverCheck returns the status a driver pod on the node has when the
+// host runs its own driver: its host-driver check exited, saying so, and
+// the kubelet backs off restarting it. Nil when the host has no driver.
+func DriverCheck(n *corev1.Node, pod *corev1.Pod) *corev1.PodStatus {
+	p := ProfileOf(n)
+	if p.HostDriver == "" || pod.Labels[render.LabelState] != string(state.Driver) {
+		return nil
+	}
+	msg := "the host runs NVIDIA driver " + p.HostDriver + " (/usr/bin/nvidia-smi answers)\n"
+	now := metav1.Now()
+	return &corev1.PodStatus{
+		Phase:      corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}},
+		InitContainerStatuses: []corev1.ContainerStatus{{
+			Name:  driver.HostDriverCheckName,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: driver.HostDriverExitCode, Message: msg, FinishedAt: now,
+			}},
+			RestartCount: 1,
+		}},
+	}
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

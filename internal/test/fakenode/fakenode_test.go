@@ -1,0 +1,130 @@
+package fakenode
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+)
+
+func pod(s state.Name, ready bool, spec corev1.PodSpec) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{render.LabelState: string(s)}},
+		Spec:       spec,
+		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	}
+}
+
+// toolkitPod is the toolkit pod the operator renders for a policy.
+func toolkitPod(t *testing.T, mutate func(*gpuv1.ClusterPolicy)) *corev1.Pod {
+	ps, err := fixture.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := ps["default"]
+	if mutate != nil {
+		mutate(cp)
+	}
+	objs, err := toolkit.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == toolkit.DaemonSetName {
+			return pod(state.ContainerToolkit, true, ds.Spec.Template.Spec)
+		}
+	}
+	t.Fatal("no toolkit DaemonSet")
+	return nil
+}
+
+func TestGPUsFollowTheDevicePlugin(t *testing.T) {
+	g := NewWithT(t)
+	n := &corev1.Node{}
+	Apply(n, nil)
+	g.Expect(n.Status.Allocatable).NotTo(HaveKey(corev1.ResourceName("nvidia.com/gpu")), "a fresh node advertises no GPU")
+	g.Expect(Apply(n, nil)).To(Equal(Result{}), "no change, no write")
+
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, false, corev1.PodSpec{})}).Status).To(BeFalse(), "not while it is not ready")
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}).Status).To(BeTrue())
+	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}).Status).To(BeFalse(), "no change, no write")
+
+	g.Expect(Apply(n, nil).Status).To(BeTrue(), "gone with the plugin")
+	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero())
+}
+
+func TestGFDLabelsFollowGFD(t *testing.T) {
+	g := NewWithT(t)
+	n := &corev1.Node{}
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}).Labels).To(BeTrue())
+	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200"))
+	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.count", "8"))
+	g.Expect(Apply(n, nil).Labels).To(BeTrue())
+	g.Expect(n.Labels).NotTo(HaveKey("nvidia.com/gpu.product"))
+}
+
+// The runtime reports the NVIDIA handler only when the toolkit writes the
+// node's own config through its own socket.
+func TestHandlerFollowsTheToolkitsMounts(t *testing.T) {
+	g := NewWithT(t)
+	stock := toolkitPod(t, nil)
+	k3s := toolkitPod(t, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.Toolkit.Env = []gpuv1.EnvVar{
+			{Name: "CONTAINERD_CONFIG", Value: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl"},
+			{Name: "CONTAINERD_SOCKET", Value: "/run/k3s/containerd/containerd.sock"},
+		}
+	})
+	names := func(n *corev1.Node) []string {
+		var out []string
+		for _, h := range n.Status.RuntimeHandlers {
+			out = append(out, h.Name)
+		}
+		return out
+	}
+
+	n := &corev1.Node{}
+	Apply(n, []*corev1.Pod{stock})
+	g.Expect(names(n)).To(ContainElement("nvidia"))
+
+	k3sNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationContainerdConfig: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl",
+		AnnotationContainerdSocket: "/run/k3s/containerd/containerd.sock",
+	}}}
+	Apply(k3sNode, []*corev1.Pod{stock})
+	g.Expect(names(k3sNode)).To(Equal([]string{"", "runc"}), "the stock paths miss k3s's containerd")
+	Apply(k3sNode, []*corev1.Pod{k3s})
+	g.Expect(names(k3sNode)).To(ContainElement("nvidia"))
+
+	never := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRuntime: "never-configured"}}}
+	Apply(never, []*corev1.Pod{stock})
+	g.Expect(names(never)).To(Equal([]string{"", "runc"}))
+
+	legacy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRuntime: "legacy"}}}
+	Apply(legacy, []*corev1.Pod{stock})
+	g.Expect(legacy.Status.RuntimeHandlers).To(BeEmpty(), "containerd 1.7 reports none")
+}
+
+func TestHostDriverAnswersTheCheck(t *testing.T) {
+	g := NewWithT(t)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationHostDriver: "550.54.15"}}}
+	st := DriverCheck(n, pod(state.Driver, false, corev1.PodSpec{}))
+	g.Expect(st).NotTo(BeNil())
+	term := st.InitContainerStatuses[0].LastTerminationState.Terminated
+	g.Expect(term.ExitCode).To(BeEquivalentTo(driver.HostDriverExitCode))
+	g.Expect(term.Message).To(ContainSubstring("550.54.15"))
+	g.Expect(DriverCheck(&corev1.Node{}, pod(state.Driver, false, corev1.PodSpec{}))).To(BeNil())
+}
