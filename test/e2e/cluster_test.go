@@ -26,9 +26,9 @@ var (
 	root   = crdschema.RepoRoot()
 	simDir = filepath.Join(root, "_output", "e2e")
 	states = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
-	// prerequisites of each state on a node, as the state graph declares.
+	// prerequisites of each state on a node, as the state graph declares:
+	// the driver and the toolkit start side by side.
 	prerequisites = map[string][]string{
-		"container-toolkit":     {"driver"},
 		"device-plugin":         {"driver", "container-toolkit"},
 		"dcgm-exporter":         {"driver", "container-toolkit", "device-plugin"},
 		"gpu-feature-discovery": {"driver", "container-toolkit", "device-plugin"},

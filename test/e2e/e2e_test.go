@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 
@@ -13,6 +15,8 @@ import (
 // The scenarios run in order on one cluster, from install to uninstall.
 var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 	var healthy []string
+	// stuck are the nodes that never get ready: out of driver upgrades.
+	stuck := []string{brokenNode, k3sNode, unconfiguredNode}
 	BeforeAll(func() {
 		for i := range gpuNodes - 1 {
 			healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
@@ -25,7 +29,37 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 	})
 
 	It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
-		BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy})
+		// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
+		// broken, k3s (wrong paths) and unconfigured nodes.
+		BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
+			ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+4)})
+	})
+
+	It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {
+		HostDriverSpec(ctx)
+	})
+
+	It("configures CRI-O with the toolkit's OCI hook and runs its operands without the RuntimeClass", func(ctx SpecContext) {
+		CRIOSpec(ctx)
+	})
+
+	It("keeps the toolkit pending where the runtime reports no NVIDIA handler, and names the nodes", func(ctx SpecContext) {
+		RuntimeProofSpec(ctx, RuntimeProofInput{Nodes: []string{unconfiguredNode, k3sNode}})
+	})
+
+	It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
+		K3sPathsSpec(ctx, K3sPathsInput{
+			Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
+			Healthy: modern(healthy),
+		})
+	})
+
+	It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
+		ToolkitDisabledSpec(ctx, healthy)
+	})
+
+	It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
+		RuntimeClassSpec(ctx, healthy)
 	})
 
 	It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
@@ -37,11 +71,11 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 	})
 
 	It("rolls a driver upgrade within the budget, evicting and rescheduling GPU workloads", func(ctx SpecContext) {
-		UpgradeSpec(ctx, UpgradeInput{Version: "575.57.08", Nodes: healthy, Skip: []string{brokenNode}, Workloads: 6, MaxInProgress: 1})
+		UpgradeSpec(ctx, UpgradeInput{Version: "575.57.08", Nodes: healthy, Skip: stuck, Workloads: 6, MaxInProgress: 1})
 	})
 
 	It("resumes a driver upgrade after the operator is killed in the middle of it", func(ctx SpecContext) {
-		UpgradeSpec(ctx, UpgradeInput{Version: "580.82.07", Nodes: healthy, Skip: []string{brokenNode}, Workloads: 6,
+		UpgradeSpec(ctx, UpgradeInput{Version: "580.82.07", Nodes: healthy, Skip: stuck, Workloads: 6,
 			MaxInProgress: 1, KillAt: gpuv1.UpgradePodDeletion})
 	})
 
@@ -53,3 +87,15 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		UninstallSpec(ctx)
 	})
 })
+
+// modern are the nodes whose containerd reports runtime handlers: the even
+// ones (hack/sim/nodes.sh).
+func modern(nodes []string) []string {
+	var out []string
+	for _, n := range nodes {
+		if i, err := strconv.Atoi(strings.TrimPrefix(n, "gpu-node-")); err == nil && i%2 == 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -38,15 +37,17 @@ type AllReadyInput struct {
 	Nodes []string
 }
 
-// AllReadySpec waits until every given node is ready on every state, then
-// checks that on each node every operand pod was created only after its
-// prerequisites were ready there.
+// AllReadySpec waits until every given node is ready on every state, with
+// a pod of each state there (a state stays ready for the grace period while
+// a rolling update replaces its pod), then checks that on each node every
+// operand pod was created only after its prerequisites were ready there.
 func AllReadySpec(ctx context.Context, in AllReadyInput) {
 	Eventually(func(g Gomega) {
 		for _, n := range in.Nodes {
 			labels := node(g, ctx, n).Labels
 			for _, s := range states {
 				g.Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), "ready"), "node %s", n)
+				g.Expect(podOn(ctx, n, s)).NotTo(BeNil(), "%s pod on %s", s, n)
 			}
 		}
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
@@ -74,6 +75,8 @@ func expectOrder(ctx context.Context, nodes []string) {
 type BrokenNodeInput struct {
 	Node    string
 	Healthy []string
+	// ReadyNodes is what the policy's status counts: ready/GPU nodes.
+	ReadyNodes string
 }
 
 // BrokenNodeSpec checks that the broken node holds nobody back, runs
@@ -83,14 +86,14 @@ func BrokenNodeSpec(ctx context.Context, in BrokenNodeInput) {
 	Consistently(func(g Gomega) {
 		labels := node(g, ctx, in.Node).Labels
 		g.Expect(labels[gpuv1.StateLabel("driver")]).NotTo(Equal("ready"))
-		g.Expect(podOn(ctx, in.Node, "container-toolkit")).To(BeNil())
+		g.Expect(podOn(ctx, in.Node, "device-plugin")).To(BeNil())
 	}).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
 	Eventually(func(g Gomega) {
 		cp := policy(g, ctx)
 		c := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionReady)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Message).To(ContainSubstring(in.Node))
-		g.Expect(cp.Status.ReadyNodes).To(Equal(fmt.Sprintf("%d/%d", len(in.Healthy), len(in.Healthy)+1)))
+		g.Expect(cp.Status.ReadyNodes).To(Equal(in.ReadyNodes))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
@@ -171,12 +174,24 @@ func UninstallSpec(ctx context.Context) {
 	Expect(k8s.List(ctx, nodes)).To(Succeed())
 	for _, n := range nodes.Items {
 		for k := range n.Labels {
+			if gfdLabel(k) {
+				continue // NFD's, from GFD: checked below
+			}
 			Expect(strings.HasPrefix(k, "nvidia.com/gpu.")).To(BeFalse(), "node %s kept %s", n.Name, k)
 		}
 		for k := range n.Annotations {
 			Expect(strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix)).To(BeFalse(), "node %s kept %s", n.Name, k)
 		}
 	}
+	// GFD's labels leave with GFD's pods, which go with the policy.
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.List(ctx, nodes)).To(Succeed())
+		for _, n := range nodes.Items {
+			for k := range n.Labels {
+				g.Expect(gfdLabel(k)).To(BeFalse(), "node %s kept %s", n.Name, k)
+			}
+		}
+	}).WithTimeout(time.Minute).Should(Succeed())
 	for _, list := range []client.ObjectList{&appsv1.DaemonSetList{}, &appsv1.DeploymentList{}, &corev1.ServiceAccountList{}} {
 		Expect(k8s.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy})).To(Succeed())
 		Expect(meta.LenList(list)).To(BeZero(), "%T left behind", list)
@@ -186,6 +201,11 @@ func UninstallSpec(ctx context.Context) {
 		Expect(k8s.List(ctx, pods, client.InNamespace("gpu-operator"))).To(Succeed())
 		return len(pods.Items)
 	}).WithTimeout(time.Minute).Should(BeZero())
+}
+
+// gfdLabel reports whether a label is one GFD writes (through NFD).
+func gfdLabel(k string) bool {
+	return k == "nvidia.com/gpu.product" || k == "nvidia.com/gpu.count" || k == "nvidia.com/gpu.memory" || k == "nvidia.com/gpu.family"
 }
 
 func node(g Gomega, ctx context.Context, name string) *corev1.Node {

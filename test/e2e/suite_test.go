@@ -19,7 +19,9 @@ import (
 )
 
 // The cluster every spec shares: GPU nodes gpu-node-0..N-1, of which the
-// last one's driver never becomes ready.
+// last one's driver never becomes ready, and one node of each extra kind
+// (realnode_specs_test.go): a host with its own driver, CRI-O, k3s, and a
+// runtime that never loads the NVIDIA handler.
 var (
 	gpuNodes   = envInt("E2E_NODES", 5)
 	brokenNode = "gpu-node-" + strconv.Itoa(gpuNodes-1)
@@ -36,6 +38,7 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func(ctx SpecContext) {
 	_, _ = sh("hack/sim/down.sh")
 	os.Setenv("SIM_BROKEN_DRIVER_NODES", brokenNode)
+	os.Setenv("SIM_NODE_KINDS", nodeKinds)
 	_, err := sh("hack/sim/up.sh", strconv.Itoa(gpuNodes))
 	Expect(err).NotTo(HaveOccurred())
 

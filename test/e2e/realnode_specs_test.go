@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+)
+
+// The extra nodes of the e2e cluster (hack/sim/nodes.sh, SIM_NODE_KINDS).
+const (
+	hostDriverNode   = "gpu-host-driver"
+	crioNode         = "gpu-crio"
+	k3sNode          = "gpu-k3s"
+	unconfiguredNode = "gpu-unconfigured"
+)
+
+// nodeKinds are the kinds of extra nodes the suite's cluster has.
+var nodeKinds = "host-driver,crio,k3s,unconfigured"
+
+// HostDriverSpec checks a node whose host runs its own driver: the driver
+// pod's check finds it, the node uses it (driver disabled, the toolkit and
+// device plugin on the host's driver root), the rest of its stack is ready,
+// and the node event and the policy's status say so.
+func HostDriverSpec(ctx context.Context) {
+	Eventually(func(g Gomega) {
+		n := node(g, ctx, hostDriverNode)
+		g.Expect(n.Labels).To(HaveKeyWithValue(gpuv1.StateLabel("driver"), "disabled"))
+		g.Expect(n.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverRoot, "host"))
+		g.Expect(n.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationHostDriver, ContainSubstring("550.54.15")))
+		for _, s := range states[1:] {
+			g.Expect(n.Labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), "ready"), "state %s", s)
+		}
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	Expect(podOn(ctx, hostDriverNode, "driver")).To(BeNil(), "the driver container left the node")
+	for _, s := range []string{"container-toolkit", "device-plugin"} {
+		p := podOn(ctx, hostDriverNode, s)
+		Expect(p).NotTo(BeNil(), "%s pod", s)
+		Expect(envOf(p, "NVIDIA_DRIVER_ROOT")).To(Equal("/"), "%s on the host's driver", s)
+		Expect(owner(p)).To(HaveSuffix("-host-driver"), "%s from its host-driver DaemonSet", s)
+	}
+	Eventually(func(g Gomega) {
+		g.Expect(stateMessage(g, ctx, "driver")).To(ContainSubstring(hostDriverNode + " (the host runs NVIDIA driver 550.54.15"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	Eventually(func(g Gomega) {
+		list := &eventsv1.EventList{}
+		g.Expect(k8s.List(ctx, list)).To(Succeed())
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == hostDriverNode {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		g.Expect(reasons).To(ContainElement("HostDriverFound"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// CRIOSpec checks a CRI-O node: the toolkit installs its OCI hook into the
+// host's hooks directory, and the GPU operands run without the RuntimeClass,
+// whose handler CRI-O does not have.
+func CRIOSpec(ctx context.Context) {
+	AllReadySpec(ctx, AllReadyInput{Nodes: []string{crioNode}})
+	tk := podOn(ctx, crioNode, "container-toolkit")
+	Expect(envOf(tk, "RUNTIME")).To(Equal("crio"))
+	Expect(envOf(tk, "CRIO_CONFIG_MODE")).To(Equal("hook"))
+	Expect(hostPaths(tk)).To(ContainElement("/usr/share/containers/oci/hooks.d"))
+	Expect(owner(tk)).To(HaveSuffix("-crio"))
+	for _, s := range []string{"device-plugin", "dcgm-exporter", "gpu-feature-discovery"} {
+		Expect(podOn(ctx, crioNode, s).Spec.RuntimeClassName).To(BeNil(), "%s on CRI-O", s)
+		Expect(podOn(ctx, "gpu-node-0", s).Spec.RuntimeClassName).To(HaveValue(Equal("nvidia")), "%s on containerd", s)
+	}
+}
+
+// RuntimeProofInput names nodes whose runtime never gets the NVIDIA handler.
+type RuntimeProofInput struct {
+	Nodes []string
+}
+
+// RuntimeProofSpec checks that a toolkit pod being ready is not enough: on
+// nodes whose runtime reports no NVIDIA handler (one that never loads it,
+// and k3s's containerd while the toolkit writes the stock paths), the
+// toolkit stays pending, nothing after it starts, and the policy's status
+// names the nodes and the proof that fails.
+func RuntimeProofSpec(ctx context.Context, in RuntimeProofInput) {
+	for _, n := range in.Nodes {
+		Eventually(func(g Gomega) {
+			p := podOn(ctx, n, "container-toolkit")
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(podReady(p)).To(BeTrue())
+		}).WithTimeout(rolloutTimeout).Should(Succeed())
+	}
+	Consistently(func(g Gomega) {
+		for _, n := range in.Nodes {
+			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel("container-toolkit"), "pending"), "node %s", n)
+			g.Expect(podOn(ctx, n, "device-plugin")).To(BeNil(), "node %s", n)
+		}
+	}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+	Eventually(func(g Gomega) {
+		msg := stateMessage(g, ctx, "container-toolkit")
+		for _, n := range in.Nodes {
+			g.Expect(msg).To(ContainSubstring(n + ` (the container toolkit configured containerd, but the runtime reports no "nvidia" handler yet`))
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// K3sPathsInput is the toolkit env that points at k3s's containerd.
+type K3sPathsInput struct {
+	Config, Socket string
+	// Healthy are nodes at the stock paths whose runtime reports handlers.
+	Healthy []string
+}
+
+// K3sPathsSpec sets the toolkit's containerd paths to k3s's with helm: the
+// toolkit's host mounts follow, the k3s node comes up, and stock nodes whose
+// runtime reports handlers show the toolkit unproven (it now writes files
+// their containerd does not read). Setting the values back restores them.
+func K3sPathsSpec(ctx context.Context, in K3sPathsInput) {
+	upgrade := func(flag string, set ...string) {
+		args := []string{"upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values"}
+		for _, s := range set {
+			args = append(args, flag, s)
+		}
+		_, err := sh("bin/helm", args...)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	upgrade("--set", "toolkit.env[0].name=CONTAINERD_CONFIG", "toolkit.env[0].value="+in.Config,
+		"toolkit.env[1].name=CONTAINERD_SOCKET", "toolkit.env[1].value="+in.Socket)
+	AllReadySpec(ctx, AllReadyInput{Nodes: []string{k3sNode}})
+	tk := podOn(ctx, k3sNode, "container-toolkit")
+	Expect(hostPaths(tk)).To(ContainElements("/var/lib/rancher/k3s/agent/etc/containerd", "/run/k3s/containerd"))
+	Expect(envOf(tk, "CONTAINERD_CONFIG")).To(Equal("/runtime/config-dir/config.toml.tmpl"))
+	Eventually(func(g Gomega) {
+		for _, n := range in.Healthy {
+			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel("container-toolkit"), "pending"), "node %s", n)
+		}
+	}).WithTimeout(rolloutTimeout).Should(Succeed())
+
+	// --set toolkit.env=null is lost to --reuse-values (helm keeps the
+	// old list); an explicit empty list is not.
+	upgrade("--set-json", "toolkit.env=[]")
+	AllReadySpec(ctx, AllReadyInput{Nodes: in.Healthy})
+}
+
+// ToolkitDisabledSpec disables the toolkit (one installed on the hosts):
+// its DaemonSets go, and the RuntimeClass stays while operands name it.
+// Enabling it again brings it back.
+func ToolkitDisabledSpec(ctx context.Context, nodes []string) {
+	helmSet("toolkit.enabled=false")
+	Eventually(func(g Gomega) {
+		for _, n := range nodes {
+			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel("container-toolkit"), "disabled"))
+			g.Expect(podOn(ctx, n, "container-toolkit")).To(BeNil())
+		}
+		list := &appsv1.DaemonSetList{}
+		g.Expect(k8s.List(ctx, list, client.MatchingLabels{render.LabelState: "container-toolkit"})).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty())
+	}).WithTimeout(rolloutTimeout).Should(Succeed())
+	Consistently(func(g Gomega) {
+		rc := &nodev1.RuntimeClass{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "nvidia"}, rc)).To(Succeed())
+		g.Expect(rc.Handler).To(Equal("nvidia"))
+		for _, n := range nodes {
+			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel("device-plugin"), "ready"))
+		}
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+	helmSet("toolkit.enabled=true")
+	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+}
+
+// RuntimeClassSpec renames the RuntimeClass: the new one has the handler
+// of its name, the toolkit registers that handler, operands name it, the
+// old class is pruned.
+func RuntimeClassSpec(ctx context.Context, nodes []string) {
+	helmSet("operator.runtimeClass=nvidia-gpu")
+	Eventually(func(g Gomega) {
+		rc := &nodev1.RuntimeClass{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "nvidia-gpu"}, rc)).To(Succeed())
+		g.Expect(rc.Handler).To(Equal("nvidia-gpu"))
+		g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: "nvidia"}, &nodev1.RuntimeClass{}))).To(BeTrue())
+		for _, n := range nodes {
+			g.Expect(envOf(podOn(ctx, n, "container-toolkit"), "NVIDIA_RUNTIME_NAME")).To(Equal("nvidia-gpu"))
+			g.Expect(podOn(ctx, n, "device-plugin").Spec.RuntimeClassName).To(HaveValue(Equal("nvidia-gpu")))
+		}
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+	helmSet("operator.runtimeClass=nvidia")
+	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+}
+
+// stateMessage returns what the policy's status says of a state.
+func stateMessage(g Gomega, ctx context.Context, name string) string {
+	for _, s := range policy(g, ctx).Status.States {
+		if s.Name == name {
+			return s.Message
+		}
+	}
+	return ""
+}
+
+// helmSet changes one value of the release.
+func helmSet(value string) {
+	_, err := sh("bin/helm", "upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values", "--set", value)
+	Expect(err).NotTo(HaveOccurred())
+}
+
+func envOf(p *corev1.Pod, name string) string {
+	if p == nil {
+		return ""
+	}
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func hostPaths(p *corev1.Pod) []string {
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		if v.HostPath != nil {
+			out = append(out, v.HostPath.Path)
+		}
+	}
+	return out
+}
+
+// owner names the DaemonSet a pod belongs to.
+func owner(p *corev1.Pod) string {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
