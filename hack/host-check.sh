@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs the host-side pieces of the operand pods (written by
+# `go run ./hack/hostcheck -out DIR`) on this machine, for real, outside
+# Kubernetes: as root, on a host with an NVIDIA GPU and driver. Each piece
+# runs where its pod would see it; nothing of the host is changed but
+# scratch directories, removed at the end.
+#
+#  1. the driver pod's host-driver check, against this host's / (at /host)
+#     and against an empty root;
+#  2. the driver container's startup probe (nvidia-smi);
+#  3. the toolkit's readiness probe, before and after the toolkit's own
+#     config writer (nvidia-ctk runtime configure, at the version the
+#     operator ships) configured a scratch containerd config and CRI-O hook,
+#     and for a config older than the toolkit's start;
+#  4. the device plugin's /dev/char step, into a scratch directory, for a
+#     host driver and for a driver container; each link is resolved.
+#
+# Usage: hack/host-check.sh DIR   (NVIDIA_CTK: the nvidia-ctk binary to use)
+set -uo pipefail
+dir=$(cd "$1" && pwd)
+ctk=${NVIDIA_CTK:-$(command -v nvidia-ctk)}
+scratch=$(mktemp -d)
+created=()
+cleanup() {
+  for p in "${created[@]}"; do umount "$p" 2>/dev/null; rm -rf "$p"; done
+  rm -rf "$scratch" /dev/termination-log
+}
+trap cleanup EXIT
+section() { printf '\n=== %s\n' "$*"; }
+# run NAME CMD...: runs a command, prints its output and exit status.
+run() {
+  local name=$1
+  shift
+  "$@" >"$scratch/out" 2>&1
+  local rc=$?
+  sed 's/^/    /' "$scratch/out"
+  echo "  -> $name: exit $rc"
+  return $rc
+}
+# scratch_mount PATH: makes PATH, which must not exist, for the run.
+scratch_mount() {
+  [[ -e $1 ]] && { echo "$1 exists: not touching it" >&2; exit 1; }
+  mkdir -p "$1" && created+=("$1")
+}
+
+section "host: $(uname -r), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n1)"
+echo "  nvidia-smi: $(command -v nvidia-smi); /usr/bin/nvidia-smi: $([[ -e /usr/bin/nvidia-smi ]] && echo present || echo absent)"
+echo "  nvidia-ctk: $ctk ($("$ctk" --version 2>&1 | head -n1))"
+
+section "1. host-driver check (driver pod's init container)"
+scratch_mount /host
+# The kubelet mounts a hostPath recursively: /proc, /dev and every other
+# mount of the host are there too.
+mount --rbind / /host && mount --make-rslave /host
+run "this host at /host" sh "$dir/host-driver-check.sh"
+echo "  termination message: $(cat /dev/termination-log 2>/dev/null)"
+umount -R /host
+rm -f /dev/termination-log
+run "an empty host root at /host" sh "$dir/host-driver-check.sh"
+
+section "2. driver startup probe"
+sh "$dir/driver-startup-probe.sh" >"$scratch/smi" 2>&1
+echo "  -> nvidia-smi: exit $?"
+head -n 12 "$scratch/smi" | sed 's/^/    /'
+
+section "3. toolkit readiness probe, around the toolkit's config writer"
+export RUNTIME=containerd RUNTIME_CONFIG=$scratch/containerd/config.toml TOOLKIT_PID_FILE=$scratch/toolkit.pid
+mkdir -p "$scratch/containerd"
+touch "$TOOLKIT_PID_FILE" && sleep 1
+run "before the toolkit configured containerd (want 1)" sh "$dir/toolkit-ready.sh"
+run "nvidia-ctk runtime configure --runtime=containerd" "$ctk" runtime configure --runtime=containerd \
+  --config="$RUNTIME_CONFIG" --config-source=file --nvidia-runtime-name=nvidia \
+  --nvidia-runtime-path=/usr/local/nvidia/toolkit/nvidia-container-runtime --nvidia-set-as-default
+grep -n 'nvidia' "$RUNTIME_CONFIG" | sed 's/^/    config.toml:/' | head -n 8
+run "after (want 0)" sh "$dir/toolkit-ready.sh"
+sleep 1 && touch "$TOOLKIT_PID_FILE"
+run "a config older than the toolkit's start (want 1)" sh "$dir/toolkit-ready.sh"
+export RUNTIME=crio CRIO_HOOKS_DIR=$scratch/hooks.d
+mkdir -p "$CRIO_HOOKS_DIR" && touch "$TOOLKIT_PID_FILE" && sleep 1
+run "CRI-O, before the hook (want 1)" sh "$dir/toolkit-ready.sh"
+run "nvidia-ctk runtime configure --runtime=crio --config-mode=oci-hook" "$ctk" runtime configure --runtime=crio \
+  --config-mode=oci-hook --oci-hook-path="$CRIO_HOOKS_DIR/oci-nvidia-hook.json" \
+  --nvidia-runtime-hook-path=/usr/local/nvidia/toolkit/nvidia-container-runtime-hook
+run "CRI-O, after (want 0)" sh "$dir/toolkit-ready.sh"
+unset RUNTIME RUNTIME_CONFIG TOOLKIT_PID_FILE CRIO_HOOKS_DIR
+
+section "4. /dev/char links (device plugin's init container)"
+scratch_mount /host-dev-char
+mkdir -p "$scratch/bin" && ln -s "$ctk" "$scratch/bin/nvidia-ctk"
+for root in "" /run/nvidia/driver; do
+  rm -f /host-dev-char/*
+  PATH=$scratch/bin:$PATH DEV_ROOT=$root run "DEV_ROOT='$root'" sh "$dir/dev-char-links.sh" | tail -n 3
+  total=0 good=0
+  for link in /host-dev-char/*; do
+    [[ -L $link ]] || continue
+    total=$((total + 1))
+    want=${link##*/}
+    if got=$(stat -L -c '%t %T' "$link" 2>/dev/null); then
+      read -r maj min <<<"$got"
+      [[ $((16#$maj)):$((16#$min)) == "$want" && -c $link ]] && good=$((good + 1))
+    fi
+    [[ -c $link ]] && echo "    $want -> $(readlink "$link") (char device)"
+  done
+  echo "  -> $total links, $good resolve to a char device of their major:minor (the others await nodes the driver has not made)"
+done
