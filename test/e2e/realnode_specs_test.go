@@ -45,10 +45,13 @@ func HostDriverSpec(ctx context.Context) {
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
 	Expect(podOn(ctx, hostDriverNode, "driver")).To(BeNil(), "the driver container left the node")
 	for _, s := range []string{"container-toolkit", "device-plugin"} {
-		p := podOn(ctx, hostDriverNode, s)
-		Expect(p).NotTo(BeNil(), "%s pod", s)
-		Expect(envOf(p, "NVIDIA_DRIVER_ROOT")).To(Equal("/"), "%s on the host's driver", s)
-		Expect(owner(p)).To(HaveSuffix("-host-driver"), "%s from its host-driver DaemonSet", s)
+		// A pod of the driver container's variant may still be leaving.
+		Eventually(func(g Gomega) {
+			p := podOn(ctx, hostDriverNode, s)
+			g.Expect(p).NotTo(BeNil(), "%s pod", s)
+			g.Expect(owner(p)).To(HaveSuffix("-host-driver"), "%s from its host-driver DaemonSet", s)
+			g.Expect(envOf(p, "NVIDIA_DRIVER_ROOT")).To(Equal("/"), "%s on the host's driver", s)
+		}).WithTimeout(30 * time.Second).Should(Succeed())
 	}
 	Eventually(func(g Gomega) {
 		g.Expect(stateMessage(g, ctx, "driver")).To(ContainSubstring(hostDriverNode + " (the host runs NVIDIA driver 550.54.15"))
