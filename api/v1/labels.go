@@ -44,8 +44,11 @@ const (
 	// AnnotationHostDriver is set by the operator on a node whose host
 	// already runs an NVIDIA driver, found by the driver pod's check; its
 	// value says what was found. The node then uses the host's driver and
-	// never gets the driver container. Remove the annotation after removing
-	// the host's driver to have the driver container deployed again.
+	// does not get the driver container again for as long as the operator
+	// manages it (like every operator label, it goes when the node stops
+	// being a GPU node or the ClusterPolicy is deleted, and the check runs
+	// again after). Remove it after removing the host's driver to have the
+	// driver container deployed again.
 	AnnotationHostDriver = OperatorAnnotationPrefix + "host-driver"
 
 	// LabelUpgradeState is where the node stands in a driver upgrade; its

@@ -50,6 +50,7 @@ func node(labels, annotations map[string]string) *corev1.Node {
 	n.Status.NodeInfo.BootID = "boot-1"
 	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.7.27"
 	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	return n
 }
 
@@ -318,10 +319,11 @@ func TestOutages(t *testing.T) {
 			want:       map[state.Name]string{drv: "pending", tk: "ready", dp: "pending", dcg: "pending", gfd: "pending"},
 			wantEvents: []string{"StateReset"},
 		},
-		"device plugin outage resets only what comes after it": {
+		"device plugin outage resets what comes after it, and restarts its pod": {
 			pods:       func(p map[state.Name]*state.PodFacts) { p[dp] = notReadyPod(now.Add(-time.Minute)) },
 			want:       map[state.Name]string{drv: "ready", tk: "ready", dp: "pending", dcg: "pending", gfd: "pending"},
 			wantEvents: []string{"StateReset"},
+			wantStale:  []state.Name{dp},
 		},
 		"crash-looping toolkit fails": {
 			pods: func(p map[state.Name]*state.PodFacts) {

@@ -73,16 +73,39 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 			d.requeue(left)
 			return gpuv1.StateReady
 		}
-		d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("pod not ready for more than %s", d.in.Grace))
+		d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("pod not ready for more than %s%s", d.in.Grace, d.restart(name)))
 	}
 	return d.because(name, gpuv1.StatePending, "its pod is not ready")
+}
+
+// restart asks for a state's own pod to be replaced once it stopped doing
+// its job past the grace period: nothing else would restart a pod whose
+// readiness or proof was lost (a toolkit whose runtime config was
+// reverted configures it again when it starts). Never the driver's: a
+// driver pod is replaced by the upgrade state machine alone.
+func (d *decision) restart(name state.Name) string {
+	if name == state.Driver {
+		return ""
+	}
+	d.result.StalePods = append(d.result.StalePods, name)
+	return "; its pod is restarted"
 }
 
 // judgeReady decides a state whose pod is ready: ready once the state's
 // proof of function holds. A proof lost by a ready state gets the grace
 // period, as a pod outage does.
 func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.PodFacts) gpuv1.StateValue {
+	if !pod.Current {
+		// A ready state's outdated pod, which its DaemonSet is replacing:
+		// it proves the old spec (a renamed runtime handler, say), and the
+		// swap keeps the state ready, as it did before proofs.
+		delete(d.missing, name)
+		return gpuv1.StateReady
+	}
 	why := d.unproven(name)
+	if cur == gpuv1.StateReady {
+		why = d.stillProven(name)
+	}
 	if why == "" {
 		delete(d.missing, name)
 		if name == state.Driver {
@@ -101,7 +124,7 @@ func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.
 		return gpuv1.StateReady
 	}
 	delete(d.missing, name)
-	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("%s, for more than %s", why, d.in.Grace))
+	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("%s, for more than %s%s", why, d.in.Grace, d.restart(name)))
 	return d.because(name, gpuv1.StatePending, why)
 }
 
@@ -165,9 +188,11 @@ func (d *decision) because(name state.Name, v gpuv1.StateValue, why string) gpuv
 }
 
 // driverRestarting reports whether the node's driver upgrade is at the
-// step that replaces the driver pod.
+// step that replaces the driver pod. A node on its host's driver has no
+// driver pod to replace, whatever its stale upgrade label says.
 func (d *decision) driverRestarting() bool {
-	return gpuv1.UpgradeState(d.in.Node.Labels[gpuv1.LabelUpgradeState]) == gpuv1.UpgradePodRestart
+	return d.variant.DriverRoot == gpuv1.DriverRootContainer &&
+		gpuv1.UpgradeState(d.in.Node.Labels[gpuv1.LabelUpgradeState]) == gpuv1.UpgradePodRestart
 }
 
 // driverReplaced reports whether a ready driver pod is not the one last

@@ -14,9 +14,25 @@ import (
 // node (through NFD).
 var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count"}
 
-// resourcePrefix starts every extended resource the device plugin
-// advertises: nvidia.com/gpu, and under MIG nvidia.com/mig-<profile>.
-const resourcePrefix = "nvidia.com/"
+// gpuResource reports whether a resource is one the device plugin
+// advertises: nvidia.com/gpu, nvidia.com/gpu.shared when time-slicing
+// renames it, nvidia.com/mig-<profile> under MIG. Other nvidia.com/
+// resources (the Network Operator's RDMA devices) are not the plugin's.
+func gpuResource(name corev1.ResourceName) bool {
+	s := string(name)
+	return s == "nvidia.com/gpu" || strings.HasPrefix(s, "nvidia.com/gpu.") || strings.HasPrefix(s, "nvidia.com/mig-")
+}
+
+// advertises reports whether a resource list holds a GPU resource with a
+// count above zero.
+func advertises(l corev1.ResourceList) bool {
+	for res, q := range l {
+		if gpuResource(res) && !q.IsZero() {
+			return true
+		}
+	}
+	return false
+}
 
 // unproven says why a state whose pod is ready does not yet do its job on
 // the node, read from the node the operator already caches; "" when its
@@ -29,12 +45,9 @@ func (d *decision) unproven(name state.Name) string {
 	case state.ContainerToolkit:
 		return d.handlerMissing()
 	case state.DevicePlugin:
-		for res, q := range n.Status.Allocatable {
-			if strings.HasPrefix(string(res), resourcePrefix) && !q.IsZero() {
-				return ""
-			}
+		if !advertises(n.Status.Allocatable) {
+			return "the device plugin runs, but the node advertises no GPU (nvidia.com/gpu or nvidia.com/mig-*)"
 		}
-		return "the device plugin runs, but the node advertises no nvidia.com/ resource"
 	case state.GPUFeatureDiscovery:
 		for _, l := range gfdLabels {
 			if _, ok := n.Labels[l]; !ok {
@@ -43,6 +56,21 @@ func (d *decision) unproven(name state.Name) string {
 		}
 	}
 	return ""
+}
+
+// stillProven is the proof a ready state keeps: the same, except that the
+// device plugin only needs its GPUs registered (capacity), healthy or not.
+// Unhealthy GPUs lower allocatable; tearing down the exporter that reports
+// them would be the wrong answer (and unhealthy GPUs are remediated, not
+// ungated).
+func (d *decision) stillProven(name state.Name) string {
+	if name == state.DevicePlugin {
+		if advertises(d.in.Node.Status.Capacity) {
+			return ""
+		}
+		return "the device plugin runs, but the node has no GPU registered (nvidia.com/gpu or nvidia.com/mig-* capacity)"
+	}
+	return d.unproven(name)
 }
 
 // handlerMissing says why the runtime has not loaded the NVIDIA runtime

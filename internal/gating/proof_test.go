@@ -42,7 +42,19 @@ func TestProofsOfFunction(t *testing.T) {
 			},
 			state:   dp,
 			want:    "pending",
-			wantWhy: "the device plugin runs, but the node advertises no nvidia.com/ resource",
+			wantWhy: "the device plugin runs, but the node advertises no GPU (nvidia.com/gpu or nvidia.com/mig-*)",
+		},
+		"device plugin ready, only another operator's nvidia.com/ resource": {
+			node: func(n *corev1.Node) {
+				n.Status.Allocatable = corev1.ResourceList{"nvidia.com/rdma_shared_device_a": resource.MustParse("63")}
+			},
+			state: dp, want: "pending",
+		},
+		"device plugin ready, time-slicing renamed the resource": {
+			node: func(n *corev1.Node) {
+				n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu.shared": resource.MustParse("32")}
+			},
+			state: dp, want: "ready",
 		},
 		"device plugin ready, zero GPUs advertised": {
 			node: func(n *corev1.Node) {
@@ -117,21 +129,79 @@ func TestProofsOfFunction(t *testing.T) {
 }
 
 // A ready state that loses its proof gets the grace period, then restarts
-// what comes after it, as an outage of its pod does.
+// what comes after it, as an outage of its pod does, and its own pod.
 func TestProofLostAfterTheGracePeriod(t *testing.T) {
 	g := NewWithT(t)
 	n, pods := readyNode()
-	n.Status.Allocatable = nil
+	n.Status.Allocatable, n.Status.Capacity = nil, nil
 	r := decide(t, n, pods)
 	g.Expect(stateOf(r, dp)).To(Equal("ready"), "a short loss is covered")
 	g.Expect(r.RequeueAfter).To(Equal(grace))
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationMissingSince, "device-plugin=2026-11-30T12:00:00Z"))
+	g.Expect(r.StalePods).To(BeEmpty())
 
 	later := node(r.Labels, r.Annotations)
-	later.Status.Allocatable = nil
+	later.Status.Allocatable, later.Status.Capacity = nil, nil
 	r = decide(t, later, pods, func(in *Input) { in.Now = now.Add(grace + time.Second) })
 	g.Expect(stateOf(r, dp)).To(Equal("pending"))
 	g.Expect(stateOf(r, dcg)).To(Equal("pending"))
-	g.Expect(r.Events).To(ContainElement(HaveField("Message", ContainSubstring("advertises no nvidia.com/ resource"))))
+	g.Expect(r.Events).To(ContainElement(HaveField("Message", ContainSubstring("has no GPU registered"))))
 	g.Expect(r.Annotations).NotTo(HaveKey(AnnotationMissingSince))
+	g.Expect(r.StalePods).To(Equal([]state.Name{dp}), "its own pod restarts: nothing else would")
+
+	// Once pending, the plugin's fresh pod is judged as any new one: no
+	// second restart.
+	pods[dp] = readyPod("p2", now.Add(grace+2*time.Second))
+	again := node(r.Labels, r.Annotations)
+	again.Status.Allocatable, again.Status.Capacity = nil, nil
+	r = decide(t, again, pods, func(in *Input) { in.Now = now.Add(grace + 3*time.Second) })
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
+	g.Expect(r.StalePods).To(BeEmpty())
+}
+
+// Unhealthy GPUs lower what the node can allocate, not what it has: the
+// device plugin stays ready, and so does the exporter that reports them.
+func TestUnhealthyGPUsKeepTheChain(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("0")}
+	r := decide(t, n, pods, func(in *Input) { in.Now = now.Add(time.Hour) })
+	g.Expect(stateOf(r, dp)).To(Equal("ready"))
+	g.Expect(stateOf(r, dcg)).To(Equal("ready"))
+	g.Expect(r.RequeueAfter).To(BeZero())
+}
+
+// A toolkit whose probe fails past the grace period (its runtime config was
+// reverted under it) is restarted, so that it configures the runtime again.
+func TestNotReadyPodIsRestartedPastTheGracePeriod(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	pods[tk] = notReadyPod(now.Add(-time.Minute))
+	r := decide(t, n, pods)
+	g.Expect(stateOf(r, tk)).To(Equal("pending"))
+	g.Expect(r.StalePods).To(Equal([]state.Name{tk}))
+
+	// Never the driver's: only the upgrade state machine replaces it.
+	n, pods = readyNode()
+	pods[drv] = notReadyPod(now.Add(-time.Minute))
+	r = decide(t, n, pods)
+	g.Expect(stateOf(r, drv)).To(Equal("pending"))
+	g.Expect(r.StalePods).NotTo(ContainElement(drv))
+}
+
+// A ready state's outdated pod, being rolled by its DaemonSet, keeps the
+// state ready without proving the new spec: a renamed RuntimeClass's
+// handler comes with the toolkit's new pod.
+func TestOutdatedPodKeepsItsStateWithoutTheNewProof(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Status.RuntimeHandlers = []corev1.NodeRuntimeHandler{{Name: ""}, {Name: "runc"}, {Name: "nvidia"}}
+	pods[tk].Current = false
+	r := decide(t, n, pods, func(in *Input) { in.Policy.Spec.Operator.RuntimeClass = "nvidia-gpu" })
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(r.RequeueAfter).To(BeZero())
+
+	pods[tk] = readyPod("t2", now)
+	r = decide(t, n, pods, func(in *Input) { in.Policy.Spec.Operator.RuntimeClass = "nvidia-gpu" })
+	g.Expect(r.RequeueAfter).To(Equal(grace), "the new pod must prove the new handler")
 }

@@ -39,8 +39,8 @@ func (d *decision) decideVariant() {
 	setIfNonEmpty(d.result.Annotations, gpuv1.AnnotationHostDriver, d.hostDriver)
 }
 
-// resetOnVariantChange restarts, in order, every state after the driver
-// and the toolkit when the node's variant changed: their pods run another
+// resetOnVariantChange restarts, in order, the toolkit and every state
+// after the driver when the node's variant changed: their pods run another
 // DaemonSet's spec now (a driver root moved from the driver container to
 // the host, or a node reinstalled with another runtime).
 func (d *decision) resetOnVariantChange() {
@@ -57,8 +57,10 @@ func (d *decision) resetOnVariantChange() {
 		d.notBefore[name] = d.now
 		restarted = append(restarted, name)
 	}
-	d.event(true, "VariantChanged", "driver root %s -> %s, container runtime %s -> %s: restarting %s",
-		old.DriverRoot, d.variant.DriverRoot, old.Runtime, d.variant.Runtime, joinNames(restarted))
+	if len(restarted) > 0 {
+		d.event(true, "VariantChanged", "driver root %s -> %s, container runtime %s -> %s: restarting %s",
+			old.DriverRoot, d.variant.DriverRoot, old.Runtime, d.variant.Runtime, joinNames(restarted))
+	}
 }
 
 // hostDriverFound returns what the driver pod's check found on the host,

@@ -17,13 +17,17 @@ const runtimeClassState = "runtime-class"
 // +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch;create;update;patch;delete
 
 // RuntimeClasses returns a RuntimeClass for every runtime class the
-// DaemonSets' pods name, each with the handler of its own name: the
-// toolkit registers the NVIDIA runtime under the RuntimeClass's name. None
-// is rendered when no operand uses one (every GPU node runs CRI-O, whose
-// GPU containers get the NVIDIA hook instead), so a class is never left
-// pointing at a handler nothing registered.
-func RuntimeClasses(policy *gpuv1.ClusterPolicy, objs []client.Object) []client.Object {
+// DaemonSets' pods name, and for the policy's when the toolkit registers
+// its handler somewhere (GPU workloads name it, whichever operands run),
+// each with the handler of its own name: the toolkit registers the NVIDIA
+// runtime under the RuntimeClass's name. None is rendered where nothing
+// registers or uses one (every GPU node runs CRI-O, whose GPU containers
+// get the NVIDIA hook instead).
+func RuntimeClasses(policy *gpuv1.ClusterPolicy, objs []client.Object, toolkitRegisters bool) []client.Object {
 	var names []string
+	if toolkitRegisters {
+		names = append(names, string(policy.Spec.Operator.RuntimeClass))
+	}
 	for _, o := range objs {
 		if ds, ok := o.(*appsv1.DaemonSet); ok {
 			if rc := ds.Spec.Template.Spec.RuntimeClassName; rc != nil && !slices.Contains(names, *rc) {

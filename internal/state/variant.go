@@ -127,18 +127,17 @@ func (in RenderInput) VariantsFor(d Dimensions) []Variant {
 	return out
 }
 
-// Suffix is what a DaemonSet name gains for a projected variant that is
-// not the default's: -host-driver, -driver-container, -crio, -containerd.
-func (v Variant) Suffix(def Variant) string {
+// Suffix is what a DaemonSet name gains for a projected variant: nothing
+// for a driver container on containerd, whose DaemonSets keep the names
+// users know from the NVIDIA GPU Operator, -host-driver for a host driver,
+// -crio for CRI-O. The names do not depend on the policy, so that changing
+// its defaults moves no node between DaemonSets by name alone.
+func (v Variant) Suffix() string {
 	var s string
-	if v.DriverRoot != "" && v.DriverRoot != def.DriverRoot {
-		if v.DriverRoot == gpuv1.DriverRootHost {
-			s += "-host-driver"
-		} else {
-			s += "-driver-container"
-		}
+	if v.DriverRoot == gpuv1.DriverRootHost {
+		s += "-host-driver"
 	}
-	if v.Runtime != "" && v.Runtime != def.Runtime {
+	if v.Runtime != "" && v.Runtime != gpuv1.RuntimeContainerd {
 		s += "-" + string(v.Runtime)
 	}
 	return s
@@ -155,24 +154,39 @@ func RuntimeClassName(spec *gpuv1.ClusterPolicySpec, r gpuv1.Runtime) *string {
 	return &name
 }
 
+// The values the variant labels take.
+var (
+	driverRoots = []string{string(gpuv1.DriverRootContainer), string(gpuv1.DriverRootHost)}
+	runtimeKeys = []string{string(gpuv1.RuntimeContainerd), string(gpuv1.RuntimeCRIO), string(gpuv1.RuntimeDocker)}
+)
+
 // Requirements are the node affinity terms that select the nodes of a
-// projected variant.
-func (v Variant) Requirements() []corev1.NodeSelectorRequirement {
+// projected variant. The default variant's DaemonSets also take nodes the
+// operator has not labelled yet, as every node was before variants
+// existed: they exclude the other values rather than require their own,
+// so that an operator upgrade takes no operand pod, a driver least of all,
+// off a node before its labels are written.
+func (v Variant) Requirements(def Variant) []corev1.NodeSelectorRequirement {
 	var reqs []corev1.NodeSelectorRequirement
-	if v.DriverRoot != "" {
-		reqs = append(reqs, corev1.NodeSelectorRequirement{
-			Key: gpuv1.LabelDriverRoot, Operator: corev1.NodeSelectorOpIn, Values: []string{string(v.DriverRoot)}})
+	add := func(key, value, defValue string, all []string) {
+		if value == "" {
+			return
+		}
+		if value != defValue {
+			reqs = append(reqs, corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}})
+			return
+		}
+		others := slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == value })
+		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpNotIn, Values: others})
 	}
-	if v.Runtime != "" {
-		reqs = append(reqs, corev1.NodeSelectorRequirement{
-			Key: gpuv1.LabelContainerRuntime, Operator: corev1.NodeSelectorOpIn, Values: []string{string(v.Runtime)}})
-	}
+	add(gpuv1.LabelDriverRoot, string(v.DriverRoot), string(def.DriverRoot), driverRoots)
+	add(gpuv1.LabelContainerRuntime, string(v.Runtime), string(def.Runtime), runtimeKeys)
 	return reqs
 }
 
 // Gated returns the gate with a projected variant's requirements added.
 func (in RenderInput) Gated(v Variant) []corev1.NodeSelectorRequirement {
-	return append(slices.Clone(in.Gate), v.Requirements()...)
+	return append(slices.Clone(in.Gate), v.Requirements(DefaultVariant(&in.Policy.Spec))...)
 }
 
 // DaemonSets renders an operand's DaemonSets: one per projection of the
@@ -180,10 +194,9 @@ func (in RenderInput) Gated(v Variant) []corev1.NodeSelectorRequirement {
 // the variant's suffix and gated on the variant's labels.
 func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ComponentSpec, image string, d Dimensions,
 	pod func(Variant) corev1.PodSpec) ([]client.Object, error) {
-	def := DefaultVariant(&in.Policy.Spec)
 	var objs []client.Object
 	for _, v := range in.VariantsFor(d) {
-		w := in.Workload(name+v.Suffix(def), st, c, image, pod(v))
+		w := in.Workload(name+v.Suffix(), st, c, image, pod(v))
 		w.Gate = in.Gated(v)
 		ds, err := render.DaemonSet(w)
 		if err != nil {

@@ -105,7 +105,7 @@ func TestDevicePluginWaitsForTheNodesGPUs(t *testing.T) {
 	g.Eventually(func() bool { p := f.podOn(name, "device-plugin"); return p != nil && podReady(p) }, timeout, interval).Should(BeTrue())
 	f.expectState("pending", "device-plugin", name)
 	g.Eventually(f.readyMessage, timeout, interval).Should(ContainSubstring(
-		"device-plugin is ready on 1 of 2 nodes; not ready: " + name + " (the device plugin runs, but the node advertises no nvidia.com/ resource)"))
+		"device-plugin is ready on 1 of 2 nodes; not ready: " + name + " (the device plugin runs, but the node advertises no GPU (nvidia.com/gpu or nvidia.com/mig-*))"))
 }
 
 // One RuntimeClass, with the handler of its own name, whenever an operand

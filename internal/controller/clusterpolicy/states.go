@@ -64,8 +64,23 @@ func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*r
 	}
 	// RuntimeClasses first: pods naming a class that does not exist yet
 	// are refused.
-	out.wanted = append(render.RuntimeClasses(cp, out.wanted), out.wanted...)
+	out.wanted = append(render.RuntimeClasses(cp, out.wanted, toolkitRegistersHandler(cp, in.Variants)), out.wanted...)
 	return out, nil
+}
+
+// toolkitRegistersHandler reports whether the toolkit registers the NVIDIA
+// runtime handler on some node: it is enabled, and some variant in use
+// runs a runtime configured with a handler.
+func toolkitRegistersHandler(cp *gpuv1.ClusterPolicy, variants []state.Variant) bool {
+	if !cp.Spec.Toolkit.IsEnabled() {
+		return false
+	}
+	for _, v := range variants {
+		if state.HasRuntimeHandler(v.Runtime) {
+			return true
+		}
+	}
+	return false
 }
 
 // variants returns the node variants in use among the GPU nodes, as their

@@ -89,7 +89,8 @@ func nodeChanged() predicate.Predicate {
 				old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
 				old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion ||
 				!slices.Equal(handlerNames(old), handlerNames(cur)) ||
-				!maps.Equal(nvidiaResources(old.Status.Allocatable), nvidiaResources(cur.Status.Allocatable))
+				!maps.Equal(nvidiaResources(old.Status.Allocatable), nvidiaResources(cur.Status.Allocatable)) ||
+				!maps.Equal(nvidiaResources(old.Status.Capacity), nvidiaResources(cur.Status.Capacity))
 		},
 	}
 }

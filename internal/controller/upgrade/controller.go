@@ -85,7 +85,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	var stale []corev1.Node
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if !gating.IsGPUNode(n.Labels) || n.Labels[gpuv1.DeployLabel(string(state.Driver))] != gpuv1.LabelTrue {
+		// Nodes on their host's driver have no driver to upgrade; one that
+		// moved there mid-upgrade is let go (uncordoned) here.
+		if !gating.IsGPUNode(n.Labels) || n.Labels[gpuv1.DeployLabel(string(state.Driver))] != gpuv1.LabelTrue ||
+			n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootHost) {
 			stale = append(stale, *n)
 			continue
 		}

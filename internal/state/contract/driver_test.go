@@ -48,7 +48,7 @@ var driverContract = []requirement{
 		need:  "is ready once nvidia-smi answers, without touching a directory nothing creates",
 		check: probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))},
 	{source: driverManager, need: "a driver on the host is found by the host's nvidia-smi answering, from the host's / read-only",
-		check: all(scriptHas(driver.HostDriverCheckName, "chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
+		check: all(scriptHas(driver.HostDriverCheckName, "timeout 60 chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
 			scriptHas(driver.HostDriverCheckName, fmt.Sprintf("exit %d", driver.HostDriverExitCode)),
 			privileged(driver.HostDriverCheckName, true),
 			hostMount(driver.HostDriverCheckName, mount{host: "/", at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}))},

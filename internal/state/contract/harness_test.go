@@ -80,11 +80,26 @@ func pods(t *testing.T, name state.Name) []*podCase {
 			t.Fatalf("rendering %s for the %s policy: %v", name, pname, err)
 		}
 		for _, v := range variants {
+			var taking []string
 			for _, o := range objs {
 				ds, ok := o.(*appsv1.DaemonSet)
 				if ok && selects(ds, v) {
+					taking = append(taking, ds.Name)
 					out = append(out, &podCase{policy: pname, variant: v, ds: ds, pod: &ds.Spec.Template.Spec, spec: &cp.Spec})
 				}
+			}
+			// Every node of every variant gets the operand from one
+			// DaemonSet; the driver runs one per OS, and none on a host
+			// driver.
+			switch {
+			case name == state.Driver && v.DriverRoot == gpuv1.DriverRootHost:
+				if len(taking) > 0 {
+					t.Errorf("%s policy: the driver DaemonSets %v take nodes whose driver is the host's", pname, taking)
+				}
+			case len(taking) == 0:
+				t.Errorf("%s policy: no %s DaemonSet takes the nodes of %+v", pname, name, v)
+			case len(taking) > 1 && name != state.Driver:
+				t.Errorf("%s policy: %s DaemonSets %v all take the nodes of %+v", pname, name, taking, v)
 			}
 		}
 	}
@@ -104,7 +119,11 @@ func selects(ds *appsv1.DaemonSet, v state.Variant) bool {
 	want := map[string]string{gpuv1.LabelDriverRoot: string(v.DriverRoot), gpuv1.LabelContainerRuntime: string(v.Runtime)}
 	for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 		for _, r := range term.MatchExpressions {
-			if value, ok := want[r.Key]; ok && r.Operator == corev1.NodeSelectorOpIn && !slices.Contains(r.Values, value) {
+			value, ok := want[r.Key]
+			switch {
+			case !ok:
+			case r.Operator == corev1.NodeSelectorOpIn && !slices.Contains(r.Values, value),
+				r.Operator == corev1.NodeSelectorOpNotIn && slices.Contains(r.Values, value):
 				return false
 			}
 		}
@@ -112,8 +131,8 @@ func selects(ds *appsv1.DaemonSet, v state.Variant) bool {
 	return true
 }
 
-// checkAll checks every requirement against every rendered pod of a state,
-// and that every variant found a pod.
+// checkAll checks every requirement against every rendered pod of a state;
+// pods checks that every variant's nodes get one.
 func checkAll(t *testing.T, name state.Name, reqs []requirement) {
 	t.Helper()
 	cases := pods(t, name)
@@ -442,4 +461,38 @@ func onRoot(r gpuv1.DriverRoot) func(state.Variant) bool {
 
 func onRuntime(r gpuv1.Runtime) func(state.Variant) bool {
 	return func(v state.Variant) bool { return v.Runtime == r }
+}
+
+// A node the operator has not labelled with its variant yet (every node,
+// right after an operator upgrade that brings variants) stays with one
+// DaemonSet of each per-node state, the default variant's: no operand pod,
+// a driver pod least of all, leaves a node because the labels are not
+// written yet.
+func TestUnlabelledNodesKeepTheirPods(t *testing.T) {
+	graph, err := registry.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pname, cp := range policies(t) {
+		for _, name := range graph.PerNode() {
+			s, _ := graph.Get(name)
+			if !s.Operand.Enabled(&cp.Spec) {
+				continue
+			}
+			objs, err := s.Operand.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(name),
+				DriverPools: fixture.DriverPools(cp), Variants: fixture.Variants(cp)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var taking []string
+			for _, o := range objs {
+				if ds, ok := o.(*appsv1.DaemonSet); ok && selects(ds, state.Variant{}) {
+					taking = append(taking, ds.Name)
+				}
+			}
+			if len(taking) == 0 || (len(taking) > 1 && name != state.Driver) {
+				t.Errorf("%s policy, %s: DaemonSets %v take an unlabelled node; want the default variant's alone", pname, name, taking)
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -33,8 +34,8 @@ fi
 exit 0`
 
 // devCharLinks is the init container that makes the links. It runs the
-// toolkit image, which carries nvidia-ctk; it needs no privilege, only the
-// host's /dev/char.
+// toolkit image, which carries nvidia-ctk, privileged as the plugin is:
+// under SELinux a confined container may not write the host's /dev/char.
 func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) corev1.Container {
 	devRoot := ""
 	if root == gpuv1.DriverRootContainer {
@@ -47,6 +48,7 @@ func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) corev1.Contain
 		ImagePullPolicy: tk.ImagePullPolicy,
 		Command:         []string{"sh", "-c", devCharScript},
 		Env:             []corev1.EnvVar{{Name: "DEV_ROOT", Value: devRoot}},
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 		VolumeMounts:    []corev1.VolumeMount{{Name: "host-dev-char", MountPath: "/host-dev-char"}},
 	}
 }

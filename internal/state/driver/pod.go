@@ -35,10 +35,11 @@ const (
 // answers, as NVIDIA's driver manager and validator decide (a driver
 // container installs nothing under the host's /usr/bin). The driver image
 // itself would not notice: it unloads an idle host driver and replaces it,
-// or crash-loops when the host's driver is in use.
+// or crash-loops when the host's driver is in use. A wedged GPU can hang
+// nvidia-smi: a minute is its answer's limit.
 const hostDriverCheck = `smi=/host/usr/bin/nvidia-smi
 if [ -s "$smi" ] || [ -L "$smi" ]; then
-  if version=$(chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) && [ -n "$version" ]; then
+  if version=$(timeout 60 chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) && [ -n "$version" ]; then
     version=$(echo "$version" | head -n 1)
     echo "the host runs NVIDIA driver $version (/usr/bin/nvidia-smi answers)" | tee /dev/termination-log
     exit 42
