@@ -21,6 +21,9 @@ dir=$(cd "$1" && pwd)
 ctk=${NVIDIA_CTK:-$(command -v nvidia-ctk)}
 scratch=$(mktemp -d)
 created=()
+# The host check writes its verdict where a container's termination message
+# goes; on a host that path must be free for the run.
+[[ -e /dev/termination-log ]] && { echo "/dev/termination-log exists: not touching it" >&2; exit 1; }
 cleanup() {
   for p in "${created[@]}"; do umount "$p" 2>/dev/null; rm -rf "$p"; done
   rm -rf "$scratch" /dev/termination-log
