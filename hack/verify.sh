@@ -27,5 +27,15 @@ for dir in $(go list -f '{{.Dir}}' ./...); do
   [[ -f $dir/doc.go ]] || problem "${dir#"$PWD"/} has no doc.go"
 done
 
+# No build output is tracked: no executable binary, no file over 1 MB.
+while IFS= read -r f; do
+  [[ -f $f ]] || continue
+  if (($(stat -c %s "$f") > 1048576)); then
+    problem "$f is over 1 MB: build outputs and large data do not belong in the repository"
+  elif head -c 4 "$f" | grep -q $'^\x7fELF'; then
+    problem "$f is a binary: build into bin/ or _output/"
+  fi
+done < <(git ls-files)
+
 [[ $fail -eq 0 ]] && echo "verify: ok"
 exit $fail
