@@ -22,8 +22,9 @@ const (
 	// AnnotationNotBefore maps states to the time they were reset: their pod
 	// counts as ready only once it became ready after that time.
 	AnnotationNotBefore = gpuv1.OperatorAnnotationPrefix + "not-before"
-	// AnnotationMissingSince maps ready states whose pod disappeared to when
-	// it did; the state stays ready for the grace period.
+	// AnnotationMissingSince maps ready states whose pod disappeared, or
+	// whose proof of function lapsed, to when it did; the state stays ready
+	// for the grace period.
 	AnnotationMissingSince = gpuv1.OperatorAnnotationPrefix + "missing-since"
 	// AnnotationDiscoveredAt is when the operator first saw the GPU node.
 	AnnotationDiscoveredAt = gpuv1.OperatorAnnotationPrefix + "discovered-at"
@@ -54,15 +55,6 @@ func (m timeMap) String() string {
 		entries = append(entries, string(n)+"="+m[n].UTC().Format(time.RFC3339))
 	}
 	return strings.Join(entries, ",")
-}
-
-// set records t for name unless name already has a time.
-func (m timeMap) setIfAbsent(name state.Name, t time.Time) time.Time {
-	if old, ok := m[name]; ok {
-		return old
-	}
-	m[name] = t
-	return t
 }
 
 // setIfNonEmpty puts value under key unless it is empty.

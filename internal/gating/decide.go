@@ -96,8 +96,12 @@ type decision struct {
 	values    map[state.Name]gpuv1.StateValue // decided so far, in graph order
 	current   map[state.Name]gpuv1.StateValue // as the node's labels say
 	notBefore timeMap
-	missing   timeMap
-	driverUID string
+	// missingBefore is when each ready state's pod or proof went missing,
+	// as the node's annotation says; missing is what this decision keeps
+	// of it (see withinGrace).
+	missingBefore timeMap
+	missing       timeMap
+	driverUID     string
 	// variant is the node's driver root and runtime, as decided.
 	variant state.Variant
 	// hostDriver says what was found of a driver on the host; "" if none.
@@ -110,14 +114,15 @@ func Decide(in Input) Result {
 		return Result{}
 	}
 	d := &decision{
-		in:        in,
-		now:       in.Now.UTC().Truncate(time.Second),
-		result:    Result{Labels: map[string]string{}, Annotations: map[string]string{}, Why: map[state.Name]string{}},
-		values:    map[state.Name]gpuv1.StateValue{},
-		current:   map[state.Name]gpuv1.StateValue{},
-		notBefore: parseTimeMap(in.Node.Annotations[AnnotationNotBefore]),
-		missing:   parseTimeMap(in.Node.Annotations[AnnotationMissingSince]),
-		driverUID: in.Node.Annotations[AnnotationDriverPod],
+		in:            in,
+		now:           in.Now.UTC().Truncate(time.Second),
+		result:        Result{Labels: map[string]string{}, Annotations: map[string]string{}, Why: map[state.Name]string{}},
+		values:        map[state.Name]gpuv1.StateValue{},
+		current:       map[state.Name]gpuv1.StateValue{},
+		notBefore:     parseTimeMap(in.Node.Annotations[AnnotationNotBefore]),
+		missingBefore: parseTimeMap(in.Node.Annotations[AnnotationMissingSince]),
+		missing:       timeMap{},
+		driverUID:     in.Node.Annotations[AnnotationDriverPod],
 	}
 	d.result.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, in.DriverPool)
@@ -183,7 +188,7 @@ func (d *decision) detectReboot() {
 			d.notBefore[name] = d.now
 		}
 	}
-	d.missing = timeMap{}
+	d.missingBefore = timeMap{}
 	d.event(false, "NodeRebooted", "boot ID changed from %s to %s: every state restarts in order from the driver down", last, bootID)
 }
 

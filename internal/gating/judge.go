@@ -13,14 +13,12 @@ import (
 func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	if d.disabled(name) {
 		delete(d.notBefore, name)
-		delete(d.missing, name)
 		return gpuv1.StateDisabled
 	}
 	if d.driverRestarting() && (name == state.Driver || slices.Contains(d.in.Graph.Downstream(state.Driver), name)) {
 		// The driver pod is about to be replaced: with the driver no longer
 		// ready, everything after it leaves the node first, and starts again
 		// in order once the new driver is ready.
-		delete(d.missing, name)
 		if name != state.Driver {
 			d.notBefore[name] = d.now
 		}
@@ -35,7 +33,6 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	}
 	for _, p := range d.in.Graph.Prerequisites(name) {
 		if v := d.values[p]; v != gpuv1.StateReady && v != gpuv1.StateDisabled {
-			delete(d.missing, name)
 			return d.because(name, gpuv1.StatePending, "waiting for "+string(p))
 		}
 	}
@@ -45,16 +42,13 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	}
 	switch {
 	case pod.Failure != "":
-		delete(d.missing, name)
 		if cur != gpuv1.StateFailed {
 			d.leave(name, cur, gpuv1.StateFailed, pod.Failure)
 		}
 		return d.because(name, gpuv1.StateFailed, pod.Failure)
 	case pod.Ready && pod.Since.Before(d.notBefore[name]):
-		delete(d.missing, name)
 		return d.judgeStale(name)
 	case pod.Ready && name == state.Driver && d.driverReplaced(pod, cur):
-		delete(d.missing, name)
 		d.driverUID = string(pod.UID)
 		d.leave(name, cur, gpuv1.StatePending, "a new driver pod was loaded")
 		return d.because(name, gpuv1.StatePending, "a new driver pod was loaded")
@@ -63,10 +57,8 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		// DaemonSet is replacing it, and the grace period covers the swap.
 		return d.judgeReady(name, cur, pod)
 	case pod.Ready:
-		delete(d.missing, name)
 		return d.because(name, gpuv1.StatePending, "its pod runs an older spec and is being replaced")
 	}
-	delete(d.missing, name)
 	// Not ready: a short outage keeps the state ready.
 	if cur == gpuv1.StateReady {
 		if left := d.in.Grace - d.now.Sub(pod.Since); left > 0 {
@@ -99,7 +91,6 @@ func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.
 		// A ready state's outdated pod, which its DaemonSet is replacing:
 		// it proves the old spec (a renamed runtime handler, say), and the
 		// swap keeps the state ready, as it did before proofs.
-		delete(d.missing, name)
 		return gpuv1.StateReady
 	}
 	why := d.unproven(name)
@@ -107,7 +98,6 @@ func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.
 		why = d.stillProven(name)
 	}
 	if why == "" {
-		delete(d.missing, name)
 		if name == state.Driver {
 			d.driverUID = string(pod.UID)
 		}
@@ -115,15 +105,11 @@ func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.
 		return gpuv1.StateReady
 	}
 	if cur != gpuv1.StateReady {
-		delete(d.missing, name)
 		return d.because(name, gpuv1.StatePending, why)
 	}
-	since := d.missing.setIfAbsent(name, d.now)
-	if left := d.in.Grace - d.now.Sub(since); left > 0 {
-		d.requeue(left)
+	if d.withinGrace(name) {
 		return gpuv1.StateReady
 	}
-	delete(d.missing, name)
 	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("%s, for more than %s%s", why, d.in.Grace, d.restart(name)))
 	return d.because(name, gpuv1.StatePending, why)
 }
@@ -134,21 +120,36 @@ func (d *decision) judgeReady(name state.Name, cur gpuv1.StateValue, pod *state.
 // update.
 func (d *decision) judgeMissing(name state.Name, cur gpuv1.StateValue) gpuv1.StateValue {
 	if cur != gpuv1.StateReady {
-		delete(d.missing, name)
 		return d.because(name, gpuv1.StatePending, "no pod yet")
 	}
 	if name == state.Driver {
 		d.leave(name, cur, gpuv1.StatePending, "the driver pod is gone: the driver is being replaced")
 		return d.because(name, gpuv1.StatePending, "the driver pod is gone")
 	}
-	since := d.missing.setIfAbsent(name, d.now)
-	if left := d.in.Grace - d.now.Sub(since); left > 0 {
-		d.requeue(left)
+	if d.withinGrace(name) {
 		return gpuv1.StateReady
 	}
-	delete(d.missing, name)
 	d.leave(name, cur, gpuv1.StatePending, fmt.Sprintf("no pod for more than %s", d.in.Grace))
 	return d.because(name, gpuv1.StatePending, "no pod")
+}
+
+// withinGrace reports whether a ready state whose pod or proof is missing
+// is still within its grace period, counted from when this first went
+// missing, and keeps that start for the next decision while it is. Any
+// other outcome of a decision ends the count: only the starts recorded
+// here are written back.
+func (d *decision) withinGrace(name state.Name) bool {
+	since, ok := d.missingBefore[name]
+	if !ok {
+		since = d.now
+	}
+	left := d.in.Grace - d.now.Sub(since)
+	if left <= 0 {
+		return false
+	}
+	d.missing[name] = since
+	d.requeue(left)
+	return true
 }
 
 // judgeStale handles a pod that has been ready since before its state was

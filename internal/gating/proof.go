@@ -14,11 +14,11 @@ import (
 // node (through NFD).
 var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count"}
 
-// gpuResource reports whether a resource is one the device plugin
+// IsGPUResource reports whether a resource is one the device plugin
 // advertises: nvidia.com/gpu, nvidia.com/gpu.shared when time-slicing
 // renames it, nvidia.com/mig-<profile> under MIG. Other nvidia.com/
 // resources (the Network Operator's RDMA devices) are not the plugin's.
-func gpuResource(name corev1.ResourceName) bool {
+func IsGPUResource(name corev1.ResourceName) bool {
 	s := string(name)
 	return s == "nvidia.com/gpu" || strings.HasPrefix(s, "nvidia.com/gpu.") || strings.HasPrefix(s, "nvidia.com/mig-")
 }
@@ -27,7 +27,7 @@ func gpuResource(name corev1.ResourceName) bool {
 // count above zero.
 func advertises(l corev1.ResourceList) bool {
 	for res, q := range l {
-		if gpuResource(res) && !q.IsZero() {
+		if IsGPUResource(res) && !q.IsZero() {
 			return true
 		}
 	}

@@ -205,3 +205,28 @@ func TestOutdatedPodKeepsItsStateWithoutTheNewProof(t *testing.T) {
 	r = decide(t, n, pods, func(in *Input) { in.Policy.Spec.Operator.RuntimeClass = "nvidia-gpu" })
 	g.Expect(r.RequeueAfter).To(Equal(grace), "the new pod must prove the new handler")
 }
+
+// A grace count lasts only while its state is kept ready by it: the pod or
+// proof coming back, or the state going anywhere else, ends it, so a later
+// outage gets a full grace period of its own.
+func TestGraceCountEndsWithItsCause(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Annotations[AnnotationMissingSince] = "container-toolkit=2026-11-30T11:59:50Z,device-plugin=2026-11-30T11:59:50Z"
+	r := decide(t, n, pods)
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(stateOf(r, dp)).To(Equal("ready"))
+	g.Expect(r.Annotations).NotTo(HaveKey(AnnotationMissingSince), "pods and proofs are back")
+
+	// A count still running is kept, from its start, beside one that ends
+	// because its state failed.
+	n, pods = readyNode()
+	n.Annotations[AnnotationMissingSince] = "dcgm-exporter=2026-11-30T11:59:50Z,gpu-feature-discovery=2026-11-30T11:59:50Z"
+	pods[dcg] = &state.PodFacts{UID: "e1", Since: now, Current: true, Failure: "crash loop"}
+	delete(pods, gfd)
+	r = decide(t, n, pods)
+	g.Expect(stateOf(r, dcg)).To(Equal("failed"))
+	g.Expect(stateOf(r, gfd)).To(Equal("ready"))
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationMissingSince, "gpu-feature-discovery=2026-11-30T11:59:50Z"))
+	g.Expect(r.RequeueAfter).To(Equal(grace - 10*time.Second))
+}

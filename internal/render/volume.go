@@ -11,3 +11,17 @@ func HostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {
 		HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(t)},
 	}}
 }
+
+// ConfigMapVolume is a volume of a ConfigMap's entries.
+func ConfigMapVolume(name, configMap string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
+	}}
+}
+
+// ReadOnlyHostMount mounts a host path volume read-only, seeing the mounts
+// the host makes under it later: a driver root the driver container mounts
+// after the pod started, or the host's / itself.
+func ReadOnlyHostMount(name, at string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: at, ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}
+}

@@ -84,8 +84,7 @@ func VariantOfLabels(labels map[string]string) (Variant, bool) {
 func Variants(def Variant, seen []Variant) []Variant {
 	out := []Variant{def}
 	for _, v := range seen {
-		if SupportedRuntime(v.Runtime) && (v.DriverRoot == gpuv1.DriverRootContainer || v.DriverRoot == gpuv1.DriverRootHost) &&
-			!slices.Contains(out, v) {
+		if SupportedRuntime(v.Runtime) && slices.Contains(driverRoots, string(v.DriverRoot)) && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
@@ -193,10 +192,10 @@ func (in RenderInput) Gated(v Variant) []corev1.NodeSelectorRequirement {
 // variants in use onto the dimensions its pod depends on, each named with
 // the variant's suffix and gated on the variant's labels.
 func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ComponentSpec, image string, d Dimensions,
-	pod func(Variant) corev1.PodSpec) ([]client.Object, error) {
+	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec) ([]client.Object, error) {
 	var objs []client.Object
 	for _, v := range in.VariantsFor(d) {
-		w := in.Workload(name+v.Suffix(), st, c, image, pod(v))
+		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
 		w.Gate = in.Gated(v)
 		ds, err := render.DaemonSet(w)
 		if err != nil {

@@ -89,8 +89,8 @@ func nodeChanged() predicate.Predicate {
 				old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
 				old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion ||
 				!slices.Equal(handlerNames(old), handlerNames(cur)) ||
-				!maps.Equal(nvidiaResources(old.Status.Allocatable), nvidiaResources(cur.Status.Allocatable)) ||
-				!maps.Equal(nvidiaResources(old.Status.Capacity), nvidiaResources(cur.Status.Capacity))
+				!maps.Equal(gpuResources(old.Status.Allocatable), gpuResources(cur.Status.Allocatable)) ||
+				!maps.Equal(gpuResources(old.Status.Capacity), gpuResources(cur.Status.Capacity))
 		},
 	}
 }
@@ -103,11 +103,12 @@ func handlerNames(n *corev1.Node) []string {
 	return names
 }
 
-// nvidiaResources is the node's nvidia.com/ resources, as counts.
-func nvidiaResources(l corev1.ResourceList) map[corev1.ResourceName]int64 {
+// gpuResources is the node's GPU resources, as counts: those the device
+// plugin's proof of function reads.
+func gpuResources(l corev1.ResourceList) map[corev1.ResourceName]int64 {
 	out := map[corev1.ResourceName]int64{}
 	for name, q := range l {
-		if strings.HasPrefix(string(name), "nvidia.com/") {
+		if gating.IsGPUResource(name) {
 			out[name] = q.Value()
 		}
 	}

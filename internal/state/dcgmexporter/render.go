@@ -43,8 +43,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExp
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DCGMExporter
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.DCGMExporter, &spec.ComponentSpec, image, Dimensions,
-		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
+	sets, err := in.DaemonSets(DaemonSetName, state.DCGMExporter, &spec.ComponentSpec, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -62,9 +61,9 @@ func WantsServiceMonitor(spec *gpuv1.ClusterPolicySpec) bool {
 	return sm != nil && sm.Enabled != nil && *sm.Enabled
 }
 
-// Dimensions: the exporter gets the GPUs as the runtime injects them,
+// dimensions: the exporter gets the GPUs as the runtime injects them,
 // through the RuntimeClass where the runtime has the NVIDIA handler.
-var Dimensions = state.Dimensions{Runtime: true}
+var dimensions = state.Dimensions{Runtime: true}
 
 // collectors is the exporter's metrics list with DCGM's profiling
 // metrics, as the NVIDIA GPU Operator sets it.

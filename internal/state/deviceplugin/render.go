@@ -30,9 +30,9 @@ const kubeletDir = "/var/lib/kubelet/device-plugins"
 // configDir is where the devicePlugin.config ConfigMap is mounted.
 const configDir = "/config"
 
-// Dimensions: the plugin loads NVML from the node's driver root and needs
+// dimensions: the plugin loads NVML from the node's driver root and needs
 // the RuntimeClass only where the runtime has the NVIDIA handler.
-var Dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
+var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
 // Operand renders the device-plugin state.
 type Operand struct{}
@@ -45,8 +45,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DeviceP
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ComponentSpec, image, Dimensions,
-		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
+	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ComponentSpec, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -66,14 +65,13 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		{Name: "PASS_DEVICE_SPECS", Value: "true"},
 		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
 		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "all"},
-		// The driver on the host, for the device specs, and where this
-		// container sees it, to load NVML from.
-		{Name: "NVIDIA_DRIVER_ROOT", Value: v.DriverRoot.Path()},
-		{Name: "DRIVER_ROOT_CTR_PATH", Value: root},
 	}
+	// The driver on the host, for the device specs, and where this
+	// container sees it, to load NVML from.
+	env = append(env, toolkit.DriverRootEnv(v.DriverRoot)...)
 	mounts := []corev1.VolumeMount{
 		{Name: "device-plugins", MountPath: kubeletDir},
-		{Name: "driver-root", MountPath: root, ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
+		render.ReadOnlyHostMount("driver-root", root),
 	}
 	volumes := []corev1.Volume{
 		render.HostPathVolume("device-plugins", kubeletDir, corev1.HostPathDirectory),
@@ -126,9 +124,7 @@ func ConfigSettings(cp *gpuv1.ClusterPolicy) ([]corev1.EnvVar, []corev1.VolumeMo
 	}
 	return env,
 		[]corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
-		[]corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cfg.Name}},
-		}}}
+		[]corev1.Volume{render.ConfigMapVolume("config", cfg.Name)}
 }
 
 // Kinds lists the kinds Render returns.

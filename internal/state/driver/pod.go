@@ -25,10 +25,9 @@ const (
 
 // Where the driver pod sees things.
 const (
-	hostRoot  = "/host"
-	reposDir  = "/etc/gpu-operator/repos"
-	certsDir  = "/etc/gpu-operator/certs"
-	driverDir = "/run/nvidia/driver"
+	hostRoot = "/host"
+	reposDir = "/etc/gpu-operator/repos"
+	certsDir = "/etc/gpu-operator/certs"
 )
 
 // hostDriverCheck exits HostDriverExitCode when the host's own nvidia-smi
@@ -95,19 +94,19 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 		render.HostPathVolume("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume("var-log", "/var/log", corev1.HostPathDirectory),
 		render.HostPathVolume("firmware-search-path", "/sys/module/firmware_class/parameters/path", corev1.HostPathFile),
-		render.HostPathVolume("nv-firmware", driverDir+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("nv-firmware", gpuv1.DriverRootContainer.Path()+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
 	}
 	spec := &cp.Spec.Driver
 	configs := false
 	if spec.RepoConfig != nil && spec.RepoConfig.ConfigMapName != "" {
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "repo-config", MountPath: reposDir, ReadOnly: true})
-		volumes = append(volumes, configMapVolume("repo-config", spec.RepoConfig.ConfigMapName))
+		volumes = append(volumes, render.ConfigMapVolume("repo-config", spec.RepoConfig.ConfigMapName))
 		configs = true
 	}
 	if spec.CertConfig != nil && spec.CertConfig.Name != "" {
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "cert-config", MountPath: certsDir, ReadOnly: true})
-		volumes = append(volumes, configMapVolume("cert-config", spec.CertConfig.Name))
+		volumes = append(volumes, render.ConfigMapVolume("cert-config", spec.CertConfig.Name))
 		configs = true
 	}
 	if configs {
@@ -130,8 +129,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 			Command: []string{"sh", "-c", hostDriverCheck},
 			// Privileged to run the host's nvidia-smi against the GPUs.
 			SecurityContext: privileged,
-			VolumeMounts: []corev1.VolumeMount{{Name: "host-root", MountPath: hostRoot, ReadOnly: true,
-				MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}},
+			VolumeMounts:    []corev1.VolumeMount{render.ReadOnlyHostMount("host-root", hostRoot)},
 		}},
 		Containers: []corev1.Container{main},
 		Volumes:    volumes,
@@ -169,10 +167,4 @@ var entitlements = []entitlement{
 func needsEntitlement(cp *gpuv1.ClusterPolicy, os state.OSRelease) bool {
 	repos := cp.Spec.Driver.RepoConfig != nil && cp.Spec.Driver.RepoConfig.ConfigMapName != ""
 	return os.ID == "rhel" && !repos && state.DefaultVariant(&cp.Spec).Runtime != gpuv1.RuntimeCRIO
-}
-
-func configMapVolume(name, configMap string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
-	}}
 }

@@ -25,9 +25,9 @@ const (
 // there and nfd-master puts them on the node.
 const FeaturesDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
-// Dimensions: GFD loads NVML as the runtime injects it, through the
+// dimensions: GFD loads NVML as the runtime injects it, through the
 // RuntimeClass where the runtime has the NVIDIA handler.
-var Dimensions = state.Dimensions{Runtime: true}
+var dimensions = state.Dimensions{Runtime: true}
 
 // Operand renders the gpu-feature-discovery state.
 type Operand struct{}
@@ -40,8 +40,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.GFD.IsE
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.GFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ComponentSpec, image, Dimensions,
-		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
+	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ComponentSpec, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}

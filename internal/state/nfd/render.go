@@ -67,7 +67,7 @@ func masterPod() corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name:            "nfd-master",
 			Command:         []string{"nfd-master"},
-			Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
+			Env:             []corev1.EnvVar{render.FieldEnv("NODE_NAME", "spec.nodeName")},
 			SecurityContext: restricted(),
 			// nfd-master serves gRPC health once it watches NodeFeatures.
 			StartupProbe:   healthProbe(0, 30),
@@ -75,7 +75,7 @@ func masterPod() corev1.PodSpec {
 			ReadinessProbe: healthProbe(0, 10),
 			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
 		}},
-		Volumes: []corev1.Volume{configVolume(MasterName + "-conf")},
+		Volumes: []corev1.Volume{render.ConfigMapVolume("config", MasterName+"-conf")},
 	}
 }
 
@@ -93,7 +93,7 @@ func workerPod() corev1.PodSpec {
 			Name:    "nfd-worker",
 			Command: []string{"nfd-worker"},
 			Env: []corev1.EnvVar{
-				fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_UID", "metadata.uid"),
+				render.FieldEnv("NODE_NAME", "spec.nodeName"), render.FieldEnv("POD_NAME", "metadata.name"), render.FieldEnv("POD_UID", "metadata.uid"),
 			},
 			SecurityContext: restricted(),
 			// nfd-worker serves gRPC health once its first discovery
@@ -102,7 +102,7 @@ func workerPod() corev1.PodSpec {
 			ReadinessProbe: healthProbe(5, 10),
 			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
 		}},
-		Volumes: []corev1.Volume{configVolume(WorkerName + "-conf")},
+		Volumes: []corev1.Volume{render.ConfigMapVolume("config", WorkerName+"-conf")},
 	}
 	for _, m := range [][3]string{
 		{"host-boot", "/boot", "/host-boot"},
@@ -129,7 +129,7 @@ func gcPod() corev1.PodSpec {
 		Containers: []corev1.Container{{
 			Name:            "nfd-gc",
 			Command:         []string{"nfd-gc"},
-			Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName")},
+			Env:             []corev1.EnvVar{render.FieldEnv("NODE_NAME", "spec.nodeName")},
 			SecurityContext: restricted(),
 		}},
 	}
@@ -159,16 +159,6 @@ func restricted() *corev1.SecurityContext {
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-}
-
-func fieldEnv(name, path string) corev1.EnvVar {
-	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-}
-
-func configVolume(configMap string) corev1.Volume {
-	return corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}},
-	}}
 }
 
 // Kinds lists the kinds Render returns.

@@ -39,9 +39,9 @@ const (
 	DriverRootMount = "/driver-root"
 )
 
-// Dimensions: the toolkit configures the node's own runtime and points the
+// dimensions: the toolkit configures the node's own runtime and points the
 // runtime at the node's driver root.
-var Dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
+var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
 // configuredProbe passes once this run of the toolkit has configured the
 // runtime: the file it writes (the runtime's config, or the OCI hook on
@@ -72,9 +72,8 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	// The env that names host paths is translated, not passed on as is.
 	component := spec.ComponentSpec
-	component.Env = slices.DeleteFunc(slices.Clone(component.Env), func(e gpuv1.EnvVar) bool { return slices.Contains(moved, e.Name) })
-	sets, err := in.DaemonSets(DaemonSetName, state.ContainerToolkit, &component, image, Dimensions,
-		func(v state.Variant) corev1.PodSpec { return podSpec(in.Policy, v) })
+	component.Env = slices.DeleteFunc(slices.Clone(component.Env), func(e gpuv1.EnvVar) bool { return moved(e.Name) })
+	sets, err := in.DaemonSets(DaemonSetName, state.ContainerToolkit, &component, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +86,8 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // PID comes from its socket).
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
+	env = append(env, DriverRootEnv(v.DriverRoot)...)
 	env = append(env,
-		corev1.EnvVar{Name: "NVIDIA_DRIVER_ROOT", Value: v.DriverRoot.Path()},
-		corev1.EnvVar{Name: "DRIVER_ROOT_CTR_PATH", Value: DriverRootInContainer(v.DriverRoot)},
 		corev1.EnvVar{Name: "ROOT", Value: InstallDir},
 		corev1.EnvVar{Name: "HOST_ROOT_MOUNT", Value: HostRoot},
 		corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
@@ -99,7 +97,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		corev1.VolumeMount{Name: "toolkit-run", MountPath: "/run/nvidia/toolkit"},
 		corev1.VolumeMount{Name: "toolkit-install-dir", MountPath: InstallDir},
 		corev1.VolumeMount{Name: "cdi-root", MountPath: "/var/run/cdi"},
-		readOnly("host-root", HostRoot),
+		render.ReadOnlyHostMount("host-root", HostRoot),
 	)
 	volumes = append(volumes,
 		render.HostPathVolume("toolkit-run", "/run/nvidia/toolkit", corev1.HostPathDirectoryOrCreate),
@@ -108,7 +106,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
 	)
 	if v.DriverRoot == gpuv1.DriverRootContainer {
-		mounts = append(mounts, readOnly("driver-root", DriverRootMount))
+		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", DriverRootMount))
 		volumes = append(volumes, render.HostPathVolume("driver-root", v.DriverRoot.Path(), corev1.HostPathDirectoryOrCreate))
 	}
 	return corev1.PodSpec{
@@ -138,6 +136,17 @@ func DriverRootInContainer(r gpuv1.DriverRoot) string {
 		return HostRoot
 	}
 	return DriverRootMount
+}
+
+// DriverRootEnv tells an operand built on the toolkit's libraries (the
+// toolkit, the device plugin) where the node's driver is: its path on the
+// host, for the specs handed to the runtime, and where the container sees
+// it, to load the driver's libraries from.
+func DriverRootEnv(r gpuv1.DriverRoot) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "NVIDIA_DRIVER_ROOT", Value: r.Path()},
+		{Name: "DRIVER_ROOT_CTR_PATH", Value: DriverRootInContainer(r)},
+	}
 }
 
 // Kinds lists the kinds Render returns.

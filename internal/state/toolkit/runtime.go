@@ -2,12 +2,13 @@ package toolkit
 
 import (
 	"path"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // Where the toolkit container sees the host's runtime directories. The
@@ -50,10 +51,18 @@ var runtimes = map[gpuv1.Runtime]runtimeHost{
 	},
 }
 
-// moved lists the env variables the toolkit render translates from host
-// paths into container paths: the user's values choose the host paths, and
-// the container sees them under the mounts.
-var moved = []string{"RUNTIME_CONFIG", "CONTAINERD_CONFIG", "RUNTIME_SOCKET", "CONTAINERD_SOCKET", "CRIO_HOOKS_DIR"}
+// moved reports whether the toolkit render translates an env variable from
+// a host path into a container path: the user's values of the variables
+// in the runtimes' table choose the host paths, and the container sees
+// them under the mounts.
+func moved(name string) bool {
+	for _, host := range runtimes {
+		if slices.Contains(host.configEnv, name) || slices.Contains(host.socketEnv, name) || slices.Contains(host.hooksEnv, name) {
+			return true
+		}
+	}
+	return false
+}
 
 // runtimeSettings returns the env, mounts and volumes that let the toolkit
 // configure a node's container runtime, following the host paths the
@@ -68,19 +77,19 @@ func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string, user []gpuv1.En
 	}
 	var mounts []corev1.VolumeMount
 	var volumes []corev1.Volume
-	add := func(name, hostFile, dir string, kind corev1.HostPathType, readOnly bool, envNames ...string) {
+	add := func(name, hostFile, dir string, kind corev1.HostPathType, envNames ...string) {
 		inside := path.Join(dir, path.Base(hostFile))
 		for _, e := range envNames {
 			env = append(env, corev1.EnvVar{Name: e, Value: inside})
 		}
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: readOnly})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir})
 		volumes = append(volumes, render.HostPathVolume(name, path.Dir(hostFile), kind))
 	}
 	config := firstSet(user, host.configEnv, host.config)
-	add("runtime-config", config, configDir, corev1.HostPathDirectoryOrCreate, false, host.configEnv...)
+	add("runtime-config", config, configDir, corev1.HostPathDirectoryOrCreate, host.configEnv...)
 	if host.socket != "" {
 		// The socket's directory must exist: the runtime created it.
-		add("runtime-socket", firstSet(user, host.socketEnv, host.socket), socketDir, corev1.HostPathDirectory, false, host.socketEnv...)
+		add("runtime-socket", firstSet(user, host.socketEnv, host.socket), socketDir, corev1.HostPathDirectory, host.socketEnv...)
 	}
 	if host.hooks != "" {
 		dir := firstSet(user, host.hooksEnv, host.hooks)
@@ -88,7 +97,7 @@ func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string, user []gpuv1.En
 		mounts = append(mounts, corev1.VolumeMount{Name: "runtime-hooks", MountPath: hooksDir})
 		volumes = append(volumes, render.HostPathVolume("runtime-hooks", dir, corev1.HostPathDirectoryOrCreate))
 	}
-	if runtime == gpuv1.RuntimeContainerd {
+	if state.HasRuntimeHandler(runtime) {
 		env = append(env, corev1.EnvVar{Name: "CONTAINERD_RUNTIME_CLASS", Value: runtimeClass})
 	}
 	return env, mounts, volumes
@@ -104,9 +113,4 @@ func firstSet(user []gpuv1.EnvVar, names []string, def string) string {
 		}
 	}
 	return def
-}
-
-// readOnly is a read-only mount that sees mounts the host makes later.
-func readOnly(name, at string) corev1.VolumeMount {
-	return corev1.VolumeMount{Name: name, MountPath: at, ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}
 }
