@@ -15,6 +15,9 @@
 #  4. the device plugin's /dev/char step, into a scratch directory, for a
 #     host driver and for a driver container; each link is resolved.
 #
+# Each step states the exit status it wants; the script exits 1 when any
+# step exits otherwise.
+#
 # Usage: hack/host-check.sh DIR   (NVIDIA_CTK: the nvidia-ctk binary to use)
 set -uo pipefail
 dir=$(cd "$1" && pwd)
@@ -40,6 +43,19 @@ run() {
   echo "  -> $name: exit $rc"
   return $rc
 }
+fail=0
+# expect WANT NAME CMD...: runs a command as run does, and notes a failure
+# when it does not exit WANT.
+expect() {
+  local want=$1 name=$2 rc
+  shift
+  run "$@"
+  rc=$?
+  if [[ $rc != "$want" ]]; then
+    echo "  !! $name: exit $rc, want $want"
+    fail=1
+  fi
+}
 # scratch_mount PATH: makes PATH, which must not exist, for the run.
 scratch_mount() {
   [[ -e $1 ]] && { echo "$1 exists: not touching it" >&2; exit 1; }
@@ -55,36 +71,36 @@ scratch_mount /host
 # The kubelet mounts a hostPath recursively: /proc, /dev and every other
 # mount of the host are there too.
 mount --rbind / /host && mount --make-rslave /host
-run "this host at /host" sh "$dir/host-driver-check.sh"
+expect 42 "this host at /host, whose driver answers" sh "$dir/host-driver-check.sh"
 echo "  termination message: $(cat /dev/termination-log 2>/dev/null)"
 umount -R /host
 rm -f /dev/termination-log
-run "an empty host root at /host" sh "$dir/host-driver-check.sh"
+expect 0 "an empty host root at /host" sh "$dir/host-driver-check.sh"
 
 section "2. driver startup probe"
-sh "$dir/driver-startup-probe.sh" >"$scratch/smi" 2>&1
-echo "  -> nvidia-smi: exit $?"
-head -n 12 "$scratch/smi" | sed 's/^/    /'
+expect 0 "nvidia-smi" sh "$dir/driver-startup-probe.sh" >"$scratch/smi"
+head -n 12 "$scratch/smi"
+grep -E '^  (->|!!)' "$scratch/smi"
 
 section "3. toolkit readiness probe, around the toolkit's config writer"
 export RUNTIME=containerd RUNTIME_CONFIG=$scratch/containerd/config.toml TOOLKIT_PID_FILE=$scratch/toolkit.pid
 mkdir -p "$scratch/containerd"
 touch "$TOOLKIT_PID_FILE" && sleep 1
-run "before the toolkit configured containerd (want 1)" sh "$dir/toolkit-ready.sh"
-run "nvidia-ctk runtime configure --runtime=containerd" "$ctk" runtime configure --runtime=containerd \
+expect 1 "before the toolkit configured containerd" sh "$dir/toolkit-ready.sh"
+expect 0 "nvidia-ctk runtime configure --runtime=containerd" "$ctk" runtime configure --runtime=containerd \
   --config="$RUNTIME_CONFIG" --config-source=file --nvidia-runtime-name=nvidia \
   --nvidia-runtime-path=/usr/local/nvidia/toolkit/nvidia-container-runtime --nvidia-set-as-default
 grep -n 'nvidia' "$RUNTIME_CONFIG" | sed 's/^/    config.toml:/' | head -n 8
-run "after (want 0)" sh "$dir/toolkit-ready.sh"
+expect 0 "after" sh "$dir/toolkit-ready.sh"
 sleep 1 && touch "$TOOLKIT_PID_FILE"
-run "a config older than the toolkit's start (want 1)" sh "$dir/toolkit-ready.sh"
+expect 1 "a config older than the toolkit's start" sh "$dir/toolkit-ready.sh"
 export RUNTIME=crio CRIO_HOOKS_DIR=$scratch/hooks.d
 mkdir -p "$CRIO_HOOKS_DIR" && touch "$TOOLKIT_PID_FILE" && sleep 1
-run "CRI-O, before the hook (want 1)" sh "$dir/toolkit-ready.sh"
-run "nvidia-ctk runtime configure --runtime=crio --config-mode=oci-hook" "$ctk" runtime configure --runtime=crio \
+expect 1 "CRI-O, before the hook" sh "$dir/toolkit-ready.sh"
+expect 0 "nvidia-ctk runtime configure --runtime=crio --config-mode=oci-hook" "$ctk" runtime configure --runtime=crio \
   --config-mode=oci-hook --oci-hook-path="$CRIO_HOOKS_DIR/oci-nvidia-hook.json" \
   --nvidia-runtime-hook-path=/usr/local/nvidia/toolkit/nvidia-container-runtime-hook
-run "CRI-O, after (want 0)" sh "$dir/toolkit-ready.sh"
+expect 0 "CRI-O, after" sh "$dir/toolkit-ready.sh"
 unset RUNTIME RUNTIME_CONFIG TOOLKIT_PID_FILE CRIO_HOOKS_DIR
 
 section "4. /dev/char links (device plugin's init container)"
@@ -92,7 +108,8 @@ scratch_mount /host-dev-char
 mkdir -p "$scratch/bin" && ln -s "$ctk" "$scratch/bin/nvidia-ctk"
 for root in "" /run/nvidia/driver; do
   rm -f /host-dev-char/*
-  PATH=$scratch/bin:$PATH DEV_ROOT=$root run "DEV_ROOT='$root'" sh "$dir/dev-char-links.sh" | tail -n 3
+  PATH=$scratch/bin:$PATH DEV_ROOT=$root expect 0 "DEV_ROOT='$root'" sh "$dir/dev-char-links.sh" >"$scratch/devchar"
+  tail -n 3 "$scratch/devchar"
   total=0 good=0
   for link in /host-dev-char/*; do
     [[ -L $link ]] || continue
@@ -106,3 +123,7 @@ for root in "" /run/nvidia/driver; do
   done
   echo "  -> $total links, $good resolve to a char device of their major:minor (the others await nodes the driver has not made)"
 done
+
+section "result"
+if [[ $fail == 0 ]]; then echo "  every step exited as expected"; else echo "  some steps did not exit as expected (!! above)"; fi
+exit $fail

@@ -3,6 +3,7 @@ package controllers
 import (
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	nodev1 "k8s.io/api/node/v1"
@@ -49,7 +50,7 @@ func TestHostDriverIsFoundAndUsed(t *testing.T) {
 	f.expectAllUp(f.nodes...)
 	g.Expect(f.node(host).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationHostDriver,
 		"the host runs NVIDIA driver 550.54.15 (/usr/bin/nvidia-smi answers)"))
-	g.Eventually(func() *bool { return podGone(f, host, "driver") }, timeout, interval).Should(Equal(ptr.To(true)),
+	g.Eventually(func() bool { return f.podOn(host, "driver") == nil }, timeout, interval).Should(BeTrue(),
 		"the driver container left the node")
 	for _, s := range []string{"container-toolkit", "device-plugin"} {
 		// Until the driver pod's check answered, the node ran the driver
@@ -76,8 +77,6 @@ func TestHostDriverIsFoundAndUsed(t *testing.T) {
 		" (the host runs NVIDIA driver 550.54.15 (/usr/bin/nvidia-smi answers))"))
 }
 
-func podGone(f *fixture, node, state string) *bool { return ptr.To(f.podOn(node, state) == nil) }
-
 // The toolkit's pod being ready proves nothing while the runtime does not
 // report the NVIDIA handler: the node waits, and the status says why.
 func TestToolkitWaitsForTheRuntimeHandler(t *testing.T) {
@@ -86,12 +85,14 @@ func TestToolkitWaitsForTheRuntimeHandler(t *testing.T) {
 	stuck := f.addNode("-stuck", fakenode.AnnotationRuntime, "never-configured")
 
 	f.expectAllReady(f.nodes[0])
-	g.Eventually(func() bool { p := f.podOn(stuck, "container-toolkit"); return p != nil && podReady(p) }, timeout, interval).Should(BeTrue())
+	g.Eventually(func() bool { p := f.podOn(stuck, "container-toolkit"); return p != nil && fakenode.PodReady(p) }, timeout, interval).Should(BeTrue())
 	f.expectState("pending", "container-toolkit", stuck)
 	g.Expect(f.podOn(stuck, "device-plugin")).To(BeNil(), "nothing that needs the runtime starts")
 	g.Eventually(f.readyMessage, timeout, interval).Should(ContainSubstring(
 		`container-toolkit is ready on 1 of 2 nodes; not ready: ` + stuck +
 			` (the container toolkit configured containerd, but the runtime reports no "nvidia" handler yet (it reports: runc))`))
+	g.Consistently(f.stateOf(stuck, "container-toolkit"), 2*time.Second, interval).Should(Equal("pending"),
+		"a ready pod does not make the toolkit ready without the handler")
 }
 
 // The device plugin's pod being ready proves nothing while the node
@@ -102,10 +103,12 @@ func TestDevicePluginWaitsForTheNodesGPUs(t *testing.T) {
 	name := f.addNode("-nogpu", fakenode.AnnotationGPUs, "0")
 
 	f.expectState("ready", "container-toolkit", name)
-	g.Eventually(func() bool { p := f.podOn(name, "device-plugin"); return p != nil && podReady(p) }, timeout, interval).Should(BeTrue())
+	g.Eventually(func() bool { p := f.podOn(name, "device-plugin"); return p != nil && fakenode.PodReady(p) }, timeout, interval).Should(BeTrue())
 	f.expectState("pending", "device-plugin", name)
 	g.Eventually(f.readyMessage, timeout, interval).Should(ContainSubstring(
 		"device-plugin is ready on 1 of 2 nodes; not ready: " + name + " (the device plugin runs, but the node advertises no GPU (nvidia.com/gpu or nvidia.com/mig-*))"))
+	g.Consistently(f.stateOf(name, "device-plugin"), 2*time.Second, interval).Should(Equal("pending"),
+		"a ready pod does not make the plugin ready without GPUs")
 }
 
 // One RuntimeClass, with the handler of its own name, whenever an operand

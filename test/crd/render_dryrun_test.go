@@ -37,6 +37,7 @@ func TestRenderedObjectsPassServerValidation(t *testing.T) {
 		for _, s := range graph.States() {
 			objs, err := s.Operand.Render(state.RenderInput{
 				Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(s.Name), DriverPools: fixture.DriverPools(cp),
+				Variants: fixture.Variants(cp),
 			})
 			if err != nil {
 				t.Fatalf("%s/%s: %v", caseName, s.Name, err)

@@ -208,6 +208,24 @@ func TestValuesDefaultsMatchTheCRD(t *testing.T) {
 	g.Expect(chart.Daemonsets.UpdateStrategy).To(Equal(crd.Daemonsets.UpdateStrategy))
 }
 
+// The driver's mirror settings in the values reach the ClusterPolicy: the
+// template writes them only when set, and a dropped block would render
+// cleanly.
+func TestDriverMirrorValuesReachThePolicy(t *testing.T) {
+	g := NewWithT(t)
+	rendered := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
+		find(template(t, "-f", fullValues), "ClusterPolicy", "gpu-policy").Object, rendered)).To(Succeed())
+	g.Expect(rendered.Spec.Driver.RepoConfig).To(Equal(&gpuv1.DriverRepoConfig{ConfigMapName: "mirror-repos"}))
+	g.Expect(rendered.Spec.Driver.CertConfig).To(Equal(&gpuv1.DriverCertConfig{Name: "mirror-ca"}))
+
+	defaults := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
+		find(template(t), "ClusterPolicy", "cluster-policy").Object, defaults)).To(Succeed())
+	g.Expect(defaults.Spec.Driver.RepoConfig).To(BeNil())
+	g.Expect(defaults.Spec.Driver.CertConfig).To(BeNil())
+}
+
 // The chart's appVersion is the VERSION file's, and its CRDs are the
 // generated ones, byte for byte.
 func TestChartCarriesTheGeneratedSources(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
@@ -82,19 +83,35 @@ func runsDriverInit(p *podCase) error {
 
 // repoConfig checks the policy's ConfigMaps reach the directories the
 // image's package manager reads: copied, so the image's own files stay.
+// Each is checked on its own: a policy may set either.
 func repoConfig(p *podCase) error {
 	spec := p.spec.Driver
-	if spec.RepoConfig == nil {
-		return hostMountless(p, "/etc/gpu-operator/repos")
+	var checks []func(*podCase) error
+	if repos := repoConfigMap(spec); repos != "" {
+		checks = append(checks,
+			scriptHas(driver.ContainerName, "cp \"$f\" /etc/yum.repos.d/"),
+			scriptHas(driver.ContainerName, "cp \"$f\" /etc/apt/sources.list.d/"),
+			configMapAt(driver.ContainerName, repos, "/etc/gpu-operator/repos"))
+	} else if err := hostMountless(p, "/etc/gpu-operator/repos"); err != nil {
+		return err
 	}
-	return all(
-		scriptHas(driver.ContainerName, "cp \"$f\" /etc/yum.repos.d/"),
-		scriptHas(driver.ContainerName, "cp \"$f\" /etc/apt/sources.list.d/"),
-		scriptHas(driver.ContainerName, "cp \"$f\" /etc/pki/ca-trust/extracted/pem/"),
-		scriptHas(driver.ContainerName, "cp \"$f\" /usr/local/share/ca-certificates/"),
-		configMapAt(driver.ContainerName, spec.RepoConfig.ConfigMapName, "/etc/gpu-operator/repos"),
-		configMapAt(driver.ContainerName, spec.CertConfig.Name, "/etc/gpu-operator/certs"),
-	)(p)
+	if spec.CertConfig != nil && spec.CertConfig.Name != "" {
+		checks = append(checks,
+			scriptHas(driver.ContainerName, "cp \"$f\" /etc/pki/ca-trust/extracted/pem/"),
+			scriptHas(driver.ContainerName, "cp \"$f\" /usr/local/share/ca-certificates/"),
+			configMapAt(driver.ContainerName, spec.CertConfig.Name, "/etc/gpu-operator/certs"))
+	} else if err := hostMountless(p, "/etc/gpu-operator/certs"); err != nil {
+		return err
+	}
+	return all(checks...)(p)
+}
+
+// repoConfigMap is the policy's repository ConfigMap, "" when none.
+func repoConfigMap(spec gpuv1.DriverSpec) string {
+	if spec.RepoConfig == nil {
+		return ""
+	}
+	return spec.RepoConfig.ConfigMapName
 }
 
 // antiAffine checks the driver pod keeps off nodes that run a driver pod.
@@ -112,13 +129,13 @@ func antiAffine(p *podCase) error {
 }
 
 // rhelEntitlement checks the subscription mounts are there for RHEL pools
-// on containerd, and only there.
+// on containerd that bring no repositories of their own, and only there.
 func rhelEntitlement(p *podCase) error {
 	rhel := slices.ContainsFunc(p.pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions,
 		func(r corev1.NodeSelectorRequirement) bool {
 			return r.Key == state.LabelOSReleaseID && slices.Contains(r.Values, "rhel")
 		})
-	want := rhel && p.spec.Operator.DefaultRuntime != "crio"
+	want := rhel && p.spec.Operator.DefaultRuntime != gpuv1.RuntimeCRIO && repoConfigMap(p.spec.Driver) == ""
 	check := all(
 		hostMount(driver.ContainerName, mount{host: "/etc/pki/entitlement", at: "/run/secrets/etc-pki-entitlement", readOnly: true}),
 		hostMount(driver.ContainerName, mount{host: "/etc/yum.repos.d/redhat.repo", at: "/run/secrets/redhat.repo", readOnly: true}),

@@ -34,13 +34,14 @@ type requirement struct {
 type podCase struct {
 	policy  string
 	variant state.Variant
-	ds      *appsv1.DaemonSet
-	pod     *corev1.PodSpec
-	spec    *gpuv1.ClusterPolicySpec
+	// workload names the DaemonSet or Deployment the pod is of.
+	workload string
+	pod      *corev1.PodSpec
+	spec     *gpuv1.ClusterPolicySpec
 }
 
 func (p *podCase) String() string {
-	return fmt.Sprintf("%s policy, %s driver on %s (%s)", p.policy, p.variant.DriverRoot, p.variant.Runtime, p.ds.Name)
+	return fmt.Sprintf("%s policy, %s driver on %s (%s)", p.policy, p.variant.DriverRoot, p.variant.Runtime, p.workload)
 }
 
 // policies are the rendering cases: the defaults (containerd, driver
@@ -55,6 +56,14 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	host := ps["default"].DeepCopy()
 	host.Spec.Driver.Enabled = new(bool)
 	ps["driver-disabled"] = host
+	// The full policy sets repositories, certificates and CRI-O at once:
+	// each alone on the default policy too.
+	mirror := ps["default"].DeepCopy()
+	mirror.Spec.Driver.RepoConfig = &gpuv1.DriverRepoConfig{ConfigMapName: "mirror-repos"}
+	ps["repo-mirror"] = mirror
+	certs := ps["default"].DeepCopy()
+	certs.Spec.Driver.CertConfig = &gpuv1.DriverCertConfig{Name: "mirror-ca"}
+	ps["cert-only"] = certs
 	return ps
 }
 
@@ -85,7 +94,7 @@ func pods(t *testing.T, name state.Name) []*podCase {
 				ds, ok := o.(*appsv1.DaemonSet)
 				if ok && selects(ds, v) {
 					taking = append(taking, ds.Name)
-					out = append(out, &podCase{policy: pname, variant: v, ds: ds, pod: &ds.Spec.Template.Spec, spec: &cp.Spec})
+					out = append(out, &podCase{policy: pname, variant: v, workload: ds.Name, pod: &ds.Spec.Template.Spec, spec: &cp.Spec})
 				}
 			}
 			// Every node of every variant gets the operand from one
@@ -344,20 +353,6 @@ func runtimeClass(p *podCase) error {
 	return nil
 }
 
-// command checks a container's command and args, joined by spaces.
-func command(ctr, want string) func(*podCase) error {
-	return func(p *podCase) error {
-		c, err := container(p, ctr)
-		if err != nil {
-			return err
-		}
-		if got := strings.Join(append(slices.Clone(c.Command), c.Args...), " "); got != want {
-			return fmt.Errorf("runs %q, want %q", got, want)
-		}
-		return nil
-	}
-}
-
 // commandPrefix checks how a container's command and args begin.
 func commandPrefix(ctr, want string) func(*podCase) error {
 	return func(p *podCase) error {
@@ -453,10 +448,6 @@ func all(checks ...func(*podCase) error) func(*podCase) error {
 		}
 		return nil
 	}
-}
-
-func onRoot(r gpuv1.DriverRoot) func(state.Variant) bool {
-	return func(v state.Variant) bool { return v.DriverRoot == r }
 }
 
 func onRuntime(r gpuv1.Runtime) func(state.Variant) bool {
