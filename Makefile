@@ -55,7 +55,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: verify
-verify: manifests generate bundle ## Fail when generated files are stale or gofmt/go vet complain.
+verify: manifests generate bundle ## Fail when generated files are stale, gofmt/go vet complain, or a binary is tracked.
 	hack/verify.sh
 
 .PHONY: test

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails when generated files are stale or the code is not formatted, vetted
-# and tidy. Run through `make verify`, which regenerates first.
+# Fails when generated files are stale, the code is not formatted, vetted
+# and tidy, or a build output (a binary, a file over 1 MB) is tracked. Run
+# through `make verify`, which regenerates first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

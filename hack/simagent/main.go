@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
@@ -155,12 +156,12 @@ func (a *agent) sync(ctx context.Context, name string) error {
 	if changed.Labels {
 		// The status, if it changed too, follows from the update's event.
 		_, err = a.cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
-		return ignoreGone(err)
+		return client.IgnoreNotFound(err)
 	}
 	if changed.Status {
 		_, err = a.cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	}
-	return ignoreGone(err)
+	return client.IgnoreNotFound(err)
 }
 
 // answerDriverCheck gives a driver pod on a node whose host runs its own
@@ -174,13 +175,5 @@ func (a *agent) answerDriverCheck(ctx context.Context, node *corev1.Node, p *cor
 	pod := p.DeepCopy()
 	pod.Status = *st
 	_, err := a.cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return ignoreGone(err)
-}
-
-// ignoreGone drops errors about objects that are gone.
-func ignoreGone(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return client.IgnoreNotFound(err)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -132,8 +133,15 @@ func (f *fixture) stateOf(node, state string) func() string {
 // expectState waits until every given node has value for state.
 func (f *fixture) expectState(value string, state string, nodes ...string) {
 	f.t.Helper()
+	f.expectStateMatching(Equal(value), state, nodes...)
+}
+
+// expectStateMatching waits until state's value on every given node
+// matches.
+func (f *fixture) expectStateMatching(m types.GomegaMatcher, state string, nodes ...string) {
+	f.t.Helper()
 	for _, n := range nodes {
-		NewWithT(f.t).Eventually(f.stateOf(n, state), timeout, interval).Should(Equal(value), "node %s, state %s", n, state)
+		NewWithT(f.t).Eventually(f.stateOf(n, state), timeout, interval).Should(m, "node %s, state %s", n, state)
 	}
 }
 
@@ -150,10 +158,7 @@ func (f *fixture) expectAllReady(nodes ...string) {
 func (f *fixture) expectAllUp(nodes ...string) {
 	f.t.Helper()
 	for _, s := range states {
-		for _, n := range nodes {
-			NewWithT(f.t).Eventually(f.stateOf(n, s), timeout, interval).Should(BeElementOf("ready", "disabled"),
-				"node %s, state %s", n, s)
-		}
+		f.expectStateMatching(BeElementOf("ready", "disabled"), s, nodes...)
 	}
 }
 

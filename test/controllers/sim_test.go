@@ -313,8 +313,3 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 func hasWaiting(p *corev1.Pod) bool {
 	return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil
 }
-
-func podReady(p *corev1.Pod) bool {
-	c := readyCondition(p)
-	return c != nil && c.Status == corev1.ConditionTrue
-}

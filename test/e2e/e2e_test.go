@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 
@@ -50,7 +48,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 	It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
 		K3sPathsSpec(ctx, K3sPathsInput{
 			Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
-			Healthy: modern(healthy),
+			Nodes: healthy,
 		})
 	})
 
@@ -87,15 +85,3 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		UninstallSpec(ctx)
 	})
 })
-
-// modern are the nodes whose containerd reports runtime handlers: the even
-// ones (hack/sim/nodes.sh).
-func modern(nodes []string) []string {
-	var out []string
-	for _, n := range nodes {
-		if i, err := strconv.Atoi(strings.TrimPrefix(n, "gpu-node-")); err == nil && i%2 == 0 {
-			out = append(out, n)
-		}
-	}
-	return out
-}

@@ -16,6 +16,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
 // The extra nodes of the e2e cluster (hack/sim/nodes.sh, SIM_NODE_KINDS).
@@ -100,7 +101,7 @@ func RuntimeProofSpec(ctx context.Context, in RuntimeProofInput) {
 		Eventually(func(g Gomega) {
 			p := podOn(ctx, n, "container-toolkit")
 			g.Expect(p).NotTo(BeNil())
-			g.Expect(podReady(p)).To(BeTrue())
+			g.Expect(fakenode.PodReady(p)).To(BeTrue())
 		}).WithTimeout(rolloutTimeout).Should(Succeed())
 	}
 	Consistently(func(g Gomega) {
@@ -120,8 +121,8 @@ func RuntimeProofSpec(ctx context.Context, in RuntimeProofInput) {
 // K3sPathsInput is the toolkit env that points at k3s's containerd.
 type K3sPathsInput struct {
 	Config, Socket string
-	// Healthy are nodes at the stock paths whose runtime reports handlers.
-	Healthy []string
+	// Nodes are nodes at the stock paths.
+	Nodes []string
 }
 
 // K3sPathsSpec sets the toolkit's containerd paths to k3s's with helm: the
@@ -129,30 +130,29 @@ type K3sPathsInput struct {
 // runtime reports handlers show the toolkit unproven (it now writes files
 // their containerd does not read). Setting the values back restores them.
 func K3sPathsSpec(ctx context.Context, in K3sPathsInput) {
-	upgrade := func(flag string, set ...string) {
-		args := []string{"upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values"}
-		for _, s := range set {
-			args = append(args, flag, s)
+	var reporting []string
+	for _, n := range in.Nodes {
+		if !fakenode.ProfileOf(node(Default, ctx, n)).Legacy {
+			reporting = append(reporting, n)
 		}
-		_, err := sh("bin/helm", args...)
-		Expect(err).NotTo(HaveOccurred())
 	}
-	upgrade("--set", "toolkit.env[0].name=CONTAINERD_CONFIG", "toolkit.env[0].value="+in.Config,
+	Expect(reporting).NotTo(BeEmpty(), "a stock node whose runtime reports its handlers")
+	helmUpgrade("--set", "toolkit.env[0].name=CONTAINERD_CONFIG", "toolkit.env[0].value="+in.Config,
 		"toolkit.env[1].name=CONTAINERD_SOCKET", "toolkit.env[1].value="+in.Socket)
 	AllReadySpec(ctx, AllReadyInput{Nodes: []string{k3sNode}})
 	tk := podOn(ctx, k3sNode, "container-toolkit")
 	Expect(hostPaths(tk)).To(ContainElements("/var/lib/rancher/k3s/agent/etc/containerd", "/run/k3s/containerd"))
 	Expect(envOf(tk, "CONTAINERD_CONFIG")).To(Equal("/runtime/config-dir/config.toml.tmpl"))
 	Eventually(func(g Gomega) {
-		for _, n := range in.Healthy {
+		for _, n := range reporting {
 			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel("container-toolkit"), "pending"), "node %s", n)
 		}
 	}).WithTimeout(rolloutTimeout).Should(Succeed())
 
 	// --set toolkit.env=null is lost to --reuse-values (helm keeps the
 	// old list); an explicit empty list is not.
-	upgrade("--set-json", "toolkit.env=[]")
-	AllReadySpec(ctx, AllReadyInput{Nodes: in.Healthy})
+	helmUpgrade("--set-json", "toolkit.env=[]")
+	AllReadySpec(ctx, AllReadyInput{Nodes: in.Nodes})
 }
 
 // ToolkitDisabledSpec disables the toolkit (one installed on the hosts):
@@ -212,8 +212,16 @@ func stateMessage(g Gomega, ctx context.Context, name string) string {
 }
 
 // helmSet changes one value of the release.
-func helmSet(value string) {
-	_, err := sh("bin/helm", "upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values", "--set", value)
+func helmSet(value string) { helmUpgrade("--set", value) }
+
+// helmUpgrade upgrades the release, keeping its values but those given,
+// each with flag (--set, --set-json); the setup hook runs again.
+func helmUpgrade(flag string, values ...string) {
+	args := []string{"upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values"}
+	for _, v := range values {
+		args = append(args, flag, v)
+	}
+	_, err := sh("bin/helm", args...)
 	Expect(err).NotTo(HaveOccurred())
 }
 
@@ -247,13 +255,4 @@ func owner(p *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

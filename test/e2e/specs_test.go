@@ -15,6 +15,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
 const rolloutTimeout = 3 * time.Minute
@@ -153,8 +154,7 @@ type HelmUpgradeInput struct {
 // HelmUpgradeSpec changes a value with helm upgrade (the setup hook runs
 // again) and checks the state it disables is gone from every node.
 func HelmUpgradeSpec(ctx context.Context, in HelmUpgradeInput) {
-	_, err := sh("bin/helm", "upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reuse-values", "--set", in.Set)
-	Expect(err).NotTo(HaveOccurred())
+	helmSet(in.Set)
 	Eventually(func(g Gomega) {
 		for _, n := range in.Nodes {
 			g.Expect(node(g, ctx, n).Labels).To(HaveKeyWithValue(gpuv1.StateLabel(in.Disabled), "disabled"))
@@ -174,7 +174,7 @@ func UninstallSpec(ctx context.Context) {
 	Expect(k8s.List(ctx, nodes)).To(Succeed())
 	for _, n := range nodes.Items {
 		for k := range n.Labels {
-			if gfdLabel(k) {
+			if fakenode.IsGFDLabel(k) {
 				continue // NFD's, from GFD: checked below
 			}
 			Expect(strings.HasPrefix(k, "nvidia.com/gpu.")).To(BeFalse(), "node %s kept %s", n.Name, k)
@@ -188,7 +188,7 @@ func UninstallSpec(ctx context.Context) {
 		g.Expect(k8s.List(ctx, nodes)).To(Succeed())
 		for _, n := range nodes.Items {
 			for k := range n.Labels {
-				g.Expect(gfdLabel(k)).To(BeFalse(), "node %s kept %s", n.Name, k)
+				g.Expect(fakenode.IsGFDLabel(k)).To(BeFalse(), "node %s kept %s", n.Name, k)
 			}
 		}
 	}).WithTimeout(time.Minute).Should(Succeed())
@@ -201,11 +201,6 @@ func UninstallSpec(ctx context.Context) {
 		Expect(k8s.List(ctx, pods, client.InNamespace("gpu-operator"))).To(Succeed())
 		return len(pods.Items)
 	}).WithTimeout(time.Minute).Should(BeZero())
-}
-
-// gfdLabel reports whether a label is one GFD writes (through NFD).
-func gfdLabel(k string) bool {
-	return k == "nvidia.com/gpu.product" || k == "nvidia.com/gpu.count" || k == "nvidia.com/gpu.memory" || k == "nvidia.com/gpu.family"
 }
 
 func node(g Gomega, ctx context.Context, name string) *corev1.Node {

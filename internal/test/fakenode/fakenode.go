@@ -1,12 +1,3 @@
-// Fake GPU nodes, for the simulated clusters (the envtest suite's and the
-// kwok one): the kubelet advertises nvidia.com/gpu only while the device
-// plugin runs, GPU feature discovery's labels appear only while it runs,
-// the container runtime reports the NVIDIA handler only once the toolkit
-// configured the runtime's own files, and a host with its own driver
-// answers the driver pod's check. What a node is comes from its
-// sim.gpu-operator.io/ annotations. Pods are Ready without running
-// anything; this makes their effects on the node follow.
-
 package fakenode
 
 import (
@@ -52,6 +43,10 @@ const (
 // GFD's labels, as GFD on an H200 node writes them.
 var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family"}
 
+// IsGFDLabel reports whether a label is one a fake node gets while GFD
+// runs on it.
+func IsGFDLabel(key string) bool { return slices.Contains(gfdLabels, key) }
+
 // Profile is what a fake node is.
 type Profile struct {
 	GPUs            int
@@ -92,7 +87,7 @@ func Apply(n *corev1.Node, pods []*corev1.Pod) Result {
 	p := ProfileOf(n)
 	running := func(s state.Name) *corev1.Pod {
 		for _, pod := range pods {
-			if pod.DeletionTimestamp == nil && pod.Labels[render.LabelState] == string(s) && ready(pod) {
+			if pod.DeletionTimestamp == nil && pod.Labels[render.LabelState] == string(s) && PodReady(pod) {
 				return pod
 			}
 		}
@@ -242,7 +237,8 @@ func DriverCheck(n *corev1.Node, pod *corev1.Pod) *corev1.PodStatus {
 	}
 }
 
-func ready(p *corev1.Pod) bool {
+// PodReady reports whether a pod's Ready condition is true.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
