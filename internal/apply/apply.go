@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,9 +19,8 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// AnnotationAppliedHash is the hash of the object as last applied. An object
-// whose annotation matches the hash of what is rendered now is not applied
-// again.
+// AnnotationAppliedHash is the hash of the object as last applied: what the
+// operator rendered, not what the object holds now.
 const AnnotationAppliedHash = gpuv1.OperatorAnnotationPrefix + "applied-hash"
 
 // Applier applies and prunes operator objects.
@@ -30,10 +30,26 @@ type Applier struct {
 	Reader client.Reader
 	// Owner is the field manager of every apply.
 	Owner string
+
+	mu sync.Mutex
+	// written remembers, per object, what this process last applied and
+	// the version the API server answered with.
+	written map[Key]writtenVersion
 }
 
-// Apply applies obj unless the object in the cluster was applied from the
-// same content. It reports whether it sent a request.
+// writtenVersion is an object as the API server stored it after an apply:
+// its generation, which every change of its spec bumps, or, for kinds
+// without one (ConfigMaps, RBAC, RuntimeClasses), its resourceVersion.
+type writtenVersion struct {
+	hash, version string
+}
+
+// Apply applies obj unless the object in the cluster is still the one this
+// process applied from the same content. Someone else's change to its spec
+// (kubectl edit removing a gate, another image), labels or annotations is
+// reverted on the next reconcile. After a restart every object is applied
+// once: an apply of unchanged content changes nothing on the server. It
+// reports whether it sent a request.
 func (a *Applier) Apply(ctx context.Context, obj client.Object) (bool, error) {
 	u, err := toUnstructured(obj)
 	if err != nil {
@@ -47,17 +63,71 @@ func (a *Applier) Apply(ctx context.Context, obj client.Object) (bool, error) {
 
 	current := &metav1.PartialObjectMetadata{}
 	current.SetGroupVersionKind(u.GroupVersionKind())
-	switch err := a.Reader.Get(ctx, client.ObjectKeyFromObject(u), current); {
-	case err == nil && current.Annotations[AnnotationAppliedHash] == hash:
+	key := Key{GVK: u.GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(u)}
+	switch err := a.Reader.Get(ctx, key.NamespacedName, current); {
+	case err == nil && a.unchanged(key, hash, u, current):
 		return false, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("reading %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(a.Owner), client.ForceOwnership); err != nil {
+		a.forget(key)
 		return false, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
+	// The answer is the object as stored.
+	a.remember(key, writtenVersion{hash: hash, version: versionOf(u)})
 	return true, nil
+}
+
+// unchanged reports whether the live object is still what this process
+// applied from the rendered content: same hash, the version the API server
+// answered with, and every rendered label and annotation in place.
+func (a *Applier) unchanged(key Key, hash string, rendered *unstructured.Unstructured, live *metav1.PartialObjectMetadata) bool {
+	if live.Annotations[AnnotationAppliedHash] != hash {
+		return false
+	}
+	a.mu.Lock()
+	last, ok := a.written[key]
+	a.mu.Unlock()
+	if !ok || last.hash != hash || last.version != versionOf(live) {
+		return false
+	}
+	return contains(live.Labels, rendered.GetLabels()) && contains(live.Annotations, rendered.GetAnnotations())
+}
+
+func (a *Applier) remember(key Key, v writtenVersion) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.written == nil {
+		a.written = map[Key]writtenVersion{}
+	}
+	a.written[key] = v
+}
+
+func (a *Applier) forget(key Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.written, key)
+}
+
+// versionOf names the version of an object that matters for drift: its
+// generation where the kind keeps one, so that status updates (a
+// DaemonSet's, thousands in a rollout) do not count as changes.
+func versionOf(obj metav1.Object) string {
+	if g := obj.GetGeneration(); g > 0 {
+		return fmt.Sprintf("generation %d", g)
+	}
+	return "resourceVersion " + obj.GetResourceVersion()
+}
+
+func contains(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Key identifies an object across kinds.
@@ -90,6 +160,7 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, se
 			if err := a.Client.Delete(ctx, item, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 				return deleted, fmt.Errorf("pruning %s %s: %w", gvk.Kind, item.Name, err)
 			}
+			a.forget(KeyOf(item))
 			deleted++
 		}
 	}

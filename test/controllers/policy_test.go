@@ -122,3 +122,31 @@ func TestServiceMonitorWithoutItsCRD(t *testing.T) {
 		HaveField("Message", ContainSubstring("install the Prometheus Operator's CRDs, or set it to false")),
 	))
 }
+
+// An edit of an operator-owned DaemonSet (its gate removed, its image
+// changed) is reverted without any change to the policy (issue 12,
+// finding 3).
+func TestEditedDaemonSetIsRestored(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 1)
+	f.expectAllReady(f.nodes...)
+	key := client.ObjectKey{Namespace: namespace, Name: "nvidia-device-plugin-daemonset"}
+	ds := &appsv1.DaemonSet{}
+	g.Expect(k8sClient.Get(f.ctx, key, ds)).To(Succeed())
+	wantAffinity := ds.Spec.Template.Spec.Affinity.DeepCopy()
+	wantImage := ds.Spec.Template.Spec.Containers[0].Image
+	g.Expect(wantAffinity).NotTo(BeNil())
+
+	ds.Spec.Template.Spec.Affinity = nil
+	ds.Spec.Template.Spec.Containers[0].Image = "example.com/not-nvidia:latest"
+	g.Expect(k8sClient.Update(f.ctx, ds)).To(Succeed())
+	edited := ds.Generation
+
+	g.Eventually(func(g Gomega) {
+		live := &appsv1.DaemonSet{}
+		g.Expect(k8sClient.Get(f.ctx, key, live)).To(Succeed())
+		g.Expect(live.Generation).To(BeNumerically(">", edited))
+		g.Expect(live.Spec.Template.Spec.Affinity).To(Equal(wantAffinity))
+		g.Expect(live.Spec.Template.Spec.Containers[0].Image).To(Equal(wantImage))
+	}, timeout, interval).Should(Succeed())
+}
