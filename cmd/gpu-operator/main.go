@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -97,6 +99,8 @@ func run(o *options) error {
 		LeaderElectionID:              o.leaderElectID,
 		LeaderElectionNamespace:       o.namespace,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(operator.ShutdownTimeout),
+		Controller:                    config.Controller{ReconciliationTimeout: operator.ReconcileTimeout},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -18,6 +18,21 @@ import (
 // FieldOwner is the server-side apply field manager of every write.
 const FieldOwner = "gpu-operator"
 
+// Limits of the manager's work.
+const (
+	// ReconcileTimeout bounds one reconcile: a call the API server never
+	// answers must not hold a worker for ever. The longest legitimate one,
+	// an upgrade pass over a pool, makes bounded calls (evictions of two
+	// seconds each, side by side) well within it.
+	ReconcileTimeout = 2 * time.Minute
+	// ShutdownTimeout is how long the manager waits for its reconciles to
+	// end on SIGTERM, before releasing its leader lease. The pod's
+	// terminationGracePeriodSeconds must be longer (a packaging test pins
+	// it), or the kubelet kills it first and the next leader waits out the
+	// lease.
+	ShutdownTimeout = 30 * time.Second
+)
+
 // Config is what the controllers need besides the manager.
 type Config struct {
 	// Namespace is where the operator runs and deploys its operands.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/operator"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 )
 
@@ -95,6 +97,10 @@ func expectSecureOperator(g Gomega, d *appsv1.Deployment) {
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 	g.Expect(c.Args).To(ContainElement("--leader-elect"))
 	g.Expect(c.Env).To(ContainElement(HaveField("Name", "OPERATOR_NAMESPACE")))
+	// The kubelet must not kill the manager before it has ended its
+	// reconciles and released its leader lease.
+	g.Expect(pod.TerminationGracePeriodSeconds).NotTo(BeNil())
+	g.Expect(time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second).To(BeNumerically(">", operator.ShutdownTimeout+5*time.Second))
 }
 
 // forbidden are grants the operator must never have.
