@@ -77,10 +77,14 @@ type EnvVar struct {
 type ResourceRequirements struct {
 	// Limits is the most of each resource the container may use.
 	// +kubebuilder:validation:MaxProperties=6
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))`,message="every key must be a resource name such as cpu, memory or example.com/device"
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))`,message="quantities must not be negative"
 	// +optional
 	Limits corev1.ResourceList `json:"limits,omitempty"`
 	// Requests is what the scheduler reserves for the container.
 	// +kubebuilder:validation:MaxProperties=6
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))`,message="every key must be a resource name such as cpu, memory or example.com/device"
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))`,message="quantities must not be negative"
 	// +optional
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 }
@@ -138,7 +142,7 @@ type DaemonsetsSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	Tolerations []Toleration `json:"tolerations,omitempty"`
 
 	// PriorityClassName of every operand pod.
 	// +kubebuilder:default=system-node-critical
@@ -155,6 +159,44 @@ type DaemonsetsSpec struct {
 	// RollingUpdate tunes the RollingUpdate strategy.
 	// +optional
 	RollingUpdate *RollingUpdateSpec `json:"rollingUpdate,omitempty"`
+}
+
+// Toleration is a pod toleration (corev1.Toleration), checked here as the
+// API server checks it on the operand pods: a toleration it would refuse
+// there is refused on the policy, naming the field, instead of failing
+// every apply of every DaemonSet later.
+// +kubebuilder:validation:XValidation:rule=`(has(self.key) && size(self.key) > 0) || (has(self.operator) && self.operator == 'Exists')`,message="operator must be Exists when key is empty (a toleration of every taint)"
+// +kubebuilder:validation:XValidation:rule=`!has(self.operator) || self.operator != 'Exists' || !has(self.value) || size(self.value) == 0`,message="value must be empty when operator is Exists"
+// +kubebuilder:validation:XValidation:rule=`!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')`,message="tolerationSeconds needs effect NoExecute"
+type Toleration struct {
+	// Key is the taint key the toleration applies to; empty with operator
+	// Exists tolerates every taint.
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')`,message="must be a taint key: an optional DNS-subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	// +optional
+	Key string `json:"key,omitempty"`
+	// Operator is Equal (the default: key and value match) or Exists.
+	// +kubebuilder:validation:Enum=Equal;Exists
+	// +optional
+	Operator corev1.TolerationOperator `json:"operator,omitempty"`
+	// Value the taint must have with operator Equal: a label value.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')`,message="must be a label value: empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Effect is the taint effect to tolerate; empty tolerates every effect.
+	// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+	// +optional
+	Effect corev1.TaintEffect `json:"effect,omitempty"`
+	// TolerationSeconds is how long a pod stays on a node after a NoExecute
+	// taint appears; unset stays for ever.
+	// +optional
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+}
+
+// Core returns the toleration as the pod spec holds it.
+func (t Toleration) Core() corev1.Toleration {
+	return corev1.Toleration{Key: t.Key, Operator: t.Operator, Value: t.Value, Effect: t.Effect, TolerationSeconds: t.TolerationSeconds}
 }
 
 // RollingUpdateSpec tunes the rolling update of operand DaemonSets.

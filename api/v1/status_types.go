@@ -101,6 +101,9 @@ const (
 	ReasonDriverUpgrade = "DriverUpgrade"
 	ReasonNoFailures    = "NoFailures"
 	ReasonApplyFailed   = "ApplyFailed"
+	// ReasonUpgradeFailed: a driver upgrade failed on some node, which stays
+	// cordoned until a person looks at it.
+	ReasonUpgradeFailed = "UpgradeFailed"
 	// ReasonPrerequisiteMissing: the policy asks for something the cluster
 	// lacks, such as a ServiceMonitor without the Prometheus Operator.
 	ReasonPrerequisiteMissing = "PrerequisiteMissing"

@@ -142,8 +142,11 @@ func KeyOf(obj client.Object) Key {
 }
 
 // Prune deletes the objects of the given kinds that carry the selector's
-// labels and are not in keep. It reports how many it deleted.
-func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, selector client.MatchingLabels, keep map[Key]bool) (int, error) {
+// labels and are not in keep. Objects for which orphan says so are deleted
+// without their dependents (a DaemonSet's pods keep running); orphan may be
+// nil. It reports how many it deleted.
+func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, selector client.MatchingLabels, keep map[Key]bool,
+	orphan func(*metav1.PartialObjectMetadata) bool) (int, error) {
 	deleted := 0
 	for _, gvk := range kinds {
 		list := &metav1.PartialObjectMetadataList{}
@@ -157,7 +160,11 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, se
 			if keep[KeyOf(item)] || item.DeletionTimestamp != nil {
 				continue
 			}
-			if err := a.Client.Delete(ctx, item, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			propagation := metav1.DeletePropagationBackground
+			if orphan != nil && orphan(item) {
+				propagation = metav1.DeletePropagationOrphan
+			}
+			if err := a.Client.Delete(ctx, item, client.PropagationPolicy(propagation)); client.IgnoreNotFound(err) != nil {
 				return deleted, fmt.Errorf("pruning %s %s: %w", gvk.Kind, item.Name, err)
 			}
 			a.forget(KeyOf(item))

@@ -141,7 +141,7 @@ func TestPruneDeletesOnlyManagedObjectsNotKept(t *testing.T) {
 	mustApply(t, a, configMap("keep", "1"), true)
 	mustApply(t, a, configMap("gone", "1"), true)
 	keep := map[Key]bool{KeyOf(configMap("keep", "1")): true}
-	n, err := a.Prune(context.Background(), []schema.GroupVersionKind{kindConfigMap}, client.MatchingLabels{"managed": "yes"}, keep)
+	n, err := a.Prune(context.Background(), []schema.GroupVersionKind{kindConfigMap}, client.MatchingLabels{"managed": "yes"}, keep, nil)
 	if err != nil || n != 1 {
 		t.Fatalf("Prune deleted %d (err %v), want 1", n, err)
 	}

@@ -26,8 +26,16 @@ const (
 	// whose proof of function lapsed, to when it did; the state stays ready
 	// for the grace period.
 	AnnotationMissingSince = gpuv1.OperatorAnnotationPrefix + "missing-since"
+	// AnnotationFoundBy says why the operator took the node for a GPU node:
+	// "nfd" (NFD found an NVIDIA device, and the operator's
+	// nvidia.com/gpu.present goes when NFD's labels go) or "label" (a user
+	// set nvidia.com/gpu.present=true).
+	AnnotationFoundBy = gpuv1.OperatorAnnotationPrefix + "found-by"
 	// AnnotationDiscoveredAt is when the operator first saw the GPU node.
 	AnnotationDiscoveredAt = gpuv1.OperatorAnnotationPrefix + "discovered-at"
+	// AnnotationBootedAt is when the node came back from its last reboot
+	// the operator saw: the time to ready after a reboot counts from it.
+	AnnotationBootedAt = gpuv1.OperatorAnnotationPrefix + "booted-at"
 )
 
 // timeMap is a per-state set of times, kept in one annotation as

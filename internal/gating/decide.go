@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -31,7 +32,12 @@ type Input struct {
 	Enabled map[state.Name]bool
 	// Pods holds each state's pod on the node; nil or absent when none.
 	Pods map[state.Name]*state.PodFacts
-	// DriverPool is the node's driver pool under the policy.
+	// DriverUnloading is true while a driver pod on the node terminates:
+	// its driver is being unloaded, whatever pod replaces it.
+	DriverUnloading bool
+	// DriverPool is the node's driver pool under the policy. The node's
+	// pool label moves there only once no driver of the old pool runs on
+	// the node, or when its upgrade replaces the driver.
 	DriverPool string
 	// DriverNeedsOS is true when the pool's driver image tag names the OS
 	// (a version rather than a digest): a node whose OS NFD has not
@@ -73,13 +79,24 @@ type Result struct {
 	Why map[state.Name]string
 }
 
-// IsGPUNode reports whether the node is a GPU node: NFD found an NVIDIA PCI
+// IsGPUNode reports whether the node is a GPU node: NFD finds an NVIDIA PCI
 // device, or a user set nvidia.com/gpu.present=true. Any other value a user
-// gives nvidia.com/gpu.present keeps the operator off the node.
-func IsGPUNode(labels map[string]string) bool {
-	if v, ok := labels[gpuv1.LabelGPUPresent]; ok {
-		return v == gpuv1.LabelTrue
+// gives nvidia.com/gpu.present keeps the operator off the node. The
+// operator's own nvidia.com/gpu.present=true, written because NFD found a
+// device, does not outlive NFD's labels: its annotation says so.
+func IsGPUNode(n metav1.Object) bool {
+	labels := n.GetLabels()
+	v, ok := labels[gpuv1.LabelGPUPresent]
+	if ok && v != gpuv1.LabelTrue {
+		return false
 	}
+	if nfdFound(labels) {
+		return true
+	}
+	return ok && n.GetAnnotations()[AnnotationFoundBy] != foundByNFD
+}
+
+func nfdFound(labels map[string]string) bool {
 	for _, l := range nfdGPULabels {
 		if labels[l] == gpuv1.LabelTrue {
 			return true
@@ -87,6 +104,12 @@ func IsGPUNode(labels map[string]string) bool {
 	}
 	return false
 }
+
+// How a GPU node was found, in AnnotationFoundBy.
+const (
+	foundByNFD   = "nfd"
+	foundByLabel = "label"
+)
 
 // decision carries the working state of one Decide call.
 type decision struct {
@@ -106,11 +129,14 @@ type decision struct {
 	variant state.Variant
 	// hostDriver says what was found of a driver on the host; "" if none.
 	hostDriver string
+	// booted is when the node came back, when this decision found that
+	// it rebooted; zero otherwise.
+	booted time.Time
 }
 
 // Decide returns the labels and annotations the operator wants on the node.
 func Decide(in Input) Result {
-	if in.Policy == nil || in.Node == nil || !IsGPUNode(in.Node.Labels) {
+	if in.Policy == nil || in.Node == nil || !IsGPUNode(in.Node) {
 		return Result{}
 	}
 	d := &decision{
@@ -125,9 +151,13 @@ func Decide(in Input) Result {
 		driverUID:     in.Node.Annotations[AnnotationDriverPod],
 	}
 	d.result.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
-	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, in.DriverPool)
+	d.result.Annotations[AnnotationFoundBy] = foundByLabel
+	if nfdFound(in.Node.Labels) {
+		d.result.Annotations[AnnotationFoundBy] = foundByNFD
+	}
 	d.deployLabels()
 	d.decideVariant()
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, d.driverPool())
 	wasReady := d.readCurrent()
 	d.detectReboot()
 	d.resetOnVariantChange()
@@ -158,6 +188,26 @@ func (d *decision) deployLabels() {
 	}
 }
 
+// driverPool is the pool label the node carries: the policy's pool for
+// it, except while a running driver pod of the pool the label names stays
+// until its upgrade replaces it. The label gates each pool's DaemonSet, so
+// moving it earlier would make the DaemonSet controller delete the running
+// driver at once, with no cordon, no eviction and no budget.
+func (d *decision) driverPool() string {
+	cur := d.in.Node.Labels[gpuv1.LabelDriverPool]
+	switch {
+	case cur == "" || cur == d.in.DriverPool:
+	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading:
+		// No driver to keep: nothing runs, or it failed to start.
+	case d.driverRestarting():
+		// The upgrade replaces the driver now: its new pod is the new
+		// pool's.
+	default:
+		return cur
+	}
+	return d.in.DriverPool
+}
+
 // readCurrent reads each state's value from the node's labels and reports
 // whether every state was ready or disabled already.
 func (d *decision) readCurrent() bool {
@@ -175,6 +225,7 @@ func (d *decision) readCurrent() bool {
 
 // detectReboot resets every state from the driver down when the node's boot
 // ID changed: after a reboot nothing runs until it starts again, in order.
+// Each state's pod counts again once it became ready after the reboot.
 func (d *decision) detectReboot() {
 	bootID := d.in.Node.Status.NodeInfo.BootID
 	last := d.in.Node.Annotations[AnnotationBootID]
@@ -182,14 +233,31 @@ func (d *decision) detectReboot() {
 	if last == "" || bootID == "" || last == bootID {
 		return
 	}
+	d.booted = d.bootedAt()
 	for _, name := range d.in.Graph.PerNode() {
 		if d.current[name] != gpuv1.StateDisabled {
 			d.current[name] = gpuv1.StatePending
-			d.notBefore[name] = d.now
+			d.notBefore[name] = d.booted
 		}
 	}
 	d.missingBefore = timeMap{}
 	d.event(false, "NodeRebooted", "boot ID changed from %s to %s: every state restarts in order from the driver down", last, bootID)
+}
+
+// bootedAt is when the node came back from its reboot, as far as the API
+// says: when its kubelet last turned Ready, if it is Ready. Every pod ready
+// since then was (re)started after the reboot, so a reboot the operator
+// notices late (it was down) does not make healthy pods look stale. A node
+// not Ready yet has no pod ready since the reboot: now will do.
+func (d *decision) bootedAt() time.Time {
+	for _, c := range d.in.Node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			if t := c.LastTransitionTime.UTC().Truncate(time.Second); t.Before(d.now) {
+				return t
+			}
+		}
+	}
+	return d.now
 }
 
 // disabled reports whether the state does not run on this node: disabled in
@@ -261,6 +329,11 @@ func (d *decision) bookkeeping() {
 		discovered = d.now.Format(time.RFC3339)
 	}
 	a[AnnotationDiscoveredAt] = discovered
+	if !d.booted.IsZero() {
+		a[AnnotationBootedAt] = d.booted.Format(time.RFC3339)
+	} else {
+		setIfNonEmpty(a, AnnotationBootedAt, d.in.Node.Annotations[AnnotationBootedAt])
+	}
 }
 
 func (d *decision) allReady() bool {
@@ -272,10 +345,18 @@ func (d *decision) allReady() bool {
 	return true
 }
 
+// becameReady measures how long the node took to become ready, from its
+// discovery or, after a reboot, from when it came back.
 func (d *decision) becameReady() {
 	d.result.BecameReady = true
-	if t, err := time.Parse(time.RFC3339, d.result.Annotations[AnnotationDiscoveredAt]); err == nil {
-		d.result.ReadyAfter = d.now.Sub(t)
+	var since time.Time
+	for _, key := range []string{AnnotationDiscoveredAt, AnnotationBootedAt} {
+		if t, err := time.Parse(time.RFC3339, d.result.Annotations[key]); err == nil && t.After(since) {
+			since = t
+		}
+	}
+	if !since.IsZero() {
+		d.result.ReadyAfter = d.now.Sub(since)
 	}
 	d.event(false, "GPUStackReady", "every state is ready or disabled: %s", joinNames(d.in.Graph.PerNode()))
 }

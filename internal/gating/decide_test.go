@@ -181,6 +181,7 @@ func TestNewGPUNode(t *testing.T) {
 	g.Expect(r.Annotations).To(Equal(map[string]string{
 		AnnotationBootID:       "boot-1",
 		AnnotationDiscoveredAt: "2026-11-30T12:00:00Z",
+		AnnotationFoundBy:      "nfd",
 	}))
 	g.Expect(r.Events).To(BeEmpty())
 }

@@ -3,6 +3,7 @@ package gating
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -36,6 +37,14 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 			return d.because(name, gpuv1.StatePending, "waiting for "+string(p))
 		}
 	}
+	if name == state.Driver && d.in.DriverUnloading {
+		// Whatever pod replaces it, the driver the states after it were
+		// started against is going away: they restart at once.
+		if cur == gpuv1.StateReady {
+			d.leave(name, cur, gpuv1.StatePending, "the driver pod is terminating: the driver is being unloaded")
+		}
+		return d.because(name, gpuv1.StatePending, "the previous driver pod is terminating")
+	}
 	pod := d.in.Pods[name]
 	if pod == nil {
 		return d.judgeMissing(name, cur)
@@ -46,6 +55,11 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 			d.leave(name, cur, gpuv1.StateFailed, pod.Failure)
 		}
 		return d.because(name, gpuv1.StateFailed, pod.Failure)
+	case pod.Ready && pod.Since.Before(d.notBefore[name]) && name == state.Driver:
+		if !d.staleDriverAccepted() {
+			return d.because(name, gpuv1.StatePending, "its pod has not restarted since the reboot")
+		}
+		return d.judgeReady(name, cur, pod)
 	case pod.Ready && pod.Since.Before(d.notBefore[name]):
 		return d.judgeStale(name)
 	case pod.Ready && name == state.Driver && d.driverReplaced(pod, cur):
@@ -162,6 +176,21 @@ func (d *decision) judgeStale(name state.Name) gpuv1.StateValue {
 		d.result.StalePods = append(d.result.StalePods, name)
 	}
 	return d.because(name, gpuv1.StatePending, "its pod has not restarted since the state was reset")
+}
+
+// staleDriverAccepted decides a driver pod ready since before the node's
+// reboot, as far as the API says. A driver pod is never deleted as stale:
+// only the upgrade replaces a driver. Within the grace period the kubelet
+// is given time to report the restart; past it, the pod is taken as it
+// is.
+func (d *decision) staleDriverAccepted() bool {
+	if left := d.in.Grace - d.now.Sub(d.notBefore[state.Driver]); left > 0 {
+		d.requeue(left)
+		return false
+	}
+	d.event(false, "DriverNotRestarted", "the driver pod has been ready since before the reset of %s: "+
+		"taken as ready, since a driver pod is replaced only by an upgrade", d.notBefore[state.Driver].Format(time.RFC3339))
+	return true
 }
 
 // cannotRun says why a state cannot run on the node whatever its pod does,

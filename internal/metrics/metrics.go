@@ -14,8 +14,8 @@ type Metrics struct {
 	GPUNodes prometheus.Gauge
 	// Nodes counts GPU nodes by state and the value of its label there.
 	Nodes *prometheus.GaugeVec
-	// NodeReadySeconds is how long nodes took from discovery to every
-	// state ready.
+	// NodeReadySeconds is how long nodes took from discovery, or from
+	// their return from a reboot, to every state ready.
 	NodeReadySeconds prometheus.Histogram
 
 	// Driver upgrades.
@@ -44,7 +44,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"state", "phase"}),
 		NodeReadySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "gpu_operator_node_ready_seconds",
-			Help:    "Seconds from a GPU node's discovery until every state was ready on it.",
+			Help:    "Seconds from a GPU node's discovery, or its return from a reboot, until every state was ready on it.",
 			Buckets: prometheus.ExponentialBuckets(5, 2, 10),
 		}),
 		AutoUpgradeEnabled: gauge("gpu_operator_auto_upgrade_enabled", "1 when driver.upgradePolicy.autoUpgrade is on."),

@@ -129,7 +129,10 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 			pod.ImagePullSecrets = append(pod.ImagePullSecrets, ref)
 		}
 	}
-	pod.Tolerations = append(append(pod.Tolerations, gpuTaintToleration), common.Tolerations...)
+	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration)
+	for _, t := range common.Tolerations {
+		pod.Tolerations = append(pod.Tolerations, t.Core())
+	}
 	pod.PriorityClassName = string(common.PriorityClassName)
 	if len(w.Gate) > 0 {
 		if pod.Affinity == nil {

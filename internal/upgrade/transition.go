@@ -8,8 +8,16 @@ import (
 )
 
 // ValidationTimeout bounds how long a new driver may take to be ready with
-// the device plugin registered before the node's upgrade fails.
-const ValidationTimeout = 15 * time.Minute
+// the device plugin registered before the node's upgrade fails. It must
+// exceed the driver container's own startup budget (its startup probe
+// allows 21 minutes to build and load the modules; a test in the driver
+// state pins this), with room for the device plugin to start after it.
+const ValidationTimeout = 30 * time.Minute
+
+// PodRestartTimeout bounds how long the operands after the driver may take
+// to leave the node, and the old driver pod to go, before the node's
+// upgrade fails rather than waiting for ever.
+const PodRestartTimeout = 10 * time.Minute
 
 // Action is what the controller does for a node before writing its next
 // state.
@@ -46,6 +54,8 @@ type Facts struct {
 	Now   time.Time
 	// Skip is the node's nvidia.com/gpu-driver-upgrade.skip=true.
 	Skip bool
+	// Cordoned is true while the upgrade holds a cordon on the node.
+	Cordoned bool
 	// Outdated is true when the node's driver pod runs an older spec than
 	// its DaemonSet.
 	Outdated bool
@@ -80,12 +90,19 @@ func Next(f Facts, p Policy) Step {
 
 	switch f.State {
 	case "", gpuv1.UpgradeDone:
-		if f.Outdated && !f.Skip {
+		switch {
+		case f.Outdated && !f.Skip:
 			return Step{Next: gpuv1.UpgradeRequired, Reason: "the driver changed"}
+		case f.Cordoned:
+			return Step{Next: gpuv1.UpgradeUncordon, Reason: "a cordon of an earlier upgrade is still held"}
 		}
 		return stay
 	case gpuv1.UpgradeRequired:
 		switch {
+		case !f.Outdated && f.Cordoned:
+			// A failed node retried after its driver became current again:
+			// the cordon its upgrade took must not outlive it.
+			return Step{Next: gpuv1.UpgradeUncordon, Reason: "the driver is current again"}
 		case !f.Outdated:
 			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver is current again"}
 		case f.Skip || !p.AutoUpgrade || !f.Admitted:
@@ -124,12 +141,19 @@ func Next(f Facts, p Policy) Step {
 		switch {
 		case !f.Outdated:
 			return Step{Next: gpuv1.UpgradeValidation, Reason: "the new driver pod is running"}
+		case timedOut(PodRestartTimeout):
+			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("the driver pod was not replaced within %s (%d operand pods after the driver still on the node)",
+				PodRestartTimeout, f.DownstreamPods)}
 		case f.DownstreamPods > 0:
 			return stay // their pods are leaving the node first
 		}
 		return Step{Next: f.State, Action: DeleteDriverPod}
 	case gpuv1.UpgradeValidation:
 		switch {
+		case f.Outdated:
+			// The version changed again while the new driver started: the
+			// node is still drained, so it replaces the driver once more.
+			return Step{Next: gpuv1.UpgradePodRestart, Reason: "the driver changed again during validation"}
 		case f.Validated:
 			return Step{Next: gpuv1.UpgradeUncordon, Reason: "the new driver works: the device plugin advertises the GPUs again"}
 		case timedOut(ValidationTimeout):

@@ -11,9 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
@@ -132,17 +135,37 @@ func (s *cluster) step(ctx context.Context) error {
 	return s.nodes(ctx, nodes.Items, pods.Items)
 }
 
-// collectOrphans deletes the operand pods whose DaemonSet is gone, as the
-// garbage collector, which envtest does not run, would.
+// collectOrphans does what the garbage collector, which envtest does not
+// run, would: the pods of a DaemonSet deleted with the orphan policy lose
+// their owner and stay, then the DaemonSet goes; the pods of a DaemonSet
+// deleted otherwise are deleted.
 func (s *cluster) collectOrphans(ctx context.Context, sets []appsv1.DaemonSet, pods []corev1.Pod) error {
-	live := map[string]bool{}
+	live := map[types.UID]bool{}
 	for i := range sets {
-		live[string(sets[i].UID)] = true
+		ds := &sets[i]
+		if ds.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(ds, metav1.FinalizerOrphanDependents) {
+			live[ds.UID] = true
+			continue
+		}
+		for j := range pods {
+			if p := &pods[j]; metav1.IsControlledBy(p, ds) {
+				base := p.DeepCopy()
+				p.OwnerReferences = nil
+				if err := client.IgnoreNotFound(s.c.Patch(ctx, p, client.MergeFrom(base))); err != nil {
+					return err
+				}
+			}
+		}
+		base := ds.DeepCopy()
+		controllerutil.RemoveFinalizer(ds, metav1.FinalizerOrphanDependents)
+		if err := client.IgnoreNotFound(s.c.Patch(ctx, ds, client.MergeFrom(base))); err != nil {
+			return err
+		}
 	}
 	for i := range pods {
 		p := &pods[i]
 		owner := metav1.GetControllerOf(p)
-		if p.Namespace != s.namespace || owner == nil || owner.Kind != "DaemonSet" || live[string(owner.UID)] {
+		if p.Namespace != s.namespace || owner == nil || owner.Kind != "DaemonSet" || live[owner.UID] {
 			continue
 		}
 		if err := client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0))); err != nil {
@@ -185,6 +208,9 @@ func (s *cluster) nodes(ctx context.Context, nodes []corev1.Node, pods []corev1.
 }
 
 func (s *cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *corev1.Node, pods []corev1.Pod) error {
+	if ds.DeletionTimestamp != nil {
+		return nil
+	}
 	var existing *corev1.Pod
 	for i := range pods {
 		p := &pods[i]
@@ -197,7 +223,7 @@ func (s *cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *core
 		return err
 	}
 	switch {
-	case matches && existing == nil:
+	case matches && existing == nil && !repelled(ds, node.Name, pods):
 		return s.c.Create(ctx, s.podFor(ds, node.Name))
 	case !matches && existing != nil:
 		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
@@ -206,6 +232,30 @@ func (s *cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *core
 		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
 	}
 	return nil
+}
+
+// repelled reports whether the scheduler would keep the DaemonSet's pod off
+// the node: a pod there, terminating or not, matches the template's
+// required anti-affinity by hostname (one driver per node). The real
+// DaemonSet controller creates the pod and it stays Pending, unbound,
+// which the operator does not see on the node; here it is not created.
+func repelled(ds *appsv1.DaemonSet, node string, pods []corev1.Pod) bool {
+	a := ds.Spec.Template.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return false
+	}
+	for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil || term.TopologyKey != corev1.LabelHostname {
+			continue
+		}
+		for i := range pods {
+			if p := &pods[i]; p.Spec.NodeName == node && sel.Matches(labels.Set(p.Labels)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // outdated reports whether a RollingUpdate DaemonSet's pod runs an older

@@ -8,6 +8,9 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
 // invalidCase is one way a user can get a ClusterPolicy wrong: a value set
@@ -220,6 +223,46 @@ func invalidCases() map[string]invalidCase {
 			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "all", "nodeSelector": map[string]any{}}},
 			field: "spec.driver.nodePools[0].nodeSelector", wants: []string{"should have at least 1 properties"},
 		},
+		"drain selector that does not parse": {
+			path: p("driver", "upgradePolicy", "drain", "podSelector"), value: "app=(training",
+			field: "spec.driver.upgradePolicy.drain.podSelector", wants: []string{"must be a label selector"},
+		},
+		"pod deletion selector with a space in a value": {
+			path: p("driver", "upgradePolicy", "podDeletion", "podSelector"), value: "app=my job",
+			field: "spec.driver.upgradePolicy.podDeletion.podSelector", wants: []string{"must be a label selector"},
+		},
+		"wait selector with an empty set": {
+			path: p("driver", "upgradePolicy", "waitForCompletion", "podSelector"), value: "app in ()",
+			field: "spec.driver.upgradePolicy.waitForCompletion.podSelector", wants: []string{"must be a label selector"},
+		},
+		"toleration of every key with Equal": {
+			path: p("daemonsets", "tolerations"), value: []any{map[string]any{"operator": "Equal", "value": "x"}},
+			field: "spec.daemonsets.tolerations[0]", wants: []string{"operator must be Exists when key is empty"},
+		},
+		"toleration Exists with a value": {
+			path: p("daemonsets", "tolerations"), value: []any{map[string]any{"key": "gpu", "operator": "Exists", "value": "x"}},
+			field: "spec.daemonsets.tolerations[0]", wants: []string{"value must be empty when operator is Exists"},
+		},
+		"toleration seconds without NoExecute": {
+			path: p("daemonsets", "tolerations"), value: []any{map[string]any{"key": "gpu", "effect": "NoSchedule", "tolerationSeconds": int64(60)}},
+			field: "spec.daemonsets.tolerations[0]", wants: []string{"tolerationSeconds needs effect NoExecute"},
+		},
+		"toleration with an unknown effect": {
+			path: p("daemonsets", "tolerations"), value: []any{map[string]any{"key": "gpu", "effect": "NoRun"}},
+			field: "spec.daemonsets.tolerations[0].effect", wants: []string{`"NoSchedule", "PreferNoSchedule", "NoExecute"`},
+		},
+		"toleration key with a space": {
+			path: p("daemonsets", "tolerations"), value: []any{map[string]any{"key": "my key", "operator": "Exists"}},
+			field: "spec.daemonsets.tolerations[0].key", wants: []string{"must be a taint key"},
+		},
+		"resource name with a space": {
+			path: p("devicePlugin", "resources"), value: map[string]any{"limits": map[string]any{"gpu memory": "1Gi"}},
+			field: "spec.devicePlugin.resources.limits", wants: []string{"must be a resource name"},
+		},
+		"negative request": {
+			path: p("devicePlugin", "resources"), value: map[string]any{"requests": map[string]any{"cpu": "-100m"}},
+			field: "spec.devicePlugin.resources.requests", wants: []string{"must not be negative"},
+		},
 		"env list too long": {
 			path: p("devicePlugin", "env"), value: manyEnv(65),
 			field: "spec.devicePlugin.env", wants: []string{"must have at most 64 items"},
@@ -272,6 +315,10 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		"request equal to limit":        {p("driver", "resources"), map[string]any{"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": int64(1)}}},
 		"prefixed label key":            {p("daemonsets", "labels"), map[string]any{"example.com/team": "gpu"}},
 		"device plugin config with key": {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
+		"drain selector":                {p("driver", "upgradePolicy", "drain", "podSelector"), "app in (training, serving),!legacy,tier!=batch"},
+		"toleration of every taint":     {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
+		"NoExecute toleration seconds": {p("daemonsets", "tolerations"), []any{map[string]any{"key": "example.com/maintenance", "operator": "Exists",
+			"effect": "NoExecute", "tolerationSeconds": int64(300)}}},
 		"distinct driver pools": {p("driver", "nodePools"), []any{
 			map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100", "zone": "a"}, "version": "550.54.15"},
 			map[string]any{"name": "h100", "nodeSelector": map[string]any{"gpu": "h100"}},
@@ -287,6 +334,11 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 			spec := obj.Object["spec"].(map[string]any)
 			g.Expect(unstructured.SetNestedField(spec, tt.value, tt.path...)).To(Succeed())
 			g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+			// What the API server accepts, the operator renders into objects
+			// the API server accepts too (issue 12, finding 4b).
+			cp := &gpuv1.ClusterPolicy{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), cp)).To(Succeed())
+			renderAndDryRun(t, name, cp)
 			g.Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
 		})
 	}

@@ -81,6 +81,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
 	})
 
+	It("hands over to a second ClusterPolicy without replacing any operand", func(ctx SpecContext) {
+		HandOverSpec(ctx, healthy)
+	})
+
 	It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
 		UninstallSpec(ctx)
 	})

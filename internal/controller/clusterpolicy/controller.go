@@ -3,6 +3,7 @@ package clusterpolicy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !controllerutil.ContainsFinalizer(cp, Finalizer) {
 		base := cp.DeepCopy()
 		controllerutil.AddFinalizer(cp, Finalizer)
-		if err := r.Client.Patch(ctx, cp, client.MergeFrom(base)); err != nil {
+		if err := r.Client.Patch(ctx, cp, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the cleanup finalizer: %w", err)
 		}
 	}
@@ -99,18 +100,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // reconcileDelete cleans up before letting the policy go: the node
 // controller removes the node labels as soon as no policy is active; once
 // no node carries one, the objects are deleted and the finalizer removed.
-// If another policy takes over, it takes the nodes and objects as they are.
+// If another policy takes over, it takes the nodes and objects as they are:
+// the finalizer goes only once the successor's applies made it the owner
+// of every object, or the garbage collector would delete every operand
+// (every driver unloading under running jobs) before the successor put
+// them back.
 func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolicy, successor *gpuv1.ClusterPolicy) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(cp, Finalizer) {
 		return ctrl.Result{}, nil
 	}
+	if successor != nil {
+		owned, err := r.objectsOwnedBy(ctx, cp)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if owned > 0 {
+			ctrl.LoggerFrom(ctx).Info("waiting for the successor to adopt the operator's objects",
+				"successor", successor.Name, "objects", owned)
+			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
+		}
+	}
 	if successor == nil {
-		labelled, err := r.nodesWithStateLabels(ctx)
+		labelled, err := r.nodesNotCleanedUp(ctx)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if labelled > 0 {
-			ctrl.LoggerFrom(ctx).Info("waiting for node labels to be removed", "nodes", labelled)
+			ctrl.LoggerFrom(ctx).Info("waiting for the operator's node labels and cordons to be removed", "nodes", labelled)
 			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 		}
 		if err := r.deleteObjects(ctx, cp); err != nil {
@@ -119,24 +135,64 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 	}
 	base := cp.DeepCopy()
 	controllerutil.RemoveFinalizer(cp, Finalizer)
-	if err := r.Client.Patch(ctx, cp, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Patch(ctx, cp, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("removing the cleanup finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
 }
 
-func (r *Reconciler) nodesWithStateLabels(ctx context.Context) (int, error) {
+// objectsOwnedBy counts the operator's objects that still name the policy
+// as an owner.
+func (r *Reconciler) objectsOwnedBy(ctx context.Context, cp *gpuv1.ClusterPolicy) (int, error) {
+	objs, err := r.renderAll(cp, nil)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, gvk := range objs.kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.Client.List(ctx, list, managedSelector); err != nil {
+			return 0, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			for _, ref := range list.Items[i].OwnerReferences {
+				if ref.UID == cp.UID {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// nodesNotCleanedUp counts the nodes the node and upgrade controllers have
+// not cleaned up yet. Each removes its labels, annotations and cordon in
+// one apply, so the operator's annotations, which no one else sets, tell:
+// a state label still there afterwards is a user's own (set with the same
+// value, it is shared, and server-side apply leaves it), and waiting for
+// it would keep the policy for ever.
+func (r *Reconciler) nodesNotCleanedUp(ctx context.Context) (int, error) {
 	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
 	n := 0
 	for i := range nodes.Items {
-		if hasStateLabel(nodes.Items[i].Labels) {
+		if hasOperatorAnnotation(nodes.Items[i].Annotations) {
 			n++
 		}
 	}
 	return n, nil
+}
+
+func hasOperatorAnnotation(annotations map[string]string) bool {
+	for k := range annotations {
+		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // patchStatus writes status when it differs from what is stored: a
@@ -219,13 +275,18 @@ func (r *Reconciler) explain(ctx context.Context, s *summary, nodes []corev1.Nod
 	return nil
 }
 
-// export publishes the node counts as metrics.
+// phases are the values of a state label, each a series of the nodes
+// gauge.
+var phases = []gpuv1.StateValue{gpuv1.StatePending, gpuv1.StateReady, gpuv1.StateFailed, gpuv1.StateUpgrading, gpuv1.StateDisabled}
+
+// export publishes the node counts as metrics. Every series is set in
+// place, zero included, never reset and filled again: a scrape between
+// the two would see no node at all.
 func (r *Reconciler) export(s summary) {
 	r.Metrics.GPUNodes.Set(float64(s.gpuNodes))
-	r.Metrics.Nodes.Reset()
 	for name, counts := range s.byState {
-		for phase, n := range counts.phases {
-			r.Metrics.Nodes.WithLabelValues(string(name), string(phase)).Set(float64(n))
+		for _, phase := range phases {
+			r.Metrics.Nodes.WithLabelValues(string(name), string(phase)).Set(float64(counts.phases[phase]))
 		}
 	}
 }

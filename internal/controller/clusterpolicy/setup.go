@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -41,6 +42,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Not(beyondStatus()))).
 		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.allPolicies),
 			builder.WithPredicates(labelsChanged())).
+		// The deletion of the active policy makes another the active one at
+		// once: it adopts the objects before the deleted one lets go.
+		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
+			builder.WithPredicates(policy.DeletionStarted())).
 		Complete(r)
 }
 

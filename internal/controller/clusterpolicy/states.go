@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -88,7 +89,7 @@ func toolkitRegistersHandler(cp *gpuv1.ClusterPolicy, variants []state.Variant) 
 func variants(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.Variant {
 	var seen []state.Variant
 	for i := range nodes {
-		if !gating.IsGPUNode(nodes[i].Labels) {
+		if !gating.IsGPUNode(&nodes[i]) {
 			continue
 		}
 		if v, ok := state.VariantOfLabels(nodes[i].Labels); ok {
@@ -110,7 +111,7 @@ func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 func driverPools(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.DriverPool {
 	var labels []map[string]string
 	for i := range nodes {
-		if gating.IsGPUNode(nodes[i].Labels) {
+		if gating.IsGPUNode(&nodes[i]) {
 			labels = append(labels, nodes[i].Labels)
 		}
 	}
@@ -133,7 +134,7 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 			errs = append(errs, err)
 		}
 	}
-	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep); err != nil {
+	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep, driverReplacement(cp)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -146,6 +147,22 @@ func (r *Reconciler) deleteObjects(ctx context.Context, cp *gpuv1.ClusterPolicy)
 	if err != nil {
 		return err
 	}
-	_, err = r.Applier.Prune(ctx, objs.kinds, managedSelector, nil)
+	_, err = r.Applier.Prune(ctx, objs.kinds, managedSelector, nil, nil)
 	return err
+}
+
+// driverReplacement says which pruned objects leave their pods running: a
+// driver DaemonSet pruned while the driver stays enabled is being replaced
+// by another (a pool's nodes moved, a version switched between a tag and a
+// digest renames the DaemonSet). Deleting its pods would unload every
+// driver of the pool at once under running workloads; orphaned, each is
+// replaced node by node through the upgrade state machine, which sees a
+// driver pod without a DaemonSet as outdated.
+func driverReplacement(cp *gpuv1.ClusterPolicy) func(*metav1.PartialObjectMetadata) bool {
+	if !cp.Spec.Driver.IsEnabled() {
+		return nil
+	}
+	return func(o *metav1.PartialObjectMetadata) bool {
+		return o.GetObjectKind().GroupVersionKind() == render.KindDaemonSet && o.Labels[render.LabelState] == string(state.Driver)
+	}
 }

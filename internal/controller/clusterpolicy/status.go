@@ -47,8 +47,11 @@ func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, p problem
 			Message: stateMessage(name, c, s.why)}
 		st.States = append(st.States, summary)
 	}
-	setReadyCondition(&st.Conditions, s, cp.Generation)
-	setProgressingCondition(&st.Conditions, s, cp.Generation)
+	// Ready and Progressing describe the nodes, which follow the last
+	// generation applied; Degraded describes this generation, whose apply
+	// may have failed.
+	setReadyCondition(&st.Conditions, s, st.ObservedGeneration)
+	setProgressingCondition(&st.Conditions, s, st.ObservedGeneration)
 	setDegradedCondition(&st.Conditions, s, p, cp.Generation)
 	st.State = gpuv1.PolicyNotReady
 	if meta.IsStatusConditionTrue(st.Conditions, gpuv1.ConditionReady) {
@@ -127,7 +130,8 @@ func upgradeProgress(s summary) (string, bool) {
 }
 
 // setDegradedCondition is true when objects could not be applied, a state
-// failed on some node, or the policy asks for something the cluster lacks.
+// or a driver upgrade failed on some node, or the policy asks for something
+// the cluster lacks.
 func setDegradedCondition(conds *[]metav1.Condition, s summary, p problems, gen int64) {
 	c := metav1.Condition{Type: gpuv1.ConditionDegraded, ObservedGeneration: gen,
 		Status: metav1.ConditionFalse, Reason: gpuv1.ReasonNoFailures, Message: "no state failed on any node"}
@@ -143,6 +147,11 @@ func setDegradedCondition(conds *[]metav1.Condition, s summary, p problems, gen 
 	case len(parts) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonStateFailed
 		c.Message = strings.Join(parts, "; ") + " (see the events of those nodes)"
+	case len(s.upgradeFailed) > 0:
+		slices.Sort(s.upgradeFailed)
+		c.Status, c.Reason = metav1.ConditionTrue, gpuv1.ReasonUpgradeFailed
+		c.Message = fmt.Sprintf("the driver upgrade failed on %d nodes: %s (they stay cordoned; see their events, "+
+			"then label them %s=%s to retry)", len(s.upgradeFailed), nameNodes(s.upgradeFailed), gpuv1.LabelUpgradeState, gpuv1.UpgradeRequired)
 	case len(p.missing) > 0:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonPrerequisiteMissing, strings.Join(p.missing, "; ")
 	}

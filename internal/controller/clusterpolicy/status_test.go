@@ -203,9 +203,18 @@ func TestBuildStatus(t *testing.T) {
 		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
 	}), "disabled states are left out")
 
-	// A failed apply keeps the old observed generation.
+	// A failed apply keeps the old observed generation, and so do the
+	// conditions about the nodes; Degraded is about this generation.
 	cp.Status.ObservedGeneration = 3
-	g.Expect(buildStatus(cp, "gpu-operator", s, problems{apply: errors.New("x")}).ObservedGeneration).To(Equal(int64(3)))
+	failed := buildStatus(cp, "gpu-operator", s, problems{apply: errors.New("x")})
+	g.Expect(failed.ObservedGeneration).To(Equal(int64(3)))
+	for _, c := range failed.Conditions {
+		want := int64(3)
+		if c.Type == gpuv1.ConditionDegraded {
+			want = 4
+		}
+		g.Expect(c.ObservedGeneration).To(Equal(want), "condition %s", c.Type)
+	}
 }
 
 // The status says which nodes use their host's driver, and why each state
@@ -243,4 +252,20 @@ func TestIgnoredStatus(t *testing.T) {
 		g.Expect(c.Message).To(Equal("ClusterPolicy first is the active one, being the oldest; this one is ignored until first is deleted"))
 	}
 	g.Expect(st.Conditions).To(HaveLen(3))
+}
+
+// A failed driver upgrade reaches the policy: Degraded names the nodes and
+// says how to retry (issue 12, finding 9).
+func TestDegradedByFailedUpgrades(t *testing.T) {
+	g := NewWithT(t)
+	failed := ready("z-node")
+	failed.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeFailed)
+	other := ready("a-node")
+	other.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeFailed)
+	var conds []metav1.Condition
+	setDegradedCondition(&conds, testSummary(t, []corev1.Node{failed, ready("b"), other}, nil), problems{}, 1)
+	c := meta.FindStatusCondition(conds, gpuv1.ConditionDegraded)
+	g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(c.Reason).To(Equal(gpuv1.ReasonUpgradeFailed))
+	g.Expect(c.Message).To(HavePrefix("the driver upgrade failed on 2 nodes: a-node, z-node (they stay cordoned"))
 }

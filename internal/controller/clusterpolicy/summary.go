@@ -3,7 +3,6 @@ package clusterpolicy
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +30,10 @@ type summary struct {
 	gpuNodes, readyNodes int
 	order                []state.Name
 	byState              map[state.Name]*stateCounts
-	// upgrades counts GPU nodes by their driver upgrade state.
-	upgrades map[gpuv1.UpgradeState]int
+	// upgrades counts GPU nodes by their driver upgrade state;
+	// upgradeFailed names, sorted, the nodes whose upgrade failed.
+	upgrades      map[gpuv1.UpgradeState]int
+	upgradeFailed []string
 	// why says, for the nodes the status names, why each state is not
 	// ready there: node -> state -> reason.
 	why map[string]map[state.Name]string
@@ -50,12 +51,15 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 	perNode := g.PerNode()
 	for i := range nodes {
 		n := &nodes[i]
-		if !gating.IsGPUNode(n.Labels) {
+		if !gating.IsGPUNode(n) {
 			continue
 		}
 		s.gpuNodes++
 		if u := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); u != "" {
 			s.upgrades[u]++
+			if u == gpuv1.UpgradeFailed {
+				s.upgradeFailed = append(s.upgradeFailed, n.Name)
+			}
 		}
 		allReady := true
 		for _, name := range perNode {
@@ -110,14 +114,4 @@ func hostDriverReason(n *corev1.Node) string {
 	}
 	key := gpuv1.DeployLabel(string(state.Driver))
 	return key + "=" + n.Labels[key]
-}
-
-// hasStateLabel reports whether a node carries any operator state label.
-func hasStateLabel(labels map[string]string) bool {
-	for k := range labels {
-		if strings.HasPrefix(k, gpuv1.StateLabelPrefix) {
-			return true
-		}
-	}
-	return false
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,11 +77,11 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		return gating.Input{}, err
 	}
 	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Grace, Now: r.now()}
-	if active != nil && gating.IsGPUNode(node.Labels) {
+	if active != nil && gating.IsGPUNode(node) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
 		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
-		in.DriverNeedsOS = !strings.HasPrefix(string(driver.VersionOf(&active.Spec.Driver, in.DriverPool)), "sha256:")
-		if in.Pods, err = r.observePods(ctx, node.Name, in.Now); err != nil {
+		in.DriverNeedsOS = !driver.IsDigest(driver.VersionOf(&active.Spec.Driver, in.DriverPool))
+		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}
 	}

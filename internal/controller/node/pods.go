@@ -17,21 +17,24 @@ import (
 // IndexNodeName indexes operand pods by the node they are bound to.
 const IndexNodeName = "spec.nodeName"
 
-// observePods returns the facts of each state's pod on the node.
-func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (map[state.Name]*state.PodFacts, error) {
+// observePods returns the facts of each state's pod on the node, and
+// whether a driver pod there is terminating (its driver is unloading).
+func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (map[state.Name]*state.PodFacts, bool, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace),
 		client.MatchingFields{IndexNodeName: nodeName}, client.HasLabels{render.LabelState}); err != nil {
-		return nil, fmt.Errorf("listing operand pods on node %s: %w", nodeName, err)
+		return nil, false, fmt.Errorf("listing operand pods on node %s: %w", nodeName, err)
 	}
 	hashes, err := r.desiredHashes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	chosen := map[state.Name]*corev1.Pod{}
+	unloading := false
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		name := state.Name(p.Labels[render.LabelState])
+		unloading = unloading || (name == state.Driver && p.DeletionTimestamp != nil)
 		if cur, ok := chosen[name]; !ok || newer(p, cur) {
 			chosen[name] = p
 		}
@@ -42,7 +45,7 @@ func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.
 			facts[name] = f
 		}
 	}
-	return facts, nil
+	return facts, unloading, nil
 }
 
 // ownerOf names the DaemonSet a pod belongs to; a state can run several,

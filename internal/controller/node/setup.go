@@ -61,16 +61,23 @@ func (r *Reconciler) allGPUNodes(ctx context.Context, _ client.Object) []reconci
 	var reqs []reconcile.Request
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if gating.IsGPUNode(n.Labels) || hasOperatorLabels(n) {
+		if gating.IsGPUNode(n) || hasOperatorMarks(n) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
 		}
 	}
 	return reqs
 }
 
-func hasOperatorLabels(n *corev1.Node) bool {
+// hasOperatorMarks reports whether the operator left a state label or an
+// annotation on the node, which it must remove when no policy wants them.
+func hasOperatorMarks(n *corev1.Node) bool {
 	for k := range n.Labels {
 		if strings.HasPrefix(k, gpuv1.StateLabelPrefix) {
+			return true
+		}
+	}
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) {
 			return true
 		}
 	}

@@ -10,22 +10,32 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // evictionTimeout bounds one eviction request.
 const evictionTimeout = 2 * time.Second
+
+// evictWorkers is how many of a node's pods are evicted at once: a
+// PodDisruptionBudget holds each refused eviction for up to
+// evictionTimeout, and one by one a node with many protected pods would
+// hold back the whole fleet's look.
+const evictWorkers = 8
 
 // evict evicts, through the Eviction API (which honours
 // PodDisruptionBudgets), the node's pods that keep selects. Pods no
 // controller owns are evicted only with force, pods with emptyDir volumes
 // only with deleteEmptyDir; the others stay, and the step's timeout decides.
 func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, keep func(*corev1.Pod) bool, force, deleteEmptyDir *bool) error {
-	pods, err := r.podsOn(ctx, n.Name, "")
+	pods, err := r.podsOn(ctx, n.Name, nil)
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var evictable []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
 		if !keep(p) || p.DeletionTimestamp != nil {
@@ -41,34 +51,69 @@ func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, keep func(*corev
 				"pod %s/%s uses emptyDir and deleteEmptyDir is off: it keeps the upgrade waiting", p.Namespace, p.Name)
 			continue
 		}
-		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-		// A PodDisruptionBudget answers 429 with a Retry-After, which the
-		// client would wait out again and again: bound the call instead, and
-		// try again on the next poll.
-		evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
-		err := r.Client.SubResource("eviction").Create(evictCtx, p, eviction)
-		cancel()
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err), errors.Is(err, context.DeadlineExceeded):
-			// Not now; the step's timeout decides how long to keep trying.
-		default:
-			errs = append(errs, fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err))
-		}
+		evictable = append(evictable, p)
 	}
+	errs := make([]error, len(evictable))
+	workqueue.ParallelizeUntil(ctx, evictWorkers, len(evictable), func(i int) {
+		errs[i] = r.evictPod(ctx, evictable[i])
+	})
 	return errors.Join(errs...)
 }
 
+// evictPod asks the Eviction API to evict one pod. A refusal (a
+// PodDisruptionBudget) is no error: the step tries again at the next look,
+// and its timeout decides how long.
+func (r *Reconciler) evictPod(ctx context.Context, p *corev1.Pod) error {
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+	// A PodDisruptionBudget answers 429 with a Retry-After, which the
+	// client would wait out again and again: bound the call instead.
+	evictCtx, cancel := context.WithTimeout(ctx, evictionTimeout)
+	defer cancel()
+	switch err := r.Client.SubResource("eviction").Create(evictCtx, p, eviction); {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsTooManyRequests(err), errors.Is(err, context.DeadlineExceeded):
+		return nil
+	default:
+		return fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+}
+
 // deleteDriverPod deletes the node's outdated driver pod; its DaemonSet
-// creates one with the new spec.
-func (r *Reconciler) deleteDriverPod(ctx context.Context, pod *corev1.Pod) error {
+// creates one with the new spec. A pod of the pool the node is leaving is
+// left to its DaemonSet, which deletes it once the node controller moves
+// the node's pool label (it does at this step): deleted here first, the old
+// DaemonSet would start it again.
+func (r *Reconciler) deleteDriverPod(ctx context.Context, spec *gpuv1.DriverSpec, n *corev1.Node, obs *observed) error {
+	pod := obs.driverPods[n.Name]
 	if pod == nil {
+		return nil
+	}
+	owner := metav1.GetControllerOf(pod)
+	if n.Labels[gpuv1.LabelDriverPool] != driver.PoolOf(spec, n.Labels) && owner != nil && !obs.deleting[owner.Name] {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting driver pod %s: %w", pod.Name, err)
 	}
 	return nil
+}
+
+// deleteOrphans deletes the driver pods left without a DaemonSet (a pruned
+// DaemonSet orphans them, so that the upgrade replaces them one node at a
+// time) on nodes the upgrade no longer handles: no policy, the driver
+// disabled or opted out, the node on its host's driver or no longer a GPU
+// node. There the DaemonSet would have deleted them.
+func (r *Reconciler) deleteOrphans(ctx context.Context, obs *observed, nodes []corev1.Node) error {
+	var errs []error
+	for i := range nodes {
+		pod := obs.driverPods[nodes[i].Name]
+		if pod == nil || metav1.GetControllerOf(pod) != nil {
+			continue
+		}
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting orphaned driver pod %s: %w", pod.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func usesEmptyDir(p *corev1.Pod) bool {

@@ -74,12 +74,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	if active == nil || !active.Spec.Driver.IsEnabled() {
-		return ctrl.Result{}, r.forgetAll(ctx, nodes.Items)
-	}
 	obs, err := r.observe(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if active == nil || !active.Spec.Driver.IsEnabled() {
+		return ctrl.Result{}, errors.Join(r.forgetAll(ctx, nodes.Items), r.deleteOrphans(ctx, obs, nodes.Items))
 	}
 	pools := map[string][]*corev1.Node{}
 	var stale []corev1.Node
@@ -87,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 		n := &nodes.Items[i]
 		// Nodes on their host's driver have no driver to upgrade; one that
 		// moved there mid-upgrade is let go (uncordoned) here.
-		if !gating.IsGPUNode(n.Labels) || n.Labels[gpuv1.DeployLabel(string(state.Driver))] != gpuv1.LabelTrue ||
+		if !gating.IsGPUNode(n) || n.Labels[gpuv1.DeployLabel(string(state.Driver))] != gpuv1.LabelTrue ||
 			n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootHost) {
 			stale = append(stale, *n)
 			continue
@@ -98,12 +98,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	var errs []error
 	busy := false
 	tally := tally{}
-	for _, members := range pools {
+	for pool, members := range pools {
 		b, err := r.reconcilePool(ctx, active, obs, members, &active.Spec.Driver.UpgradePolicy, &tally)
 		busy = busy || b
-		errs = append(errs, err)
+		if err != nil {
+			// A pool that cannot step (an invalid budget or selector stored
+			// before the API server refused them) holds back its own nodes
+			// only, and says so on the policy.
+			ctrl.LoggerFrom(ctx).Error(err, "driver upgrades of a pool cannot proceed", "pool", pool)
+			r.Recorder.Eventf(active, nil, corev1.EventTypeWarning, "GPUDriverUpgradeBlocked", "Upgrade",
+				"driver pool %s: %v", pool, err)
+			busy = true
+		}
 	}
-	errs = append(errs, r.forgetAll(ctx, stale))
+	errs = append(errs, r.forgetAll(ctx, stale), r.deleteOrphans(ctx, obs, stale))
 	r.export(active, tally)
 	if busy {
 		return ctrl.Result{RequeueAfter: poll}, errors.Join(errs...)
@@ -130,6 +138,10 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 	if err != nil {
 		return false, err
 	}
+	sel, err := parseSelectors(spec)
+	if err != nil {
+		return false, err
+	}
 	// Once admission is decided, nodes step independently; their API calls
 	// (live pod lists, evictions, writes) run side by side, so that a wave
 	// of upgrades is not a queue of round trips.
@@ -138,7 +150,7 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 	errs := make([]error, len(nodes))
 	workqueue.ParallelizeUntil(ctx, stepWorkers, len(nodes), func(i int) {
 		n := nodes[i]
-		f, err := r.facts(ctx, cp, obs, n, spec)
+		f, err := r.facts(ctx, cp, obs, n, sel)
 		if err != nil {
 			errs[i] = err
 			return
@@ -147,24 +159,31 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 		step := upgrade.Next(f, p)
 		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
 			"action", step.Action.String(), "facts", f)
-		next[i], errs[i] = r.take(ctx, cp, obs, n, f, step, spec)
+		next[i], errs[i] = r.take(ctx, cp, obs, n, f, step, spec, sel)
 		stepped[i] = true
 	})
 	busy := false
 	for i := range nodes {
+		if errs[i] != nil {
+			// One node's trouble (an API error, a refused write) is retried
+			// at the next look, with the rest of the fleet: returned, it
+			// would put every node's upgrade in the controller's backoff.
+			ctrl.LoggerFrom(ctx).Error(errs[i], "upgrade step failed; retrying at the next look", "node", nodes[i].Name, "after", poll)
+			busy = true
+		}
 		if !stepped[i] { // no facts: not counted, retried
 			continue
 		}
 		t.count(next[i])
 		busy = busy || upgrade.InProgress(next[i]) || next[i] == gpuv1.UpgradeRequired
 	}
-	return busy, errors.Join(errs...)
+	return busy, nil
 }
 
 // take performs a step's action and records the node's next state. A failed
 // action leaves the state as it is, to be retried.
 func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, n *corev1.Node,
-	f upgrade.Facts, step upgrade.Step, spec *gpuv1.DriverUpgradePolicySpec) (gpuv1.UpgradeState, error) {
+	f upgrade.Facts, step upgrade.Step, spec *gpuv1.DriverUpgradePolicySpec, sel *podSelectors) (gpuv1.UpgradeState, error) {
 	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
 	var err error
 	switch step.Action {
@@ -173,11 +192,11 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 		// a node cordoned by someone before stays cordoned after.
 		cordoned = cordoned || !n.Spec.Unschedulable
 	case upgrade.EvictGPUPods:
-		err = r.evict(ctx, n, r.isGPUPod(cp, spec), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, r.isGPUPod(cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
 	case upgrade.Drain:
-		err = r.evict(ctx, n, r.isDrainable(spec), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
+		err = r.evict(ctx, n, r.isDrainable(sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
 	case upgrade.DeleteDriverPod:
-		err = r.deleteDriverPod(ctx, obs.driverPods[n.Name])
+		err = r.deleteDriverPod(ctx, &cp.Spec.Driver, n, obs)
 	case upgrade.Uncordon:
 		cordoned = false
 	}

@@ -43,18 +43,42 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	return objs, nil
 }
 
+// poolPrefix is the name of a pool's DaemonSets, before the OS.
+func poolPrefix(pool string) string {
+	if pool == gpuv1.DefaultDriverPool {
+		return DaemonSetName
+	}
+	return DaemonSetName + "-" + pool
+}
+
+// DaemonSetFor names the DaemonSet whose pod a node should run under the
+// policy: its pool's, for its OS unless the pool pins a digest. A driver
+// pod of any other DaemonSet (a pool the node left, a digest switched to a
+// tag) is outdated and replaced through the upgrade. It is false when the
+// node's OS, which the name needs, is not known.
+func DaemonSetFor(spec *gpuv1.DriverSpec, labels map[string]string) (string, bool) {
+	pool := PoolOf(spec, labels)
+	name := poolPrefix(pool)
+	if IsDigest(VersionOf(spec, pool)) {
+		return name, true
+	}
+	os, ok := state.OSReleaseOf(labels)
+	return name + "-" + os.String(), ok
+}
+
+// IsDigest reports whether a driver version pins an image digest, which
+// serves every OS.
+func IsDigest(v gpuv1.DriverVersion) bool { return strings.HasPrefix(string(v), "sha256:") }
+
 func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Driver
-	name := DaemonSetName
-	if pool.Name != gpuv1.DefaultDriverPool {
-		name += "-" + pool.Name
-	}
+	name := poolPrefix(pool.Name)
 	// Only on nodes whose driver is the driver container's, in the pool.
 	gate := append(in.Gated(state.Variant{DriverRoot: gpuv1.DriverRootContainer}), corev1.NodeSelectorRequirement{
 		Key: gpuv1.LabelDriverPool, Operator: corev1.NodeSelectorOpIn, Values: []string{pool.Name},
 	})
 	version := string(pool.Version)
-	if strings.HasPrefix(version, "sha256:") {
+	if IsDigest(pool.Version) {
 		ds, err := daemonSet(in, name, render.Image(string(spec.Repository), string(spec.Image), version), pool.Version, gate, state.OSRelease{})
 		return []client.Object{ds}, err
 	}

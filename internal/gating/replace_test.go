@@ -1,0 +1,169 @@
+package gating
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// Every replacement of a running driver goes through the upgrade (issue 12,
+// finding 1). A node moved to another pool keeps its pool label, which
+// gates the pool's DaemonSet, while its driver runs: moved at once, the old
+// pool's DaemonSet would delete the driver under running workloads.
+func TestPoolLabelMovesOnlyWithTheUpgrade(t *testing.T) {
+	inPoolB := func(in *Input) { in.DriverPool = "b" }
+	for _, tt := range []struct {
+		name     string
+		upgrade  gpuv1.UpgradeState
+		noDriver bool
+		want     string
+	}{
+		{name: "driver running", want: "a"},
+		{name: "waiting for its upgrade", upgrade: gpuv1.UpgradeRequired, want: "a"},
+		{name: "evicting its GPU pods", upgrade: gpuv1.UpgradePodDeletion, want: "a"},
+		{name: "the upgrade replaces the driver", upgrade: gpuv1.UpgradePodRestart, want: "b"},
+		{name: "no driver pod", noDriver: true, want: "b"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n, pods := readyNode()
+			n.Labels[gpuv1.LabelDriverPool] = "a"
+			if tt.upgrade != "" {
+				n.Labels[gpuv1.LabelUpgradeState] = string(tt.upgrade)
+			}
+			if tt.noDriver {
+				delete(pods, drv)
+			}
+			r := decide(t, n, pods, inPoolB)
+			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, tt.want))
+		})
+	}
+
+	// A new node gets its pool at once, and a node in its pool keeps it.
+	g := NewWithT(t)
+	n, pods := readyNode()
+	g.Expect(decide(t, n, pods, inPoolB).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "b"))
+	n.Labels[gpuv1.LabelDriverPool] = "b"
+	g.Expect(decide(t, n, pods, inPoolB).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "b"))
+}
+
+// A terminating driver pod means its driver is unloading: the states after
+// it restart at once, even while the replacement pod is already there, and
+// do not wait out the grace period as a short outage would.
+func TestTerminatingDriverResetsTheChainAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	pods[drv] = notReadyPod(now) // the replacement, just created
+	unloading := func(in *Input) { in.DriverUnloading = true }
+	r := decide(t, n, pods, unloading)
+	g.Expect(stateOf(r, drv)).To(Equal("pending"))
+	g.Expect(r.Why).To(HaveKeyWithValue(drv, "the previous driver pod is terminating"))
+	g.Expect(r.Events).To(ContainElement(HaveField("Message", ContainSubstring("the driver is being unloaded"))))
+	for _, s := range []state.Name{dp, dcg, gfd} {
+		g.Expect(stateOf(r, s)).To(Equal("pending"), "state %s", s)
+	}
+	g.Expect(r.Annotations[AnnotationNotBefore]).To(ContainSubstring("device-plugin=2026-11-30T12:00:00Z"))
+
+	// Without the terminating pod, the same not-ready replacement is a
+	// short outage inside the grace period.
+	n, pods = readyNode()
+	pods[drv] = notReadyPod(now)
+	r = decide(t, n, pods)
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(r.RequeueAfter).To(Equal(grace))
+
+	// Once the old pod is gone, the new driver becoming ready re-forms the
+	// chain: the device plugin must restart after it.
+	n, pods = readyNode()
+	r = decide(t, n, pods, unloading)
+	pods[drv] = readyPod("d2", now.Add(time.Minute))
+	r = decide(t, node(r.Labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(2 * time.Minute) })
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
+	g.Expect(r.Why).To(HaveKeyWithValue(dp, "its pod has not restarted since the state was reset"))
+}
+
+// A reboot the operator notices late (it was down while the node came
+// back) used to reset every state to "now", so pods that restarted after
+// the reboot looked stale and were deleted, the driver's included (issue
+// 12, finding 5). The reset is anchored to when the node came back.
+func TestRebootNoticedLate(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Annotations[AnnotationBootID] = "boot-0"
+	back := now.Add(-10 * time.Minute)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(back)}}
+	for name, at := range map[state.Name]time.Duration{drv: 2 * time.Minute, tk: 5 * time.Minute, dp: 6 * time.Minute, dcg: 7 * time.Minute, gfd: 7 * time.Minute} {
+		pods[name] = readyPod(string(name)+"-after", back.Add(at))
+	}
+	pods[drv].UID = "d1" // the same driver pod, its container restarted
+	r := decide(t, n, pods)
+	g.Expect(reasons(r)).To(Equal([]string{"NodeRebooted"}))
+	for _, s := range []state.Name{drv, tk, dp, dcg, gfd} {
+		g.Expect(stateOf(r, s)).To(Equal("ready"), "state %s", s)
+	}
+	g.Expect(r.StalePods).To(BeEmpty())
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationBootedAt, "2026-11-30T11:50:00Z"))
+}
+
+// A driver pod that looks ready since before a reset is never deleted:
+// within the grace period the kubelet is given time to report its restart,
+// after it the pod is taken as it is. Any other state's pod is restarted.
+func TestStaleDriverPodIsNeverDeleted(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Annotations[AnnotationBootID] = "boot-0" // a reboot noticed at once, node not Ready yet
+	r := decide(t, n, pods)
+	g.Expect(stateOf(r, drv)).To(Equal("pending"))
+	g.Expect(r.Why).To(HaveKeyWithValue(drv, "its pod has not restarted since the reboot"))
+
+	later := func(in *Input) { in.Now = now.Add(grace + time.Second) }
+	r = decide(t, node(r.Labels, r.Annotations), pods, later)
+	g.Expect(r.StalePods).NotTo(ContainElement(drv))
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(reasons(r)).To(ContainElement("DriverNotRestarted"))
+	g.Expect(r.StalePods).To(ContainElement(tk), "the toolkit's stale pod is restarted")
+	g.Expect(r.Annotations[AnnotationNotBefore]).NotTo(ContainSubstring("driver="))
+}
+
+// The time to ready after a reboot counts from the reboot, not from when
+// the node was first discovered days before.
+func TestReadyAfterRebootCountsFromTheReboot(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Annotations[AnnotationDiscoveredAt] = now.Add(-72 * time.Hour).Format(time.RFC3339)
+	n.Annotations[AnnotationBootedAt] = now.Add(-3 * time.Minute).Format(time.RFC3339)
+	n.Labels[gpuv1.StateLabel(string(gfd))] = "pending"
+	r := decide(t, n, pods)
+	g.Expect(r.BecameReady).To(BeTrue())
+	g.Expect(r.ReadyAfter).To(Equal(3 * time.Minute))
+}
+
+// Discovery turns off: once NFD no longer finds an NVIDIA device, the
+// operator's own nvidia.com/gpu.present=true no longer makes the node a GPU
+// node (issue 12, finding 6). A user's label still does.
+func TestDiscoveryTurnsOff(t *testing.T) {
+	g := NewWithT(t)
+	r := decide(t, node(nil, nil), nil)
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationFoundBy, "nfd"))
+
+	gone := node(r.Labels, r.Annotations)
+	delete(gone.Labels, "feature.node.kubernetes.io/pci-10de.present")
+	g.Expect(IsGPUNode(gone)).To(BeFalse())
+	r = decide(t, gone, nil)
+	g.Expect(r.Labels).To(BeEmpty(), "every operator label is to be removed")
+	g.Expect(r.Annotations).To(BeEmpty())
+
+	// The user's label, found as such, stays in force without NFD.
+	users := node(map[string]string{gpuv1.LabelGPUPresent: "true"}, nil)
+	delete(users.Labels, "feature.node.kubernetes.io/pci-10de.present")
+	r = decide(t, users, nil)
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationFoundBy, "label"))
+	g.Expect(IsGPUNode(node(r.Labels, r.Annotations))).To(BeTrue())
+}
