@@ -138,44 +138,52 @@ func workloadPods(g Gomega, ctx context.Context) map[string]workloadPod {
 	return pods
 }
 
-// upgradeWatch polls the nodes' upgrade states while an upgrade runs.
+// upgradeWatch follows the nodes' upgrade states from a watch while an
+// upgrade runs. A watch delivers every change in the order the API server
+// stored them, so the peak of nodes in an upgrade at once is exact: no
+// overlap shorter than a polling interval goes unseen.
 type upgradeWatch struct {
 	mu       sync.Mutex
 	seen     map[gpuv1.UpgradeState]bool
+	current  map[string]gpuv1.UpgradeState
 	maxAtOne int
 	cancel   context.CancelFunc
 }
 
 func watchUpgrades(ctx context.Context, nodes []string) *upgradeWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &upgradeWatch{seen: map[gpuv1.UpgradeState]bool{}, cancel: cancel}
+	w := &upgradeWatch{seen: map[gpuv1.UpgradeState]bool{}, current: map[string]gpuv1.UpgradeState{}, cancel: cancel}
 	want := map[string]bool{}
 	for _, n := range nodes {
 		want[n] = true
 	}
+	events, err := k8s.Watch(ctx, &corev1.NodeList{})
+	Expect(err).NotTo(HaveOccurred())
 	go func() {
-		for ctx.Err() == nil {
-			list := &corev1.NodeList{}
-			if err := k8s.List(ctx, list); err == nil {
-				busy := 0
-				w.mu.Lock()
-				for _, n := range list.Items {
-					st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
-					if !want[n.Name] {
-						continue
-					}
-					w.seen[st] = true
-					if upgrade.InProgress(st) {
-						busy++
-					}
-				}
-				w.maxAtOne = max(w.maxAtOne, busy)
-				w.mu.Unlock()
+		defer events.Stop()
+		for ev := range events.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || !want[n.Name] {
+				continue
 			}
-			time.Sleep(100 * time.Millisecond)
+			w.observe(n.Name, gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]))
 		}
 	}()
 	return w
+}
+
+func (w *upgradeWatch) observe(node string, st gpuv1.UpgradeState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen[st] = true
+	w.current[node] = st
+	busy := 0
+	for _, s := range w.current {
+		if upgrade.InProgress(s) {
+			busy++
+		}
+	}
+	w.maxAtOne = max(w.maxAtOne, busy)
 }
 
 func (w *upgradeWatch) reached(s gpuv1.UpgradeState) bool {
