@@ -118,6 +118,10 @@ BENCH_ARGS ?=
 bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
 	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
+.PHONY: test-chaos
+test-chaos: tools-sim build build-sim-agent ## Fault-inject a simulated cluster (NODES=100) and check that every invariant held; table on stdout, figures in _output/bench/chaos.json.
+	go run ./hack/benchscale -chaos -nodes $(or $(NODES),100) $(CHAOS_ARGS)
+
 .PHONY: tools-sim
 tools-sim: ## Build what the simulated cluster needs (a subset of make tools).
 	hack/tools.sh kube etcd helm kwok

@@ -23,15 +23,24 @@ type report struct {
 
 func main() {
 	var cfg config
-	var runs int
+	var runs, kills int
 	var out string
+	var chaos bool
 	flag.IntVar(&cfg.nodes, "nodes", 1000, "Fake GPU nodes.")
 	flag.IntVar(&runs, "runs", 1, "Runs, each on fresh clusters: timing changes the counts.")
 	flag.IntVar(&cfg.unrelated, "unrelated-pods", 20, "Pods per node that have nothing to do with the operator.")
 	flag.IntVar(&cfg.rebooted, "reboot", 0, "Nodes to reboot; 0 means 5% of the nodes.")
 	flag.DurationVar(&cfg.quiet, "quiet", 5*time.Minute, "Quiet period after the rollout, for idle figures.")
-	flag.StringVar(&out, "out", "_output/bench/scale.json", "Where to write the figures.")
+	flag.StringVar(&out, "out", "", "Where to write the figures (default _output/bench/scale.json, or chaos.json with -chaos).")
+	flag.BoolVar(&chaos, "chaos", false, "Run the chaos suite instead: faults, then invariants checked on what the API server stored.")
+	flag.IntVar(&kills, "kills", 10, "With -chaos: operator SIGKILLs during the rollout, and again during an upgrade.")
 	flag.Parse()
+	if out == "" {
+		out = "_output/bench/scale.json"
+		if chaos {
+			out = "_output/bench/chaos.json"
+		}
+	}
 	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute {
 		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m")
 		os.Exit(2)
@@ -56,6 +65,12 @@ func main() {
 	// Ctrl-C stops the run and still tears the clusters down.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if chaos {
+		if !mainChaos(ctx, cfg, kills, out) {
+			os.Exit(1)
+		}
+		return
+	}
 	rep := report{Started: time.Now()}
 	failed := false
 	for i := range runs {
@@ -66,7 +81,7 @@ func main() {
 			failed = true
 		}
 		rep.Runs = append(rep.Runs, res)
-		if err := write(out, rep); err != nil {
+		if err := writeJSON(out, rep); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-scale:", err)
 			os.Exit(1)
 		}
@@ -81,7 +96,7 @@ func main() {
 	}
 }
 
-func write(path string, rep report) error {
+func writeJSON(path string, rep any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type sim struct {
 	log       io.Writer
 	cs        kubernetes.Interface
 	c         client.Client
+	cfg       *rest.Config
 }
 
 // script runs a repository script or binary against the cluster, its
@@ -99,6 +100,7 @@ func startSim(root string, log io.Writer, n int, audit bool) (*sim, error) {
 	// The benchmark creates tens of thousands of pods; the simulated API
 	// server runs without rate limits, so the client should not add one.
 	cfg.QPS, cfg.Burst = 2000, 4000
+	s.cfg = cfg
 	if s.cs, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -134,6 +136,16 @@ type operator struct {
 }
 
 func (s *sim) startOperator(ctx context.Context) (*operator, error) {
+	return s.startOperatorAt(ctx, "operator", operatorAddrs{operatorMetricsAddr, operatorProbeAddr, operatorPprofAddr}, true)
+}
+
+// operatorAddrs are where one operator process listens.
+type operatorAddrs struct{ metrics, probe, pprof string }
+
+// startOperatorAt starts an operator process logging to logs/NAME.log;
+// with leader, it returns once some process holds the leader lease, else
+// once this one serves /readyz (a follower).
+func (s *sim) startOperatorAt(ctx context.Context, name string, addrs operatorAddrs, leader bool) (*operator, error) {
 	token, err := s.output("bin/kubectl", "create", "token", "-n", namespace, "gpu-operator", "--duration=24h")
 	if err != nil {
 		return nil, err
@@ -146,7 +158,7 @@ func (s *sim) startOperator(ctx context.Context) (*operator, error) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(s.dir, "logs", "operator.log"))
+	logFile, err := os.OpenFile(filepath.Join(s.dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +166,8 @@ func (s *sim) startOperator(ctx context.Context) (*operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--metrics-bind-address="+operatorMetricsAddr, "--health-probe-bind-address="+operatorProbeAddr,
-		"--pprof-bind-address="+operatorPprofAddr)
+	args = append(args, "--metrics-bind-address="+addrs.metrics, "--health-probe-bind-address="+addrs.probe,
+		"--pprof-bind-address="+addrs.pprof)
 	cmd := exec.Command(filepath.Join(s.root, "bin", "gpu-operator"), args...)
 	cmd.Env = append(append(os.Environ(), env...), "KUBECONFIG="+path, "OPERATOR_NAMESPACE="+namespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -169,14 +181,17 @@ func (s *sim) startOperator(ctx context.Context) (*operator, error) {
 	err = poll(ctx, 2*time.Minute, 200*time.Millisecond, func() (bool, string, error) {
 		select {
 		case <-op.done:
-			return false, "operator exited; see " + filepath.Join(s.dir, "logs", "operator.log"), fmt.Errorf("operator exited")
+			return false, "operator exited; see " + filepath.Join(s.dir, "logs", name+".log"), fmt.Errorf("operator exited")
 		default:
 		}
-		resp, err := http.Get("http://" + operatorProbeAddr + "/readyz")
+		resp, err := http.Get("http://" + addrs.probe + "/readyz")
 		if err != nil {
 			return false, "operator not serving /readyz", nil
 		}
 		resp.Body.Close()
+		if !leader {
+			return resp.StatusCode == http.StatusOK, "operator /readyz: " + resp.Status, nil
+		}
 		lease, err := s.cs.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			return false, "operator not yet leader", nil

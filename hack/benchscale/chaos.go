@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// convergeLimit is how long the fleet has to converge after a fault.
+const convergeLimit = 5 * time.Minute
+
+// workloadNamespace holds the GPU workloads the upgrades must evict.
+const workloadNamespace = "chaos-workloads"
+
+// ChaosPhase is one fault and how the fleet came back from it.
+type ChaosPhase struct {
+	Name             string  `json:"name"`
+	Faults           string  `json:"faults"`
+	ConvergedSeconds float64 `json:"convergedSeconds"`
+	Converged        bool    `json:"converged"`
+	Error            string  `json:"error,omitempty"`
+}
+
+// ChaosResult is chaos.json.
+type ChaosResult struct {
+	Started              time.Time `json:"started"`
+	Nodes                int       `json:"nodes"`
+	UnrelatedPodsPerNode int       `json:"unrelatedPodsPerNode"`
+	GPUWorkloadPods      int       `json:"gpuWorkloadPods"`
+	MaxParallelUpgrades  int       `json:"maxParallelUpgrades"`
+	OperatorKills        int       `json:"operatorKills"`
+	// OperatorRestarts counts exits of the operator the run did not cause
+	// (a lost lease), each started again.
+	OperatorRestarts int          `json:"operatorRestarts"`
+	Phases           []ChaosPhase `json:"phases"`
+	// FailoverSeconds is from the leader's SIGKILL until the follower held
+	// the lease.
+	FailoverSeconds float64    `json:"failoverSeconds"`
+	PeakInUpgrade   int        `json:"peakNodesInUpgrade"`
+	Invariants      Invariants `json:"invariants"`
+	Examples        []string   `json:"examples,omitempty"`
+	WatchGaps       int        `json:"watchGaps"`
+	Error           string     `json:"error,omitempty"`
+}
+
+// chaosRun is one chaos run's moving parts.
+type chaosRun struct {
+	cfg   config
+	s     *sim
+	op    *operator
+	res   *ChaosResult
+	rng   *rand.Rand
+	names []string
+	// version is the driver version the fleet must end on.
+	version gpuv1.DriverVersion
+}
+
+func keyOf(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
+
+// runChaos builds a cluster, runs every fault in turn, and checks the
+// invariants on what the API server stored meanwhile.
+func runChaos(ctx context.Context, cfg config, kills int) (*ChaosResult, error) {
+	res := &ChaosResult{Started: time.Now(), Nodes: cfg.nodes, UnrelatedPodsPerNode: cfg.unrelated, MaxParallelUpgrades: maxParallel(cfg.nodes)}
+	graph, err := registry.Graph()
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	progress(cfg.log, "chaos: a fresh cluster of %d GPU nodes, audit log of the operator's user", cfg.nodes)
+	s, err := startSim(cfg.root, cfg.log, cfg.nodes, true)
+	if err != nil {
+		return res, err
+	}
+	defer s.stop()
+	r := &chaosRun{cfg: cfg, s: s, res: res, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), version: driverVersion}
+	if r.names, err = r.gpuNodes(ctx); err != nil {
+		return res, err
+	}
+	if err := createUnrelatedPods(ctx, s.cs, r.names, cfg.unrelated); err != nil {
+		return res, err
+	}
+	if err := s.markNodes(ctx, r.names); err != nil {
+		return res, err
+	}
+	if err := s.installChart(); err != nil {
+		return res, err
+	}
+	// Recording starts with the CRD installed and before any policy: every
+	// operand pod is created under it.
+	rec := newRecorder()
+	watcher, err := client.NewWithWatch(s.cfg, client.Options{Scheme: s.c.Scheme()})
+	if err != nil {
+		return res, err
+	}
+	if err := poll(ctx, time.Minute, time.Second, func() (bool, string, error) {
+		err := watcher.List(ctx, &gpuv1.ClusterPolicyList{})
+		return err == nil, "waiting for the ClusterPolicy CRD to be served", nil
+	}); err != nil {
+		return res, err
+	}
+	if err := rec.record(ctx, s.cs, watcher); err != nil {
+		return res, err
+	}
+	if r.op, err = s.startOperator(ctx); err != nil {
+		return res, err
+	}
+	defer func() { r.op.kill() }()
+	if res.GPUWorkloadPods, err = r.gpuWorkloads(ctx); err != nil {
+		return res, err
+	}
+
+	for _, p := range r.phases(kills) {
+		progress(cfg.log, "chaos phase: %s", p.name)
+		phase := ChaosPhase{Name: p.name, Faults: p.faults}
+		if err := p.run(ctx); err != nil {
+			phase.Error = err.Error()
+			res.Phases = append(res.Phases, phase)
+			return res, fmt.Errorf("phase %s: %w", p.name, err)
+		}
+		after := time.Now()
+		err := r.converge(ctx)
+		phase.ConvergedSeconds = time.Since(after).Seconds()
+		phase.Converged = err == nil
+		if err != nil {
+			phase.Error = err.Error()
+			res.Invariants.PhasesNotConverged++
+		}
+		res.Phases = append(res.Phases, phase)
+		progress(cfg.log, "chaos phase %s: converged %t after %.1fs", p.name, phase.Converged, phase.ConvergedSeconds)
+	}
+	return res, r.finish(ctx, rec, graph)
+}
+
+// finish counts what is left on the nodes and checks the history.
+func (r *chaosRun) finish(ctx context.Context, rec *recorder, graph *state.Graph) error {
+	// Let the last writes reach the watches.
+	time.Sleep(3 * time.Second)
+	nodes := &corev1.NodeList{}
+	if err := r.s.c.List(ctx, nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		if n.Spec.Unschedulable {
+			r.res.Invariants.NodesLeftCordoned++
+			r.res.Examples = append(r.res.Examples, "node "+n.Name+" left cordoned")
+		}
+	}
+	lost, err := r.s.userMarksLost(ctx, r.names)
+	if err != nil {
+		return err
+	}
+	r.res.Invariants.UserMarksLost = lost
+	deletes, err := workloadDeletes(r.s.auditLog())
+	if err != nil {
+		return err
+	}
+	r.res.Invariants.WorkloadPodsDeletedNotEvicted = deletes
+	inv, examples, peak := rec.check(graph, r.res.MaxParallelUpgrades)
+	inv.NodesLeftCordoned = r.res.Invariants.NodesLeftCordoned
+	inv.UserMarksLost = r.res.Invariants.UserMarksLost
+	inv.WorkloadPodsDeletedNotEvicted = r.res.Invariants.WorkloadPodsDeletedNotEvicted
+	inv.PhasesNotConverged = r.res.Invariants.PhasesNotConverged
+	r.res.Invariants = inv
+	r.res.Examples = append(r.res.Examples, examples...)
+	r.res.PeakInUpgrade = peak
+	r.res.WatchGaps = rec.gaps
+	if n := inv.total(); n > 0 {
+		return fmt.Errorf("%d invariant breaches", n)
+	}
+	return nil
+}
+
+// gpuNodes lists the GPU nodes' names.
+func (r *chaosRun) gpuNodes(ctx context.Context) ([]string, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.s.c.List(ctx, nodes); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		if n.Labels["feature.node.kubernetes.io/pci-10de.present"] == "true" && n.DeletionTimestamp == nil {
+			names = append(names, n.Name)
+		}
+	}
+	return names, nil
+}
+
+// gpuWorkloads starts a GPU Deployment over half the nodes, protected by
+// a PodDisruptionBudget that lets one pod in ten go at a time: upgrades
+// must evict it through the Eviction API.
+func (r *chaosRun) gpuWorkloads(ctx context.Context) (int, error) {
+	replicas := int32(max(2, r.cfg.nodes/2))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNamespace}}
+	if err := r.s.c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return 0, err
+	}
+	labels := map[string]string{"app": "trainer"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: workloadNamespace},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
+				Containers: []corev1.Container{{Name: "train", Image: "registry.example/cuda-train:1",
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}},
+			}}}}
+	if err := r.s.c.Create(ctx, d); err != nil {
+		return 0, err
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: workloadNamespace},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("10%")),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	return int(replicas), r.s.c.Create(ctx, pdb)
+}
+
+// converge waits until every GPU node runs every state on the expected
+// driver, out of any upgrade and schedulable.
+func (r *chaosRun) converge(ctx context.Context) error {
+	states := []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
+	return poll(ctx, convergeLimit, time.Second, func() (bool, string, error) {
+		if err := r.ensureOperator(ctx); err != nil {
+			return false, "restarting the operator", err
+		}
+		nodes := &corev1.NodeList{}
+		if err := r.s.c.List(ctx, nodes); err != nil {
+			return false, "listing nodes", nil // the API server may be restarting
+		}
+		behind := 0
+		example := ""
+		for _, n := range nodes.Items {
+			if n.Labels["feature.node.kubernetes.io/pci-10de.present"] != "true" || n.DeletionTimestamp != nil {
+				continue
+			}
+			ok := !n.Spec.Unschedulable && n.Labels[gpuv1.LabelDriverVersion] == string(r.version)
+			if st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); st != "" && st != gpuv1.UpgradeDone {
+				ok = false
+			}
+			for _, s := range states {
+				ok = ok && n.Labels[gpuv1.StateLabel(s)] == string(gpuv1.StateReady)
+			}
+			if !ok {
+				behind++
+				example = n.Name
+			}
+		}
+		return behind == 0, fmt.Sprintf("%d GPU nodes not converged (one: %s)", behind, example), nil
+	})
+}
+
+// waitInUpgrade waits until some node is past its cordon in an upgrade.
+func (r *chaosRun) waitInUpgrade(ctx context.Context, past gpuv1.UpgradeState) error {
+	return poll(ctx, 3*time.Minute, 200*time.Millisecond, func() (bool, string, error) {
+		if err := r.ensureOperator(ctx); err != nil {
+			return false, "restarting the operator", err
+		}
+		nodes := &corev1.NodeList{}
+		if err := r.s.c.List(ctx, nodes); err != nil {
+			return false, "listing nodes", nil
+		}
+		for _, n := range nodes.Items {
+			st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+			if st == past || (past == "" && upgrade.InProgress(st)) {
+				return true, "", nil
+			}
+		}
+		return false, "no node in an upgrade yet", nil
+	})
+}
+
+// killOperator SIGKILLs the operator and starts it again, kills times, a
+// random 1 to 5 seconds apart.
+func (r *chaosRun) killOperator(ctx context.Context, kills int) error {
+	for range kills {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second + time.Duration(r.rng.Int64N(int64(4*time.Second)))):
+		}
+		r.op.kill()
+		r.res.OperatorKills++
+		op, err := r.s.startOperatorAt(ctx, "operator", operatorAddrs{operatorMetricsAddr, operatorProbeAddr, operatorPprofAddr}, false)
+		if err != nil {
+			return err
+		}
+		r.op = op
+	}
+	return nil
+}
+
+// ensureOperator starts the operator again if it exited, as its
+// Deployment would: a manager that cannot renew its lease (the API server
+// refusing requests) exits by design.
+func (r *chaosRun) ensureOperator(ctx context.Context) error {
+	select {
+	case <-r.op.done:
+	default:
+		return nil
+	}
+	progress(r.cfg.log, "the operator exited; starting it again, as its Deployment would")
+	r.res.OperatorRestarts++
+	op, err := r.s.startOperatorAt(ctx, "operator", operatorAddrs{operatorMetricsAddr, operatorProbeAddr, operatorPprofAddr}, false)
+	if err != nil {
+		return err
+	}
+	r.op = op
+	return nil
+}
+
+func (r *chaosRun) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
