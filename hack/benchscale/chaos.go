@@ -54,6 +54,7 @@ type ChaosResult struct {
 	FailoverSeconds float64    `json:"failoverSeconds"`
 	PeakInUpgrade   int        `json:"peakNodesInUpgrade"`
 	Invariants      Invariants `json:"invariants"`
+	Checked         Checked    `json:"checked"`
 	Examples        []string   `json:"examples,omitempty"`
 	WatchGaps       int        `json:"watchGaps"`
 	Error           string     `json:"error,omitempty"`
@@ -172,7 +173,8 @@ func (r *chaosRun) finish(ctx context.Context, rec *recorder, graph *state.Graph
 		return err
 	}
 	r.res.Invariants.WorkloadPodsDeletedNotEvicted = deletes
-	inv, examples, peak := rec.check(graph, r.res.MaxParallelUpgrades)
+	inv, seen, examples, peak := rec.check(graph, r.res.MaxParallelUpgrades)
+	r.res.Checked = seen
 	inv.NodesLeftCordoned = r.res.Invariants.NodesLeftCordoned
 	inv.UserMarksLost = r.res.Invariants.UserMarksLost
 	inv.WorkloadPodsDeletedNotEvicted = r.res.Invariants.WorkloadPodsDeletedNotEvicted

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -41,15 +42,41 @@ func TestChaosCheckerCountsBreaches(t *testing.T) {
 		{rv: 42, name: "driver-a", state: "driver", node: "a"}, // breach: not at pod-restart
 		{rv: 55, name: "driver-a2", state: "driver", node: "a"},
 	}
-	inv, examples, peak := r.check(graph, 1)
+	inv, _, examples, peak := r.check(graph, 1)
 	if inv.PodsBeforePrerequisites != 1 || inv.DriverPodsDeletedOutsideUpgrade != 1 || inv.InstantsOverBudget != 2 || peak != 2 {
 		t.Fatalf("got %+v, peak %d; examples:\n%v", inv, peak, examples)
 	}
 
 	// The same history within a budget of 2 and without the two breaches.
 	r.pods = []podEvent{r.pods[1], r.pods[3]}
-	inv, examples, _ = r.check(graph, 2)
+	inv, _, examples, _ = r.check(graph, 2)
 	if inv.total() != 0 {
 		t.Fatalf("breaches in a clean history: %+v\n%v", inv, examples)
+	}
+}
+
+// A pod created just after a prerequisite left ready is a DaemonSet
+// controller acting on its cache's older view: counted apart. Long after,
+// it is a breach.
+func TestChaosCheckerSeparatesAStaleControllerView(t *testing.T) {
+	graph, err := registry.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ready := map[string]string{gpuv1.StateLabel("driver"): "ready", gpuv1.StateLabel("container-toolkit"): "ready"}
+	upgrading := map[string]string{gpuv1.StateLabel("driver"): "upgrading", gpuv1.StateLabel("container-toolkit"): "ready"}
+	r := newRecorder()
+	r.nodes["a"] = []nodeVersion{{rv: 10, seen: t0, labels: ready}, {rv: 20, seen: t0.Add(time.Second), labels: upgrading}}
+	r.policies = []policyVersion{{rv: 1, present: true}}
+	r.pods = []podEvent{{rv: 25, seen: t0.Add(1500 * time.Millisecond), name: "racing", state: "device-plugin", node: "a", created: true}}
+	inv, seen, _, _ := r.check(graph, 1)
+	if inv.PodsBeforePrerequisites != 0 || seen.PodsCreatedOnStaleView != 1 {
+		t.Fatalf("got %+v, %+v", inv, seen)
+	}
+	r.pods[0].seen = t0.Add(time.Second + controllerLag)
+	inv, seen, _, _ = r.check(graph, 1)
+	if inv.PodsBeforePrerequisites != 1 || seen.PodsCreatedOnStaleView != 0 {
+		t.Fatalf("got %+v, %+v", inv, seen)
 	}
 }

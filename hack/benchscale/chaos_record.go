@@ -31,7 +31,9 @@ import (
 
 // nodeVersion is a node as stored at revision rv.
 type nodeVersion struct {
-	rv            uint64
+	rv uint64
+	// seen is when the recording received it.
+	seen          time.Time
 	labels        map[string]string
 	unschedulable bool
 	gone          bool // deleted, or being deleted
@@ -40,6 +42,7 @@ type nodeVersion struct {
 // podEvent is an operand pod created, or starting to go, at revision rv.
 type podEvent struct {
 	rv      uint64
+	seen    time.Time
 	uid     string
 	name    string
 	state   string
@@ -182,11 +185,11 @@ func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 	defer r.mu.Unlock()
 	switch o := obj.(type) {
 	case *corev1.Node:
-		r.nodes[o.Name] = append(r.nodes[o.Name], nodeVersion{rv: rvOf(o), labels: o.Labels,
+		r.nodes[o.Name] = append(r.nodes[o.Name], nodeVersion{rv: rvOf(o), seen: time.Now(), labels: o.Labels,
 			unschedulable: o.Spec.Unschedulable, gone: t == watch.Deleted || o.DeletionTimestamp != nil})
 	case *corev1.Pod:
 		uid := string(o.UID)
-		e := podEvent{rv: rvOf(o), uid: uid, name: o.Name, state: o.Labels[render.LabelState], node: targetNode(o)}
+		e := podEvent{rv: rvOf(o), seen: time.Now(), uid: uid, name: o.Name, state: o.Labels[render.LabelState], node: targetNode(o)}
 		if !r.podsSeen[uid] && t != watch.Deleted && o.DeletionTimestamp == nil {
 			r.podsSeen[uid] = true
 			e.created = true
@@ -235,6 +238,25 @@ func (r *recorder) nodeAt(name string, rv uint64) (nodeVersion, bool) {
 		return nodeVersion{}, false
 	}
 	return versions[i-1], true
+}
+
+// leftReadyAt returns when, before revision rv, a node's state label last
+// left ready, as the recording saw it; false if it never was ready
+// before rv.
+func (r *recorder) leftReadyAt(name, label string, rv uint64) (time.Time, bool) {
+	var left time.Time
+	wasReady := false
+	for _, v := range r.nodes[name] {
+		if v.rv >= rv {
+			break
+		}
+		ready := v.labels[label] == string(gpuv1.StateReady)
+		if wasReady && !ready {
+			left = v.seen
+		}
+		wasReady = ready
+	}
+	return left, !left.IsZero()
 }
 
 // policyAt reports whether an active ClusterPolicy existed just before rv.

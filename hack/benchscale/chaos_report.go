@@ -59,6 +59,9 @@ func printChaos(w io.Writer, r *ChaosResult) {
 	} {
 		fmt.Fprintf(tw, "%s\t%d\n", row.name, row.n)
 	}
+	fmt.Fprintf(tw, "checked: operand pods created; driver pods deleted\t%d; %d\n", r.Checked.PodsCreated, r.Checked.DriverPodsDeleted)
+	fmt.Fprintf(tw, "not breaches: pods a DaemonSet controller created < %s after a prerequisite left ready\t%d\n",
+		controllerLag, r.Checked.PodsCreatedOnStaleView)
 	_ = tw.Flush()
 	if r.WatchGaps > 0 {
 		fmt.Fprintf(w, "note: the recording listed again %d times after an API server restart; versions between were not seen\n", r.WatchGaps)
