@@ -19,6 +19,13 @@ app.kubernetes.io/name: gpu-operator
 app.kubernetes.io/component: operator
 {{- end }}
 
+{{/* Labels of a hook Job's pods: never the operator's selector, which the
+Deployment and the metrics Service select on. */}}
+{{- define "gpu-operator.hookPodLabels" -}}
+app.kubernetes.io/name: gpu-operator
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+
 {{/* The operator image reference. */}}
 {{- define "gpu-operator.image" -}}
 {{- $tag := .Values.operator.version | default (printf "v%s" .Chart.AppVersion) -}}
