@@ -97,6 +97,9 @@ func expectSecureOperator(g Gomega, d *appsv1.Deployment) {
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 	g.Expect(c.Args).To(ContainElement("--leader-elect"))
 	g.Expect(c.Env).To(ContainElement(HaveField("Name", "OPERATOR_NAMESPACE")))
+	// The heap's soft limit follows the container's memory limit.
+	g.Expect(c.Env).To(ContainElement(And(HaveField("Name", "GOMEMLIMIT"),
+		HaveField("ValueFrom.ResourceFieldRef.Resource", "limits.memory"))))
 	// The kubelet must not kill the manager before it has ended its
 	// reconciles and released its leader lease.
 	g.Expect(pod.TerminationGracePeriodSeconds).NotTo(BeNil())
