@@ -3,6 +3,7 @@ package packaging
 import (
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,4 +44,26 @@ func TestRenderedDocumentsHaveNoDuplicateKeysAndHooksStayOutOfSelectors(t *testi
 		g.Expect(operator.Matches(labels.Set(podLabels))).To(BeFalse(), "hook Job %s's pods match the operator's selector %v", o.GetName(), sel)
 	}
 	g.Expect(jobs).To(Equal(2), "the setup and cleanup hooks")
+}
+
+// The cleanup hook gives up before helm does (helm uninstall waits 5
+// minutes by default), so that its own error, which says what to check,
+// is what the user sees.
+func TestCleanupHookTimesOutBeforeHelm(t *testing.T) {
+	g := NewWithT(t)
+	job := find(template(t), "Job", "gpu-operator-cleanup")
+	g.Expect(job).NotTo(BeNil())
+	containers, _, err := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
+	g.Expect(err).NotTo(HaveOccurred())
+	args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	g.Expect(err).NotTo(HaveOccurred())
+	var timeout time.Duration
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--timeout="); ok {
+			timeout, err = time.ParseDuration(v)
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+	}
+	g.Expect(timeout).To(BeNumerically(">", 0))
+	g.Expect(timeout).To(BeNumerically("<", 5*time.Minute))
 }
