@@ -170,12 +170,13 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		args []string
 		want []string
 	}{
-		"wrong type":         {[]string{"--set", "driver.enabled=maybe"}, []string{"driver.enabled", "boolean"}},
-		"unknown key":        {[]string{"--set", "drivr.enabled=true"}, []string{"drivr"}},
-		"unknown nested key": {[]string{"--set", "driver.upgradePolicy.maxParalelUpgrades=2"}, []string{"maxParalelUpgrades"}},
-		"unknown runtime":    {[]string{"--set", "operator.defaultRuntime=podman"}, []string{"operator.defaultRuntime", "containerd"}},
-		"negative timeout":   {[]string{"--set", "driver.upgradePolicy.drain.timeoutSeconds=-1"}, []string{"timeoutSeconds", "minimum"}},
-		"count as a word":    {[]string{"--set", "driver.upgradePolicy.maxParallelUpgrades=two"}, []string{"maxParallelUpgrades", "integer"}},
+		"wrong type":           {[]string{"--set", "driver.enabled=maybe"}, []string{"driver.enabled", "boolean"}},
+		"unknown key":          {[]string{"--set", "drivr.enabled=true"}, []string{"drivr"}},
+		"unknown nested key":   {[]string{"--set", "driver.upgradePolicy.maxParalelUpgrades=2"}, []string{"maxParalelUpgrades"}},
+		"unknown runtime":      {[]string{"--set", "operator.defaultRuntime=podman"}, []string{"operator.defaultRuntime", "containerd"}},
+		"negative timeout":     {[]string{"--set", "driver.upgradePolicy.drain.timeoutSeconds=-1"}, []string{"timeoutSeconds", "minimum"}},
+		"count as a word":      {[]string{"--set", "driver.upgradePolicy.maxParallelUpgrades=two"}, []string{"maxParallelUpgrades", "integer"}},
+		"grace not a duration": {[]string{"--set", "operator.readyGracePeriod=30 seconds"}, []string{"readyGracePeriod", "pattern"}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
