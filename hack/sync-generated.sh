@@ -6,11 +6,12 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-crds=(config/crd/bases/*.yaml config/crd/nfd/*.yaml)
-for dest in internal/crds deployments/gpu-operator/crds; do
-  rm -f "$dest"/*.yaml
-  cp "${crds[@]}" "$dest/"
-done
+# The binary carries NFD's CRDs too, for the setup hook to apply only where
+# the operator deploys NFD and no other installer created them; the chart's
+# crds/, which helm installs unconditionally, holds only the operator's own.
+rm -f internal/crds/*.yaml deployments/gpu-operator/crds/*.yaml
+cp config/crd/bases/*.yaml config/crd/nfd/*.yaml internal/crds/
+cp config/crd/bases/*.yaml deployments/gpu-operator/crds/
 
 # The chart's RBAC is the generated role.yaml, bound to the release's
 # namespace and names.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,11 +22,14 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 	"cleanup": runCleanup,
 }
 
-// runSetup applies the CRDs and labels the namespace: the chart's
-// pre-install and pre-upgrade hook, since helm never upgrades crds/.
+// runSetup applies the CRDs and, if asked, labels the namespace: the
+// chart's pre-install and pre-upgrade hook, since helm never upgrades
+// crds/.
 func runSetup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gpu-operator setup", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", 2*time.Minute, "How long to wait for the CRDs to be established.")
+	nfdCRDs := fs.Bool("nfd-crds", false, "Apply NFD's CRDs too (for the NFD the operator deploys); CRDs another installer created are left alone.")
+	podSecurity := fs.Bool("pod-security", false, "Label the namespace pod-security.kubernetes.io/enforce=privileged (audit, warn too).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,10 +41,17 @@ func runSetup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := install.Setup(ctx, c, ns, *timeout); err != nil {
+	rep, err := install.Setup(ctx, c, install.Options{Namespace: ns, NFDCRDs: *nfdCRDs, PodSecurity: *podSecurity, Timeout: *timeout})
+	if err != nil {
 		return err
 	}
-	fmt.Printf("CRDs applied and namespace %s labelled for privileged pods\n", ns)
+	fmt.Printf("CRDs applied: %s\n", strings.Join(rep.Applied, ", "))
+	if len(rep.LeftAlone) > 0 {
+		fmt.Printf("CRDs another installer created, left as they are: %s\n", strings.Join(rep.LeftAlone, ", "))
+	}
+	if rep.Labelled {
+		fmt.Printf("namespace %s labelled pod-security.kubernetes.io/enforce=privileged\n", ns)
+	}
 	return nil
 }
 
@@ -49,7 +60,9 @@ func runSetup(ctx context.Context, args []string) error {
 func runCleanup(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gpu-operator cleanup", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", 5*time.Minute, "How long to wait for the operator to remove its labels and objects.")
-	deleteCRDs := fs.Bool("delete-crds", false, "Delete the CRDs too, and with them every custom resource of their kinds.")
+	deleteCRDs := fs.Bool("delete-crds", false, "Delete the ClusterPolicy CRD, and NFD's where setup created them, with every custom resource of their kinds.")
+	skipIfExists := fs.String("skip-if-configmap-exists", "", "Do nothing if this ConfigMap exists in the namespace: "+
+		"the chart creates it after this hook under helm uninstall, and alongside it when the chart is applied without helm.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,8 +70,14 @@ func runCleanup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := install.Cleanup(ctx, c, *deleteCRDs, *timeout); err != nil {
+	ran, err := install.Cleanup(ctx, c, install.CleanupOptions{DeleteCRDs: *deleteCRDs, Timeout: *timeout,
+		Namespace: os.Getenv(namespaceEnv), SkipIfExists: *skipIfExists, Recheck: 5 * time.Second})
+	if err != nil {
 		return err
+	}
+	if !ran {
+		fmt.Printf("ConfigMap %s exists: not run by helm uninstall (the chart was applied without helm?); nothing deleted\n", *skipIfExists)
+		return nil
 	}
 	fmt.Println("ClusterPolicies deleted and cleaned up")
 	return nil

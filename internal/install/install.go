@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,14 @@ import (
 // FieldOwner is the field manager of setup's writes.
 const FieldOwner = "gpu-operator-setup"
 
+// LabelInstalledBy marks the CRDs setup created, as opposed to ones another
+// installer (NFD's own chart, the NFD Operator) created: only those are
+// updated by later setups and deleted by cleanup.
+const LabelInstalledBy = "app.kubernetes.io/managed-by"
+
+// installedBy is LabelInstalledBy's value.
+const installedBy = "gpu-operator"
+
 // podSecurityLabels let the operands' privileged pods into the namespace.
 var podSecurityLabels = map[string]string{
 	"pod-security.kubernetes.io/enforce": "privileged",
@@ -28,33 +37,99 @@ var podSecurityLabels = map[string]string{
 	"pod-security.kubernetes.io/warn":    "privileged",
 }
 
-// Setup applies every embedded CRD, waits until each is established, and
-// labels the namespace for privileged pods.
-func Setup(ctx context.Context, c client.Client, namespace string, timeout time.Duration) error {
+// sharedNamespaces are never labelled privileged: every pod in them would
+// be allowed to run privileged.
+var sharedNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// Options are what setup does besides applying the ClusterPolicy CRD.
+type Options struct {
+	Namespace string
+	// NFDCRDs applies NFD's CRDs, for the NFD the operator deploys; those
+	// another installer created are left as they are.
+	NFDCRDs bool
+	// PodSecurity labels the namespace to admit privileged pods.
+	PodSecurity bool
+	Timeout     time.Duration
+}
+
+// Report says what setup did, for the hook's log.
+type Report struct {
+	Applied, LeftAlone []string
+	Labelled           bool
+}
+
+// Setup applies the ClusterPolicy CRD and, if asked, NFD's, waits until
+// they are established, and, if asked, labels the namespace for privileged
+// pods. Nothing another manager owns is forced.
+func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
+	var rep Report
+	if o.PodSecurity && sharedNamespaces[o.Namespace] {
+		return rep, fmt.Errorf("refusing to label namespace %s privileged: every pod there could then run privileged; "+
+			"install the chart into a namespace of its own (gpu-operator)", o.Namespace)
+	}
 	all, err := crds.All()
+	if err != nil {
+		return rep, err
+	}
+	for _, crd := range all {
+		own := crd.Spec.Group == gpuv1.GroupVersion.Group
+		if !own && !o.NFDCRDs {
+			continue
+		}
+		if !own {
+			existing := &apiextensionsv1.CustomResourceDefinition{}
+			err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, existing)
+			if client.IgnoreNotFound(err) != nil {
+				return rep, fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+			}
+			if err == nil && existing.Labels[LabelInstalledBy] != installedBy {
+				rep.LeftAlone = append(rep.LeftAlone, crd.Name)
+				continue
+			}
+		}
+		if err := apply(ctx, c, crd, own); err != nil {
+			return rep, err
+		}
+		rep.Applied = append(rep.Applied, crd.Name)
+	}
+	for _, name := range append(append([]string{}, rep.Applied...), rep.LeftAlone...) {
+		if err := waitEstablished(ctx, c, name, o.Timeout); err != nil {
+			return rep, err
+		}
+	}
+	if o.PodSecurity {
+		ns := corev1ac.Namespace(o.Namespace).WithLabels(podSecurityLabels)
+		if err := c.Apply(ctx, ns, client.FieldOwner(FieldOwner)); err != nil {
+			return rep, fmt.Errorf("labelling namespace %s for privileged pods (another manager set these labels? "+
+				"set psa.enabled=false and label it yourself): %w", o.Namespace, err)
+		}
+		rep.Labelled = true
+	}
+	return rep, nil
+}
+
+// apply applies a CRD marked as setup's. Only the operator's own CRD is
+// applied with force: helm's crds/ created it from the same chart.
+func apply(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition, force bool) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
 	if err != nil {
 		return err
 	}
-	for _, crd := range all {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
-		if err != nil {
-			return err
-		}
-		delete(m, "status")
-		u := &unstructured.Unstructured{Object: m}
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
-		}
+	delete(m, "status")
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	for _, crd := range all {
-		if err := waitEstablished(ctx, c, crd.Name, timeout); err != nil {
-			return err
-		}
+	labels[LabelInstalledBy] = installedBy
+	u.SetLabels(labels)
+	opts := []client.ApplyOption{client.FieldOwner(FieldOwner)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
 	}
-	ns := corev1ac.Namespace(namespace).WithLabels(podSecurityLabels)
-	if err := c.Apply(ctx, ns, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("labelling namespace %s for privileged pods: %w", namespace, err)
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+		return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
 	}
 	return nil
 }
@@ -78,21 +153,57 @@ func waitEstablished(ctx context.Context, c client.Client, name string, timeout 
 	return nil
 }
 
+// CleanupOptions are what cleanup does.
+type CleanupOptions struct {
+	// DeleteCRDs deletes the ClusterPolicy CRD, and NFD's CRDs where setup
+	// created them, with every custom resource of their kinds.
+	DeleteCRDs bool
+	Timeout    time.Duration
+	// Namespace and SkipIfExists name a ConfigMap whose existence means
+	// cleanup was not started by helm uninstall: helm creates it only once
+	// the cleanup hook has finished, while a plain kubectl apply of the
+	// rendered chart (helm template, kustomize helmCharts) creates it
+	// alongside. Empty skips the check.
+	Namespace, SkipIfExists string
+	// Recheck is how long to wait before looking for that ConfigMap a
+	// second time, so that one created by the same apply a moment later
+	// is seen.
+	Recheck time.Duration
+}
+
 // Cleanup deletes every ClusterPolicy and waits until they are gone, which
 // is when the operator has removed its labels from every node and its
-// objects. With deleteCRDs it then deletes the CRDs too, which deletes
-// every custom resource of those kinds.
-func Cleanup(ctx context.Context, c client.Client, deleteCRDs bool, timeout time.Duration) error {
+// objects. It reports false, having deleted nothing, when it was not
+// started by helm uninstall.
+func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) (bool, error) {
+	if o.SkipIfExists != "" {
+		for i := range 2 {
+			if i > 0 {
+				select {
+				case <-ctx.Done():
+					return false, ctx.Err()
+				case <-time.After(o.Recheck):
+				}
+			}
+			err := c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.SkipIfExists}, &corev1.ConfigMap{})
+			if err == nil {
+				return false, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("looking for ConfigMap %s/%s: %w", o.Namespace, o.SkipIfExists, err)
+			}
+		}
+	}
 	policies := &gpuv1.ClusterPolicyList{}
 	if err := c.List(ctx, policies); err != nil && !noKind(err) {
-		return fmt.Errorf("listing ClusterPolicies: %w", err)
+		return false, fmt.Errorf("listing ClusterPolicies: %w", err)
 	}
 	for i := range policies.Items {
 		if err := c.Delete(ctx, &policies.Items[i]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting ClusterPolicy %s: %w", policies.Items[i].Name, err)
+			return false, fmt.Errorf("deleting ClusterPolicy %s: %w", policies.Items[i].Name, err)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, o.Timeout, true, func(ctx context.Context) (bool, error) {
 		left := &gpuv1.ClusterPolicyList{}
 		if err := c.List(ctx, left); err != nil {
 			return noKind(err), client.IgnoreNotFound(err)
@@ -100,16 +211,34 @@ func Cleanup(ctx context.Context, c client.Client, deleteCRDs bool, timeout time
 		return len(left.Items) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the operator to clean up after its ClusterPolicies (is it running?): %w", err)
+		return false, fmt.Errorf("waiting for the operator to clean up after its ClusterPolicies (is it running?): %w", err)
 	}
-	if !deleteCRDs {
-		return nil
+	if !o.DeleteCRDs {
+		return true, nil
 	}
+	return true, deleteCRDs(ctx, c)
+}
+
+// deleteCRDs deletes the ClusterPolicy CRD and the NFD CRDs setup created;
+// NFD CRDs another installer created stay, with their objects.
+func deleteCRDs(ctx context.Context, c client.Client) error {
 	all, err := crds.All()
 	if err != nil {
 		return err
 	}
 	for _, crd := range all {
+		if crd.Spec.Group != gpuv1.GroupVersion.Group {
+			existing := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, existing); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("reading CRD %s: %w", crd.Name, err)
+			}
+			if existing.Labels[LabelInstalledBy] != installedBy {
+				continue
+			}
+		}
 		if err := c.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting CRD %s: %w", crd.Name, err)
 		}

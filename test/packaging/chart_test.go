@@ -40,21 +40,21 @@ func TestTemplate(t *testing.T) {
 		"documented command": {
 			args: []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"},
 			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
-				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2},
+				"ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 		"default values": {
 			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
-				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2},
+				"ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 		"every value set": {
 			args: []string{"-f", fullValues},
 			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
-				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2, "ServiceMonitor": 1},
+				"ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1, "ServiceMonitor": 1},
 		},
 		"no ClusterPolicy": {
 			args: []string{"--set", "clusterPolicy.create=false"},
 			want: map[string]int{"Deployment": 1, "ServiceAccount": 3, "ClusterRole": 3,
-				"ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Service": 1, "Job": 2},
+				"ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 	}
 	for name, tt := range tests {
@@ -247,14 +247,24 @@ func TestChartCarriesTheGeneratedSources(t *testing.T) {
 	g.Expect(meta["appVersion"]).To(Equal(version(t)))
 	g.Expect(meta["version"]).To(Equal(version(t)))
 
-	for _, src := range []string{"config/crd/bases", "config/crd/nfd"} {
+	// The chart's crds/, which helm installs whatever the values say, holds
+	// only the operator's own CRD: NFD's are applied by the setup hook, and
+	// only where no other installer created them.
+	copies := map[string][]string{
+		"config/crd/bases": {"deployments/gpu-operator/crds", "internal/crds"},
+		"config/crd/nfd":   {"internal/crds"},
+	}
+	nfdInChart, err := filepath.Glob(filepath.Join(root, "deployments/gpu-operator/crds", "nfd.*"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nfdInChart).To(BeEmpty())
+	for src, dirs := range copies {
 		files, err := filepath.Glob(filepath.Join(root, src, "*.yaml"))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(files).NotTo(BeEmpty())
 		for _, f := range files {
 			want, err := os.ReadFile(f)
 			g.Expect(err).NotTo(HaveOccurred())
-			for _, copyDir := range []string{"deployments/gpu-operator/crds", "internal/crds"} {
+			for _, copyDir := range dirs {
 				got, err := os.ReadFile(filepath.Join(root, copyDir, filepath.Base(f)))
 				g.Expect(err).NotTo(HaveOccurred(), "run make manifests")
 				g.Expect(got).To(Equal(want), "%s/%s differs from %s: run make manifests", copyDir, filepath.Base(f), f)

@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +67,55 @@ func TestCleanupHookTimesOutBeforeHelm(t *testing.T) {
 	}
 	g.Expect(timeout).To(BeNumerically(">", 0))
 	g.Expect(timeout).To(BeNumerically("<", 5*time.Minute))
+}
+
+// jobArgs returns the arguments of a rendered hook Job's container.
+func jobArgs(t *testing.T, objs []*unstructured.Unstructured, name string) []string {
+	t.Helper()
+	job := find(objs, "Job", name)
+	if job == nil {
+		t.Fatalf("no Job %s", name)
+	}
+	containers, _, err := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) == 0 {
+		t.Fatalf("Job %s: no containers (%v)", name, err)
+	}
+	args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}
+
+// The setup hook applies NFD's CRDs only for the NFD the operator deploys,
+// and labels the namespace only with psa.enabled (issue 13, items 1, 2).
+func TestSetupHookTouchesOnlyWhatIsAskedFor(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(jobArgs(t, template(t), "gpu-operator-setup")).To(Equal([]string{"setup", "--nfd-crds"}))
+	g.Expect(jobArgs(t, template(t, "--set", "nfd.enabled=false"), "gpu-operator-setup")).To(Equal([]string{"setup"}))
+	g.Expect(jobArgs(t, template(t, "--set", "psa.enabled=true"), "gpu-operator-setup")).To(Equal([]string{"setup", "--nfd-crds", "--pod-security"}))
+}
+
+// The cleanup Job looks for a ConfigMap helm creates only after it, at a
+// later hook weight, and deletes right after: applied without helm, the
+// ConfigMap comes along and the Job deletes nothing (issue 13, item 3).
+func TestCleanupHookKnowsWhenHelmDidNotRunIt(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t)
+	g.Expect(jobArgs(t, objs, "gpu-operator-cleanup")).To(ContainElement("--skip-if-configmap-exists=gpu-operator-cleanup-done"))
+	done := find(objs, "ConfigMap", "gpu-operator-cleanup-done")
+	g.Expect(done).NotTo(BeNil())
+	job := find(objs, "Job", "gpu-operator-cleanup")
+	g.Expect(done.GetAnnotations()).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
+	g.Expect(done.GetAnnotations()["helm.sh/hook-delete-policy"]).To(ContainSubstring("hook-succeeded"))
+	doneWeight, err := strconv.Atoi(done.GetAnnotations()["helm.sh/hook-weight"])
+	g.Expect(err).NotTo(HaveOccurred())
+	jobWeight, err := strconv.Atoi(job.GetAnnotations()["helm.sh/hook-weight"])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(doneWeight).To(BeNumerically(">", jobWeight), "helm creates it only after the Job finished")
+	role := find(objs, "Role", "gpu-operator-cleanup")
+	g.Expect(role).NotTo(BeNil())
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	g.Expect(rules).To(HaveLen(1))
+	g.Expect(rules[0]).To(HaveKeyWithValue("resourceNames", ConsistOf("gpu-operator-cleanup-done")))
 }
