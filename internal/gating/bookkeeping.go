@@ -33,8 +33,8 @@ const (
 	AnnotationFoundBy = gpuv1.OperatorAnnotationPrefix + "found-by"
 	// AnnotationDiscoveredAt is when the operator first saw the GPU node.
 	AnnotationDiscoveredAt = gpuv1.OperatorAnnotationPrefix + "discovered-at"
-	// AnnotationBootedAt is when the node came back from its last reboot
-	// the operator saw: the time to ready after a reboot counts from it.
+	// AnnotationBootedAt is when the operator saw the node's last reboot:
+	// the time to ready after a reboot counts from it.
 	AnnotationBootedAt = gpuv1.OperatorAnnotationPrefix + "booted-at"
 )
 

@@ -129,8 +129,8 @@ type decision struct {
 	variant state.Variant
 	// hostDriver says what was found of a driver on the host; "" if none.
 	hostDriver string
-	// booted is when the node came back, when this decision found that
-	// it rebooted; zero otherwise.
+	// booted is when this decision found that the node rebooted; zero
+	// otherwise.
 	booted time.Time
 }
 
@@ -225,7 +225,6 @@ func (d *decision) readCurrent() bool {
 
 // detectReboot resets every state from the driver down when the node's boot
 // ID changed: after a reboot nothing runs until it starts again, in order.
-// Each state's pod counts again once it became ready after the reboot.
 func (d *decision) detectReboot() {
 	bootID := d.in.Node.Status.NodeInfo.BootID
 	last := d.in.Node.Annotations[AnnotationBootID]
@@ -233,7 +232,13 @@ func (d *decision) detectReboot() {
 	if last == "" || bootID == "" || last == bootID {
 		return
 	}
-	d.booted = d.bootedAt()
+	// The API does not say when the node booted: the kubelet may report
+	// it Ready again without its Ready condition ever changing. The reset
+	// counts from now; a pod ready since before counts once the kubelet
+	// reports it restarted. A reboot noticed late (the operator was down)
+	// restarts the pods after the driver once, past the grace period, and
+	// never the driver's (judge).
+	d.booted = d.now
 	for _, name := range d.in.Graph.PerNode() {
 		if d.current[name] != gpuv1.StateDisabled {
 			d.current[name] = gpuv1.StatePending
@@ -242,22 +247,6 @@ func (d *decision) detectReboot() {
 	}
 	d.missingBefore = timeMap{}
 	d.event(false, "NodeRebooted", "boot ID changed from %s to %s: every state restarts in order from the driver down", last, bootID)
-}
-
-// bootedAt is when the node came back from its reboot, as far as the API
-// says: when its kubelet last turned Ready, if it is Ready. Every pod ready
-// since then was (re)started after the reboot, so a reboot the operator
-// notices late (it was down) does not make healthy pods look stale. A node
-// not Ready yet has no pod ready since the reboot: now will do.
-func (d *decision) bootedAt() time.Time {
-	for _, c := range d.in.Node.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			if t := c.LastTransitionTime.UTC().Truncate(time.Second); t.Before(d.now) {
-				return t
-			}
-		}
-	}
-	return d.now
 }
 
 // disabled reports whether the state does not run on this node: disabled in

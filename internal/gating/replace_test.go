@@ -5,8 +5,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -89,37 +87,19 @@ func TestTerminatingDriverResetsTheChainAtOnce(t *testing.T) {
 	g.Expect(r.Why).To(HaveKeyWithValue(dp, "its pod has not restarted since the state was reset"))
 }
 
-// A reboot the operator notices late (it was down while the node came
-// back) used to reset every state to "now", so pods that restarted after
-// the reboot looked stale and were deleted, the driver's included (issue
-// 12, finding 5). The reset is anchored to when the node came back.
-func TestRebootNoticedLate(t *testing.T) {
-	g := NewWithT(t)
-	n, pods := readyNode()
-	n.Annotations[AnnotationBootID] = "boot-0"
-	back := now.Add(-10 * time.Minute)
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(back)}}
-	for name, at := range map[state.Name]time.Duration{drv: 2 * time.Minute, tk: 5 * time.Minute, dp: 6 * time.Minute, dcg: 7 * time.Minute, gfd: 7 * time.Minute} {
-		pods[name] = readyPod(string(name)+"-after", back.Add(at))
-	}
-	pods[drv].UID = "d1" // the same driver pod, its container restarted
-	r := decide(t, n, pods)
-	g.Expect(reasons(r)).To(Equal([]string{"NodeRebooted"}))
-	for _, s := range []state.Name{drv, tk, dp, dcg, gfd} {
-		g.Expect(stateOf(r, s)).To(Equal("ready"), "state %s", s)
-	}
-	g.Expect(r.StalePods).To(BeEmpty())
-	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationBootedAt, "2026-11-30T11:50:00Z"))
-}
-
-// A driver pod that looks ready since before a reset is never deleted:
-// within the grace period the kubelet is given time to report its restart,
-// after it the pod is taken as it is. Any other state's pod is restarted.
+// A reboot noticed late (the operator was down: the pods restarted
+// before it looked) used to delete the driver pod as stale (issue 12,
+// finding 5). A driver pod that looks ready since before a reset is never
+// deleted: within the grace period the kubelet is given time to report its
+// restart, after it the pod is taken as it is. Any other state's pod is
+// restarted once.
 func TestStaleDriverPodIsNeverDeleted(t *testing.T) {
 	g := NewWithT(t)
 	n, pods := readyNode()
-	n.Annotations[AnnotationBootID] = "boot-0" // a reboot noticed at once, node not Ready yet
+	n.Annotations[AnnotationBootID] = "boot-0"
 	r := decide(t, n, pods)
+	g.Expect(reasons(r)).To(Equal([]string{"NodeRebooted"}))
+	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationBootedAt, "2026-11-30T12:00:00Z"))
 	g.Expect(stateOf(r, drv)).To(Equal("pending"))
 	g.Expect(r.Why).To(HaveKeyWithValue(drv, "its pod has not restarted since the reboot"))
 
