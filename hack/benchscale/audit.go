@@ -27,9 +27,10 @@ rules:
 
 // request is one API request the operator sent.
 type request struct {
-	At       time.Time
-	Verb     string
-	Resource string // resource[/subresource]
+	At        time.Time
+	Verb      string
+	Resource  string // resource[/subresource]
+	Namespace string
 }
 
 func (r request) write() bool {
@@ -51,6 +52,7 @@ type auditEvent struct {
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
 	} `json:"objectRef"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
@@ -73,7 +75,7 @@ func parseAudit(r io.Reader) ([]request, error) {
 		seen[ev.AuditID] = true
 		req := request{At: ev.RequestReceivedTimestamp, Verb: ev.Verb}
 		if ev.ObjectRef != nil {
-			req.Resource = ev.ObjectRef.Resource
+			req.Resource, req.Namespace = ev.ObjectRef.Resource, ev.ObjectRef.Namespace
 			if ev.ObjectRef.Subresource != "" {
 				req.Resource += "/" + ev.ObjectRef.Subresource
 			}

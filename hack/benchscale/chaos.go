@@ -153,36 +153,27 @@ func runChaos(ctx context.Context, cfg config, kills int) (*ChaosResult, error) 
 func (r *chaosRun) finish(ctx context.Context, rec *recorder, graph *state.Graph) error {
 	// Let the last writes reach the watches.
 	time.Sleep(3 * time.Second)
+	inv, seen, examples, peak := rec.check(graph, r.res.MaxParallelUpgrades)
+	inv.PhasesNotConverged = r.res.Invariants.PhasesNotConverged
 	nodes := &corev1.NodeList{}
 	if err := r.s.c.List(ctx, nodes); err != nil {
 		return err
 	}
 	for _, n := range nodes.Items {
 		if n.Spec.Unschedulable {
-			r.res.Invariants.NodesLeftCordoned++
-			r.res.Examples = append(r.res.Examples, "node "+n.Name+" left cordoned")
+			inv.NodesLeftCordoned++
+			examples = append(examples, "node "+n.Name+" left cordoned")
 		}
 	}
-	lost, err := r.s.userMarksLost(ctx, r.names)
-	if err != nil {
+	var err error
+	if inv.UserMarksLost, err = r.s.userMarksLost(ctx, r.names); err != nil {
 		return err
 	}
-	r.res.Invariants.UserMarksLost = lost
-	deletes, err := workloadDeletes(r.s.auditLog())
-	if err != nil {
+	if inv.WorkloadPodsDeletedNotEvicted, err = workloadDeletes(r.s.auditLog()); err != nil {
 		return err
 	}
-	r.res.Invariants.WorkloadPodsDeletedNotEvicted = deletes
-	inv, seen, examples, peak := rec.check(graph, r.res.MaxParallelUpgrades)
-	r.res.Checked = seen
-	inv.NodesLeftCordoned = r.res.Invariants.NodesLeftCordoned
-	inv.UserMarksLost = r.res.Invariants.UserMarksLost
-	inv.WorkloadPodsDeletedNotEvicted = r.res.Invariants.WorkloadPodsDeletedNotEvicted
-	inv.PhasesNotConverged = r.res.Invariants.PhasesNotConverged
-	r.res.Invariants = inv
+	r.res.Invariants, r.res.Checked, r.res.PeakInUpgrade, r.res.WatchGaps = inv, seen, peak, rec.watchGaps()
 	r.res.Examples = append(r.res.Examples, examples...)
-	r.res.PeakInUpgrade = peak
-	r.res.WatchGaps = rec.gaps
 	if n := inv.total(); n > 0 {
 		return fmt.Errorf("%d invariant breaches", n)
 	}

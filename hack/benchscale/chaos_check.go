@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"time"
@@ -154,34 +151,15 @@ func (r *recorder) replayBudget(maxParallel int, inv *Invariants, example func(s
 // workloadDeletes counts the operator's deletes of pods outside its
 // namespace, from the audit log: GPU workloads leave only by eviction.
 func workloadDeletes(path string) (int, error) {
-	f, err := os.Open(path)
+	reqs, err := readAudit(path)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	seen := map[string]bool{}
 	n := 0
-	for sc.Scan() {
-		var e struct {
-			AuditID   string                    `json:"auditID"`
-			Verb      string                    `json:"verb"`
-			User      struct{ Username string } `json:"user"`
-			ObjectRef *struct {
-				Resource, Subresource, Namespace string
-			} `json:"objectRef"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return n, fmt.Errorf("%s: %w", path, err)
-		}
-		if seen[e.AuditID] || e.User.Username != operatorUser || e.ObjectRef == nil {
-			continue
-		}
-		seen[e.AuditID] = true
-		if e.Verb == "delete" && e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "" && e.ObjectRef.Namespace != namespace {
+	for _, r := range reqs {
+		if r.Verb == "delete" && r.Resource == "pods" && r.Namespace != namespace {
 			n++
 		}
 	}
-	return n, sc.Err()
+	return n, nil
 }

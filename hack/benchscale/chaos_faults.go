@@ -87,36 +87,23 @@ func (s *sim) restartProcess(ctx context.Context, name string, down time.Duratio
 	})
 }
 
-// lowInflight makes the API server answer 429 to whatever exceeds a few
-// requests in flight.
-func lowInflight(args []string) []string {
-	out := make([]string, 0, len(args))
-	for _, a := range args {
-		switch {
-		case strings.HasPrefix(a, "--max-requests-inflight="):
-			a = "--max-requests-inflight=20"
-		case strings.HasPrefix(a, "--max-mutating-requests-inflight="):
-			a = "--max-mutating-requests-inflight=5"
+// inflight sets the API server's limits of requests in flight: a few make
+// it answer 429 to whatever exceeds them; 0 lifts them, as the simulated
+// cluster runs.
+func inflight(requests, mutating int) func([]string) []string {
+	return func(args []string) []string {
+		out := make([]string, 0, len(args))
+		for _, a := range args {
+			switch {
+			case strings.HasPrefix(a, "--max-requests-inflight="):
+				a = fmt.Sprintf("--max-requests-inflight=%d", requests)
+			case strings.HasPrefix(a, "--max-mutating-requests-inflight="):
+				a = fmt.Sprintf("--max-mutating-requests-inflight=%d", mutating)
+			}
+			out = append(out, a)
 		}
-		out = append(out, a)
+		return out
 	}
-	return out
-}
-
-// normalInflight undoes lowInflight: the simulated cluster's own limits
-// (none).
-func normalInflight(args []string) []string {
-	out := make([]string, 0, len(args))
-	for _, a := range args {
-		switch {
-		case strings.HasPrefix(a, "--max-requests-inflight="):
-			a = "--max-requests-inflight=0"
-		case strings.HasPrefix(a, "--max-mutating-requests-inflight="):
-			a = "--max-mutating-requests-inflight=0"
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 // markNodes puts the user's label and taint on the nodes.

@@ -128,11 +128,11 @@ func (r *chaosRun) refusing(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.s.restartProcess(ctx, "kube-apiserver", 0, lowInflight); err != nil {
+	if err := r.s.restartProcess(ctx, "kube-apiserver", 0, inflight(20, 5)); err != nil {
 		return err
 	}
 	r.sleep(ctx, time.Minute)
-	return r.s.restartProcess(ctx, "kube-apiserver", 0, normalInflight)
+	return r.s.restartProcess(ctx, "kube-apiserver", 0, inflight(0, 0))
 }
 
 // churn changes everything at once during an upgrade.

@@ -210,6 +210,13 @@ func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 	}
 }
 
+// watchGaps is how many times the recording listed again.
+func (r *recorder) watchGaps() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gaps
+}
+
 // targetNode is the node a pod is for: its binding, or, before the
 // scheduler bound it, the node its DaemonSet's affinity names.
 func targetNode(p *corev1.Pod) string {
