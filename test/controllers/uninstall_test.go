@@ -5,10 +5,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,15 +41,7 @@ func TestUninstallMidUpgradeUncordons(t *testing.T) {
 	})
 	f.expectAllReady(f.nodes...)
 	n := f.nodes[0]
-	ensureNamespace(f, "workloads")
-	f.gpuPod("held", n, func(p *corev1.Pod) {
-		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resourceOne}
-	})
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "workloads"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}
-	g.Expect(k8sClient.Create(f.ctx, pdb)).To(Succeed())
-	t.Cleanup(func() { _ = k8sClient.Delete(f.ctx, pdb) })
+	f.heldGPUPod("held", n)
 
 	f.updatePolicy(newVersion("575.57.08"))
 	f.expectLabel(n, gpuv1.LabelUpgradeState, string(gpuv1.UpgradePodDeletion))

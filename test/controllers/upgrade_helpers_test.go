@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,4 +111,22 @@ func (f *fixture) gpuPod(name, node string, mutate func(*corev1.Pod)) *corev1.Po
 	}
 	f.t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), p, client.GracePeriodSeconds(0)) })
 	return p
+}
+
+// heldGPUPod runs a GPU pod on a node, in namespace workloads, under a
+// PodDisruptionBudget that refuses every eviction of it. It returns the
+// budget, which the test may delete to let the pod go.
+func (f *fixture) heldGPUPod(name, node string) *policyv1.PodDisruptionBudget {
+	ensureNamespace(f, "workloads")
+	f.gpuPod(name, node, func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resourceOne}
+	})
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "workloads"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
+	if err := k8sClient.Create(f.ctx, pdb); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), pdb) })
+	return pdb
 }

@@ -6,7 +6,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,14 +73,7 @@ func TestGPUPodWithPDBFailsTheNodeAtTheTimeout(t *testing.T) {
 	})
 	f.expectAllReady(f.nodes...)
 	stuck, other := f.nodes[0], f.nodes[1]
-	ensureNamespace(f, "workloads")
-	f.gpuPod("training", stuck, func(p *corev1.Pod) {
-		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resourceOne}
-	})
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "training", Namespace: "workloads"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "training"}}}}
-	g.Expect(k8sClient.Create(f.ctx, pdb)).To(Succeed())
+	pdb := f.heldGPUPod("training", stuck)
 
 	f.updatePolicy(newVersion("575.57.08"))
 	f.expectLabel(stuck, gpuv1.LabelUpgradeState, "upgrade-failed")

@@ -119,8 +119,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 				"successor", successor.Name, "objects", owned)
 			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 		}
-	}
-	if successor == nil {
+	} else {
 		labelled, err := r.nodesNotCleanedUp(ctx)
 		if err != nil {
 			return ctrl.Result{}, err
