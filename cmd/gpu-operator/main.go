@@ -23,6 +23,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/metricsauth"
 	"github.com/gpu-operator/gpu-operator/internal/operator"
 	"github.com/gpu-operator/gpu-operator/internal/version"
 )
@@ -33,6 +34,8 @@ const namespaceEnv = "OPERATOR_NAMESPACE"
 
 type options struct {
 	metricsAddr   string
+	metricsSecure bool
+	metricsCerts  string
 	probeAddr     string
 	pprofAddr     string
 	leaderElect   bool
@@ -47,7 +50,11 @@ type options struct {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("gpu-operator", flag.ContinueOnError)
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the /metrics URL); false serves plain HTTP to anyone who can reach the port.")
+	fs.StringVar(&o.metricsCerts, "metrics-cert-dir", "",
+		"Directory holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty uses a self-signed certificate.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling; empty disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time.")
@@ -84,6 +91,19 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
+// metricsOptions serves metrics the way the API server's own components do:
+// HTTPS, with every request's bearer token checked by the API server, so that
+// reaching the port is not enough to read them.
+func metricsOptions(o *options) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		opts.SecureServing = true
+		opts.FilterProvider = metricsauth.Provider
+		opts.CertDir = o.metricsCerts
+	}
+	return opts
+}
+
 func run(o *options) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
@@ -92,7 +112,7 @@ func run(o *options) error {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        newScheme(),
 		Cache:                         cacheconfig.Options(o.namespace),
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
 		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,

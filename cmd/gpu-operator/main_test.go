@@ -18,7 +18,8 @@ func TestParseFlags(t *testing.T) {
 			check: func(g Gomega, o *options) {
 				g.Expect(o.namespace).To(Equal("gpu-operator"))
 				g.Expect(o.leaderElect).To(BeFalse())
-				g.Expect(o.metricsAddr).To(Equal(":8080"))
+				g.Expect(o.metricsAddr).To(Equal(":8443"))
+				g.Expect(o.metricsSecure).To(BeTrue(), "metrics must need authentication unless turned off")
 				g.Expect(o.probeAddr).To(Equal(":8081"))
 			},
 		},
@@ -56,4 +57,17 @@ func TestParseFlags(t *testing.T) {
 			tt.check(g, o)
 		})
 	}
+}
+
+func TestMetricsOptions(t *testing.T) {
+	g := NewWithT(t)
+	secure := metricsOptions(&options{metricsAddr: ":8443", metricsSecure: true, metricsCerts: "/certs"})
+	g.Expect(secure.SecureServing).To(BeTrue())
+	g.Expect(secure.FilterProvider).NotTo(BeNil(), "HTTPS alone lets anyone who reaches the port read metrics")
+	g.Expect(secure.CertDir).To(Equal("/certs"))
+
+	plain := metricsOptions(&options{metricsAddr: "127.0.0.1:18080"})
+	g.Expect(plain.SecureServing).To(BeFalse())
+	g.Expect(plain.FilterProvider).To(BeNil())
+	g.Expect(plain.BindAddress).To(Equal("127.0.0.1:18080"))
 }

@@ -4,7 +4,11 @@ package main
 // election Lease in its own namespace, and events. Events about nodes and
 // ClusterPolicies, which are cluster-scoped, go to the default namespace,
 // so recording them needs a cluster-wide grant. Each controller declares
-// its own rules next to its code.
+// its own rules next to its code. TokenReviews and SubjectAccessReviews let
+// the metrics endpoint ask the API server who a caller is and whether it may
+// read /metrics.
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=gpu-operator,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

@@ -26,6 +26,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
 	})
 
+	It("serves its metrics over HTTPS only to callers allowed to read them", func(ctx SpecContext) {
+		MetricsAuthSpec(ctx)
+	})
+
 	It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
 		// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
 		// broken, k3s (wrong paths) and unconfigured nodes.

@@ -39,11 +39,17 @@ func helm(args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// template renders the chart as the README's install command does, with
-// extra arguments, and decodes every object.
+// serviceMonitorAPI tells helm template that the cluster serves
+// ServiceMonitors, as a cluster with the Prometheus Operator does.
+var serviceMonitorAPI = []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"}
+
+// template renders the chart as the README's install command does, on a
+// cluster that serves ServiceMonitors, with extra arguments, and decodes
+// every object.
 func template(t *testing.T, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
-	args := append([]string{"template", "gpu-operator", chartPath, "-n", "gpu-operator"}, extra...)
+	args := append([]string{"template", "gpu-operator", chartPath, "-n", "gpu-operator"}, serviceMonitorAPI...)
+	args = append(args, extra...)
 	out, err := helm(args...)
 	if err != nil {
 		t.Fatal(err)
