@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"slices"
+
+	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
 const description = `gpu-operator turns nodes with NVIDIA GPUs into schedulable GPU capacity.
@@ -73,9 +76,26 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 				"spec": map[string]any{
 					"deployments":        []map[string]any{{"name": packageName, "spec": spec}},
 					"permissions":        []map[string]any{{"serviceAccountName": packageName, "rules": namespaced}},
-					"clusterPermissions": []map[string]any{{"serviceAccountName": packageName, "rules": cluster}},
+					"clusterPermissions": clusterPermissions(cluster),
 				},
 			},
 		},
 	}, nil
+}
+
+// clusterPermissions are the operator's cluster-wide rules and those of
+// NFD's components, which OLM grants to their ServiceAccounts as the chart
+// does, since the operator does not hold them to grant.
+func clusterPermissions(operator any) []map[string]any {
+	out := []map[string]any{{"serviceAccountName": packageName, "rules": operator}}
+	rules := nfd.ClusterRules()
+	components := make([]string, 0, len(rules))
+	for c := range rules {
+		components = append(components, c)
+	}
+	slices.Sort(components)
+	for _, c := range components {
+		out = append(out, map[string]any{"serviceAccountName": c, "rules": rules[c]})
+	}
+	return out
 }

@@ -19,41 +19,28 @@ func ServiceAccount(policy *gpuv1.ClusterPolicy, name, namespace, state string) 
 	}
 }
 
-// Access is the API access an operand's ServiceAccount gets: namespaced
-// rules in the operator namespace and cluster-wide rules, each bound to the
-// ServiceAccount of the same name.
+// Access is the API access an operand's ServiceAccount gets in the
+// operator namespace, from a Role of the same name bound to it.
 type Access struct {
 	Policy    *gpuv1.ClusterPolicy
 	Name      string
 	Namespace string
 	State     string
-	Rules     []rbacv1.PolicyRule // namespaced, in Namespace
-	Cluster   []rbacv1.PolicyRule // cluster-wide
+	Rules     []rbacv1.PolicyRule
 }
 
-// Objects returns the ServiceAccount and the Roles and bindings the access
-// needs; a kind of rule that is empty gets no Role.
+// Objects returns the ServiceAccount, and the Role and RoleBinding when
+// there are rules.
 func (a Access) Objects() []client.Object {
 	objs := []client.Object{ServiceAccount(a.Policy, a.Name, a.Namespace, a.State)}
+	if len(a.Rules) == 0 {
+		return objs
+	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: a.Name, Namespace: a.Namespace}}
-	if len(a.Rules) > 0 {
-		objs = append(objs,
-			&rbacv1.Role{TypeMeta: TypeMeta("rbac.authorization.k8s.io/v1", "Role"),
-				ObjectMeta: ObjectMeta(a.Policy, a.Name, a.Namespace, a.State), Rules: a.Rules},
-			&rbacv1.RoleBinding{TypeMeta: TypeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
-				ObjectMeta: ObjectMeta(a.Policy, a.Name, a.Namespace, a.State), Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: a.Name}})
-	}
-	if len(a.Cluster) > 0 {
-		// Cluster-wide names carry the namespace, so that two installs in
-		// different namespaces do not fight over them.
-		name := a.Namespace + "-" + a.Name
-		objs = append(objs,
-			&rbacv1.ClusterRole{TypeMeta: TypeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
-				ObjectMeta: ObjectMeta(a.Policy, name, "", a.State), Rules: a.Cluster},
-			&rbacv1.ClusterRoleBinding{TypeMeta: TypeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-				ObjectMeta: ObjectMeta(a.Policy, name, "", a.State), Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
-	}
-	return objs
+	return append(objs,
+		&rbacv1.Role{TypeMeta: TypeMeta("rbac.authorization.k8s.io/v1", "Role"),
+			ObjectMeta: ObjectMeta(a.Policy, a.Name, a.Namespace, a.State), Rules: a.Rules},
+		&rbacv1.RoleBinding{TypeMeta: TypeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
+			ObjectMeta: ObjectMeta(a.Policy, a.Name, a.Namespace, a.State), Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: a.Name}})
 }

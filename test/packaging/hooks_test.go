@@ -18,7 +18,7 @@ import (
 // the operator's Deployment and metrics Service select on.
 func TestRenderedDocumentsHaveNoDuplicateKeysAndHooksStayOutOfSelectors(t *testing.T) {
 	g := NewWithT(t)
-	out, err := helm("template", "gpu-operator", chartPath, "-n", "gpu-operator", "-f", fullValues)
+	out, err := helm(append([]string{"template", "gpu-operator", chartPath, "-n", "gpu-operator", "-f", fullValues}, serviceMonitorAPI...)...)
 	g.Expect(err).NotTo(HaveOccurred())
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(out, "\n---") {

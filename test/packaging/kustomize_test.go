@@ -21,8 +21,9 @@ func TestKustomizeInstall(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "kubectl kustomize config/default (run make tools)")
 	objs := decode(t, string(out))
 	g.Expect(kinds(objs)).To(Equal(map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1, "ClusterRole": 1, "Role": 1,
-		"ClusterRoleBinding": 1, "RoleBinding": 1, "Deployment": 1,
+		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+		// The operator's, the metrics reader, nfd-master's and nfd-gc's.
+		"ClusterRole": 4, "ClusterRoleBinding": 3,
 	}))
 	ns := find(objs, "Namespace", "gpu-operator")
 	g.Expect(ns.GetLabels()).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))

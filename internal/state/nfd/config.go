@@ -19,9 +19,33 @@ const workerConfig = `sources:
     deviceLabelFields: ["vendor"]
 `
 
-// masterConfig lets GFD's nvidia.com labels through nfd-master.
-const masterConfig = `extraLabelNs: ["nvidia.com"]
-`
+// LabelWhiteList is every label name (the part after the prefix, which is
+// what nfd-master v0.17.3 matches: pkg/nfd-master/nfd-master.go:574-581)
+// nfd-master may set: NFD's own feature labels, and the labels GFD v0.17.2
+// writes (k8s-device-plugin internal/lm), with MIG profiles in the mixed
+// strategy's keys. nfd-master denies only kubernetes.io prefixes by
+// itself, so without it any file in a node's features.d, or any
+// NodeFeature, could set the nvidia.com labels the operator gates on
+// (gpu.deploy.*, gpu.state.*, gpu-operator.*), on any node.
+const LabelWhiteList = `^(` +
+	// NFD's sources, and the rdma labels of its custom source.
+	`(cpu|kernel|memory|network|pci|storage|system|usb)-.+|rdma\.(capable|available)` +
+	// GFD: fixed keys.
+	`|gfd\.timestamp|cuda\.driver\.(major|minor|rev)|cuda\.runtime\.(major|minor)` +
+	`|cuda\.driver-version\.(major|minor|revision|full)|cuda\.runtime-version\.(major|minor|full)` +
+	`|mig\.(capable|strategy)|mps\.capable|vgpu\.(present|host-driver-version|host-driver-branch)` +
+	`|gpu\.(machine|mode|clique|family|compute\.(major|minor))` +
+	// GFD: per-GPU or per-MIG-profile attributes.
+	`|(gpu|mig-([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\.me)?)\.(product|count|replicas|sharing-strategy|memory|multiprocessors` +
+	`|slices\.(gi|ci)|engines\.(copy|decoder|encoder|jpeg|ofa))` +
+	`)$`
+
+// masterConfig admits only LabelWhiteList's names, and no labels from
+// NodeFeature objects other than nfd-worker's own (where GFD's labels
+// arrive, read from features.d): another namespace's NodeFeature cannot
+// label nodes (pkg/nfd-master/nfd-master.go:700-735).
+var masterConfig = "labelWhiteList: '" + LabelWhiteList + "'\n" +
+	"restrictions:\n  denyNodeFeatureLabels: true\n"
 
 func configMaps(in state.RenderInput) []client.Object {
 	cm := func(name, key, data string) *corev1.ConfigMap {
@@ -39,43 +63,65 @@ func configMaps(in state.RenderInput) []client.Object {
 
 const nfdGroup = "nfd.k8s-sigs.io"
 
-// The operator can only grant what it holds, so it holds NFD's rules too.
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch;update
-// +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch;update
-// +kubebuilder:rbac:groups=nfd.k8s-sigs.io,resources=nodefeatures;nodefeaturerules;nodefeaturegroups,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups=nfd.k8s-sigs.io,resources=nodefeaturegroups/status,verbs=patch;update
-// +kubebuilder:rbac:groups=topology.node.k8s.io,resources=noderesourcetopologies,verbs=list;delete
+// masterLease is the Lease nfd-master elects its leader with
+// (node-feature-discovery v0.17.3 pkg/nfd-master/nfd-master.go); its Role
+// may read and renew that one and no other, such as the operator's own.
+const masterLease = "nfd-master.nfd.kubernetes.io"
+
+// The operator holds what it grants in its namespace: Kubernetes refuses a
+// Role with rules its creator lacks. The cluster-wide rules below are not
+// the operator's to grant: the install ships them (ClusterRules), so the
+// operator needs no write access to ClusterRoles, ClusterRoleBindings or
+// NFD's cluster-wide objects.
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=gpu-operator,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=gpu-operator,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups=nfd.k8s-sigs.io,namespace=gpu-operator,resources=nodefeatures,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,namespace=gpu-operator,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
 
-// access is what each NFD component may do.
+// access is what each NFD component may do in the operator's namespace;
+// the operator renders these Roles. A component with cluster-wide rules
+// (ClusterRules) is bound to them by the install.
 func access(in state.RenderInput) []render.Access {
-	a := func(name string, ns, cluster []rbacv1.PolicyRule) render.Access {
+	a := func(name string, rules ...rbacv1.PolicyRule) render.Access {
 		return render.Access{Policy: in.Policy, Name: name, Namespace: in.Namespace,
-			State: string(state.NodeFeatureDiscovery), Rules: ns, Cluster: cluster}
+			State: string(state.NodeFeatureDiscovery), Rules: rules}
 	}
 	return []render.Access{
 		a(MasterName,
-			[]rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "get", "update"}}},
-			[]rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
-				{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}},
-				{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeatures", "nodefeaturerules", "nodefeaturegroups"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeaturegroups/status"}, Verbs: []string{"patch", "update"}},
-			}),
+			rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+				ResourceNames: []string{masterLease}, Verbs: []string{"get", "update"}}),
 		a(WorkerName,
-			[]rbacv1.PolicyRule{
-				{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeatures"}, Verbs: []string{"create", "get", "update"}},
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
-			}, nil),
-		a(GCName, nil,
-			[]rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
-				{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeatures"}, Verbs: []string{"list", "delete"}},
-				{APIGroups: []string{"topology.node.k8s.io"}, Resources: []string{"noderesourcetopologies"}, Verbs: []string{"list", "delete"}},
-			}),
+			rbacv1.PolicyRule{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeatures"}, Verbs: []string{"create", "get", "update", "delete"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}),
+		a(GCName),
 	}
+}
+
+// ClusterRules are the cluster-wide rules of NFD's components, by
+// ServiceAccount name: nfd-master labels nodes from the NodeFeatures
+// workers report, nfd-gc deletes the NodeFeatures of deleted nodes. The
+// chart, kustomize config and OLM bundle ship them as ClusterRoles named
+// ClusterRoleName, bound to those ServiceAccounts (make manifests).
+func ClusterRules() map[string][]rbacv1.PolicyRule {
+	return map[string][]rbacv1.PolicyRule{
+		MasterName: {
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}},
+			{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeatures", "nodefeaturerules", "nodefeaturegroups"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeaturegroups/status"}, Verbs: []string{"patch", "update"}},
+		},
+		GCName: {
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{nfdGroup}, Resources: []string{"nodefeatures"}, Verbs: []string{"list", "delete"}},
+			{APIGroups: []string{"topology.node.k8s.io"}, Resources: []string{"noderesourcetopologies"}, Verbs: []string{"list", "delete"}},
+		},
+	}
+}
+
+// ClusterRoleName names a component's ClusterRole and ClusterRoleBinding:
+// with the namespace, so that installs in two namespaces do not share them.
+func ClusterRoleName(namespace, component string) string {
+	return namespace + ":" + component
 }

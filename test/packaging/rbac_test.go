@@ -1,0 +1,73 @@
+package packaging
+
+import (
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func rulesOf(g Gomega, objs []*unstructured.Unstructured, kind, name string) []rbacv1.PolicyRule {
+	o := find(objs, kind, name)
+	g.Expect(o).NotTo(BeNil(), "%s %s", kind, name)
+	role := &rbacv1.ClusterRole{} // a Role decodes the same way
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role)).To(Succeed())
+	return role.Rules
+}
+
+// verbsOn lists the verbs rules grant on a resource, and whether each is
+// limited to named objects.
+func verbsOn(rules []rbacv1.PolicyRule, group, resource string) (unscoped, scoped []string) {
+	for _, r := range rules {
+		if !slices.Contains(r.APIGroups, group) || !slices.Contains(r.Resources, resource) {
+			continue
+		}
+		if len(r.ResourceNames) == 0 {
+			unscoped = append(unscoped, r.Verbs...)
+		} else {
+			scoped = append(scoped, r.Verbs...)
+		}
+	}
+	return unscoped, scoped
+}
+
+// The grants the review found too wide stay narrow (issue 13, item 6).
+func TestRBACScopedWrites(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t, "-f", fullValues)
+
+	operator := rulesOf(g, objs, "ClusterRole", "gpu-operator")
+	for _, res := range []string{"clusterroles", "clusterrolebindings"} {
+		unscoped, scoped := verbsOn(operator, "rbac.authorization.k8s.io", res)
+		g.Expect(append(unscoped, scoped...)).To(BeEmpty(), "the operator must not write %s: the install ships NFD's", res)
+	}
+	for _, res := range []string{"nodefeaturerules", "nodefeaturegroups", "nodefeaturegroups/status", "nodefeatures"} {
+		unscoped, _ := verbsOn(operator, "nfd.k8s-sigs.io", res)
+		g.Expect(unscoped).To(BeEmpty(), "the operator holds no cluster-wide %s access", res)
+	}
+	unscoped, _ := verbsOn(operator, "", "nodes")
+	g.Expect(unscoped).NotTo(ContainElement("update"), "node labels are patched, never updated")
+
+	namespaced := rulesOf(g, objs, "Role", "gpu-operator")
+	unscoped, _ = verbsOn(namespaced, "coordination.k8s.io", "leases")
+	g.Expect(unscoped).To(ConsistOf("get", "create", "update"), "leader election and the Role nfd-master gets")
+
+	setup := rulesOf(g, objs, "ClusterRole", "gpu-operator-setup")
+	unscoped, scoped := verbsOn(setup, "apiextensions.k8s.io", "customresourcedefinitions")
+	g.Expect(unscoped).To(ConsistOf("create"), "create cannot be scoped by name; nothing else may be unscoped")
+	g.Expect(scoped).To(ConsistOf("get", "patch"))
+
+	// NFD's cluster-wide roles come with the install, bound to its
+	// components' ServiceAccounts in the release namespace.
+	for _, c := range []string{"nfd-master", "nfd-gc"} {
+		name := "gpu-operator:" + c
+		g.Expect(rulesOf(g, objs, "ClusterRole", name)).NotTo(BeEmpty())
+		b := &rbacv1.ClusterRoleBinding{}
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterRoleBinding", name).Object, b)).To(Succeed())
+		g.Expect(b.RoleRef.Name).To(Equal(name))
+		g.Expect(b.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: c, Namespace: "gpu-operator"}}))
+	}
+}
