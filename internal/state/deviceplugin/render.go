@@ -59,7 +59,8 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	root := toolkit.DriverRootInContainer(v.DriverRoot)
 	env := []corev1.EnvVar{
 		{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
-		{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"},
+		// The toolkit configures the runtime to match (toolkit.isolationEnv).
+		{Name: toolkit.EnvDeviceListStrategy, Value: toolkit.DefaultDeviceListStrategy},
 		{Name: "DEVICE_ID_STRATEGY", Value: "uuid"},
 		{Name: "MIG_STRATEGY", Value: "single"},
 		{Name: "PASS_DEVICE_SPECS", Value: "true"},

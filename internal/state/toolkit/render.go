@@ -87,6 +87,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
 	env = append(env, DriverRootEnv(v.DriverRoot)...)
+	env = append(env, isolationEnv(cp)...)
 	env = append(env,
 		corev1.EnvVar{Name: "ROOT", Value: InstallDir},
 		corev1.EnvVar{Name: "HOST_ROOT_MOUNT", Value: HostRoot},

@@ -1,0 +1,51 @@
+package toolkit
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// How the device plugin tells the runtime which GPUs a container was
+// allocated (k8s-device-plugin v0.17.2, cmd/nvidia-device-plugin/main.go
+// --device-list-strategy, internal/plugin/server.go).
+const (
+	EnvDeviceListStrategy = "DEVICE_LIST_STRATEGY"
+	// DefaultDeviceListStrategy passes the list as /dev/null mounts under
+	// /var/run/nvidia-container-devices, which only the kubelet creates for
+	// an allocation: a pod cannot name GPUs it was not given.
+	DefaultDeviceListStrategy = "volume-mounts"
+)
+
+// DeviceListStrategy is the device plugin's strategy: the one the user set
+// in devicePlugin.env, else volume-mounts.
+func DeviceListStrategy(cp *gpuv1.ClusterPolicy) string {
+	for _, e := range cp.Spec.DevicePlugin.Env {
+		if e.Name == EnvDeviceListStrategy {
+			return e.Value
+		}
+	}
+	return DefaultDeviceListStrategy
+}
+
+// isolationEnv makes the runtime take GPU lists from the device plugin's
+// volume mounts and ignore NVIDIA_VISIBLE_DEVICES in unprivileged
+// containers, where otherwise any pod on a GPU node could set it to "all"
+// and use every GPU without requesting one (nvidia-container-toolkit
+// v1.17.8: tools/container/toolkit/toolkit.go writes these to the runtime's
+// config; cmd/nvidia-container-runtime-hook/container_config.go reads the
+// mounts first and the variable only when the container holds CAP_SYS_ADMIN
+// or the config accepts it). A device plugin the user set to pass lists
+// through the variable needs the runtime to accept it, so the two follow
+// the one choice; a user's toolkit.env still overrides either.
+func isolationEnv(cp *gpuv1.ClusterPolicy) []corev1.EnvVar {
+	envvar := slices.Contains(strings.Split(DeviceListStrategy(cp), ","), "envvar")
+	return []corev1.EnvVar{
+		{Name: "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", Value: strconv.FormatBool(envvar)},
+		{Name: "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", Value: "true"},
+	}
+}
