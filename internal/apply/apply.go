@@ -28,6 +28,10 @@ type Applier struct {
 	// Client writes; Reader reads object metadata, normally from the cache.
 	Client client.Client
 	Reader client.Reader
+	// Live, when set, is asked about an object the Reader does not have
+	// (the cache holds only the operator's objects): one that exists all the
+	// same was made by someone else, and is not taken over.
+	Live client.Reader
 	// Owner is the field manager of every apply.
 	Owner string
 
@@ -65,9 +69,15 @@ func (a *Applier) Apply(ctx context.Context, obj client.Object) (bool, error) {
 	current.SetGroupVersionKind(u.GroupVersionKind())
 	key := Key{GVK: u.GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(u)}
 	switch err := a.Reader.Get(ctx, key.NamespacedName, current); {
+	case err == nil && !ControlledByClusterPolicy(current):
+		return false, &ForeignError{Kind: u.GetKind(), Name: u.GetName()}
 	case err == nil && a.unchanged(key, hash, u, current):
 		return false, nil
-	case err != nil && !apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
+		if err := a.notSomeoneElses(ctx, u); err != nil {
+			return false, err
+		}
+	case err != nil:
 		return false, fmt.Errorf("reading %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
@@ -78,6 +88,51 @@ func (a *Applier) Apply(ctx context.Context, obj client.Object) (bool, error) {
 	// The answer is the object as stored.
 	a.remember(key, writtenVersion{hash: hash, version: versionOf(u)})
 	return true, nil
+}
+
+// ForeignError is an object the operator would create that exists already,
+// not controlled by a ClusterPolicy: an administrator's, a distribution's
+// (k3s ships an nvidia RuntimeClass) or another installer's. It is left as
+// it is, never overwritten, and never deleted.
+type ForeignError struct {
+	Kind, Name string
+}
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("%s %s exists and was not created by the operator: it is left as it is", e.Kind, e.Name)
+}
+
+// notSomeoneElses asks the API server whether an object missing from the
+// cache exists all the same, and returns a ForeignError if it is not the
+// operator's (the cache may also lag behind the operator's own create).
+func (a *Applier) notSomeoneElses(ctx context.Context, u *unstructured.Unstructured) error {
+	if a.Live == nil {
+		return nil
+	}
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	switch err := a.Live.Get(ctx, client.ObjectKeyFromObject(u), live); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s %s: %w", u.GetKind(), u.GetName(), err)
+	case !ControlledByClusterPolicy(live):
+		return &ForeignError{Kind: u.GetKind(), Name: u.GetName()}
+	}
+	return nil
+}
+
+// ControlledByClusterPolicy reports whether a ClusterPolicy is the object's
+// controller: the operator made it (or, migrating, NVIDIA's operator, whose
+// ClusterPolicy is the same kind). Only such objects are applied over,
+// pruned, and deleted on uninstall.
+func ControlledByClusterPolicy(obj metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "ClusterPolicy" {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == gpuv1.GroupVersion.Group
 }
 
 // unchanged reports whether the live object is still what this process
@@ -142,7 +197,9 @@ func KeyOf(obj client.Object) Key {
 }
 
 // Prune deletes the objects of the given kinds that carry the selector's
-// labels and are not in keep. Objects for which orphan says so are deleted
+// labels, are controlled by a ClusterPolicy (a label alone is no proof: a
+// generic one like app.kubernetes.io/managed-by can be anyone's) and are not
+// in keep. Objects for which orphan says so are deleted
 // without their dependents (a DaemonSet's pods keep running); orphan may be
 // nil. It reports how many it deleted.
 func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, selector client.MatchingLabels, keep map[Key]bool,
@@ -157,7 +214,7 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, se
 		for i := range list.Items {
 			item := &list.Items[i]
 			item.SetGroupVersionKind(gvk)
-			if keep[KeyOf(item)] || item.DeletionTimestamp != nil {
+			if keep[KeyOf(item)] || item.DeletionTimestamp != nil || !ControlledByClusterPolicy(item) {
 				continue
 			}
 			propagation := metav1.DeletePropagationBackground

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -18,12 +19,17 @@ import (
 
 var kindConfigMap = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
+// policyOwner is the controller reference the renderers set.
+var policyOwner = metav1.OwnerReference{APIVersion: "nvidia.com/v1", Kind: "ClusterPolicy", Name: "cluster-policy",
+	UID: "uid-1", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+
 // configMap is a rendered object: the kind set, as the renderers set it.
 func configMap(name, value string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "gpu-operator", Labels: map[string]string{"managed": "yes"}},
-		Data:       map[string]string{"key": value},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "gpu-operator", Labels: map[string]string{"managed": "yes"},
+			OwnerReferences: []metav1.OwnerReference{policyOwner}},
+		Data: map[string]string{"key": value},
 	}
 }
 
@@ -161,3 +167,52 @@ func TestPruneDeletesOnlyManagedObjectsNotKept(t *testing.T) {
 }
 
 var errRefused = errors.New("refused")
+
+// A label is anyone's to set: prune deletes only what a ClusterPolicy
+// controls, however it is labelled.
+func TestPruneLeavesObjectsNoPolicyControls(t *testing.T) {
+	labelledByOthers := configMap("theirs", "x")
+	labelledByOthers.OwnerReferences = nil
+	a, c, _ := newApplier(t, labelledByOthers)
+	n, err := a.Prune(context.Background(), []schema.GroupVersionKind{kindConfigMap}, client.MatchingLabels{"managed": "yes"}, nil, nil)
+	if err != nil || n != 0 {
+		t.Fatalf("Prune deleted %d (err %v), want 0", n, err)
+	}
+	get(t, c, "theirs")
+}
+
+// An object the operator would create that someone else made first is
+// neither overwritten nor adopted, whether or not the cache (which holds
+// only labelled objects) shows it.
+func TestApplyLeavesSomeoneElsesObject(t *testing.T) {
+	for name, inCache := range map[string]bool{"invisible to the cache": false, "labelled like ours": true} {
+		t.Run(name, func(t *testing.T) {
+			theirs := configMap("nvidia", "theirs")
+			theirs.OwnerReferences = nil
+			a, c, applies := newApplier(t, theirs)
+			if !inCache {
+				empty, _, _ := newApplier(t)
+				a.Reader, a.Live = empty.Client, c
+			}
+			_, err := a.Apply(context.Background(), configMap("nvidia", "ours"))
+			var foreign *ForeignError
+			if !errors.As(err, &foreign) || foreign.Name != "nvidia" {
+				t.Fatalf("Apply: %v, want a ForeignError", err)
+			}
+			if applies.Load() != 0 || get(t, c, "nvidia").Data["key"] != "theirs" {
+				t.Fatal("someone else's object was written")
+			}
+		})
+	}
+}
+
+// The cache lagging behind the operator's own create is not someone else.
+func TestApplyRecognisesItsOwnObjectMissingFromTheCache(t *testing.T) {
+	a, c, applies := newApplier(t, configMap("nvidia", "1"))
+	empty, _, _ := newApplier(t)
+	a.Reader, a.Live = empty.Client, c
+	mustApply(t, a, configMap("nvidia", "2"), true)
+	if applies.Load() != 1 || get(t, c, "nvidia").Data["key"] != "2" {
+		t.Fatal("the operator's own object was not applied")
+	}
+}

@@ -74,10 +74,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Mapper:    mgr.GetRESTMapper(),
 		Graph:     graph,
 		Namespace: cfg.Namespace,
-		Applier:   &apply.Applier{Client: mgr.GetClient(), Reader: mgr.GetClient(), Owner: FieldOwner},
-		Recorder:  recorder,
-		Metrics:   cfg.Metrics,
-		Explain:   nodes.Explain,
+		Applier: &apply.Applier{Client: mgr.GetClient(), Reader: mgr.GetClient(), Live: mgr.GetAPIReader(),
+			Owner: FieldOwner},
+		Recorder: recorder,
+		Metrics:  cfg.Metrics,
+		Explain:  nodes.Explain,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,7 +131,11 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 	var errs []error
 	for _, o := range objs.wanted {
 		keep[apply.KeyOf(o)] = true
-		if _, err := r.Applier.Apply(ctx, o); err != nil {
+		_, err := r.Applier.Apply(ctx, o)
+		if foreign := (*apply.ForeignError)(nil); errors.As(err, &foreign) {
+			err = r.usableAsItIs(ctx, o, foreign)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -138,6 +143,31 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// usableAsItIs decides about an object someone else made where the
+// operator would create its own. A RuntimeClass of the name GPU pods use,
+// with the handler the toolkit registers (k3s ships one), serves as well
+// as ours and is used; any other is an error that says what to change.
+func (r *Reconciler) usableAsItIs(ctx context.Context, o client.Object, foreign *apply.ForeignError) error {
+	rc, ok := o.(*nodev1.RuntimeClass)
+	if !ok {
+		return fmt.Errorf("%w: delete it, or rename what the ClusterPolicy would create", foreign)
+	}
+	reader := r.Applier.Live
+	if reader == nil {
+		reader = r.Client
+	}
+	live := &nodev1.RuntimeClass{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
+		return fmt.Errorf("reading RuntimeClass %s: %w", rc.Name, err)
+	}
+	if live.Handler != rc.Handler {
+		return fmt.Errorf("RuntimeClass %s exists, not created by the operator, with handler %q, but the toolkit registers %q: "+
+			"pods naming it would not get the NVIDIA runtime; delete it, or set spec.operator.runtimeClass to another name",
+			rc.Name, live.Handler, rc.Handler)
+	}
+	return nil
 }
 
 // deleteObjects deletes every object the operator created: every kind any

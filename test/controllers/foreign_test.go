@@ -1,0 +1,60 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// A RuntimeClass of the name GPU pods use that someone else made first (an
+// administrator's; k3s ships an nvidia one) is used as it is when its
+// handler is the toolkit's: never labelled, adopted or deleted. One with
+// another handler is left as well, and the policy says what to change.
+func TestSomeoneElsesRuntimeClassIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	tctx := t.Context()
+	matching := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "k3s-nvidia"}, Handler: "k3s-nvidia"}
+	wrong := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu-runc"}, Handler: "runc"}
+	for _, rc := range []*nodev1.RuntimeClass{matching, wrong} {
+		g.Expect(k8sClient.Create(tctx, rc)).To(Succeed())
+		t.Cleanup(func() { g.Expect(client.IgnoreNotFound(k8sClient.Delete(context.Background(), rc))).To(Succeed()) })
+	}
+	untouched := func(name, handler string) {
+		rc := &nodev1.RuntimeClass{}
+		g.Expect(k8sClient.Get(tctx, client.ObjectKey{Name: name}, rc)).To(Succeed(), "%s was deleted", name)
+		g.Expect(rc.Handler).To(Equal(handler))
+		g.Expect(rc.Labels).To(BeEmpty(), "%s was labelled", name)
+		g.Expect(rc.OwnerReferences).To(BeEmpty(), "%s was adopted", name)
+		g.Expect(rc.ManagedFields).To(HaveEach(HaveField("Manager", Not(Equal("gpu-operator")))), "%s was written", name)
+	}
+
+	f := setup(t, 1, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.RuntimeClass = "k3s-nvidia" })
+	f.expectAllReady(f.nodes...)
+	g.Expect(*f.podOn(f.nodes[0], "device-plugin").Spec.RuntimeClassName).To(Equal("k3s-nvidia"))
+	f.reconciled()
+	untouched("k3s-nvidia", "k3s-nvidia")
+
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.RuntimeClass = "gpu-runc" })
+	g.Eventually(func() string {
+		cp := &gpuv1.ClusterPolicy{}
+		g.Expect(k8sClient.Get(tctx, client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+		if c := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionDegraded); c != nil {
+			return c.Message
+		}
+		return ""
+	}, timeout, interval).Should(And(ContainSubstring(`RuntimeClass gpu-runc exists, not created by the operator, with handler "runc"`),
+		ContainSubstring("set spec.operator.runtimeClass to another name")))
+	untouched("gpu-runc", "runc")
+
+	g.Expect(k8sClient.Delete(tctx, f.policy)).To(Succeed())
+	g.Eventually(f.policies, timeout, interval).Should(BeEmpty())
+	untouched("k3s-nvidia", "k3s-nvidia")
+	untouched("gpu-runc", "runc")
+}
