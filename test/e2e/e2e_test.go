@@ -6,9 +6,14 @@ import (
 	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
+
+// nvidiaValues is NVIDIA's chart's default values file (test/packaging keeps
+// it, and says where it comes from).
+const nvidiaValues = "test/packaging/testdata/nvidia-v25.3.1-values.yaml"
 
 // The scenarios run in order on one cluster, from install to uninstall.
 var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
@@ -90,6 +95,19 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 	})
 
 	It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
+		UninstallSpec(ctx)
+	})
+
+	It("installs with NVIDIA's default values file unchanged, saying what it ignores", func(ctx SpecContext) {
+		InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
+			"These values of NVIDIA's chart are accepted and ignored:", "  migManager: MIG is not supported yet",
+			"name NVIDIA's operator image", "DEVICE_LIST_STRATEGY=envvar (NVIDIA's default)",
+		}})
+		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
+		for _, n := range healthy {
+			Expect(podOn(ctx, n, "driver").Spec.Containers[0].Image).To(HavePrefix("nvcr.io/nvidia/driver:570.148.08-"),
+				"NVIDIA's values pin their driver")
+		}
 		UninstallSpec(ctx)
 	})
 })

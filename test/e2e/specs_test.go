@@ -20,16 +20,20 @@ import (
 
 const rolloutTimeout = 3 * time.Minute
 
-// InstallInput is how the chart is installed.
+// InstallInput is how the chart is installed, and what its notes must say.
 type InstallInput struct {
 	HelmArgs []string
+	Notes    []string
 }
 
 // InstallSpec installs the chart with helm and starts the operator.
 func InstallSpec(in InstallInput) {
 	args := append([]string{"install", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--create-namespace", "--wait=false"}, in.HelmArgs...)
-	_, err := sh("bin/helm", args...)
+	out, err := sh("bin/helm", args...)
 	Expect(err).NotTo(HaveOccurred())
+	for _, n := range in.Notes {
+		Expect(out).To(ContainSubstring(n), "helm install's notes")
+	}
 	op = startOperator()
 }
 

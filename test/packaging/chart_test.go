@@ -22,7 +22,7 @@ var fullValues = filepath.Join("testdata", "values-full.yaml")
 
 func TestLint(t *testing.T) {
 	g := NewWithT(t)
-	for _, args := range [][]string{{}, {"-f", fullValues}} {
+	for _, args := range [][]string{{}, {"-f", fullValues}, {"-f", nvidiaValues}} {
 		out, err := helm(append([]string{"lint", "--strict", chartPath}, args...)...)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(ContainSubstring("0 chart(s) failed"))

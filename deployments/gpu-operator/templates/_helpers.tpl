@@ -26,10 +26,100 @@ app.kubernetes.io/name: gpu-operator
 app.kubernetes.io/component: {{ . }}
 {{- end }}
 
-{{/* The operator image reference. */}}
+{{/* The operator image reference. A values file reused from NVIDIA's chart
+names NVIDIA's operator image (nvcr.io/nvidia/gpu-operator), which is not
+this operator: that one is replaced by this chart's default. */}}
 {{- define "gpu-operator.image" -}}
-{{- $tag := .Values.operator.version | default (printf "v%s" .Chart.AppVersion) -}}
-{{- printf "%s/%s:%s" .Values.operator.repository .Values.operator.image $tag -}}
+{{- $o := .Values.operator -}}
+{{- if include "gpu-operator.nvidiaOperatorImage" . -}}
+{{- printf "ghcr.io/gpu-operator/gpu-operator:v%s" .Chart.AppVersion -}}
+{{- else -}}
+{{- $tag := $o.version | default (printf "v%s" .Chart.AppVersion) -}}
+{{- printf "%s/%s%s%s" $o.repository $o.image (ternary "@" ":" (hasPrefix "sha256:" $tag)) $tag -}}
+{{- end -}}
+{{- end }}
+
+{{/* Non-empty when the operator image values name NVIDIA's operator. */}}
+{{- define "gpu-operator.nvidiaOperatorImage" -}}
+{{- if and (eq .Values.operator.repository "nvcr.io/nvidia") (eq .Values.operator.image "gpu-operator") }}true{{ end -}}
+{{- end }}
+
+{{/* The log level: NVIDIA's operator.logging.level where set, else
+operator.logLevel. The operator logs at info and error only (logr has no
+warning level), so warn logs what error does. */}}
+{{- define "gpu-operator.logLevel" -}}
+{{- $level := (.Values.operator.logging | default dict).level | default .Values.operator.logLevel -}}
+{{- ternary "error" $level (eq $level "warn") -}}
+{{- end }}
+
+{{/* Whether uninstall deletes the CRDs: crds.deleteOnUninstall, or NVIDIA's
+operator.cleanupCRD. */}}
+{{- define "gpu-operator.deleteCRDs" -}}
+{{- if or .Values.crds.deleteOnUninstall .Values.operator.cleanupCRD }}true{{ end -}}
+{{- end }}
+
+{{/* "true" when a value holds anything: a true, a non-empty string or
+number, or such a value anywhere inside a map or list. */}}
+{{- define "gpu-operator.anySet" -}}
+{{- if kindIs "map" . -}}
+{{- range $_, $v := . }}{{ include "gpu-operator.anySet" $v }}{{ end -}}
+{{- else if kindIs "slice" . -}}
+{{- if gt (len .) 0 }}true{{ end -}}
+{{- else if . -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/* The values of NVIDIA's chart that this chart accepts and ignores,
+with why, each listed when it holds anything. */}}
+{{- define "gpu-operator.ignoredValues" -}}
+{{- $v := .Values -}}
+{{- $o := $v.operator -}}
+{{- $d := $v.driver -}}
+{{- $ignored := dict
+  "platform" (list $v.platform "OpenShift's SCC is not created; OpenShift is not supported")
+  "cdi" (list $v.cdi "CDI mode is not supported; GPUs are passed as volume mounts")
+  "mig" (list $v.mig "MIG is not supported yet")
+  "migManager" (list $v.migManager "MIG is not supported yet")
+  "validator" (list $v.validator "each state proves itself ready; no validator pods run")
+  "hostPaths" (list $v.hostPaths "the host's / and the driver root /run/nvidia/driver are fixed")
+  "gds" (list $v.gds "GPUDirect Storage is not supported")
+  "gdrcopy" (list $v.gdrcopy "GDRCopy is not supported")
+  "dcgm" (list $v.dcgm "dcgm-exporter runs its embedded DCGM")
+  "nodeStatusExporter" (list $v.nodeStatusExporter "node status is in the node labels nvidia.com/gpu.state.*")
+  "sandboxWorkloads" (list $v.sandboxWorkloads "VM passthrough and vGPU are not supported")
+  "vgpuManager" (list $v.vgpuManager "vGPU is not supported")
+  "vgpuDeviceManager" (list $v.vgpuDeviceManager "vGPU is not supported")
+  "vfioManager" (list $v.vfioManager "VM passthrough is not supported")
+  "sandboxDevicePlugin" (list $v.sandboxDevicePlugin "VM passthrough is not supported")
+  "kataManager" (list $v.kataManager "Kata containers are not supported")
+  "ccManager" (list $v.ccManager "confidential computing is not supported")
+  "node-feature-discovery" (list (index $v "node-feature-discovery") "the operator deploys and configures NFD itself (nfd.enabled)")
+  "nfd.nodefeaturerules" (list $v.nfd.nodefeaturerules "no NodeFeatureRules are created")
+  "operator.upgradeCRD" (list (ternary true nil (eq ($o.upgradeCRD | toString) "false")) "the setup hook always applies the CRD; upgradeCRD=false is not honoured")
+  "operator.initContainer" (list $o.initContainer "no init container runs")
+  "operator.use_ocp_driver_toolkit" (list $o.use_ocp_driver_toolkit "OpenShift's driver toolkit is not supported")
+  "driver.nvidiaDriverCRD" (list ($d.nvidiaDriverCRD | default dict).enabled "the NVIDIADriver CRD is not supported; use driver.nodePools")
+  "driver.usePrecompiled" (list $d.usePrecompiled "precompiled driver images are not supported")
+  "driver.kernelModuleType" (list (ternary nil $d.kernelModuleType (eq ($d.kernelModuleType | toString) "auto")) "the driver container chooses its kernel modules")
+  "driver.rdma" (list ($d.rdma | default dict).enabled "GPUDirect RDMA is not supported")
+  "driver.manager" (list $d.manager "the upgrade state machine evicts GPU pods itself")
+  "driver.startupProbe" (list $d.startupProbe "the driver's startup probe is nvidia-smi with fixed timing")
+  "driver.licensingConfig" (list $d.licensingConfig "vGPU licensing is not supported")
+  "driver.virtualTopology" (list $d.virtualTopology "vGPU is not supported")
+  "driver.kernelModuleConfig" (list $d.kernelModuleConfig "kernel module parameters are not supported")
+  "toolkit.installDir" (list (ternary nil $v.toolkit.installDir (eq ($v.toolkit.installDir | toString) "/usr/local/nvidia")) "the toolkit installs to /usr/local/nvidia")
+  "devicePlugin.mps" (list (ternary nil $v.devicePlugin.mps (eq ((($v.devicePlugin.mps | default dict).root) | toString) "/run/nvidia/mps")) "MPS is not supported yet")
+  "dcgmExporter.service" (list ($v.dcgmExporter.service | default dict).internalTrafficPolicy "the metrics Service uses the cluster default")
+  "dcgmExporter.serviceMonitor.relabelings" (list ($v.dcgmExporter.serviceMonitor | default dict).relabelings "not passed to the ServiceMonitor")
+  "dcgmExporter.serviceMonitor.honorLabels" (list ($v.dcgmExporter.serviceMonitor | default dict).honorLabels "not passed to the ServiceMonitor")
+-}}
+{{- range $key := keys $ignored | sortAlpha }}
+{{- $entry := index $ignored $key }}
+{{- if include "gpu-operator.anySet" (first $entry) }}
+  {{ $key }}: {{ last $entry }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* An operand section of the ClusterPolicy spec, from its values: the

@@ -1,0 +1,109 @@
+package packaging
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// nvidiaValues is NVIDIA's chart's default values at the release whose
+// operands we ship (the file says where it comes from).
+var nvidiaValues = filepath.Join("testdata", "nvidia-v25.3.1-values.yaml")
+
+// NVIDIA's default values file renders unchanged, every object passes the
+// API server's validation, and what it says that we implement reaches the
+// objects under NVIDIA's names (issue 13, item 5).
+func TestNVIDIAValuesFileInstalls(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t, "-f", nvidiaValues)
+	checked := 0
+	for _, o := range objs {
+		err := k8sClient.Create(context.Background(), o, client.DryRunAll)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
+		checked++
+	}
+	g.Expect(checked).To(BeNumerically(">=", 15))
+
+	pod := operatorDeployment(g, objs).Spec.Template.Spec
+	c := pod.Containers[0]
+	g.Expect(c.Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v"+version(t)), "NVIDIA's operator image is not this operator")
+	g.Expect(c.Args).To(ContainElements("--zap-log-level=info", "--zap-time-encoding=epoch"))
+	g.Expect(operatorDeployment(g, objs).Spec.Template.Annotations).To(HaveKeyWithValue("openshift.io/scc", "restricted-readonly"))
+	g.Expect(pod.Tolerations).To(ContainElement(HaveField("Key", "node-role.kubernetes.io/control-plane")))
+	g.Expect(pod.PriorityClassName).To(Equal("system-node-critical"))
+
+	cp := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterPolicy", "cluster-policy").Object, cp)).To(Succeed())
+	g.Expect(string(cp.Spec.Driver.Version)).To(Equal("570.148.08"))
+	g.Expect(cp.Spec.DevicePlugin.Env).To(ContainElement(gpuv1.EnvVar{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"}))
+	g.Expect(cp.Spec.DevicePlugin.Config).To(BeNil(), "an empty config name means none")
+	g.Expect(cp.Spec.IgnoredFields()).To(BeEmpty(), "NVIDIA-only values are listed by the notes, not passed on")
+}
+
+// Keys of NVIDIA's chart are accepted; keys of neither chart are typos.
+func TestValuesOfNeitherChartAreRejected(t *testing.T) {
+	for name, tt := range map[string]struct{ set, want string }{
+		"typo in an NVIDIA-only section's name": {"migManger.enabled=true", "migManger"},
+		"typo in an NVIDIA key of ours":         {"operator.loging.level=debug", "loging"},
+		"typo under an NVIDIA key":              {"driver.rdma.enabeld=true", "enabeld"},
+		"NVIDIA level of the wrong kind":        {"operator.logging.level=verbose", "operator.logging.level"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := helm("template", "gpu-operator", chartPath, "--set", tt.set)
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.want)))
+		})
+	}
+	for _, set := range []string{"global.imageRegistry=r.example", "migManager.enabled=true", "node-feature-discovery.gc.enable=false",
+		"validator.plugin.env[0].name=WITH_WORKLOAD", "hostPaths.rootFS=/"} {
+		_, err := helm("template", "gpu-operator", chartPath, "--set", set)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred(), set)
+	}
+}
+
+// NVIDIA's names for what we implement under ours work the same.
+func TestNVIDIANamesAreAliases(t *testing.T) {
+	g := NewWithT(t)
+	c := operatorDeployment(g, template(t, "--set", "operator.logging.level=debug", "--set", "operator.logLevel=error",
+		"--set", "operator.logging.develMode=true")).Spec.Template.Spec.Containers[0]
+	g.Expect(c.Args).To(ContainElements("--zap-log-level=debug", "--zap-devel"), "NVIDIA's level wins")
+	c = operatorDeployment(g, template(t, "--set", "operator.logLevel=warn")).Spec.Template.Spec.Containers[0]
+	g.Expect(c.Args).To(ContainElement("--zap-log-level=error"), "warn logs what error does: nothing logs at warn")
+
+	for _, set := range []string{"operator.cleanupCRD=true", "crds.deleteOnUninstall=true"} {
+		objs := template(t, "--set", set)
+		role := &rbacv1.ClusterRole{}
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterRole", "gpu-operator-cleanup").Object, role)).To(Succeed())
+		g.Expect(role.Rules).To(ContainElement(HaveField("Resources", ContainElement("customresourcedefinitions"))), set)
+		g.Expect(jobArgs(t, objs, "gpu-operator-cleanup")).To(ContainElement("--delete-crds"), set)
+	}
+}
+
+// devicePlugin.config.create makes the ConfigMap the plugin reads, as
+// NVIDIA's chart does; a default that names no configuration is refused.
+func TestDevicePluginConfigFromValues(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t, "--set", "devicePlugin.config.create=true", "--set", "devicePlugin.config.name=plugin-configs",
+		"--set", "devicePlugin.config.default=shared", "--set-string", "devicePlugin.config.data.shared=version: v1")
+	cm := &corev1.ConfigMap{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ConfigMap", "plugin-configs").Object, cm)).To(Succeed())
+	g.Expect(cm.Data).To(Equal(map[string]string{"shared": "version: v1"}))
+	cp := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterPolicy", "cluster-policy").Object, cp)).To(Succeed())
+	g.Expect(cp.Spec.DevicePlugin.Config).To(HaveField("Name", BeEquivalentTo("plugin-configs")))
+
+	_, err := helm("template", "gpu-operator", chartPath, "--set", "devicePlugin.config.create=true", "--set", "devicePlugin.config.name=c",
+		"--set", "devicePlugin.config.default=missing", "--set-string", "devicePlugin.config.data.shared=version: v1")
+	g.Expect(err).To(MatchError(ContainSubstring("devicePlugin.config.default=missing is not a key of devicePlugin.config.data (shared)")))
+}
