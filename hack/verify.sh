@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fail=0
 problem() { echo "verify: $*" >&2; fail=1; }
 
-generated=(api config internal/crds deployments/gpu-operator bundle)
+generated=(api config internal/crds deployments/gpu-operator bundle bundle.Dockerfile)
 if ! git diff --quiet -- "${generated[@]}"; then
   problem "generated files are stale; run 'make manifests generate' and commit:"
   git diff --stat -- "${generated[@]}" >&2

@@ -28,17 +28,26 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 	if err != nil {
 		return nil, err
 	}
-	var owned []map[string]any
+	// The CSV owns the ClusterPolicy CRD only. NFD's CRDs are required, not
+	// owned: OLM resolves them from the NFD Operator, whose CSV owns them,
+	// and two CSVs cannot own one CRD.
+	var owned, required []map[string]any
 	for _, f := range crds {
 		c := f.crd
-		desc := fmt.Sprintf("%s, used by the Node Feature Discovery the operator deploys.", c.Spec.Names.Kind)
-		if c.Spec.Group == "nvidia.com" {
-			desc = "ClusterPolicy describes the GPU node stack the operator keeps on every GPU node."
+		entry := map[string]any{
+			"name": c.Name, "version": c.Spec.Versions[0].Name, "kind": c.Spec.Names.Kind, "displayName": c.Spec.Names.Kind,
 		}
-		owned = append(owned, map[string]any{
-			"name": c.Name, "version": c.Spec.Versions[0].Name, "kind": c.Spec.Names.Kind,
-			"displayName": c.Spec.Names.Kind, "description": desc,
-		})
+		if c.Spec.Group == "nvidia.com" {
+			entry["description"] = "ClusterPolicy describes the GPU node stack the operator keeps on every GPU node."
+			owned = append(owned, entry)
+		} else {
+			entry["description"] = fmt.Sprintf("%s of Node Feature Discovery, which the NFD Operator provides.", c.Spec.Names.Kind)
+			required = append(required, entry)
+		}
+	}
+	related, err := relatedImages(version)
+	if err != nil {
+		return nil, err
 	}
 	return map[string]any{
 		"apiVersion": "operators.coreos.com/v1alpha1",
@@ -70,7 +79,8 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 				{"type": "MultiNamespace", "supported": false},
 				{"type": "AllNamespaces", "supported": false},
 			},
-			"customresourcedefinitions": map[string]any{"owned": owned},
+			"customresourcedefinitions": map[string]any{"owned": owned, "required": required},
+			"relatedImages":             related,
 			"install": map[string]any{
 				"strategy": "deployment",
 				"spec": map[string]any{

@@ -31,7 +31,13 @@ func TestBundle(t *testing.T) {
 					Name        string `json:"name"`
 					Description string `json:"description"`
 				} `json:"owned"`
+				Required []struct {
+					Name string `json:"name"`
+				} `json:"required"`
 			} `json:"customresourcedefinitions"`
+			RelatedImages []struct {
+				Image string `json:"image"`
+			} `json:"relatedImages"`
 			Install struct {
 				Strategy string `json:"strategy"`
 				Spec     struct {
@@ -80,10 +86,17 @@ func TestBundle(t *testing.T) {
 	g.Expect(csv.Spec.Install.Spec.ClusterPermissions[0].Rules).To(Equal(cluster))
 	g.Expect(csv.Spec.Install.Spec.Permissions[0].Rules).To(Equal(namespaced))
 
-	// Every CRD is owned, described, and byte-identical to the generated one.
-	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "*", "*.yaml"))
+	// The operator's CRD is owned, described, and byte-identical to the
+	// generated one; NFD's are required from the NFD Operator, which owns
+	// them, and not shipped: two CSVs cannot own one CRD.
+	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(csv.Spec.CRDs.Owned).To(HaveLen(len(files)))
+	g.Expect(csv.Spec.CRDs.Required).To(ConsistOf(HaveField("Name", "nodefeatures.nfd.k8s-sigs.io"),
+		HaveField("Name", "nodefeaturerules.nfd.k8s-sigs.io"), HaveField("Name", "nodefeaturegroups.nfd.k8s-sigs.io")))
+	shipped, err := filepath.Glob(filepath.Join(root, "bundle", "manifests", "nfd.*"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(shipped).To(BeEmpty())
 	for _, o := range csv.Spec.CRDs.Owned {
 		g.Expect(o.Description).NotTo(BeEmpty(), o.Name)
 	}
@@ -94,4 +107,63 @@ func TestBundle(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), "run make bundle")
 		g.Expect(got).To(Equal(want), "bundle/manifests/%s differs from %s: run make bundle", filepath.Base(f), f)
 	}
+}
+
+// A disconnected cluster mirrors what relatedImages lists: the operator and
+// every image its default ClusterPolicy runs, as the golden renders show.
+func TestBundleRelatedImages(t *testing.T) {
+	g := NewWithT(t)
+	data, err := os.ReadFile(filepath.Join(root, "bundle", "manifests", "gpu-operator.clusterserviceversion.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var csv struct {
+		Spec struct {
+			RelatedImages []struct {
+				Image string `json:"image"`
+			} `json:"relatedImages"`
+		} `json:"spec"`
+	}
+	g.Expect(yaml.Unmarshal(data, &csv)).To(Succeed())
+	var related []string
+	for _, r := range csv.Spec.RelatedImages {
+		related = append(related, r.Image)
+	}
+	g.Expect(related).To(ContainElement("ghcr.io/gpu-operator/gpu-operator:v" + version(t)))
+	goldens, err := filepath.Glob(filepath.Join(root, "internal", "state", "registry", "testdata", "default", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	seen := 0
+	for _, f := range goldens {
+		content, err := os.ReadFile(f)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, line := range strings.Split(string(content), "\n") {
+			if img, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+				seen++
+				g.Expect(related).To(ContainElement(img), "%s runs %s", filepath.Base(f), img)
+			}
+		}
+	}
+	g.Expect(seen).To(BeNumerically(">", 5))
+}
+
+// bundle.Dockerfile labels the image as bundle/metadata/annotations.yaml
+// says, and copies both directories.
+func TestBundleDockerfile(t *testing.T) {
+	g := NewWithT(t)
+	data, err := os.ReadFile(filepath.Join(root, "bundle", "metadata", "annotations.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	g.Expect(yaml.Unmarshal(data, &meta)).To(Succeed())
+	df, err := os.ReadFile(filepath.Join(root, "bundle.Dockerfile"))
+	g.Expect(err).NotTo(HaveOccurred(), "run make bundle")
+	labels := map[string]string{}
+	for _, line := range strings.Split(string(df), "\n") {
+		if kv, ok := strings.CutPrefix(line, "LABEL "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			labels[k] = v
+		}
+	}
+	g.Expect(labels).To(Equal(meta.Annotations))
+	g.Expect(string(df)).To(ContainSubstring("COPY bundle/manifests /manifests/"))
+	g.Expect(string(df)).To(ContainSubstring("COPY bundle/metadata /metadata/"))
 }

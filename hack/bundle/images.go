@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+)
+
+// driverOSes are the operating systems whose driver images a disconnected
+// cluster mirrors by default: the driver pools' OSes the README supports.
+var driverOSes = []state.OSRelease{{ID: "ubuntu", VersionID: "22.04"}, {ID: "ubuntu", VersionID: "24.04"}, {ID: "rhel", VersionID: "9.4"}}
+
+// relatedImages lists every image the operator runs with the CRD's
+// defaults, for OLM's disconnected mirroring: the operator's own and each
+// operand's, rendered as the operator renders them (the shared default
+// policy of the golden tests), a driver image per supported OS.
+func relatedImages(version string) ([]map[string]string, error) {
+	graph, err := registry.Graph()
+	if err != nil {
+		return nil, err
+	}
+	policies, err := fixture.Policies()
+	if err != nil {
+		return nil, err
+	}
+	cp := policies["default"]
+	var nodes []map[string]string
+	for _, os := range driverOSes {
+		nodes = append(nodes, map[string]string{state.LabelOSReleaseID: os.ID, state.LabelOSVersionID: os.VersionID})
+	}
+	in := state.RenderInput{Policy: cp, Namespace: fixture.Namespace, DriverPools: driver.Pools(&cp.Spec.Driver, nodes),
+		Variants: fixture.Variants(cp)}
+	images := []string{fmt.Sprintf("%s:v%s", image, version)}
+	for _, s := range graph.States() {
+		in.Gate = graph.Gate(s.Name)
+		objs, err := s.Operand.Render(in)
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", s.Name, err)
+		}
+		for _, o := range objs {
+			var pod *corev1.PodSpec
+			switch w := o.(type) {
+			case *appsv1.DaemonSet:
+				pod = &w.Spec.Template.Spec
+			case *appsv1.Deployment:
+				pod = &w.Spec.Template.Spec
+			default:
+				continue
+			}
+			for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+				images = append(images, c.Image)
+			}
+		}
+	}
+	slices.Sort(images)
+	images = slices.Compact(images)
+	out := make([]map[string]string, 0, len(images))
+	for _, img := range images {
+		out = append(out, map[string]string{"name": imageName(img), "image": img})
+	}
+	return out, nil
+}
+
+// imageName names a related image by its repository's last element and
+// tag: k8s-device-plugin-v0.17.2, driver-570.172.08-ubuntu22.04.
+func imageName(ref string) string {
+	last := ref[strings.LastIndex(ref, "/")+1:]
+	return strings.NewReplacer(":", "-", "@sha256", "", ".", "-").Replace(last)
+}
