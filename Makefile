@@ -86,9 +86,28 @@ build-sim-agent: ## Build the simulated cluster's GPU node agent into bin/simage
 run: manifests generate ## Run the operator against the cluster of the current kubeconfig.
 	OPERATOR_NAMESPACE=$${OPERATOR_NAMESPACE:-gpu-operator} go run ./cmd/gpu-operator
 
+# Platforms of the multi-arch image; Go cross-compiles, nothing is emulated.
+PLATFORMS ?= linux/amd64,linux/arm64
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# crane resolves the base images' tags to digests for pin-base-images.
+CRANE ?= go run github.com/google/go-containerregistry/cmd/crane@v0.22.1
+
 .PHONY: docker-build
-docker-build: ## Build the operator image with a Docker engine (none runs on the CI machines).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+docker-build: ## Build the operator image for this machine's platform with a Docker engine (none runs on the CI machines).
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
+
+.PHONY: docker-buildx
+docker-buildx: ## Build and push the multi-arch operator image (PLATFORMS, default linux/amd64,linux/arm64) with docker buildx.
+	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) --push .
+
+.PHONY: pin-base-images
+pin-base-images: ## Pin the Dockerfile's base images to the digests their tags name now (needs registry access).
+	@for arg in GO_IMAGE BASE_IMAGE; do \
+	  ref=$$(sed -n "s/^ARG $$arg=//p" Dockerfile); tag=$${ref%@*}; \
+	  digest=$$($(CRANE) digest "$$tag"); \
+	  sed -i "s|^ARG $$arg=.*|ARG $$arg=$$tag@$$digest|" Dockerfile; \
+	  echo "$$arg=$$tag@$$digest"; \
+	done
 
 ##@ Simulated cluster
 
