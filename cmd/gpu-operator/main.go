@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -100,8 +101,16 @@ func metricsOptions(o *options) metricsserver.Options {
 		opts.SecureServing = true
 		opts.FilterProvider = metricsauth.Provider
 		opts.CertDir = o.metricsCerts
+		opts.TLSOpts = []func(*tls.Config){http1Only}
 	}
 	return opts
+}
+
+// http1Only turns HTTP/2 off on the metrics endpoint: a scrape needs none
+// of it, and HTTP/2's stream handling is where the Rapid Reset and stream
+// cancellation attacks (CVE-2023-44487, CVE-2023-39325) hit servers.
+func http1Only(c *tls.Config) {
+	c.NextProtos = []string{"http/1.1"}
 }
 
 func run(o *options) error {

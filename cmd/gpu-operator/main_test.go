@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -65,6 +66,10 @@ func TestMetricsOptions(t *testing.T) {
 	g.Expect(secure.SecureServing).To(BeTrue())
 	g.Expect(secure.FilterProvider).NotTo(BeNil(), "HTTPS alone lets anyone who reaches the port read metrics")
 	g.Expect(secure.CertDir).To(Equal("/certs"))
+	g.Expect(secure.TLSOpts).To(HaveLen(1))
+	cfg := &tls.Config{NextProtos: []string{"h2"}}
+	secure.TLSOpts[0](cfg)
+	g.Expect(cfg.NextProtos).To(Equal([]string{"http/1.1"}), "no HTTP/2")
 
 	plain := metricsOptions(&options{metricsAddr: "127.0.0.1:18080"})
 	g.Expect(plain.SecureServing).To(BeFalse())

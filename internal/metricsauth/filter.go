@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,8 +28,14 @@ const (
 	denyTTL    = 10 * time.Second
 	reviewWait = 10 * time.Second
 	// maxCached bounds the cache: scrapers are few, so a full cache means
-	// someone is sending many tokens, and is simply emptied.
+	// someone is sending many tokens; refusals and expired decisions go
+	// first, so that a scraper's allowance survives a flood of junk tokens.
 	maxCached = 256
+	// reviewsPerSecond and reviewBurst bound the reviews the endpoint asks
+	// of the API server, whatever callers send: a caller past the limit is
+	// told to come back (429) and nothing is remembered.
+	reviewsPerSecond = 5
+	reviewBurst      = 20
 )
 
 // Reviewer asks the API server who a token belongs to and what it may do.
@@ -54,7 +61,8 @@ func Provider(cfg *rest.Config, httpClient *http.Client) (metricsserver.Filter, 
 // (lowercased method) on its path.
 func NewFilter(r Reviewer, now func() time.Time) metricsserver.Filter {
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
-		g := &guard{reviewer: r, now: now, log: log, next: next, cache: map[string]decision{}}
+		g := &guard{reviewer: r, now: now, log: log, next: next, cache: map[string]decision{},
+			reviews: rate.NewLimiter(reviewsPerSecond, reviewBurst)}
 		return g, nil
 	}
 }
@@ -70,6 +78,8 @@ type guard struct {
 	log      logr.Logger
 	next     http.Handler
 
+	reviews *rate.Limiter
+
 	mu    sync.Mutex
 	cache map[string]decision
 }
@@ -83,6 +93,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	verb := strings.ToLower(req.Method)
 	key := fmt.Sprintf("%x %s %s", sha256.Sum256([]byte(token)), verb, req.URL.Path)
 	status, ok := g.cached(key)
+	if !ok && !g.reviews.AllowN(g.now(), 1) {
+		http.Error(w, "Too many requests to review: retry later", http.StatusTooManyRequests)
+		return
+	}
 	if !ok {
 		var err error
 		status, err = g.review(req.Context(), token, verb, req.URL.Path)
@@ -142,9 +156,23 @@ func (g *guard) remember(key string, status int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.cache) >= maxCached {
-		clear(g.cache)
+		g.evict()
 	}
 	g.cache[key] = decision{status: status, expires: g.now().Add(ttl)}
+}
+
+// evict makes room: expired decisions and refusals go first, then
+// everything if that was not enough. g.mu is held.
+func (g *guard) evict() {
+	now := g.now()
+	for k, d := range g.cache {
+		if !now.Before(d.expires) || d.status != http.StatusOK {
+			delete(g.cache, k)
+		}
+	}
+	if len(g.cache) >= maxCached {
+		clear(g.cache)
+	}
 }
 
 func bearer(req *http.Request) (string, bool) {

@@ -3,6 +3,7 @@ package metricsauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -129,16 +130,41 @@ func TestFilterCachesDecisions(t *testing.T) {
 	g.Expect(get(h, "/metrics", "Bearer tok-new").Code).To(Equal(http.StatusOK), "an error must not be cached")
 }
 
-// The cache stays bounded however many tokens callers send.
-func TestFilterCacheIsBounded(t *testing.T) {
+// However many tokens callers send, the endpoint asks the API server for
+// a few reviews a second, and remembers a bounded number of decisions.
+func TestFilterBoundsReviews(t *testing.T) {
 	g := NewWithT(t)
+	now := time.Unix(0, 0)
 	f := &fakeReviewer{users: map[string]string{}}
-	h, err := NewFilter(f, time.Now)(logr.Discard(), http.NotFoundHandler())
+	h, err := NewFilter(f, func() time.Time { return now })(logr.Discard(), http.NotFoundHandler())
 	g.Expect(err).NotTo(HaveOccurred())
-	for i := range 3 * maxCached {
-		get(h, "/metrics", "Bearer t"+string(rune('a'+i%26))+time.Duration(i).String())
+	codes := map[int]int{}
+	for i := range 100 {
+		codes[get(h, "/metrics", fmt.Sprintf("Bearer junk-%d", i)).Code]++
 	}
+	g.Expect(f.reviews).To(Equal(reviewBurst), "a burst, then nothing more in the same instant")
+	g.Expect(codes).To(Equal(map[int]int{http.StatusUnauthorized: reviewBurst, http.StatusTooManyRequests: 100 - reviewBurst}))
+	now = now.Add(time.Second)
+	g.Expect(get(h, "/metrics", "Bearer junk-x").Code).To(Equal(http.StatusUnauthorized), "reviews again after a while")
 	g.Expect(len(h.(*guard).cache)).To(BeNumerically("<=", maxCached))
+}
+
+// A full cache drops refusals and expired decisions before a scraper's
+// allowance.
+func TestFilterEvictsRefusalsFirst(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Unix(0, 0)
+	h, err := NewFilter(&fakeReviewer{}, func() time.Time { return now })(logr.Discard(), http.NotFoundHandler())
+	g.Expect(err).NotTo(HaveOccurred())
+	guard := h.(*guard)
+	guard.remember("prometheus", http.StatusOK)
+	for i := range maxCached - 1 {
+		guard.remember(fmt.Sprintf("junk-%d", i), http.StatusUnauthorized)
+	}
+	g.Expect(guard.cache).To(HaveLen(maxCached))
+	guard.remember("one-more", http.StatusUnauthorized)
+	g.Expect(guard.cache).To(HaveKey("prometheus"))
+	g.Expect(len(guard.cache)).To(BeNumerically("<", maxCached))
 }
 
 // The API reviewer sends the token to a TokenReview and the reviewed user,
