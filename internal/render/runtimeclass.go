@@ -14,7 +14,7 @@ import (
 // names it, and GPU workloads, rather than one state.
 const runtimeClassState = "runtime-class"
 
-// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=node.k8s.io,resources=runtimeclasses,verbs=get;list;watch;create;patch;delete
 
 // RuntimeClasses returns a RuntimeClass for every runtime class the
 // DaemonSets' pods name, and for the policy's when the toolkit registers

@@ -51,6 +51,18 @@ func TestRBACScopedWrites(t *testing.T) {
 	unscoped, _ := verbsOn(operator, "", "nodes")
 	g.Expect(unscoped).NotTo(ContainElement("update"), "node labels are patched, never updated")
 
+	// Every write is a server-side apply or a merge patch: update is held
+	// only where it is granted on (leases, NodeFeatures) or required (a
+	// finalizers subresource for owner references that block deletion).
+	updatable := []string{"leases", "nodefeatures", "clusterpolicies/finalizers"}
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		for _, r := range rulesOf(g, objs, kind, "gpu-operator") {
+			if slices.Contains(r.Verbs, "update") {
+				g.Expect(updatable).To(ContainElements(r.Resources), "%s grants update on %v, which nothing calls", kind, r.Resources)
+			}
+		}
+	}
+
 	namespaced := rulesOf(g, objs, "Role", "gpu-operator")
 	unscoped, _ = verbsOn(namespaced, "coordination.k8s.io", "leases")
 	g.Expect(unscoped).To(ConsistOf("get", "create", "update"), "leader election and the Role nfd-master gets")

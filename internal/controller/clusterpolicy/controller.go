@@ -32,10 +32,10 @@ const Finalizer = "nvidia.com/gpu-operator-cleanup"
 // cleanupPoll is how often deletion checks whether the nodes are clean.
 const cleanupPoll = 2 * time.Second
 
-// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // Reconciler reconciles the ClusterPolicy into the states' objects.

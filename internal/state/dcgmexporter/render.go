@@ -29,8 +29,8 @@ const MetricsPort = 9400
 // the exporter learns which pod uses which GPU.
 const podResources = "/var/lib/kubelet/pod-resources"
 
-// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=monitoring.coreos.com,namespace=gpu-operator,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,namespace=gpu-operator,resources=servicemonitors,verbs=get;list;watch;create;patch;delete
 
 // Operand renders the dcgm-exporter state.
 type Operand struct{}

@@ -69,15 +69,17 @@ const nfdGroup = "nfd.k8s-sigs.io"
 const masterLease = "nfd-master.nfd.kubernetes.io"
 
 // The operator holds what it grants in its namespace: Kubernetes refuses a
-// Role with rules its creator lacks. The cluster-wide rules below are not
+// Role with rules its creator lacks (hence update on leases and
+// NodeFeatures, which it never calls itself: it writes by server-side
+// apply, a patch). The cluster-wide rules below are not
 // the operator's to grant: the install ships them (ClusterRules), so the
 // operator needs no write access to ClusterRoles, ClusterRoleBindings or
 // NFD's cluster-wide objects.
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=gpu-operator,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups=nfd.k8s-sigs.io,namespace=gpu-operator,resources=nodefeatures,verbs=get;create;update;delete
-// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=serviceaccounts;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,namespace=gpu-operator,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=serviceaccounts;configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,namespace=gpu-operator,resources=roles;rolebindings,verbs=get;list;watch;create;patch;delete
 
 // access is what each NFD component may do in the operator's namespace;
 // the operator renders these Roles. A component with cluster-wide rules
