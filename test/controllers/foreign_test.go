@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
 // A RuntimeClass of the name GPU pods use that someone else made first (an
@@ -57,4 +59,29 @@ func TestSomeoneElsesRuntimeClassIsLeftAlone(t *testing.T) {
 	g.Eventually(f.policies, timeout, interval).Should(BeEmpty())
 	untouched("k3s-nvidia", "k3s-nvidia")
 	untouched("gpu-runc", "runc")
+}
+
+// OLM creates the ServiceAccounts its CSV grants cluster roles to (nfd-master
+// and nfd-gc) before the operator runs: the operator uses them as they are
+// and its NFD comes up, instead of failing on an object it did not make.
+func TestServiceAccountsMadeByTheInstallAreUsed(t *testing.T) {
+	g := NewWithT(t)
+	olmMade := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: nfd.GCName, Namespace: namespace,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "operators.coreos.com/v1alpha1", Kind: "ClusterServiceVersion",
+			Name: "gpu-operator.v0.1.0", UID: "csv-uid"}}}}
+	// A previous test's ServiceAccount of that name may still be going.
+	g.Eventually(func() error { return k8sClient.Create(context.Background(), olmMade) }, timeout, interval).Should(Succeed())
+	t.Cleanup(func() { g.Expect(client.IgnoreNotFound(k8sClient.Delete(context.Background(), olmMade))).To(Succeed()) })
+
+	f := setup(t, 1)
+	f.expectAllReady(f.nodes...)
+	f.reconciled()
+	cp := &gpuv1.ClusterPolicy{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(f.policy), cp)).To(Succeed())
+	g.Expect(meta.IsStatusConditionTrue(cp.Status.Conditions, gpuv1.ConditionDegraded)).To(BeFalse(),
+		"%v", meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionDegraded))
+	sa := &corev1.ServiceAccount{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKeyFromObject(olmMade), sa)).To(Succeed())
+	g.Expect(sa.Labels).To(BeEmpty(), "the install's ServiceAccount is not adopted")
+	g.Expect(sa.OwnerReferences).To(HaveLen(1))
 }

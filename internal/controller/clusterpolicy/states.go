@@ -146,10 +146,15 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 }
 
 // usableAsItIs decides about an object someone else made where the
-// operator would create its own. A RuntimeClass of the name GPU pods use,
-// with the handler the toolkit registers (k3s ships one), serves as well
-// as ours and is used; any other is an error that says what to change.
+// operator would create its own. A ServiceAccount of an operand's name
+// serves as well as ours (OLM creates those its CSV grants cluster roles
+// to; pods set their own token mounting). A RuntimeClass of the name GPU
+// pods use, with the handler the toolkit registers (k3s ships one), serves
+// as well as ours. Anything else is an error that says what to change.
 func (r *Reconciler) usableAsItIs(ctx context.Context, o client.Object, foreign *apply.ForeignError) error {
+	if _, ok := o.(*corev1.ServiceAccount); ok {
+		return nil
+	}
 	rc, ok := o.(*nodev1.RuntimeClass)
 	if !ok {
 		return fmt.Errorf("%w: delete it, or rename what the ClusterPolicy would create", foreign)
