@@ -22,14 +22,16 @@ const (
 )
 
 // DeviceListStrategy is the device plugin's strategy: the one the user set
-// in devicePlugin.env, else volume-mounts.
+// in devicePlugin.env (the last, as the plugin's env takes it), else
+// volume-mounts.
 func DeviceListStrategy(cp *gpuv1.ClusterPolicy) string {
+	strategy := DefaultDeviceListStrategy
 	for _, e := range cp.Spec.DevicePlugin.Env {
 		if e.Name == EnvDeviceListStrategy {
-			return e.Value
+			strategy = e.Value
 		}
 	}
-	return DefaultDeviceListStrategy
+	return strategy
 }
 
 // isolationEnv makes the runtime take GPU lists from the device plugin's

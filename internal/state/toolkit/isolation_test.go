@@ -38,6 +38,10 @@ func TestRuntimeFollowsTheDeviceListStrategy(t *testing.T) {
 		"variable among several strategies": {
 			plugin:   []gpuv1.EnvVar{{Name: "DEVICE_LIST_STRATEGY", Value: "envvar,cdi-annotations"}},
 			strategy: "envvar,cdi-annotations", acceptEnvvar: "true"},
+		"the plugin's last entry counts, as in its env": {
+			plugin: []gpuv1.EnvVar{{Name: "DEVICE_LIST_STRATEGY", Value: "volume-mounts"},
+				{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"}},
+			strategy: "envvar", acceptEnvvar: "true"},
 		"user's toolkit setting wins": {
 			toolkit:  []gpuv1.EnvVar{{Name: "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", Value: "true"}},
 			strategy: "volume-mounts", acceptEnvvar: "true"},
