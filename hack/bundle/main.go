@@ -59,7 +59,7 @@ func run(root string) error {
 	}
 	files := map[string]any{
 		"manifests/" + packageName + ".clusterserviceversion.yaml": csv,
-		"metadata/annotations.yaml": map[string]any{"annotations": annotations},
+		"metadata/annotations.yaml":                                map[string]any{"annotations": annotations},
 	}
 	for _, crd := range crds {
 		if crd.crd.Spec.Group == "nvidia.com" {

@@ -50,7 +50,7 @@ func MetricsAuthSpec(ctx context.Context) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	Eventually(func() int { code, _ := scrape(""); return code }).WithTimeout(30 * time.Second).
+	Eventually(func() int { code, _ := scrape(""); return code }).WithTimeout(30*time.Second).
 		Should(Equal(http.StatusUnauthorized), "no token")
 	code, body := scrape("not-a-token")
 	Expect(code).To(Equal(http.StatusUnauthorized), body)
