@@ -42,3 +42,31 @@ func TestABurstOfEventsIsOneRequestAfterTheDelay(t *testing.T) {
 		t.Errorf("queued %v, want %v", got, fleet)
 	}
 }
+
+// An urgent event enqueues after the quick delay, and brings forward a
+// batch already waiting; others wait for the batch.
+func TestSplitSendsUrgentEventsAhead(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	fleet := reconcile.Request{NamespacedName: types.NamespacedName{Name: "fleet"}}
+	urgent := func(_ context.Context, o client.Object) bool { return o.GetLabels()["step"] == "active" }
+	h := Split(time.Hour, func() time.Duration { return 20 * time.Millisecond }, urgent,
+		func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{fleet} })
+	ctx := context.Background()
+	idle := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	active := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"step": "active"}}}
+
+	h.Update(ctx, event.UpdateEvent{ObjectOld: idle, ObjectNew: idle}, q)
+	time.Sleep(100 * time.Millisecond)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("an ordinary event was queued before the batch delay")
+	}
+	// The node just left its step: the old object was active.
+	h.Update(ctx, event.UpdateEvent{ObjectOld: active, ObjectNew: idle}, q)
+	for deadline := time.Now().Add(5 * time.Second); q.Len() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := q.Len(); n != 1 {
+		t.Fatalf("%d requests queued after the urgent event, want the one", n)
+	}
+}

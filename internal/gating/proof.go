@@ -23,6 +23,19 @@ func IsGPUResource(name corev1.ResourceName) bool {
 	return s == "nvidia.com/gpu" || strings.HasPrefix(s, "nvidia.com/gpu.") || strings.HasPrefix(s, "nvidia.com/mig-")
 }
 
+// GPUResources is a resource list's GPU resources, as counts: what the
+// device plugin's proof of function and a driver upgrade's validation read,
+// so that a node event that changes none of them can be told apart.
+func GPUResources(l corev1.ResourceList) map[corev1.ResourceName]int64 {
+	out := map[corev1.ResourceName]int64{}
+	for name, q := range l {
+		if IsGPUResource(name) {
+			out[name] = q.Value()
+		}
+	}
+	return out
+}
+
 // advertises reports whether a resource list holds a GPU resource with a
 // count above zero.
 func advertises(l corev1.ResourceList) bool {

@@ -96,8 +96,8 @@ func nodeChanged() predicate.Predicate {
 				old.Status.NodeInfo.BootID != cur.Status.NodeInfo.BootID ||
 				old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion ||
 				!slices.Equal(handlerNames(old), handlerNames(cur)) ||
-				!maps.Equal(gpuResources(old.Status.Allocatable), gpuResources(cur.Status.Allocatable)) ||
-				!maps.Equal(gpuResources(old.Status.Capacity), gpuResources(cur.Status.Capacity))
+				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
+				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))
 		},
 	}
 }
@@ -108,16 +108,4 @@ func handlerNames(n *corev1.Node) []string {
 		names[i] = h.Name
 	}
 	return names
-}
-
-// gpuResources is the node's GPU resources, as counts: those the device
-// plugin's proof of function reads.
-func gpuResources(l corev1.ResourceList) map[corev1.ResourceName]int64 {
-	out := map[corev1.ResourceName]int64{}
-	for name, q := range l {
-		if gating.IsGPUResource(name) {
-			out[name] = q.Value()
-		}
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,11 +61,19 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Metrics   *metrics.Metrics
 	Now       func() time.Time
+
+	// lastLook is how long the last look at the fleet took, in
+	// nanoseconds: events on upgrading nodes wait twice that.
+	lastLook atomic.Int64
 }
 
 // Reconcile takes one step for every GPU node of the active policy.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl.Result, err error) {
-	defer func() { r.Metrics.Reconciles.WithLabelValues("upgrade", metrics.Result(err)).Inc() }()
+	start := time.Now()
+	defer func() {
+		r.lastLook.Store(int64(time.Since(start)))
+		r.Metrics.Reconciles.WithLabelValues("upgrade", metrics.Result(err)).Inc()
+	}()
 	active, err := policy.Active(ctx, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err

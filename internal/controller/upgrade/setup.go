@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,43 +11,79 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
 
 // fleet is the one key of this controller: every reconcile looks at the
 // whole fleet, because the budget is shared within a pool.
 var fleet = reconcile.Request{NamespacedName: types.NamespacedName{Name: "driver-upgrades"}}
 
-// fleetDelay batches the events that wake the fleet: a rollout or an
-// upgrade changes thousands of operand pods and node labels, and each look
-// at the fleet reads every GPU node. Steps are seconds apart anyway.
+// fleetDelay batches the events that wake the fleet: a rollout changes
+// thousands of operand pods and node labels, and each look at the fleet
+// reads every GPU node.
 const fleetDelay = time.Second
+
+// minQuickDelay is the shortest wait after an event on a node in an
+// upgrade step: one step of each node per look, so a node's next step
+// waits for the next look, and a wave of a small fleet is a chain of a
+// few steps.
+const minQuickDelay = 50 * time.Millisecond
 
 // SetupWithManager registers the controller; a policy spec change, a new
 // driver pod template, or any node or operand pod change, reconciles the
-// fleet, at most about once per fleetDelay.
+// fleet, at most about once per fleetDelay, but soon after a change on a
+// node in an upgrade step (its label written by the last look, its driver
+// pod replaced, its operands back), which its next step waits for.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	toFleet := coalesce.After(fleetDelay, func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{fleet}
-	})
+	toFleet := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{fleet} }
+	batched := coalesce.After(fleetDelay, toFleet)
+	nodeEvents := coalesce.Split(fleetDelay, r.quickDelay, func(_ context.Context, o client.Object) bool {
+		return upgrade.InProgress(gpuv1.UpgradeState(o.GetLabels()[gpuv1.LabelUpgradeState]))
+	}, toFleet)
+	podEvents := coalesce.Split(fleetDelay, r.quickDelay, r.onUpgradingNode, toFleet)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("upgrade").
-		Watches(&gpuv1.ClusterPolicy{}, toFleet, builder.WithPredicates(policy.SpecChanged())).
+		Watches(&gpuv1.ClusterPolicy{}, batched, builder.WithPredicates(policy.SpecChanged())).
 		// A driver DaemonSet's new template is what makes its pods
 		// outdated: the policy change that led to it may have been looked
 		// at before the DaemonSet was written, and OnDelete pods change
 		// nothing by themselves.
-		Watches(&appsv1.DaemonSet{}, toFleet, builder.WithPredicates(driverTemplates())).
-		Watches(&corev1.Node{}, toFleet).
-		Watches(&corev1.Pod{}, toFleet).
+		Watches(&appsv1.DaemonSet{}, batched, builder.WithPredicates(driverTemplates())).
+		Watches(&corev1.Node{}, nodeEvents, builder.WithPredicates(upgradeInputsChanged())).
+		Watches(&corev1.Pod{}, podEvents).
 		Complete(r)
+}
+
+// quickDelay is how soon an event on an upgrading node brings the next
+// look: at least minQuickDelay, and twice as long as the last look took,
+// so that a large fleet in upgrade spends at most a third of its time
+// looking however many events arrive.
+func (r *Reconciler) quickDelay() time.Duration {
+	return max(minQuickDelay, 2*time.Duration(r.lastLook.Load()))
+}
+
+// onUpgradingNode reports whether an operand pod is on a node in an
+// upgrade step, as the cache has the node.
+func (r *Reconciler) onUpgradingNode(ctx context.Context, o client.Object) bool {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return false
+	}
+	n := &corev1.Node{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, n); err != nil {
+		return false
+	}
+	return upgrade.InProgress(stateOf(n))
 }
 
 // driverTemplates passes the driver DaemonSets' creations, deletions and
@@ -56,4 +93,23 @@ func driverTemplates() predicate.Predicate {
 		return o.GetLabels()[render.LabelState] == string(state.Driver)
 	})
 	return predicate.And(isDriver, predicate.GenerationChangedPredicate{})
+}
+
+// upgradeInputsChanged passes node events that can change a step: labels
+// and annotations (upgrade state, pools, gates, the node controller's
+// states), the cordon, readiness, and the GPUs the node advertises
+// (validation). A kubelet's status report that changes none of these, its
+// heartbeat above all, wakes nothing.
+func upgradeInputsChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return !maps.Equal(old.Labels, cur.Labels) ||
+				!maps.Equal(old.Annotations, cur.Annotations) ||
+				old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+				nodeReady(old) != nodeReady(cur) ||
+				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
+				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))
+		},
+	}
 }
