@@ -71,3 +71,26 @@ func TestUngateKeepsTheOSAndRequiresAGPU(t *testing.T) {
 		t.Errorf("ungated requirements = %+v, want the OS and the NFD GPU label", got)
 	}
 }
+
+// A pod with ready containers that is not ready is the simulator's doing
+// (the node lifecycle controller marked it after a lease lapsed); any other
+// not-ready pod is not.
+func TestSimulatorStuck(t *testing.T) {
+	pod := func(ready, containers corev1.ConditionStatus) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: ready}, {Type: corev1.ContainersReady, Status: containers}}}}
+	}
+	for _, tt := range []struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		{pod(corev1.ConditionFalse, corev1.ConditionTrue), true},
+		{pod(corev1.ConditionFalse, corev1.ConditionFalse), false},
+		{pod(corev1.ConditionTrue, corev1.ConditionTrue), false},
+		{&corev1.Pod{}, false},
+	} {
+		if got := simulatorStuck(tt.pod); got != tt.want {
+			t.Errorf("simulatorStuck(%v) = %v, want %v", tt.pod.Status.Conditions, got, tt.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -28,11 +29,19 @@ type nodeTracker struct {
 	// metSince: when each node last started meeting the goal; absent while
 	// it does not.
 	metSince map[string]time.Time
+	// explain, when set, says why nodes have not met the goal yet: the
+	// simulator's reason apart from the operator's.
+	explain func(ctx context.Context, missing []string) string
+	log     io.Writer
 }
+
+// stillWaiting is how often a long wait says which nodes it waits for.
+const stillWaiting = 2 * time.Minute
 
 // trackNodes starts an informer on the cluster's GPU nodes; it stops with ctx.
 func trackNodes(ctx context.Context, cs kubernetes.Interface) (*nodeTracker, error) {
-	t := &nodeTracker{nodes: map[string]*corev1.Node{}, metSince: map[string]time.Time{}, goal: func(*corev1.Node) bool { return false }}
+	t := &nodeTracker{nodes: map[string]*corev1.Node{}, metSince: map[string]time.Time{}, goal: func(*corev1.Node) bool { return false },
+		explain: func(ctx context.Context, missing []string) string { return explainStuck(ctx, cs, missing) }}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -94,24 +103,35 @@ func (t *nodeTracker) names() []string {
 // last of them started to; it fails after timeout, saying how many are left.
 func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
+	nextReport := time.Now().Add(stillWaiting)
 	for {
 		t.mu.Lock()
 		var last time.Time
-		missing := 0
+		var missing []string
 		for _, name := range names {
 			since, ok := t.metSince[name]
 			if !ok {
-				missing++
+				missing = append(missing, name)
 			} else if since.After(last) {
 				last = since
 			}
 		}
 		t.mu.Unlock()
-		if missing == 0 {
+		if len(missing) == 0 {
 			return last, nil
 		}
+		why := func() string {
+			if t.explain == nil {
+				return ""
+			}
+			return ": " + t.explain(ctx, missing)
+		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("%d of %d nodes still not there after %s", missing, len(names), timeout)
+			return time.Time{}, fmt.Errorf("%d of %d nodes still not there after %s%s", len(missing), len(names), timeout, why())
+		}
+		if t.log != nil && time.Now().After(nextReport) {
+			progress(t.log, "still waiting for %d of %d nodes%s", len(missing), len(names), why())
+			nextReport = time.Now().Add(stillWaiting)
 		}
 		select {
 		case <-ctx.Done():

@@ -47,6 +47,14 @@ type Result struct {
 	IdleWritesPerMinute      float64  `json:"idleWritesPerMinute"`
 	IdleLeaseWritesPerMinute float64  `json:"idleLeaseWritesPerMinute"`
 
+	// The kubelet churn phase: every node's status reported once a minute
+	// (heartbeats; DiskPressure turning on one node in a hundred).
+	ChurnSeconds             float64  `json:"churnSeconds"`
+	ChurnReports             int      `json:"churnReports"`
+	Churn                    Requests `json:"churn"`
+	ChurnCPUSecondsPerMinute float64  `json:"churnCPUSecondsPerMinute"`
+	ChurnReadsPerMinute      float64  `json:"churnReadsPerMinute"`
+
 	RebootedNodes         int      `json:"rebootedNodes"`
 	RebootRecoverySeconds float64  `json:"rebootRecoverySeconds"`
 	Reboot                Requests `json:"reboot"`
@@ -88,6 +96,12 @@ func rows() []row {
 		{"idle lease writes / min", "", func(r *Result) string { return f1(r.IdleLeaseWritesPerMinute) }},
 		{"idle reads / min (leases apart)", "< 10", func(r *Result) string { return f1(r.IdleReadsPerMinute) }},
 		{"idle CPU s / min", "< 0.3", func(r *Result) string { return f2(r.IdleCPUSecondsPerMinute) }},
+		{"kubelet churn: status reports / min", "", func(r *Result) string {
+			return f1(float64(r.ChurnReports) / max(r.ChurnSeconds, 1) * 60)
+		}},
+		{"kubelet churn: operator reads / min (leases apart)", "< 10", func(r *Result) string { return f1(r.ChurnReadsPerMinute) }},
+		{"kubelet churn: operator writes (leases apart)", "0", func(r *Result) string { return d(r.Churn.Writes) }},
+		{"kubelet churn: operator CPU s / min", "< 0.3", func(r *Result) string { return f2(r.ChurnCPUSecondsPerMinute) }},
 		{"reboot: nodes -> chains re-formed (s)", "", func(r *Result) string { return fmt.Sprintf("%d -> %.1f", r.RebootedNodes, r.RebootRecoverySeconds) }},
 		{"reboot: writes per rebooted node", "", func(r *Result) string {
 			return f1(float64(r.Reboot.Writes) / float64(max(1, r.RebootedNodes)))

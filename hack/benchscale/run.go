@@ -33,6 +33,7 @@ type config struct {
 	unrelated int // pods per node
 	rebooted  int
 	quiet     time.Duration
+	churn     time.Duration // kubelet churn phase; 0 skips it
 }
 
 // runOnce measures one ordered rollout and its floor, each on a fresh
@@ -74,6 +75,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	if err != nil {
 		return nil, err
 	}
+	nodes.log = cfg.log
 	names := nodes.names()
 	slices.Sort(names)
 	progress(cfg.log, "creating %d unrelated pods", len(names)*cfg.unrelated)
@@ -158,6 +160,12 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	}
 	r.OperandPods = w.Pods
 
+	var churnWindow window
+	if cfg.churn > 0 {
+		if churnWindow, err = churnPhase(ctx, cfg, s, names, op, r); err != nil {
+			return nil, err
+		}
+	}
 	rebootWindow, err := rebootPhase(ctx, cfg, s, nodes, names, states, r)
 	if err != nil {
 		return nil, err
@@ -180,6 +188,10 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	r.IdleLeaseWritesPerMinute = float64(r.Quiet.LeaseWrites) / minutes
 	if last, ok := lastWrite(reqs, t0, quietEnd); ok {
 		r.QuiescenceSeconds = last.Sub(allReady).Seconds()
+	}
+	if cfg.churn > 0 {
+		r.Churn = countRequests(reqs, churnWindow.from, churnWindow.to)
+		r.ChurnReadsPerMinute = float64(r.Churn.Reads) / churnWindow.to.Sub(churnWindow.from).Minutes()
 	}
 	r.Reboot = countRequests(reqs, rebootWindow.from, rebootWindow.to)
 	r.Upgrade = countRequests(reqs, upgradeWindow.from, upgradeWindow.to)

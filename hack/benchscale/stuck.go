@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// simulatorStuck reports whether an operand pod is held back by the
+// simulator rather than the operator: its containers are ready but the pod
+// is not, which is how the node lifecycle controller leaves a pod when its
+// node's lease lapsed, and which only a kubelet (here, the pod-ready-again
+// kwok stage) sets right.
+func simulatorStuck(p *corev1.Pod) bool {
+	var ready, containersReady bool
+	for _, c := range p.Status.Conditions {
+		switch c.Type {
+		case corev1.PodReady:
+			ready = c.Status == corev1.ConditionTrue
+		case corev1.ContainersReady:
+			containersReady = c.Status == corev1.ConditionTrue
+		}
+	}
+	return containersReady && !ready
+}
+
+// explainStuck says, for nodes that have not met the goal, whose the
+// reason is: the simulator's (a pod left not ready with ready containers)
+// or the operator's (anything else), naming a few of each.
+func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string) string {
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "cannot tell why: " + err.Error()
+	}
+	bySim := map[string][]string{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if slices.Contains(missing, p.Spec.NodeName) && simulatorStuck(p) {
+			bySim[p.Spec.NodeName] = append(bySim[p.Spec.NodeName], p.Name)
+		}
+	}
+	var sim, op []string
+	for _, n := range missing {
+		if pods := bySim[n]; len(pods) > 0 {
+			sim = append(sim, fmt.Sprintf("%s (%s)", n, strings.Join(pods, ", ")))
+		} else {
+			op = append(op, n)
+		}
+	}
+	first := func(l []string) string {
+		if len(l) > 5 {
+			return strings.Join(l[:5], "; ") + fmt.Sprintf("; and %d more", len(l)-5)
+		}
+		return strings.Join(l, "; ")
+	}
+	return fmt.Sprintf("%d held by the simulator (pods with ready containers left not ready: %s); %d by the operator (%s)",
+		len(sim), first(sim), len(op), first(op))
+}
