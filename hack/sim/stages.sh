@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the kwok stage configs for the simulated cluster, comma-separated.
 # The bare kwok binary has no stages; its module ships them, and they are
-# used as shipped, except two: pod-ready leaves alone the pods named in
+# used as shipped, except two, and one is added (pod-ready-again, below):
+# pod-ready leaves alone the pods named in
 # NOT_READY (comma-separated node/state pairs): a driver that never loads,
 # or a driver pod whose check finds the host's driver, which hack/simagent
 # answers; pod-complete leaves the operator's own jobs to pod-runner.sh.
@@ -33,6 +34,52 @@ sed "/^    matchExpressions:/a\\
       operator: 'NotIn'\\
       values: ['gpu-operator']" "$stage/pod/fast/pod-complete.yaml" >"$dir/pod-complete.yaml"
 
-files=("$dir/pod-ready.yaml" "$dir/pod-complete.yaml" "$stage/pod/fast/pod-delete.yaml"
+# A kubelet sets a running pod Ready again once its node is back after the
+# node lifecycle controller marked it not ready (its lease lapsed under
+# load); kwok does not, so without this stage such a pod stays not ready
+# for ever. Ours: the pods NOT_READY names are left alone here too.
+cat >"$dir/pod-ready-again.yaml" <<STAGE
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']
+    - key: '.status.conditions.[] | select( .type == "ContainersReady" ) | .status'
+      operator: 'In'
+      values: ['True']
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values: ['True']
+    - key: '.spec.nodeName + "/" + (.metadata.labels["nvidia.com/gpu-operator.state"] // "")'
+      operator: 'NotIn'
+      values: [$values]
+  delay:
+    durationMilliseconds: 1000
+  next:
+    statusTemplate: |
+      conditions:
+      {{ range .status.conditions }}
+      - type: {{ .type | Quote }}
+        {{ if eq .type "Ready" }}
+        status: "True"
+        lastTransitionTime: {{ Now | Quote }}
+        {{ else }}
+        status: {{ .status | Quote }}
+        lastTransitionTime: {{ .lastTransitionTime | Quote }}
+        {{ end }}
+      {{ end }}
+STAGE
+
+files=("$dir/pod-ready.yaml" "$dir/pod-ready-again.yaml" "$dir/pod-complete.yaml" "$stage/pod/fast/pod-delete.yaml"
   "$stage/node/fast/node-initialize.yaml" "$stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml")
 (IFS=,; echo "${files[*]}")
