@@ -135,7 +135,7 @@ sim-down: ## Stop the simulated cluster and remove its state.
 BENCH_ARGS ?=
 
 .PHONY: bench-scale
-bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
+bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, kubelet churn, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
 	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
 .PHONY: test-chaos

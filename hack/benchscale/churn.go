@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,29 +12,26 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// churnEvery is how often each node reports its status during the churn
-// phase. A kubelet reports every nodeStatusReportFrequency (5 minutes by
-// default) and on every condition change; once a minute is five times that,
-// to err on the side of load.
-const churnEvery = time.Minute
-
 // flipEvery picks the nodes whose reports also change a condition: one in
 // a hundred, each report.
 const flipEvery = 100
 
 // churnPhase reports every node's status as kubelets do, which simulated
-// nodes hardly do: each node's conditions' heartbeats once per churnEvery,
-// spread evenly, and on one node in a hundred DiskPressure turns over. It
+// nodes hardly do: each node's conditions' heartbeats once per
+// cfg.churnEvery (a kubelet's nodeStatusReportFrequency, 5 minutes by
+// default, besides every condition change), spread evenly, and on one node in a hundred DiskPressure turns over. It
 // returns the window, for the audit count, and fills the churn figures.
 func churnPhase(ctx context.Context, cfg config, s *sim, names []string, op *operator, r *Result) (window, error) {
-	progress(cfg.log, "kubelet churn: every node reports its status once per %s, for %s", churnEvery, cfg.churn)
+	progress(cfg.log, "kubelet churn: every node reports its status once per %s, for %s", cfg.churnEvery, cfg.churn)
 	before, err := processUsage(op.pid())
 	if err != nil {
 		return window{}, err
 	}
 	start := time.Now()
 	end := start.Add(cfg.churn)
-	gap := churnEvery / time.Duration(len(names))
+	go saveProfile(ctx, cfg.log, filepath.Join(cfg.root, "_output", "bench", "profiles"), "cpu-churn.pprof",
+		fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(cfg.churn.Seconds())))
+	gap := cfg.churnEvery / time.Duration(len(names))
 	tick := time.NewTicker(gap)
 	defer tick.Stop()
 	reports, i := 0, 0

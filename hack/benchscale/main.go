@@ -31,7 +31,9 @@ func main() {
 	flag.IntVar(&cfg.unrelated, "unrelated-pods", 20, "Pods per node that have nothing to do with the operator.")
 	flag.IntVar(&cfg.rebooted, "reboot", 0, "Nodes to reboot; 0 means 5% of the nodes.")
 	flag.DurationVar(&cfg.quiet, "quiet", 5*time.Minute, "Quiet period after the rollout, for idle figures.")
-	flag.DurationVar(&cfg.churn, "churn", 2*time.Minute, "Kubelet churn after the quiet period: every node reports its status once a minute; 0 skips it.")
+	flag.DurationVar(&cfg.churn, "churn", 2*time.Minute, "Kubelet churn after the quiet period, for idle figures under status reports; 0 skips it.")
+	flag.DurationVar(&cfg.churnEvery, "churn-every", 5*time.Minute,
+		"How often each node reports its status during the churn: a kubelet's nodeStatusReportFrequency (5m by default).")
 	flag.StringVar(&out, "out", "", "Where to write the figures (default _output/bench/scale.json, or chaos.json with -chaos).")
 	flag.BoolVar(&chaos, "chaos", false, "Run the chaos suite instead: faults, then invariants checked on what the API server stored.")
 	flag.IntVar(&kills, "kills", 10, "With -chaos: operator SIGKILLs during the rollout, and again during an upgrade.")
@@ -42,8 +44,8 @@ func main() {
 			out = "_output/bench/chaos.json"
 		}
 	}
-	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute || (cfg.churn != 0 && cfg.churn < time.Minute) {
-		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m, -churn 0 or at least 1m")
+	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute || (cfg.churn != 0 && cfg.churn < time.Minute) || cfg.churnEvery < time.Second {
+		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m, -churn 0 or at least 1m, -churn-every at least 1s")
 		os.Exit(2)
 	}
 	if cfg.rebooted <= 0 {

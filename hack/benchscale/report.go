@@ -47,8 +47,9 @@ type Result struct {
 	IdleWritesPerMinute      float64  `json:"idleWritesPerMinute"`
 	IdleLeaseWritesPerMinute float64  `json:"idleLeaseWritesPerMinute"`
 
-	// The kubelet churn phase: every node's status reported once a minute
-	// (heartbeats; DiskPressure turning on one node in a hundred).
+	// The kubelet churn phase: every node's status reported once per
+	// -churn-every (heartbeats; DiskPressure turning on one node in a
+	// hundred).
 	ChurnSeconds             float64  `json:"churnSeconds"`
 	ChurnReports             int      `json:"churnReports"`
 	Churn                    Requests `json:"churn"`

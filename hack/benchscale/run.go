@@ -34,6 +34,8 @@ type config struct {
 	rebooted  int
 	quiet     time.Duration
 	churn     time.Duration // kubelet churn phase; 0 skips it
+	// churnEvery is how often each node reports its status in it.
+	churnEvery time.Duration
 }
 
 // runOnce measures one ordered rollout and its floor, each on a fresh

@@ -58,6 +58,12 @@ func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string
 		}
 		return strings.Join(l, "; ")
 	}
-	return fmt.Sprintf("%d held by the simulator (pods with ready containers left not ready: %s); %d by the operator (%s)",
-		len(sim), first(sim), len(op), first(op))
+	parts := []string{fmt.Sprintf("%d held by the simulator", len(sim)), fmt.Sprintf("%d by the operator", len(op))}
+	if len(sim) > 0 {
+		parts[0] += " (pods with ready containers left not ready: " + first(sim) + ")"
+	}
+	if len(op) > 0 {
+		parts[1] += " (" + first(op) + ")"
+	}
+	return strings.Join(parts, "; ")
 }
