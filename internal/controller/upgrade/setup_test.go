@@ -29,13 +29,15 @@ func TestUpgradeInputsChanged(t *testing.T) {
 			n.ResourceVersion = "2"
 			n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(time.Unix(100, 0))
 		}},
-		"cpu allocatable":    {change: func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("63") }},
-		"a label":            {change: func(n *corev1.Node) { n.Labels["nvidia.com/gpu-driver-upgrade-state"] = "cordon-required" }, wakes: true},
-		"an annotation":      {change: func(n *corev1.Node) { n.Annotations = map[string]string{AnnotationCordoned: "true"} }, wakes: true},
-		"cordoned":           {change: func(n *corev1.Node) { n.Spec.Unschedulable = true }, wakes: true},
-		"not ready":          {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, wakes: true},
-		"GPUs advertised":    {change: func(n *corev1.Node) { n.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("0") }, wakes: true},
-		"GPU capacity again": {change: func(n *corev1.Node) { n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")} }, wakes: true},
+		"cpu allocatable": {change: func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("63") }},
+		"a label":         {change: func(n *corev1.Node) { n.Labels["nvidia.com/gpu-driver-upgrade-state"] = "cordon-required" }, wakes: true},
+		"an annotation":   {change: func(n *corev1.Node) { n.Annotations = map[string]string{AnnotationCordoned: "true"} }, wakes: true},
+		"cordoned":        {change: func(n *corev1.Node) { n.Spec.Unschedulable = true }, wakes: true},
+		"not ready":       {change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, wakes: true},
+		"GPUs advertised": {change: func(n *corev1.Node) { n.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("0") }, wakes: true},
+		"GPU capacity again": {change: func(n *corev1.Node) {
+			n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		}, wakes: true},
 	}
 	p := upgradeInputsChanged()
 	for name, tt := range tests {
