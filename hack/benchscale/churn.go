@@ -13,14 +13,16 @@ import (
 )
 
 // flipEvery picks the nodes whose reports also change a condition: one in
-// a hundred, each report.
+// a hundred.
 const flipEvery = 100
 
 // churnPhase reports every node's status as kubelets do, which simulated
-// nodes hardly do: each node's conditions' heartbeats once per
+// nodes hardly do: the Ready condition's heartbeat of each node once per
 // cfg.churnEvery (a kubelet's nodeStatusReportFrequency, 5 minutes by
-// default, besides every condition change), spread evenly, and on one node in a hundred DiskPressure turns over. It
-// returns the window, for the audit count, and fills the churn figures.
+// default), spread evenly, and on one node in a hundred a condition change
+// as well (DiskPressure True on the first pass over the nodes, False on the
+// next, and so on). It returns the window, for the audit count, and fills
+// the churn figures.
 func churnPhase(ctx context.Context, cfg config, s *sim, names []string, op *operator, r *Result) (window, error) {
 	progress(cfg.log, "kubelet churn: every node reports its status once per %s, for %s", cfg.churnEvery, cfg.churn)
 	before, err := processUsage(op.pid())
@@ -64,8 +66,8 @@ func churnPhase(ctx context.Context, cfg config, s *sim, names []string, op *ope
 	return window{start, done}, nil
 }
 
-// reportStatus is one kubelet status report: every condition's heartbeat,
-// and DiskPressure set to pressure when flip says so. A strategic merge
+// reportStatus is one kubelet status report: the Ready condition's
+// heartbeat, and DiskPressure set to pressure when flip says so. A strategic merge
 // patch merges conditions by type, as the kubelet's own patches do.
 func reportStatus(ctx context.Context, cs kubernetes.Interface, node string, now time.Time, flip bool, pressure corev1.ConditionStatus) error {
 	hb := metav1.NewTime(now).UTC().Format(time.RFC3339)

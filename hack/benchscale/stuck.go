@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,18 +28,22 @@ func simulatorStuck(p *corev1.Pod) bool {
 	return containersReady && !ready
 }
 
-// explainStuck says, for nodes that have not met the goal, whose the
-// reason is: the simulator's (a pod left not ready with ready containers)
+// explainStuck says, for nodes that have not met the goal, whose doing it
+// is: the simulator's (a pod left not ready with ready containers)
 // or the operator's (anything else), naming a few of each.
 func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string) string {
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "cannot tell why: " + err.Error()
 	}
+	waiting := make(map[string]bool, len(missing))
+	for _, n := range missing {
+		waiting[n] = true
+	}
 	bySim := map[string][]string{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if slices.Contains(missing, p.Spec.NodeName) && simulatorStuck(p) {
+		if waiting[p.Spec.NodeName] && simulatorStuck(p) {
 			bySim[p.Spec.NodeName] = append(bySim[p.Spec.NodeName], p.Name)
 		}
 	}
