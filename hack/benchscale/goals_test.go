@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,19 @@ func TestSimulatorStuck(t *testing.T) {
 	} {
 		if got := simulatorStuck(tt.pod); got != tt.want {
 			t.Errorf("simulatorStuck(%v) = %v, want %v", tt.pod.Status.Conditions, got, tt.want)
+		}
+	}
+}
+
+// A phase left out reads "skipped" in the table, not a figure of 0.
+func TestSkippedPhasesAreNotFigures(t *testing.T) {
+	var b strings.Builder
+	printTable(&b, []*Result{{Nodes: 5, Skipped: []string{"floor", "upgrade"}}})
+	for _, line := range strings.Split(b.String(), "\n") {
+		skipped := strings.Contains(line, "skipped")
+		wantSkipped := strings.HasPrefix(line, "floor:") || strings.HasPrefix(line, "rollout / floor") || strings.HasPrefix(line, "upgrade:")
+		if skipped != wantSkipped {
+			t.Errorf("line %q: skipped=%v, want %v", line, skipped, wantSkipped)
 		}
 	}
 }

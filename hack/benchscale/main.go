@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +35,8 @@ func main() {
 	flag.DurationVar(&cfg.churn, "churn", 2*time.Minute, "Kubelet churn after the quiet period, for idle figures under status reports; 0 skips it.")
 	flag.DurationVar(&cfg.churnEvery, "churn-every", 5*time.Minute,
 		"How often each node reports its status during the churn: a kubelet's nodeStatusReportFrequency (5m by default).")
+	var skip string
+	flag.StringVar(&skip, "skip", "", "Phases to leave out, comma-separated: floor, reboot, upgrade (-churn 0 leaves out the churn); for runs that must fit in an hour, such as 5000 nodes.")
 	flag.StringVar(&out, "out", "", "Where to write the figures (default _output/bench/scale.json, or chaos.json with -chaos).")
 	flag.BoolVar(&chaos, "chaos", false, "Run the chaos suite instead: faults, then invariants checked on what the API server stored.")
 	flag.IntVar(&kills, "kills", 10, "With -chaos: operator SIGKILLs during the rollout, and again during an upgrade.")
@@ -47,6 +50,20 @@ func main() {
 	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute || (cfg.churn != 0 && cfg.churn < time.Minute) || cfg.churnEvery < time.Second {
 		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m, -churn 0 or at least 1m, -churn-every at least 1s")
 		os.Exit(2)
+	}
+	for _, phase := range strings.Split(skip, ",") {
+		switch strings.TrimSpace(phase) {
+		case "":
+		case "floor":
+			cfg.skipFloor = true
+		case "reboot":
+			cfg.skipReboot = true
+		case "upgrade":
+			cfg.skipUpgrade = true
+		default:
+			fmt.Fprintf(os.Stderr, "bench-scale: -skip %q: phases are floor, reboot and upgrade\n", phase)
+			os.Exit(2)
+		}
 	}
 	if cfg.rebooted <= 0 {
 		cfg.rebooted = max(1, cfg.nodes/20)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -63,6 +65,10 @@ type Result struct {
 	UpgradeParallel int      `json:"upgradeParallel"`
 	UpgradeSeconds  float64  `json:"upgradeSeconds"`
 	Upgrade         Requests `json:"upgrade"`
+
+	// Skipped are the phases left out (-skip, -churn 0): their figures are
+	// not measured.
+	Skipped []string `json:"skipped,omitempty"`
 
 	// Error is why the run stopped early, if it did.
 	Error string `json:"error,omitempty"`
@@ -126,6 +132,10 @@ func printTable(w io.Writer, results []*Result) {
 	for _, r := range rows() {
 		fmt.Fprint(tw, r.name)
 		for _, res := range results {
+			if phase := phaseOf(r.name); phase != "" && slices.Contains(res.Skipped, phase) {
+				fmt.Fprint(tw, "\tskipped")
+				continue
+			}
 			fmt.Fprint(tw, "\t"+r.value(res))
 		}
 		fmt.Fprintln(tw, "\t"+r.target)
@@ -136,4 +146,20 @@ func printTable(w io.Writer, results []*Result) {
 			fmt.Fprintf(w, "run %d stopped early: %s\n", i+1, res.Error)
 		}
 	}
+}
+
+// phaseOf names the phase a row's figure comes from, for the phases a run
+// may leave out.
+func phaseOf(row string) string {
+	switch {
+	case strings.HasPrefix(row, "floor:"), row == "rollout / floor":
+		return "floor"
+	case strings.HasPrefix(row, "kubelet churn:"):
+		return "churn"
+	case strings.HasPrefix(row, "reboot:"):
+		return "reboot"
+	case strings.HasPrefix(row, "upgrade:"):
+		return "upgrade"
+	}
+	return ""
 }

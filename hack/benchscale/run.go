@@ -36,6 +36,20 @@ type config struct {
 	churn     time.Duration // kubelet churn phase; 0 skips it
 	// churnEvery is how often each node reports its status in it.
 	churnEvery time.Duration
+	// Phases left out (-skip): their figures stay 0.
+	skipFloor, skipReboot, skipUpgrade bool
+}
+
+// skipped names the phases this run leaves out.
+func (c config) skipped() []string {
+	var out []string
+	for phase, skip := range map[string]bool{"floor": c.skipFloor, "churn": c.churn == 0, "reboot": c.skipReboot, "upgrade": c.skipUpgrade} {
+		if skip {
+			out = append(out, phase)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // runOnce measures one ordered rollout and its floor, each on a fresh
@@ -49,10 +63,13 @@ func runOnce(ctx context.Context, cfg config) (*Result, error) {
 	for _, s := range graph.PerNode() {
 		states = append(states, string(s))
 	}
-	r := &Result{Nodes: cfg.nodes, UnrelatedPodsPerNode: cfg.unrelated, QuietSeconds: cfg.quiet.Seconds()}
+	r := &Result{Nodes: cfg.nodes, UnrelatedPodsPerNode: cfg.unrelated, QuietSeconds: cfg.quiet.Seconds(), Skipped: cfg.skipped()}
 	w, err := gated(ctx, cfg, states, r)
 	if err != nil {
 		return r, err
+	}
+	if cfg.skipFloor {
+		return r, nil
 	}
 	if err := floor(ctx, cfg, w, r); err != nil {
 		return r, err
@@ -168,13 +185,16 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 			return nil, err
 		}
 	}
-	rebootWindow, err := rebootPhase(ctx, cfg, s, nodes, names, states, r)
-	if err != nil {
-		return nil, err
+	var rebootWindow, upgradeWindow window
+	if !cfg.skipReboot {
+		if rebootWindow, err = rebootPhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+			return nil, err
+		}
 	}
-	upgradeWindow, err := upgradePhase(ctx, cfg, s, nodes, names, states, r)
-	if err != nil {
-		return nil, err
+	if !cfg.skipUpgrade {
+		if upgradeWindow, err = upgradePhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+			return nil, err
+		}
 	}
 
 	// Every phase is over: the audit log is read once and counted by window.
