@@ -28,9 +28,10 @@ func simulatorStuck(p *corev1.Pod) bool {
 	return containersReady && !ready
 }
 
-// explainStuck says, for nodes that have not met the goal, whose doing it
-// is: the simulator's (a pod left not ready with ready containers)
-// or the operator's (anything else), naming a few of each.
+// explainStuck says, for nodes that have not met the goal, which the
+// simulator holds (a pod left not ready with ready containers) and which
+// wait for anything else (the operator's gates, pods still being scheduled
+// or started), naming a few of each.
 func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string) string {
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -61,7 +62,7 @@ func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string
 		}
 		return strings.Join(l, "; ")
 	}
-	parts := []string{fmt.Sprintf("%d held by the simulator", len(sim)), fmt.Sprintf("%d by the operator", len(op))}
+	parts := []string{fmt.Sprintf("%d held by the simulator", len(sim)), fmt.Sprintf("%d not there yet for other reasons", len(op))}
 	if len(sim) > 0 {
 		parts[0] += " (pods with ready containers left not ready: " + first(sim) + ")"
 	}
