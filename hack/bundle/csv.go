@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
@@ -99,12 +100,7 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 func clusterPermissions(operator any) []map[string]any {
 	out := []map[string]any{{"serviceAccountName": packageName, "rules": operator}}
 	rules := nfd.ClusterRules()
-	components := make([]string, 0, len(rules))
-	for c := range rules {
-		components = append(components, c)
-	}
-	slices.Sort(components)
-	for _, c := range components {
+	for _, c := range slices.Sorted(maps.Keys(rules)) {
 		out = append(out, map[string]any{"serviceAccountName": c, "rules": rules[c]})
 	}
 	return out
