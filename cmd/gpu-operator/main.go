@@ -121,6 +121,7 @@ func run(o *options) error {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        newScheme(),
 		Cache:                         cacheconfig.Options(o.namespace),
+		Client:                        cacheconfig.ClientOptions(),
 		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
 		PprofBindAddress:              o.pprofAddr,
@@ -139,7 +140,7 @@ func run(o *options) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := operator.Setup(ctx, mgr, operator.Config{
+	if err := operator.Setup(mgr, operator.Config{
 		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Grace: o.grace, Metrics: m,
 	}); err != nil {
 		return err

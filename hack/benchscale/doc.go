@@ -9,4 +9,9 @@
 // per-node gates removed, to measure the floor the ordered rollout is
 // compared with. It is a benchmark, not a test: it reports what it measures
 // and fails only when the cluster cannot get there at all.
+//
+// BENCH_OPERATOR_GODEBUG sets the operator's GODEBUG and no other
+// process's: BENCH_OPERATOR_GODEBUG=gctrace=1 logs the operator's heap at
+// each garbage collection to _output/bench/sim/logs/, where the peaks
+// between the heap profiles show.
 package main

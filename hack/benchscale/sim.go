@@ -172,6 +172,11 @@ func (s *sim) startOperatorAt(ctx context.Context, name string, addrs operatorAd
 		"--health-probe-bind-address="+addrs.probe, "--pprof-bind-address="+addrs.pprof)
 	cmd := exec.Command(filepath.Join(s.root, "bin", "gpu-operator"), args...)
 	cmd.Env = append(append(os.Environ(), env...), "KUBECONFIG="+path, "OPERATOR_NAMESPACE="+namespace)
+	// BENCH_OPERATOR_GODEBUG reaches the operator alone: gctrace=1 there
+	// logs its heap at every collection, a timeline of its memory.
+	if v := os.Getenv("BENCH_OPERATOR_GODEBUG"); v != "" {
+		cmd.Env = append(cmd.Env, "GODEBUG="+v)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -2,19 +2,21 @@ package cacheconfig
 
 import (
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
 // Options returns the cache options: by default only objects labelled as the
-// operator's, in its namespace; nodes and policies whole, trimmed.
+// operator's, in its namespace; nodes trimmed and policies, all of them.
+// Operand pods are not here but in the operandpods index.
 func Options(namespace string) cache.Options {
 	return cache.Options{
 		DefaultNamespaces:    map[string]cache.Config{namespace: {}},
@@ -22,15 +24,16 @@ func Options(namespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Node{}:         {Label: labels.Everything(), Transform: TrimNode},
 			&gpuv1.ClusterPolicy{}: {Label: labels.Everything()},
-			&corev1.Pod{}:          {Transform: TrimPod},
 		},
 	}
 }
 
 // TrimNode keeps what the operator reads of a node: name, labels, its own
 // annotations, whether it is cordoned, the boot ID, the runtime and its
-// handlers, the capacity and the Ready condition. Images, managed fields and
-// other controllers' annotations can be most of a node's size.
+// handlers, the GPU resources and the Ready condition. Images, managed
+// fields and other controllers' annotations can be most of a node's size.
+// Label keys and values are interned: a fleet's nodes carry the same few
+// hundred (NFD's and GFD's), and each decoded node holds its own copies.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -40,7 +43,7 @@ func TrimNode(obj any) (any, error) {
 	trimmed.TypeMeta = n.TypeMeta
 	trimmed.Name, trimmed.UID, trimmed.ResourceVersion = n.Name, n.UID, n.ResourceVersion
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = n.CreationTimestamp, n.DeletionTimestamp
-	trimmed.Labels = n.Labels
+	trimmed.Labels = intern(n.Labels)
 	for k, v := range n.Annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) {
 			if trimmed.Annotations == nil {
@@ -57,10 +60,38 @@ func TrimNode(obj any) (any, error) {
 		// The names only: the toolkit's proof is the NVIDIA handler there.
 		trimmed.Status.RuntimeHandlers = append(trimmed.Status.RuntimeHandlers, corev1.NodeRuntimeHandler{Name: h.Name})
 	}
-	trimmed.Status.Capacity = n.Status.Capacity
-	trimmed.Status.Allocatable = n.Status.Allocatable
+	trimmed.Status.Capacity = gpuResources(n.Status.Capacity)
+	trimmed.Status.Allocatable = gpuResources(n.Status.Allocatable)
 	trimmed.Status.Conditions = readyCondition(n.Status.Conditions)
 	return trimmed, nil
+}
+
+// intern returns labels with canonical copies of their strings, which
+// nodes share. unique drops a string no node holds any more.
+func intern(labels map[string]string) map[string]string {
+	if labels == nil {
+		return nil
+	}
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		out[unique.Make(k).Value()] = unique.Make(v).Value()
+	}
+	return out
+}
+
+// gpuResources keeps the GPU resources of a list: all the operator reads
+// of what a node advertises.
+func gpuResources(l corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for name, q := range l {
+		if gating.IsGPUResource(name) {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[name] = q
+		}
+	}
+	return out
 }
 
 func readyCondition(conds []corev1.NodeCondition) []corev1.NodeCondition {
@@ -72,78 +103,10 @@ func readyCondition(conds []corev1.NodeCondition) []corev1.NodeCondition {
 	return nil
 }
 
-// TrimPod keeps what the readiness judgement reads of an operand pod.
-func TrimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	trimmed := &corev1.Pod{}
-	trimmed.TypeMeta = p.TypeMeta
-	trimmed.Name, trimmed.Namespace, trimmed.UID, trimmed.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
-	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
-	// Pods carry every label of their template (user daemonsets.labels,
-	// revision hashes); the operator selects them by these two only.
-	for _, k := range []string{render.LabelState, render.LabelManagedBy} {
-		if v, ok := p.Labels[k]; ok {
-			if trimmed.Labels == nil {
-				trimmed.Labels = make(map[string]string, 2)
-			}
-			trimmed.Labels[k] = v
-		}
-	}
-	for k, v := range p.Annotations {
-		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) {
-			if trimmed.Annotations == nil {
-				trimmed.Annotations = map[string]string{}
-			}
-			trimmed.Annotations[k] = v
-		}
-	}
-	// Only the controller (the DaemonSet) is ever looked at.
-	if owner := metav1.GetControllerOf(p); owner != nil {
-		trimmed.OwnerReferences = []metav1.OwnerReference{*owner}
-	}
-	trimmed.Spec.NodeName = p.Spec.NodeName
-	trimmed.Status.Phase, trimmed.Status.Reason = p.Status.Phase, p.Status.Reason
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			trimmed.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
-		}
-	}
-	trimmed.Status.InitContainerStatuses = trimStatuses(p.Status.InitContainerStatuses)
-	trimmed.Status.ContainerStatuses = trimStatuses(p.Status.ContainerStatuses)
-	return trimmed, nil
-}
-
-func trimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]corev1.ContainerStatus, len(in))
-	for i, cs := range in {
-		out[i] = corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready, RestartCount: cs.RestartCount}
-		if w := cs.State.Waiting; w != nil {
-			out[i].State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: truncate(w.Message, 256)}
-		}
-		// How a container exited: the driver's host-driver check answers
-		// by its exit code and message.
-		out[i].State.Terminated = trimTerminated(cs.State.Terminated)
-		out[i].LastTerminationState.Terminated = trimTerminated(cs.LastTerminationState.Terminated)
-	}
-	return out
-}
-
-func trimTerminated(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
-	if t == nil {
-		return nil
-	}
-	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Message: truncate(t.Message, 256)}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
+// ClientOptions returns the manager client's options: Pods are read from
+// the API server, never from the cache. The operand pods index summarises
+// the operator's own; a cached read would start a second Pod informer
+// holding whole objects.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Pod{}}}}
 }

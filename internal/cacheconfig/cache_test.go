@@ -1,15 +1,14 @@
 package cacheconfig
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
-	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
 func TestTrimNode(t *testing.T) {
@@ -23,10 +22,12 @@ func TestTrimNode(t *testing.T) {
 		},
 		Spec: corev1.NodeSpec{Unschedulable: true, PodCIDR: "10.0.0.0/24"},
 		Status: corev1.NodeStatus{
-			NodeInfo:   corev1.NodeSystemInfo{BootID: "boot", KernelVersion: "6.1"},
-			Images:     []corev1.ContainerImage{{Names: []string{"big/image"}, SizeBytes: 1 << 30}},
-			Capacity:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "long"}, {Type: corev1.NodeMemoryPressure}},
+			NodeInfo: corev1.NodeSystemInfo{BootID: "boot", KernelVersion: "6.1"},
+			Images:   []corev1.ContainerImage{{Names: []string{"big/image"}, SizeBytes: 1 << 30}},
+			Capacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("96"),
+				"nvidia.com/hostdev": resource.MustParse("4")},
+			Allocatable: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("7"), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "long"}, {Type: corev1.NodeMemoryPressure}},
 		},
 	}
 	out, err := TrimNode(node)
@@ -39,45 +40,35 @@ func TestTrimNode(t *testing.T) {
 	g.Expect(n.ManagedFields).To(BeEmpty())
 	g.Expect(n.Status.Images).To(BeEmpty())
 	g.Expect(n.Status.NodeInfo).To(Equal(corev1.NodeSystemInfo{BootID: "boot"}))
-	g.Expect(n.Status.Capacity).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
+	g.Expect(n.Status.Capacity).To(Equal(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}))
+	g.Expect(n.Status.Allocatable).To(Equal(corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("7")}))
 	g.Expect(n.Status.Conditions).To(Equal([]corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}))
 	g.Expect(n.Spec.Unschedulable).To(BeTrue())
 	g.Expect(n.Spec.PodCIDR).To(BeEmpty())
 }
 
-func TestTrimPod(t *testing.T) {
+func TestTrimNodeSharesLabelStringsAcrossNodes(t *testing.T) {
 	g := NewWithT(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "p", Namespace: "gpu-operator", UID: "u",
-			Labels: map[string]string{render.LabelState: "driver", render.LabelManagedBy: render.ManagedBy,
-				"controller-revision-hash": "7d9f", "team": "gpu"},
-			Annotations:   map[string]string{render.AnnotationTemplateHash: "h", "other": "x"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
-			OwnerReferences: []metav1.OwnerReference{
-				{Kind: "Node", Name: "gpu-1"},
-				{Kind: "DaemonSet", Name: "nvidia-driver-daemonset", Controller: ptr.To(true)},
-			},
-		},
-		Spec: corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "c", Image: "i"}}},
-		Status: corev1.PodStatus{
-			Phase:      corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionFalse}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", RestartCount: 4, Image: "i", ImageID: "sha",
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}},
-		},
+	decoded := func() *corev1.Node {
+		// Strings built at run time, as a decoder builds them: two nodes
+		// never share their bytes.
+		key, value := strings.Repeat("feature.node.kubernetes.io/pci-10de.", 1)+"present", strings.Clone("true")
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{key: value}}}
 	}
-	out, err := TrimPod(pod)
-	g.Expect(err).NotTo(HaveOccurred())
-	p := out.(*corev1.Pod)
-	g.Expect(p.Labels).To(Equal(map[string]string{render.LabelState: "driver", render.LabelManagedBy: render.ManagedBy}))
-	g.Expect(metav1.GetControllerOf(p)).To(Equal(&pod.OwnerReferences[1]))
-	g.Expect(p.OwnerReferences).To(HaveLen(1))
-	g.Expect(p.Annotations).To(Equal(map[string]string{render.AnnotationTemplateHash: "h"}))
-	g.Expect(p.ManagedFields).To(BeEmpty())
-	g.Expect(p.Spec.NodeName).To(Equal("gpu-1"))
-	g.Expect(p.Spec.Containers).To(BeEmpty())
-	g.Expect(p.Status.Conditions).To(Equal([]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}))
-	g.Expect(p.Status.ContainerStatuses).To(Equal([]corev1.ContainerStatus{{Name: "c", RestartCount: 4,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}))
+	a, b := decoded(), decoded()
+	g.Expect(dataOfOnlyKey(a.Labels)).NotTo(BeIdenticalTo(dataOfOnlyKey(b.Labels)))
+	ta, _ := TrimNode(a)
+	tb, _ := TrimNode(b)
+	la, lb := ta.(*corev1.Node).Labels, tb.(*corev1.Node).Labels
+	g.Expect(la).To(Equal(a.Labels))
+	g.Expect(dataOfOnlyKey(la)).To(BeIdenticalTo(dataOfOnlyKey(lb)))
+	g.Expect(unsafe.StringData(la["feature.node.kubernetes.io/pci-10de.present"])).
+		To(BeIdenticalTo(unsafe.StringData(lb["feature.node.kubernetes.io/pci-10de.present"])))
+}
+
+func dataOfOnlyKey(m map[string]string) *byte {
+	for k := range m {
+		return unsafe.StringData(k)
+	}
+	return nil
 }

@@ -276,7 +276,7 @@ func (d *decision) driverVersion() {
 		return
 	}
 	if pod := d.in.Pods[state.Driver]; pod != nil {
-		setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverVersion, pod.Annotations[driver.AnnotationVersion])
+		setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverVersion, pod.Annotation(driver.AnnotationVersion))
 	}
 }
 

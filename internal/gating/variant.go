@@ -69,7 +69,7 @@ func hostDriverFound(pod *state.PodFacts) string {
 	if pod == nil {
 		return ""
 	}
-	exit, ok := pod.Exits[driver.HostDriverCheckName]
+	exit, ok := pod.ExitOf(driver.HostDriverCheckName)
 	if !ok || exit.Code != driver.HostDriverExitCode {
 		return ""
 	}

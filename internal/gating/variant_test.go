@@ -84,8 +84,8 @@ func TestDockerNodeFailsTheToolkit(t *testing.T) {
 // hostDriverPod is a driver pod whose host-driver check found the host's
 // driver.
 func hostDriverPod() *state.PodFacts {
-	return &state.PodFacts{UID: "d", Since: now, Current: true, Exits: map[string]state.Exit{
-		driver.HostDriverCheckName: {Code: driver.HostDriverExitCode, Message: "the host runs NVIDIA driver 550.54.15 (/usr/bin/nvidia-smi answers)\n"},
+	return &state.PodFacts{UID: "d", Since: now, Current: true, Exits: []state.Exit{
+		{Container: driver.HostDriverCheckName, Code: driver.HostDriverExitCode, Message: "the host runs NVIDIA driver 550.54.15 (/usr/bin/nvidia-smi answers)\n"},
 	}}
 }
 
@@ -109,7 +109,7 @@ func TestHostDriverFound(t *testing.T) {
 
 	// Any other failure of the check is a crash, not a finding.
 	crashed := hostDriverPod()
-	crashed.Exits[driver.HostDriverCheckName] = state.Exit{Code: 1, Message: "chroot: cannot run"}
+	crashed.Exits = []state.Exit{{Container: driver.HostDriverCheckName, Code: 1, Message: "chroot: cannot run"}}
 	r = decide(t, node(nil, nil), map[state.Name]*state.PodFacts{drv: crashed})
 	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverRoot, "container"))
 	g.Expect(r.Annotations).NotTo(HaveKey(gpuv1.AnnotationHostDriver))

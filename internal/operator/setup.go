@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/controller/upgrade"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
@@ -46,18 +46,23 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Setup registers the field index and both controllers with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+// Setup registers the operand pods index and the controllers with mgr.
+func Setup(mgr ctrl.Manager, cfg Config) error {
 	graph, err := registry.Graph()
 	if err != nil {
 		return fmt.Errorf("building the state graph: %w", err)
 	}
-	if err := node.IndexPodsByNode(ctx, mgr); err != nil {
-		return fmt.Errorf("indexing pods by node: %w", err)
+	pods, err := operandpods.ForNamespace(mgr.GetConfig(), cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(pods); err != nil {
+		return fmt.Errorf("adding the operand pods index: %w", err)
 	}
 	recorder := mgr.GetEventRecorder(FieldOwner)
 	nodes := &node.Reconciler{
 		Client:     mgr.GetClient(),
+		Pods:       pods,
 		Graph:      graph,
 		Namespace:  cfg.Namespace,
 		Grace:      cfg.Grace,
@@ -85,6 +90,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	upgrades := &upgrade.Reconciler{
 		Client:    mgr.GetClient(),
+		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
 		Graph:     graph,
 		Namespace: cfg.Namespace,

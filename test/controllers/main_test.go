@@ -106,6 +106,7 @@ func startOperator() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheconfig.Options(namespace),
+		Client:                 cacheconfig.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Tests restart the manager in one process; the controller names
@@ -120,7 +121,7 @@ func startOperator() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := operator.Setup(ctx, mgr, operator.Config{Namespace: namespace, NodeWorkers: 4, Grace: grace, Metrics: m}); err != nil {
+	if err := operator.Setup(mgr, operator.Config{Namespace: namespace, NodeWorkers: 4, Grace: grace, Metrics: m}); err != nil {
 		cancel()
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
@@ -30,7 +31,9 @@ import (
 // pods on it.
 type Reconciler struct {
 	// Client reads from the cache and writes to the API server.
-	Client    client.Client
+	Client client.Client
+	// Pods are the operand pods, by node.
+	Pods      *operandpods.Index
 	Graph     *state.Graph
 	Namespace string
 	// Grace is how long a ready state survives its pod being not ready or

@@ -6,64 +6,43 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
-// IndexNodeName indexes operand pods by the node they are bound to.
-const IndexNodeName = "spec.nodeName"
-
 // observePods returns the facts of each state's pod on the node, and
 // whether a driver pod there is terminating (its driver is unloading).
 func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (map[state.Name]*state.PodFacts, bool, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace),
-		client.MatchingFields{IndexNodeName: nodeName}, client.HasLabels{render.LabelState}); err != nil {
-		return nil, false, fmt.Errorf("listing operand pods on node %s: %w", nodeName, err)
+	pods, err := r.Pods.OnNode(nodeName)
+	if err != nil {
+		return nil, false, err
 	}
 	hashes, err := r.desiredHashes(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	chosen := map[state.Name]*corev1.Pod{}
+	chosen := map[state.Name]*operandpods.Pod{}
 	unloading := false
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		name := state.Name(p.Labels[render.LabelState])
-		unloading = unloading || (name == state.Driver && p.DeletionTimestamp != nil)
-		if cur, ok := chosen[name]; !ok || newer(p, cur) {
-			chosen[name] = p
+	for _, p := range pods {
+		if p.State == "" {
+			continue
+		}
+		unloading = unloading || (p.State == state.Driver && p.DeletionTimestamp != nil)
+		if cur, ok := chosen[p.State]; !ok || p.Newer(cur) {
+			chosen[p.State] = p
 		}
 	}
 	facts := make(map[state.Name]*state.PodFacts, len(chosen))
 	for name, p := range chosen {
-		if f := state.Observe(p, render.AnnotationTemplateHash, hashes[ownerOf(p)], r.Grace, now); f != nil {
+		// A state can run several DaemonSets, one per node variant.
+		if f := p.Facts(render.AnnotationTemplateHash, hashes[p.DaemonSet], r.Grace, now); f != nil {
 			facts[name] = f
 		}
 	}
 	return facts, unloading, nil
-}
-
-// ownerOf names the DaemonSet a pod belongs to; a state can run several,
-// one per node variant.
-func ownerOf(p *corev1.Pod) string {
-	if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
-		return owner.Name
-	}
-	return ""
-}
-
-// newer prefers a live pod to a terminating one, then the newest: during a
-// rolling update the replacement is the pod that matters.
-func newer(p, than *corev1.Pod) bool {
-	if (p.DeletionTimestamp == nil) != (than.DeletionTimestamp == nil) {
-		return p.DeletionTimestamp == nil
-	}
-	return than.CreationTimestamp.Before(&p.CreationTimestamp)
 }
 
 // desiredHashes returns the pod template hash of each operand DaemonSet,
@@ -94,17 +73,16 @@ func (r *Reconciler) deleteStalePods(ctx context.Context, nodeName string, stale
 	if len(stale) == 0 {
 		return nil
 	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace), client.MatchingFields{IndexNodeName: nodeName}); err != nil {
-		return fmt.Errorf("listing operand pods on node %s: %w", nodeName, err)
+	pods, err := r.Pods.OnNode(nodeName)
+	if err != nil {
+		return err
 	}
 	for _, name := range stale {
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if state.Name(p.Labels[render.LabelState]) != name || p.DeletionTimestamp != nil {
+		for _, p := range pods {
+			if p.State != name || p.DeletionTimestamp != nil {
 				continue
 			}
-			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+			if err := r.Client.Delete(ctx, p.Ref(), client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("restarting stale pod %s: %w", p.Name, err)
 			}
 		}

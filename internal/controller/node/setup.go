@@ -19,6 +19,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
@@ -29,26 +30,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode)).
+		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(podToNode))).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
 			builder.WithPredicates(policy.SpecChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
 
-// IndexPodsByNode registers the field index the controller lists pods by.
-func IndexPodsByNode(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexNodeName, func(o client.Object) []string {
-		return []string{o.(*corev1.Pod).Spec.NodeName}
-	})
-}
-
 func podToNode(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.(*corev1.Pod).Spec.NodeName
-	if name == "" {
+	p, ok := o.(*operandpods.Pod)
+	if !ok || p.Node == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p.Node}}}
 }
 
 // allGPUNodes enqueues every node the operator has or should have labels on.

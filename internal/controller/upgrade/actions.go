@@ -87,11 +87,10 @@ func (r *Reconciler) deleteDriverPod(ctx context.Context, spec *gpuv1.DriverSpec
 	if pod == nil {
 		return nil
 	}
-	owner := metav1.GetControllerOf(pod)
-	if n.Labels[gpuv1.LabelDriverPool] != driver.PoolOf(spec, n.Labels) && owner != nil && !obs.deleting[owner.Name] {
+	if n.Labels[gpuv1.LabelDriverPool] != driver.PoolOf(spec, n.Labels) && pod.DaemonSet != "" && !obs.deleting[pod.DaemonSet] {
 		return nil
 	}
-	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Delete(ctx, pod.Ref(), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting driver pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -106,10 +105,10 @@ func (r *Reconciler) deleteOrphans(ctx context.Context, obs *observed, nodes []c
 	var errs []error
 	for i := range nodes {
 		pod := obs.driverPods[nodes[i].Name]
-		if pod == nil || metav1.GetControllerOf(pod) != nil {
+		if pod == nil || pod.DaemonSet != "" {
 			continue
 		}
-		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		if err := r.Client.Delete(ctx, pod.Ref(), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting orphaned driver pod %s: %w", pod.Name, err))
 		}
 	}

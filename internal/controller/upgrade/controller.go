@@ -18,6 +18,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
@@ -51,8 +52,10 @@ const stepWorkers = 16
 
 // Reconciler moves GPU nodes through driver upgrades.
 type Reconciler struct {
-	// Client reads nodes and operand pods from the cache and writes.
+	// Client reads nodes from the cache and writes.
 	Client client.Client
+	// Pods are the operand pods.
+	Pods *operandpods.Index
 	// APIReader lists a node's workload pods live, only for nodes in an
 	// upgrade step that needs them: no cluster-wide pod cache.
 	APIReader client.Reader

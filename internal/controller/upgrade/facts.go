@@ -8,10 +8,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
@@ -21,7 +21,7 @@ import (
 // observed is what one reconcile reads from the cache once, for all nodes.
 type observed struct {
 	// driverPods maps a node to its driver pod.
-	driverPods map[string]*corev1.Pod
+	driverPods map[string]*operandpods.Pod
 	// hashes maps a driver DaemonSet to its pod template hash; deleting
 	// holds the ones being deleted.
 	hashes   map[string]string
@@ -31,21 +31,19 @@ type observed struct {
 }
 
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
-	o := &observed{driverPods: map[string]*corev1.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
+	o := &observed{driverPods: map[string]*operandpods.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
 		downstream: map[string]int{}}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState},
-		client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing operand pods: %w", err)
+	pods, err := r.Pods.All()
+	if err != nil {
+		return nil, err
 	}
 	after := r.Graph.Downstream(state.Driver)
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		switch name := state.Name(p.Labels[render.LabelState]); {
-		case name == state.Driver && p.DeletionTimestamp == nil:
-			o.driverPods[p.Spec.NodeName] = p
-		case slices.Contains(after, name):
-			o.downstream[p.Spec.NodeName]++
+	for _, p := range pods {
+		switch {
+		case p.State == state.Driver && p.DeletionTimestamp == nil:
+			o.driverPods[p.Node] = p
+		case slices.Contains(after, p.State):
+			o.downstream[p.Node]++
 		}
 	}
 	list := &appsv1.DaemonSetList{}
@@ -67,24 +65,23 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 // version switched between a tag and a digest renamed the DaemonSet), or to
 // none (a pruned DaemonSet leaves its pods running: only the upgrade
 // replaces a driver). Any of them makes the node need an upgrade.
-func (o *observed) outdated(pod *corev1.Pod, spec *gpuv1.DriverSpec, n *corev1.Node) bool {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil || owner.Kind != "DaemonSet" {
+func (o *observed) outdated(pod *operandpods.Pod, spec *gpuv1.DriverSpec, n *corev1.Node) bool {
+	if pod.DaemonSet == "" {
 		return true
 	}
-	hash, cached := o.hashes[owner.Name]
+	hash, cached := o.hashes[pod.DaemonSet]
 	switch {
-	case o.deleting[owner.Name]:
+	case o.deleting[pod.DaemonSet]:
 		return true
 	case !cached:
 		// Not in the cache yet, or deleted and its pods not yet orphaned:
 		// the next look decides.
 		return false
 	}
-	if want, known := driver.DaemonSetFor(spec, n.Labels); known && owner.Name != want {
+	if want, known := driver.DaemonSetFor(spec, n.Labels); known && pod.DaemonSet != want {
 		return true
 	}
-	return pod.Annotations[render.AnnotationTemplateHash] != hash
+	return pod.Annotation(render.AnnotationTemplateHash) != hash
 }
 
 // facts gathers what the state machine needs about a node. Workload pods
@@ -122,8 +119,8 @@ func (r *Reconciler) facts(ctx context.Context, cp *gpuv1.ClusterPolicy, o *obse
 // validated reports whether the new driver works on the node: its pod is
 // ready and current, the device plugin is ready again (unless disabled),
 // and the node advertises its GPUs.
-func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.Node, pod *corev1.Pod) bool {
-	if pod == nil || o.outdated(pod, spec, n) || !podReady(pod) {
+func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.Node, pod *operandpods.Pod) bool {
+	if pod == nil || o.outdated(pod, spec, n) || !pod.Ready {
 		return false
 	}
 	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) {
@@ -132,15 +129,6 @@ func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.No
 	case gpuv1.StateReady:
 		q, ok := n.Status.Allocatable["nvidia.com/gpu"]
 		return ok && !q.IsZero()
-	}
-	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
 	}
 	return false
 }

@@ -18,6 +18,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -60,7 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// nothing by themselves.
 		Watches(&appsv1.DaemonSet{}, batched, builder.WithPredicates(driverTemplates())).
 		Watches(&corev1.Node{}, nodeEvents, builder.WithPredicates(upgradeInputsChanged())).
-		Watches(&corev1.Pod{}, podEvents).
+		WatchesRawSource(r.Pods.Source(podEvents)).
 		Complete(r)
 }
 
@@ -75,12 +76,12 @@ func (r *Reconciler) quickDelay() time.Duration {
 // onUpgradingNode reports whether an operand pod is on a node in an
 // upgrade step, as the cache has the node.
 func (r *Reconciler) onUpgradingNode(ctx context.Context, o client.Object) bool {
-	pod, ok := o.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
+	pod, ok := o.(*operandpods.Pod)
+	if !ok || pod.Node == "" {
 		return false
 	}
 	n := &corev1.Node{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, n); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Node}, n); err != nil {
 		return false
 	}
 	return upgrade.InProgress(stateOf(n))

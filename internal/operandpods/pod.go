@@ -1,0 +1,186 @@
+package operandpods
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// maxMessage bounds a kept container message: a check's verdict is short,
+// a crash's message need not be.
+const maxMessage = 256
+
+// Pod is what the operator keeps of an operand pod. Its ObjectMeta holds
+// the name, namespace, UID, resource version, creation and deletion times;
+// no labels, no annotations. Values handed out by the Index are shared:
+// read them, never change them.
+type Pod struct {
+	metav1.ObjectMeta
+	// Annotations are the pod's annotations under the operator's prefix:
+	// its template hash, the driver's version. The field hides
+	// ObjectMeta's map, left empty, so that pod.Annotations[key] does not
+	// compile: read them with Annotation.
+	Annotations []state.Annotation
+	// Labels and OwnerReferences hide ObjectMeta's, left empty, for the
+	// same reason: the pod's state and DaemonSet are State and DaemonSet.
+	Labels          notKept
+	OwnerReferences notKept
+	// Node is the node the pod is bound to.
+	Node string
+	// State is the state the pod serves (its LabelState).
+	State state.Name
+	// DaemonSet names the DaemonSet controlling the pod; empty for none.
+	DaemonSet string
+	Phase     corev1.PodPhase
+	Reason    string
+	// HasReady says the pod has a Ready condition; Ready is its status and
+	// ReadySince when it last changed.
+	HasReady, Ready bool
+	ReadySince      time.Time
+	// Waiting holds the containers (init containers first) that wait.
+	Waiting []Waiting
+	// Exits holds each init container's last exit.
+	Exits []state.Exit
+}
+
+// notKept is the type of the fields that hide what a summary drops.
+type notKept struct{}
+
+// Waiting is a container waiting to run.
+type Waiting struct {
+	Container, Reason, Message string
+	Restarts                   int32
+}
+
+var _ runtime.Object = &Pod{}
+
+// GetObjectKind implements runtime.Object: a summary has no kind of its own.
+func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (p *Pod) DeepCopyObject() runtime.Object {
+	out := *p
+	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Annotations = append([]state.Annotation(nil), p.Annotations...)
+	out.Waiting = append([]Waiting(nil), p.Waiting...)
+	out.Exits = append([]state.Exit(nil), p.Exits...)
+	return &out
+}
+
+// Summarize reduces an operand pod to what the operator reads of it.
+func Summarize(p *corev1.Pod) *Pod {
+	s := &Pod{Node: p.Spec.NodeName, State: state.Name(p.Labels[render.LabelState]),
+		Phase: p.Status.Phase, Reason: p.Status.Reason}
+	s.Name, s.Namespace, s.UID, s.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
+	s.CreationTimestamp, s.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
+	for k, v := range p.Annotations {
+		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) {
+			s.Annotations = append(s.Annotations, state.Annotation{Key: k, Value: v})
+		}
+	}
+	if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
+		s.DaemonSet = owner.Name
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			s.HasReady, s.Ready, s.ReadySince = true, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
+		}
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		s.addWaiting(cs)
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t != nil {
+			s.Exits = append(s.Exits, state.Exit{Container: cs.Name, Code: t.ExitCode, Message: truncate(t.Message)})
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		s.addWaiting(cs)
+	}
+	return s
+}
+
+func (p *Pod) addWaiting(cs corev1.ContainerStatus) {
+	if w := cs.State.Waiting; w != nil {
+		p.Waiting = append(p.Waiting, Waiting{Container: cs.Name, Reason: w.Reason, Message: truncate(w.Message),
+			Restarts: cs.RestartCount})
+	}
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[:maxMessage]
+}
+
+// Facts reduces a state's pod on a node to what the judgement of the state
+// reads. A missing or terminating pod gives nil. desiredHash is the
+// template hash of the pod's DaemonSet; a pod carrying another one runs an
+// older spec.
+func (p *Pod) Facts(hashAnnotation, desiredHash string, grace time.Duration, now time.Time) *state.PodFacts {
+	if p == nil || p.DeletionTimestamp != nil {
+		return nil
+	}
+	f := &state.PodFacts{
+		UID:         p.UID,
+		Annotations: p.Annotations,
+		Since:       p.CreationTimestamp.Time,
+		Current:     desiredHash == "" || p.Annotation(hashAnnotation) == desiredHash,
+		Ready:       p.Ready,
+		Exits:       p.Exits,
+	}
+	if p.HasReady && !p.ReadySince.IsZero() {
+		f.Since = p.ReadySince
+	}
+	if !f.Ready {
+		f.Failure = p.failure(now.Sub(f.Since) >= grace)
+	}
+	return f
+}
+
+// failure names what keeps a pod from ever becoming ready on its own.
+// Image and container-creation errors count only once pastGrace, since a
+// registry hiccup heals.
+func (p *Pod) failure(pastGrace bool) string {
+	if p.Phase == corev1.PodFailed {
+		return fmt.Sprintf("pod %s failed: %s", p.Name, p.Reason)
+	}
+	for _, w := range p.Waiting {
+		switch {
+		case w.Reason == "CrashLoopBackOff" && w.Restarts >= state.CrashLoopRestarts:
+			return fmt.Sprintf("container %s of pod %s is crash-looping (%d restarts)", w.Container, p.Name, w.Restarts)
+		case state.WaitingFailure(w.Reason) && pastGrace:
+			return fmt.Sprintf("container %s of pod %s: %s: %s", w.Container, p.Name, w.Reason, w.Message)
+		}
+	}
+	return ""
+}
+
+// Newer prefers a live pod to a terminating one, then the newest: during a
+// rolling update the replacement is the pod that matters.
+func (p *Pod) Newer(than *Pod) bool {
+	if (p.DeletionTimestamp == nil) != (than.DeletionTimestamp == nil) {
+		return p.DeletionTimestamp == nil
+	}
+	return than.CreationTimestamp.Before(&p.CreationTimestamp)
+}
+
+// Annotation returns the value of the pod's annotation key, "" if none.
+func (p *Pod) Annotation(key string) string { return state.AnnotationOf(p.Annotations, key) }
+
+// Ref returns a Pod that names this one, to delete it by.
+func (p *Pod) Ref() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID}}
+}
