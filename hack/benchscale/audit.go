@@ -31,6 +31,7 @@ type request struct {
 	Verb      string
 	Resource  string // resource[/subresource]
 	Namespace string
+	Name      string
 }
 
 func (r request) write() bool {
@@ -53,6 +54,7 @@ type auditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
@@ -75,7 +77,7 @@ func parseAudit(r io.Reader) ([]request, error) {
 		seen[ev.AuditID] = true
 		req := request{At: ev.RequestReceivedTimestamp, Verb: ev.Verb}
 		if ev.ObjectRef != nil {
-			req.Resource, req.Namespace = ev.ObjectRef.Resource, ev.ObjectRef.Namespace
+			req.Resource, req.Namespace, req.Name = ev.ObjectRef.Resource, ev.ObjectRef.Namespace, ev.ObjectRef.Name
 			if ev.ObjectRef.Subresource != "" {
 				req.Resource += "/" + ev.ObjectRef.Subresource
 			}

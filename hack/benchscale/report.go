@@ -29,6 +29,9 @@ type Result struct {
 	// than a lease renewal, up to the end of the quiet period.
 	QuiescenceSeconds float64 `json:"quiescenceSeconds"`
 
+	// Waves says where the time of each state's wave on a node went.
+	Waves *Waves `json:"waves,omitempty"`
+
 	RolloutCPUSeconds float64 `json:"rolloutCPUSeconds"`
 	RolloutPeakRSSMiB float64 `json:"rolloutPeakRSSMiB"`
 	// PeakRSSMiB is the peak over the whole run, upgrade included.
@@ -89,6 +92,10 @@ func rows() []row {
 		{"rollout: policy created -> all nodes ready (s)", "", func(r *Result) string { return f1(r.RolloutSeconds) }},
 		{"floor: ungated DaemonSets -> all pods ready (s)", "", func(r *Result) string { return f1(r.FloorSeconds) }},
 		{"rollout / floor", "<= 1.3", func(r *Result) string { return f2(r.Ratio) }},
+		{"wave: prerequisites ready -> gate opened (s, mean / p90)", "", wave(func(w WaveStages) Stat { return w.Decision })},
+		{"wave: gate opened -> pod created (s, mean / p90)", "", wave(func(w WaveStages) Stat { return w.DaemonSet })},
+		{"wave: pod created -> bound (s, mean / p90)", "", wave(func(w WaveStages) Stat { return w.Scheduler })},
+		{"wave: bound -> ready (s, mean / p90)", "", wave(func(w WaveStages) Stat { return w.Kubelet })},
 		{"policy status ready (s)", "", func(r *Result) string { return f1(r.StatusReadySeconds) }},
 		{"all ready -> last operator write (s)", "<= 10", func(r *Result) string { return f1(r.QuiescenceSeconds) }},
 		{"operator peak RSS, rollout (MiB)", "< 80", func(r *Result) string { return f1(r.RolloutPeakRSSMiB) }},
@@ -115,6 +122,17 @@ func rows() []row {
 		}},
 		{"upgrade: nodes at a time -> fleet done (s)", "", func(r *Result) string { return fmt.Sprintf("%d -> %.1f", r.UpgradeParallel, r.UpgradeSeconds) }},
 		{"upgrade: writes per node", "", func(r *Result) string { return f1(float64(r.Upgrade.Writes) / float64(max(1, r.Nodes))) }},
+	}
+}
+
+// wave formats one part of the rollout's waves, over every state.
+func wave(part func(WaveStages) Stat) func(*Result) string {
+	return func(r *Result) string {
+		if r.Waves == nil {
+			return "-"
+		}
+		st := part(r.Waves.All)
+		return fmt.Sprintf("%.2f / %.0f", st.Mean, st.P90)
 	}
 }
 

@@ -139,6 +139,12 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	r.RolloutSeconds = allReady.Sub(t0).Seconds()
 	saveProfile(ctx, cfg.log, profiles, "heap-ready.pprof", "/debug/pprof/heap")
 	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
+	// The pods as the rollout left them, before reboots and the upgrade
+	// replace some: where each wave's time went.
+	times, err := capturePodTimes(ctx, s.cs)
+	if err != nil {
+		return nil, err
+	}
 
 	// The quiet period starts settle after all-ready; what the operator
 	// writes from then on is reported as writes when nothing changes.
@@ -203,6 +209,13 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 		return nil, err
 	}
 	r.Rollout = countRequests(reqs, t0, quietStart)
+	graph, err := registry.Graph()
+	if err != nil {
+		return nil, err
+	}
+	prerequisites, gatedStates := stateGraph(graph)
+	wv := waves(times, prerequisites, gatedStates, nodeWrites(reqs), t0)
+	r.Waves = &wv
 	r.WritesPerNode = float64(r.Rollout.Writes) / float64(cfg.nodes)
 	r.Quiet = countRequests(reqs, quietStart, quietEnd)
 	r.IdleReadsPerMinute = float64(r.Quiet.Reads) / minutes
