@@ -171,6 +171,11 @@ type OperatorSpec struct {
 	// +optional
 	RuntimeClass ObjectName `json:"runtimeClass,omitempty"`
 
+	// ReadinessTaint keeps GPU workloads off a GPU node while its GPU
+	// stack is not ready there.
+	// +optional
+	ReadinessTaint ReadinessTaintSpec `json:"readinessTaint,omitempty"`
+
 	// InitContainer is accepted for compatibility and not acted on.
 	// +optional
 	InitContainer *apiextensionsv1.JSON `json:"initContainer,omitempty"`
@@ -183,6 +188,17 @@ type OperatorSpec struct {
 	// Annotations is accepted for compatibility and not acted on.
 	// +optional
 	Annotations *apiextensionsv1.JSON `json:"annotations,omitempty"`
+}
+
+// ReadinessTaintSpec configures the readiness taint, TaintGPUNotReady.
+type ReadinessTaintSpec struct {
+	// Enabled makes the operator keep the taint nvidia.com/gpu.not-ready
+	// (NoSchedule) on a GPU node from its discovery, after a reboot and
+	// while its driver is replaced, until every enabled state is ready
+	// there. Operands tolerate it; GPU workloads wait. Turning it off
+	// removes every such taint the operator set.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
 }
 
 // Runtime is a container runtime the toolkit can configure.

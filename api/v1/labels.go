@@ -135,3 +135,14 @@ func DeployLabel(operand string) string { return DeployLabelPrefix + operand }
 
 // StateLabel returns the state label of a state.
 func StateLabel(state string) string { return StateLabelPrefix + state }
+
+// The readiness taint (spec.operator.readinessTaint).
+const (
+	// TaintGPUNotReady is the key of the NoSchedule taint the operator
+	// keeps on a GPU node until every enabled state is ready there.
+	TaintGPUNotReady = "nvidia.com/gpu.not-ready"
+	// AnnotationReadinessTaint is "true" on a node whose TaintGPUNotReady
+	// the operator set: the one it may remove. A taint of that key the
+	// operator finds on a node that is not ready is taken as its own.
+	AnnotationReadinessTaint = OperatorAnnotationPrefix + "readiness-taint"
+)

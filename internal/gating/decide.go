@@ -77,6 +77,10 @@ type Result struct {
 	// Why says, for each state that is not ready, why not: what it waits
 	// for, or which proof of function fails.
 	Why map[state.Name]string
+	// ReadinessTaint is true when the node is to carry the readiness taint
+	// (gpuv1.TaintGPUNotReady): the policy asks for it and a state enabled
+	// there is not ready.
+	ReadinessTaint bool
 }
 
 // IsGPUNode reports whether the node is a GPU node: NFD finds an NVIDIA PCI
@@ -169,6 +173,10 @@ func Decide(in Input) Result {
 	d.bookkeeping()
 	if !wasReady && d.allReady() {
 		d.becameReady()
+	}
+	if in.Policy.Spec.Operator.ReadinessTaint.Enabled && !d.allReady() {
+		d.result.ReadinessTaint = true
+		d.result.Annotations[gpuv1.AnnotationReadinessTaint] = gpuv1.LabelTrue
 	}
 	return d.result
 }

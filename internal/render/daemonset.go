@@ -24,6 +24,14 @@ var gpuTaintToleration = corev1.Toleration{
 	Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
+// readinessTaintToleration tolerates the operator's readiness taint: the
+// operands are what make the node ready. Every operand tolerates it, the
+// option on or off, so that turning it on or off changes no pod template
+// and restarts nothing.
+var readinessTaintToleration = corev1.Toleration{
+	Key: gpuv1.TaintGPUNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+}
+
 // Workload describes one operand DaemonSet.
 type Workload struct {
 	Policy    *gpuv1.ClusterPolicy
@@ -129,7 +137,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 			pod.ImagePullSecrets = append(pod.ImagePullSecrets, ref)
 		}
 	}
-	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration)
+	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration, readinessTaintToleration)
 	for _, t := range common.Tolerations {
 		pod.Tolerations = append(pod.Tolerations, t.Core())
 	}

@@ -58,6 +58,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	decision := gating.Decide(in)
+	if done, err := r.syncReadinessTaint(ctx, node, decision.ReadinessTaint); err != nil || !done {
+		// Not written: the node changed since it was read.
+		return ctrl.Result{RequeueAfter: staleRetry}, err
+	}
 	if needsWrite(node, decision) {
 		written, err := r.write(ctx, node, decision)
 		if err != nil || !written {

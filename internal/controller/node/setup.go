@@ -80,7 +80,7 @@ func hasOperatorMarks(n *corev1.Node) bool {
 
 // nodeChanged passes node events that can change a decision: labels,
 // annotations, a reboot, the runtime and its handlers, the GPUs the node
-// advertises. Kubelet status heartbeats do not.
+// advertises, the readiness taint. Kubelet status heartbeats do not.
 func nodeChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -91,7 +91,8 @@ func nodeChanged() predicate.Predicate {
 				old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion ||
 				!slices.Equal(handlerNames(old), handlerNames(cur)) ||
 				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
-				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))
+				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity)) ||
+				slices.ContainsFunc(old.Spec.Taints, isReadinessTaint) != slices.ContainsFunc(cur.Spec.Taints, isReadinessTaint)
 		},
 	}
 }
