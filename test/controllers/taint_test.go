@@ -1,12 +1,17 @@
 package controllers
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
@@ -102,4 +107,58 @@ func TestReadinessTaintGoesWithTheOption(t *testing.T) {
 	g.Eventually(f.taintsOf(held), timeout, interval).Should(BeEmpty())
 	g.Eventually(func() map[string]string { return f.node(held).Annotations }, timeout, interval).
 		ShouldNot(HaveKey(gpuv1.AnnotationReadinessTaint))
+}
+
+// An API server that refuses the taint (an admission policy on node
+// taints) holds back nothing else: the labels are written and every state
+// becomes ready.
+func TestRefusedReadinessTaintHoldsNothingBack(t *testing.T) {
+	g := NewWithT(t)
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-gpu-not-ready-taint"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+						Resources: []string{"nodes"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!has(object.spec.taints) || !object.spec.taints.exists(t, t.key == '" + gpuv1.TaintGPUNotReady + "')",
+				Message:    "no readiness taints here",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-gpu-not-ready-taint"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: vap.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	ctx := context.Background()
+	g.Expect(k8sClient.Create(ctx, vap)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, vap) })
+	g.Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, binding) })
+	// The policy takes effect once the API server has loaded it.
+	probe := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vap-probe"}}
+	g.Expect(k8sClient.Create(ctx, probe)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, probe) })
+	g.Eventually(func() error {
+		n := &corev1.Node{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(probe), n); err != nil {
+			return err
+		}
+		n.Spec.Taints = []corev1.Taint{readinessTaintOf()}
+		return k8sClient.Update(ctx, n)
+	}, timeout, interval).Should(MatchError(ContainSubstring("no readiness taints here")))
+
+	f := setup(t, 1, withReadinessTaint)
+	f.expectAllReady(f.nodes...)
+	g.Expect(f.taintsOf(f.nodes[0])()).To(BeEmpty())
+}
+
+func readinessTaintOf() corev1.Taint {
+	return corev1.Taint{Key: gpuv1.TaintGPUNotReady, Effect: corev1.TaintEffectNoSchedule}
 }

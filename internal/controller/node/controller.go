@@ -58,9 +58,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	decision := gating.Decide(in)
-	if done, err := r.syncReadinessTaint(ctx, node, decision.ReadinessTaint); err != nil || !done {
+	// A taint the API server refuses (an admission policy on node taints)
+	// must not stop the labels, which gate every operand: they are
+	// written, and the error comes back after them.
+	done, taintErr := r.syncReadinessTaint(ctx, node, decision.ReadinessTaint)
+	switch {
+	case taintErr != nil && ownsReadinessTaint(node):
+		// Still the operator's to remove: the annotation that says so stays.
+		if decision.Annotations == nil {
+			decision.Annotations = map[string]string{}
+		}
+		decision.Annotations[gpuv1.AnnotationReadinessTaint] = gpuv1.LabelTrue
+	case taintErr == nil && !done:
 		// Not written: the node changed since it was read.
-		return ctrl.Result{RequeueAfter: staleRetry}, err
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
 	if needsWrite(node, decision) {
 		written, err := r.write(ctx, node, decision)
@@ -73,6 +84,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	if err := r.deleteStalePods(ctx, node.Name, decision.StalePods); err != nil {
 		return ctrl.Result{}, err
+	}
+	if taintErr != nil {
+		return ctrl.Result{}, taintErr
 	}
 	return ctrl.Result{RequeueAfter: decision.RequeueAfter}, nil
 }

@@ -56,3 +56,10 @@ func (r *Reconciler) syncReadinessTaint(ctx context.Context, node *corev1.Node, 
 	*node = *patched
 	return true, nil
 }
+
+// ownsReadinessTaint reports whether the node carries the readiness taint
+// the operator set.
+func ownsReadinessTaint(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, isReadinessTaint) &&
+		node.Annotations[gpuv1.AnnotationReadinessTaint] == gpuv1.LabelTrue
+}
