@@ -98,8 +98,8 @@ func rows() []row {
 		{"wave: bound -> ready (s, mean / p90)", "", wave(func(w WaveStages) Stat { return w.Kubelet })},
 		{"policy status ready (s)", "", func(r *Result) string { return f1(r.StatusReadySeconds) }},
 		{"all ready -> last operator write (s)", "<= 10", func(r *Result) string { return f1(r.QuiescenceSeconds) }},
-		{"operator peak RSS, rollout (MiB)", "< 80", func(r *Result) string { return f1(r.RolloutPeakRSSMiB) }},
-		{"operator peak RSS, whole run (MiB)", "", func(r *Result) string { return f1(r.PeakRSSMiB) }},
+		{"operator peak RSS, rollout (MiB)", "< 64", func(r *Result) string { return f1(r.RolloutPeakRSSMiB) }},
+		{"operator peak RSS, whole run (MiB)", "< 80", func(r *Result) string { return f1(r.PeakRSSMiB) }},
 		{"operator CPU, rollout (s)", "", func(r *Result) string { return f1(r.RolloutCPUSeconds) }},
 		{"writes per node, rollout (leases apart)", "<= 10", func(r *Result) string { return f2(r.WritesPerNode) }},
 		{"writes, rollout: audit+leases / rest_client", "", func(r *Result) string {
