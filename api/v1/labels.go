@@ -146,3 +146,8 @@ const (
 	// operator finds on a node that is not ready is taken as its own.
 	AnnotationReadinessTaint = OperatorAnnotationPrefix + "readiness-taint"
 )
+
+// AnnotationUnhealthyGPUs is how many of a GPU node's GPUs its device plugin
+// reports unhealthy (the node's allocatable GPU resources below their
+// capacity), set by the operator while there are any.
+const AnnotationUnhealthyGPUs = OperatorAnnotationPrefix + "unhealthy-gpus"

@@ -48,11 +48,29 @@ type ClusterPolicyStatus struct {
 	// +optional
 	States []StateSummary `json:"states,omitempty"`
 
+	// GPUHealth counts the GPU nodes whose device plugin reports unhealthy
+	// GPUs; absent while there are none.
+	// +optional
+	GPUHealth *GPUHealthSummary `json:"gpuHealth,omitempty"`
+
 	// IgnoredFields lists the fields set in the spec that this operator
 	// accepts for compatibility but does not act on, such as spec.mig.
 	// +listType=atomic
 	// +optional
 	IgnoredFields []string `json:"ignoredFields,omitempty"`
+}
+
+// GPUHealthSummary counts the unhealthy GPUs across the GPU nodes: GPUs
+// their device plugin registers but takes out of the node's allocatable.
+type GPUHealthSummary struct {
+	// UnhealthyNodes is how many GPU nodes have unhealthy GPUs.
+	UnhealthyNodes int32 `json:"unhealthyNodes"`
+	// UnhealthyGPUs is how many GPUs are unhealthy on them.
+	UnhealthyGPUs int32 `json:"unhealthyGPUs"`
+	// Message names the first of those nodes, with their count.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // StateSummary counts the GPU nodes of one state.

@@ -170,6 +170,7 @@ func Decide(in Input) Result {
 		d.result.Labels[gpuv1.StateLabel(string(name))] = string(d.values[name])
 	}
 	d.driverVersion()
+	d.health()
 	d.bookkeeping()
 	if !wasReady && d.allReady() {
 		d.becameReady()

@@ -25,6 +25,8 @@ type Metrics struct {
 	UpgradesDone       prometheus.Gauge
 	UpgradesFailed     prometheus.Gauge
 	UpgradesAvailable  prometheus.Gauge
+	// UnhealthyGPUs is gpu_operator_unhealthy_gpus, per node with any.
+	UnhealthyGPUs *NodeGauge
 }
 
 // New creates the metrics and registers them on reg.
@@ -53,9 +55,11 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		UpgradesDone:       gauge("gpu_operator_nodes_upgrades_done", "GPU nodes labelled upgrade-done."),
 		UpgradesFailed:     gauge("gpu_operator_nodes_upgrades_failed", "GPU nodes labelled upgrade-failed."),
 		UpgradesAvailable:  gauge("gpu_operator_nodes_upgrades_available", "GPU nodes available for workloads: not in an upgrade and not failed."),
+		UnhealthyGPUs: NewNodeGauge("gpu_operator_unhealthy_gpus",
+			"GPUs the device plugin reports unhealthy (allocatable below capacity), per GPU node that has any."),
 	}
 	for _, c := range []prometheus.Collector{m.Reconciles, m.GPUNodes, m.Nodes, m.NodeReadySeconds,
-		m.AutoUpgradeEnabled, m.UpgradesPending, m.UpgradesInProgress, m.UpgradesDone, m.UpgradesFailed, m.UpgradesAvailable} {
+		m.AutoUpgradeEnabled, m.UpgradesPending, m.UpgradesInProgress, m.UpgradesDone, m.UpgradesFailed, m.UpgradesAvailable, m.UnhealthyGPUs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -73,6 +73,14 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})
 	})
 
+	It("keeps GPU pods off rebooted nodes with the readiness taint until their chains re-form", func(ctx SpecContext) {
+		ReadinessTaintSpec(ctx, ReadinessTaintInput{Reboot: healthy[:2], Ready: healthy[2:], NeverReady: stuck})
+	})
+
+	It("records GPUs the device plugin reports unhealthy, and their return", func(ctx SpecContext) {
+		UnhealthyGPUsSpec(ctx, healthy[2])
+	})
+
 	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 	})

@@ -283,6 +283,11 @@ var phases = []gpuv1.StateValue{gpuv1.StatePending, gpuv1.StateReady, gpuv1.Stat
 // the two would see no node at all.
 func (r *Reconciler) export(s summary) {
 	r.Metrics.GPUNodes.Set(float64(s.gpuNodes))
+	unhealthy := make(map[string]float64, len(s.unhealthy))
+	for n, v := range s.unhealthy {
+		unhealthy[n] = float64(v)
+	}
+	r.Metrics.UnhealthyGPUs.Set(unhealthy)
 	for name, counts := range s.byState {
 		for _, phase := range phases {
 			r.Metrics.Nodes.WithLabelValues(string(name), string(phase)).Set(float64(counts.phases[phase]))

@@ -88,10 +88,13 @@ func (r *Reconciler) allPolicies(ctx context.Context, _ client.Object) []reconci
 	return reqs
 }
 
+// labelsChanged passes node updates that change what the status
+// summarises: labels, and the unhealthy GPUs the node controller records.
 func labelsChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+				e.ObjectOld.GetAnnotations()[gpuv1.AnnotationUnhealthyGPUs] != e.ObjectNew.GetAnnotations()[gpuv1.AnnotationUnhealthyGPUs]
 		},
 	}
 }

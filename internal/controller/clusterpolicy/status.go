@@ -2,6 +2,7 @@ package clusterpolicy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,6 +39,7 @@ func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, p problem
 	if applyErr == nil {
 		st.ObservedGeneration = cp.Generation
 	}
+	st.GPUHealth = gpuHealth(s.unhealthy)
 	for _, name := range s.order {
 		c := s.byState[name]
 		if !c.enabled {
@@ -233,4 +235,20 @@ func nameNodes(nodes []string) string {
 		return strings.Join(nodes, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:maxNamedNodes], ", "), len(nodes)-maxNamedNodes)
+}
+
+// gpuHealth summarises the nodes with unhealthy GPUs; nil when none.
+func gpuHealth(unhealthy map[string]int64) *gpuv1.GPUHealthSummary {
+	if len(unhealthy) == 0 {
+		return nil
+	}
+	h := &gpuv1.GPUHealthSummary{UnhealthyNodes: int32(len(unhealthy))}
+	names := slices.Sorted(maps.Keys(unhealthy))
+	named := make([]string, len(names))
+	for i, n := range names {
+		h.UnhealthyGPUs += int32(unhealthy[n])
+		named[i] = fmt.Sprintf("%s (%d)", n, unhealthy[n])
+	}
+	h.Message = "unhealthy GPUs on " + nameNodes(named)
+	return h
 }

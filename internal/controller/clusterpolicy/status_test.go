@@ -269,3 +269,20 @@ func TestDegradedByFailedUpgrades(t *testing.T) {
 	g.Expect(c.Reason).To(Equal(gpuv1.ReasonUpgradeFailed))
 	g.Expect(c.Message).To(HavePrefix("the driver upgrade failed on 2 nodes: a-node, z-node (they stay cordoned"))
 }
+
+func TestGPUHealthInStatus(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cp"}}
+	st := buildStatus(cp, "gpu-operator", testSummary(t, []corev1.Node{ready("a"), ready("b")}, nil), problems{})
+	g.Expect(st.GPUHealth).To(BeNil(), "absent while every GPU is healthy")
+
+	sick := func(name, count string) corev1.Node {
+		n := ready(name)
+		n.Annotations = map[string]string{gpuv1.AnnotationUnhealthyGPUs: count}
+		return n
+	}
+	nodes := []corev1.Node{ready("a"), sick("c", "2"), sick("b", "1"), sick("d", "not a number")}
+	st = buildStatus(cp, "gpu-operator", testSummary(t, nodes, nil), problems{})
+	g.Expect(st.GPUHealth).To(Equal(&gpuv1.GPUHealthSummary{UnhealthyNodes: 2, UnhealthyGPUs: 3,
+		Message: "unhealthy GPUs on b (1), c (2)"}))
+}

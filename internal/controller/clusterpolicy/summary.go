@@ -37,13 +37,15 @@ type summary struct {
 	// why says, for the nodes the status names, why each state is not
 	// ready there: node -> state -> reason.
 	why map[string]map[state.Name]string
+	// unhealthy maps the GPU nodes with unhealthy GPUs to how many.
+	unhealthy map[string]int64
 }
 
 // summarize counts the GPU nodes per state from their labels. Cluster-wide
 // states count the pods of their DaemonSet instead (nfd-worker, on every
 // node), from ds, which is nil when it does not exist.
 func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
-	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}}
+	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}, unhealthy: map[string]int64{}}
 	for _, st := range g.States() {
 		s.order = append(s.order, st.Name)
 		s.byState[st.Name] = &stateCounts{enabled: enabled[st.Name], phases: map[gpuv1.StateValue]int{}}
@@ -55,6 +57,9 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 			continue
 		}
 		s.gpuNodes++
+		if u := gating.UnhealthyGPUsOf(n); u > 0 {
+			s.unhealthy[n.Name] = u
+		}
 		if u := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); u != "" {
 			s.upgrades[u]++
 			if u == gpuv1.UpgradeFailed {

@@ -20,6 +20,9 @@ const (
 	prefix = "sim.gpu-operator.io/"
 	// AnnotationGPUs is how many GPUs the node has; 8 when absent.
 	AnnotationGPUs = prefix + "gpus"
+	// AnnotationUnhealthyGPUs is how many of them the device plugin
+	// reports unhealthy: registered (capacity) but not allocatable.
+	AnnotationUnhealthyGPUs = prefix + "unhealthy-gpus"
 	// AnnotationHostDriver is the version of a driver installed on the
 	// host; absent when the host has none.
 	AnnotationHostDriver = prefix + "host-driver"
@@ -49,7 +52,7 @@ func IsGFDLabel(key string) bool { return slices.Contains(gfdLabels, key) }
 
 // Profile is what a fake node is.
 type Profile struct {
-	GPUs            int
+	GPUs, Unhealthy int
 	HostDriver      string
 	Legacy          bool
 	NeverConfigured bool
@@ -62,6 +65,9 @@ func ProfileOf(n *corev1.Node) Profile {
 	p := Profile{GPUs: 8, HostDriver: a[AnnotationHostDriver], Config: stockConfig, Socket: stockSocket}
 	if g, err := strconv.Atoi(a[AnnotationGPUs]); err == nil && g >= 0 {
 		p.GPUs = g
+	}
+	if u, err := strconv.Atoi(a[AnnotationUnhealthyGPUs]); err == nil && u >= 0 {
+		p.Unhealthy = min(u, p.GPUs)
 	}
 	p.Legacy = a[AnnotationRuntime] == "legacy"
 	p.NeverConfigured = a[AnnotationRuntime] == "never-configured"
@@ -101,22 +107,25 @@ func Apply(n *corev1.Node, pods []*corev1.Pod) Result {
 }
 
 // advertise sets the node's nvidia.com/gpu as the kubelet does: the GPUs
-// while the device plugin is registered, none otherwise.
+// while the device plugin is registered, none otherwise; the unhealthy ones
+// in capacity but not in allocatable.
 func advertise(n *corev1.Node, p Profile, plugin bool) bool {
-	want := int64(0)
+	capacity, allocatable := int64(0), int64(0)
 	if plugin {
-		want = int64(p.GPUs)
+		capacity, allocatable = int64(p.GPUs), int64(p.GPUs-p.Unhealthy)
 	}
-	q, had := n.Status.Allocatable["nvidia.com/gpu"]
-	if (!had && !plugin) || (had && q.Value() == want) {
+	c, hadC := n.Status.Capacity["nvidia.com/gpu"]
+	a, hadA := n.Status.Allocatable["nvidia.com/gpu"]
+	if (!hadC && !hadA && !plugin) || (hadC && hadA && c.Value() == capacity && a.Value() == allocatable) {
 		return false // never advertised, or advertised as wanted
 	}
 	for _, l := range []*corev1.ResourceList{&n.Status.Allocatable, &n.Status.Capacity} {
 		if *l == nil {
 			*l = corev1.ResourceList{}
 		}
-		(*l)["nvidia.com/gpu"] = *resource.NewQuantity(want, resource.DecimalSI)
 	}
+	n.Status.Capacity["nvidia.com/gpu"] = *resource.NewQuantity(capacity, resource.DecimalSI)
+	n.Status.Allocatable["nvidia.com/gpu"] = *resource.NewQuantity(allocatable, resource.DecimalSI)
 	return true
 }
 

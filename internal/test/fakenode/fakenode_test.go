@@ -67,6 +67,20 @@ func TestGPUsFollowTheDevicePlugin(t *testing.T) {
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero())
 }
 
+func TestUnhealthyGPUsLeaveAllocatable(t *testing.T) {
+	g := NewWithT(t)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationUnhealthyGPUs: "3"}}}
+	plugin := []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}
+	g.Expect(Apply(n, plugin).Status).To(BeTrue())
+	g.Expect(n.Status.Capacity.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
+	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(5))
+	g.Expect(Apply(n, plugin).Status).To(BeFalse(), "no change, no write")
+
+	delete(n.Annotations, AnnotationUnhealthyGPUs)
+	g.Expect(Apply(n, plugin).Status).To(BeTrue(), "healthy again")
+	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
+}
+
 func TestGFDLabelsFollowGFD(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{}

@@ -1,0 +1,69 @@
+package gating
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// UnhealthyGPUs counts the GPUs a node registers but does not offer: the
+// device plugin marks a GPU unhealthy (an XID error, a lost device) and the
+// kubelet takes it out of allocatable, leaving it in capacity. It says
+// which resources fall short, as "nvidia.com/gpu 6 of 8".
+func UnhealthyGPUs(n *corev1.Node) (int64, []string) {
+	var total int64
+	var short []string
+	capacity := GPUResources(n.Status.Capacity)
+	allocatable := GPUResources(n.Status.Allocatable)
+	for _, name := range slices.Sorted(maps.Keys(capacity)) {
+		if missing := capacity[name] - allocatable[name]; missing > 0 {
+			total += missing
+			short = append(short, fmt.Sprintf("%s %d of %d", name, allocatable[name], capacity[name]))
+		}
+	}
+	return total, short
+}
+
+// UnhealthyGPUsOf reads the count the operator last recorded on a node.
+func UnhealthyGPUsOf(n *corev1.Node) int64 {
+	v, err := strconv.ParseInt(n.Annotations[gpuv1.AnnotationUnhealthyGPUs], 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// health records the node's unhealthy GPUs and says when their number
+// changes. Only a ready device plugin's word counts: while it restarts the
+// kubelet marks every GPU of it unhealthy, so the last count stands until
+// it is back; a disabled one says nothing, so there is nothing to count.
+func (d *decision) health() {
+	before := UnhealthyGPUsOf(d.in.Node)
+	now := before
+	var short []string
+	switch d.values[state.DevicePlugin] {
+	case gpuv1.StateReady:
+		now, short = UnhealthyGPUs(d.in.Node)
+	case gpuv1.StateDisabled:
+		now = 0
+	}
+	if now > 0 {
+		d.result.Annotations[gpuv1.AnnotationUnhealthyGPUs] = strconv.FormatInt(now, 10)
+	}
+	switch {
+	case now > before:
+		d.event(true, "GPUsUnhealthy", "%d GPU(s) unhealthy, as the device plugin reports them: %s",
+			now, strings.Join(short, ", "))
+	case now == 0 && before > 0:
+		d.event(false, "GPUsHealthy", "every GPU is healthy again")
+	case now < before:
+		d.event(false, "GPUsUnhealthy", "%d GPU(s) unhealthy, down from %d: %s", now, before, strings.Join(short, ", "))
+	}
+}
