@@ -1,7 +1,10 @@
 package cacheconfig
 
 import (
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,19 +25,37 @@ func Options(namespace string) cache.Options {
 		DefaultNamespaces:    map[string]cache.Config{namespace: {}},
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy}),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Node{}:         {Label: labels.Everything(), Transform: TrimNode},
+			&corev1.Node{}:         {Label: labels.Everything(), Transform: NewNodeTrimmer().Trim},
 			&gpuv1.ClusterPolicy{}: {Label: labels.Everything()},
 		},
 	}
 }
 
-// TrimNode keeps what the operator reads of a node: name, labels, its own
+// NodeTrimmer trims nodes for the cache. It shares what nodes have in
+// common: their GPU resource lists, which across a fleet take a handful of
+// values (nvidia.com/gpu: 8), are one map per value rather than two per
+// node. Cached objects are read-only, shared or not.
+type NodeTrimmer struct {
+	mu        sync.Mutex
+	resources map[string]corev1.ResourceList // by resourceKey
+}
+
+// maxSharedResourceLists bounds the resource lists a NodeTrimmer keeps;
+// past it a list is not shared. A fleet has a few, MIG layouts included.
+const maxSharedResourceLists = 1024
+
+// NewNodeTrimmer returns a NodeTrimmer.
+func NewNodeTrimmer() *NodeTrimmer {
+	return &NodeTrimmer{resources: map[string]corev1.ResourceList{}}
+}
+
+// Trim keeps what the operator reads of a node: name, labels, its own
 // annotations, whether it is cordoned, the boot ID, the runtime and its
 // handlers, the GPU resources and the Ready condition. Images, managed
 // fields and other controllers' annotations can be most of a node's size.
 // Label keys and values are interned: a fleet's nodes carry the same few
 // hundred (NFD's and GFD's), and each decoded node holds its own copies.
-func TrimNode(obj any) (any, error) {
+func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
@@ -60,8 +81,8 @@ func TrimNode(obj any) (any, error) {
 		// The names only: the toolkit's proof is the NVIDIA handler there.
 		trimmed.Status.RuntimeHandlers = append(trimmed.Status.RuntimeHandlers, corev1.NodeRuntimeHandler{Name: h.Name})
 	}
-	trimmed.Status.Capacity = gpuResources(n.Status.Capacity)
-	trimmed.Status.Allocatable = gpuResources(n.Status.Allocatable)
+	trimmed.Status.Capacity = t.shared(gpuResources(n.Status.Capacity))
+	trimmed.Status.Allocatable = t.shared(gpuResources(n.Status.Allocatable))
 	trimmed.Status.Conditions = readyCondition(n.Status.Conditions)
 	return trimmed, nil
 }
@@ -92,6 +113,38 @@ func gpuResources(l corev1.ResourceList) corev1.ResourceList {
 		}
 	}
 	return out
+}
+
+// shared returns the list the trimmer keeps for l's value, l itself the
+// first time.
+func (t *NodeTrimmer) shared(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return l
+	}
+	key := resourceKey(l)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.resources[key]; ok {
+		return kept
+	}
+	if len(t.resources) < maxSharedResourceLists {
+		t.resources[key] = l
+	}
+	return l
+}
+
+// resourceKey is a resource list's value as a string: its names in order,
+// each with its quantity.
+func resourceKey(l corev1.ResourceList) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		b.WriteString(string(name))
+		b.WriteByte('=')
+		b.WriteString(q.String())
+		b.WriteByte(',')
+	}
+	return b.String()
 }
 
 func readyCondition(conds []corev1.NodeCondition) []corev1.NodeCondition {

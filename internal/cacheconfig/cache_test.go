@@ -1,6 +1,10 @@
 package cacheconfig
 
 import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -11,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestTrimNode(t *testing.T) {
+func TestTrim(t *testing.T) {
 	g := NewWithT(t)
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -30,7 +34,7 @@ func TestTrimNode(t *testing.T) {
 			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "long"}, {Type: corev1.NodeMemoryPressure}},
 		},
 	}
-	out, err := TrimNode(node)
+	out, err := NewNodeTrimmer().Trim(node)
 	g.Expect(err).NotTo(HaveOccurred())
 	n := out.(*corev1.Node)
 	g.Expect(n.Name).To(Equal("gpu-1"))
@@ -47,7 +51,7 @@ func TestTrimNode(t *testing.T) {
 	g.Expect(n.Spec.PodCIDR).To(BeEmpty())
 }
 
-func TestTrimNodeSharesLabelStringsAcrossNodes(t *testing.T) {
+func TestTrimSharesLabelStringsAcrossNodes(t *testing.T) {
 	g := NewWithT(t)
 	decoded := func() *corev1.Node {
 		// Strings built at run time, as a decoder builds them: two nodes
@@ -57,8 +61,9 @@ func TestTrimNodeSharesLabelStringsAcrossNodes(t *testing.T) {
 	}
 	a, b := decoded(), decoded()
 	g.Expect(dataOfOnlyKey(a.Labels)).NotTo(BeIdenticalTo(dataOfOnlyKey(b.Labels)))
-	ta, _ := TrimNode(a)
-	tb, _ := TrimNode(b)
+	trimmer := NewNodeTrimmer()
+	ta, _ := trimmer.Trim(a)
+	tb, _ := trimmer.Trim(b)
 	la, lb := ta.(*corev1.Node).Labels, tb.(*corev1.Node).Labels
 	g.Expect(la).To(Equal(a.Labels))
 	g.Expect(dataOfOnlyKey(la)).To(BeIdenticalTo(dataOfOnlyKey(lb)))
@@ -71,4 +76,102 @@ func dataOfOnlyKey(m map[string]string) *byte {
 		return unsafe.StringData(k)
 	}
 	return nil
+}
+
+func TestTrimSharesResourceListsOfEqualValue(t *testing.T) {
+	g := NewWithT(t)
+	trimmer := NewNodeTrimmer()
+	node := func(gpus string) *corev1.Node {
+		n := &corev1.Node{}
+		n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus), corev1.ResourceCPU: resource.MustParse("96")}
+		n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus)}
+		return n
+	}
+	trim := func(n *corev1.Node) *corev1.Node {
+		out, err := trimmer.Trim(n)
+		g.Expect(err).NotTo(HaveOccurred())
+		return out.(*corev1.Node)
+	}
+	a, b, c := trim(node("8")), trim(node("8")), trim(node("4"))
+	g.Expect(reflect.ValueOf(a.Status.Capacity).UnsafePointer()).To(Equal(reflect.ValueOf(b.Status.Capacity).UnsafePointer()),
+		"equal lists are one map")
+	g.Expect(reflect.ValueOf(a.Status.Capacity).UnsafePointer()).To(Equal(reflect.ValueOf(a.Status.Allocatable).UnsafePointer()))
+	g.Expect(reflect.ValueOf(a.Status.Capacity).UnsafePointer()).NotTo(Equal(reflect.ValueOf(c.Status.Capacity).UnsafePointer()))
+	g.Expect(c.Status.Capacity).To(Equal(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}))
+	g.Expect(a.Status.Capacity).To(Equal(corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}))
+}
+
+// BenchmarkCacheBytesPerNode prints what the cache keeps per GPU node
+// decoded from the API server's answer, trimmed, next to the decoded node.
+func BenchmarkCacheBytesPerNode(b *testing.B) {
+	const n = 5000
+	raw := make([][]byte, n)
+	for i := range raw {
+		var err error
+		if raw[i], err = json.Marshal(realisticNode(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	decode := func(i int) *corev1.Node {
+		node := &corev1.Node{}
+		if err := json.Unmarshal(raw[i], node); err != nil {
+			b.Fatal(err)
+		}
+		return node
+	}
+	measure := func(keep func(i int) any) uint64 {
+		out := make([]any, n)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range out {
+			out[i] = keep(i)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(out)
+		return (after.HeapAlloc - before.HeapAlloc) / n
+	}
+	for b.Loop() {
+		trimmer := NewNodeTrimmer()
+		b.ReportMetric(float64(measure(func(i int) any { out, _ := trimmer.Trim(decode(i)); return out })), "trimmed-B/node")
+		b.ReportMetric(float64(measure(func(i int) any { return decode(i) })), "node-B/node")
+	}
+}
+
+// realisticNode is a GPU node as NFD, GFD and the operator label it, with
+// the status a kubelet reports.
+func realisticNode(i int) *corev1.Node {
+	labels := map[string]string{
+		"kubernetes.io/hostname": fmt.Sprintf("gpu-%05d", i), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		"node.kubernetes.io/instance-type": "p5.48xlarge", "topology.kubernetes.io/zone": "us-east-1a",
+		"feature.node.kubernetes.io/pci-10de.present": "true", "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04", "feature.node.kubernetes.io/kernel-version.full": "5.15.0-1048-aws",
+		"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": "8",
+		"nvidia.com/gpu.memory": "143771", "nvidia.com/gpu.family": "hopper", "nvidia.com/cuda.driver-version.full": "570.172.08",
+		"nvidia.com/gpu.driver-pool": "default", "nvidia.com/gpu.driver-root": "container", "nvidia.com/gpu.container-runtime": "containerd",
+	}
+	for _, s := range []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"} {
+		labels["nvidia.com/gpu.deploy."+s] = "true"
+		labels["nvidia.com/gpu.state."+s] = "ready"
+	}
+	for j := range 20 {
+		labels[fmt.Sprintf("feature.node.kubernetes.io/cpu-cpuid.FEATURE%02d", j)] = "true"
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%05d", i), UID: "2f1c6a4e-8d0b-4c1e-9f57-0a3b5c7d9e1f",
+		ResourceVersion: "123456", Labels: labels,
+		Annotations: map[string]string{"nvidia.com/gpu-operator.boot-id": "9c1b2d3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e",
+			"nvidia.com/gpu-operator.discovered-at": "2026-12-01T00:00:00Z", "node.alpha.kubernetes.io/ttl": "0"}}}
+	node.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("192"),
+		corev1.ResourceMemory: resource.MustParse("2063940Mi"), corev1.ResourcePods: resource.MustParse("110"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("3758096384Ki")}
+	node.Status.Allocatable = node.Status.Capacity.DeepCopy()
+	node.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "9c1b2d3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e", KernelVersion: "5.15.0-1048-aws",
+		OSImage: "Ubuntu 22.04.4 LTS", ContainerRuntimeVersion: "containerd://1.7.27", KubeletVersion: "v1.33.1"}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kubelet is posting ready status"}}
+	for j := range 10 {
+		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("registry.example.com/image-%d@sha256:%064d", j, j)}, SizeBytes: 1 << 30})
+	}
+	return node
 }
