@@ -141,10 +141,11 @@ const (
 	// TaintGPUNotReady is the key of the NoSchedule taint the operator
 	// keeps on a GPU node until every enabled state is ready there.
 	TaintGPUNotReady = "nvidia.com/gpu.not-ready"
-	// AnnotationReadinessTaint is "true" on a node whose TaintGPUNotReady
-	// the operator set: the one it may remove. A taint of that key the
-	// operator finds on a node that is not ready is taken as its own.
-	AnnotationReadinessTaint = OperatorAnnotationPrefix + "readiness-taint"
+	// TaintGPUNotReadyValue is the value of the operator's taint: it marks
+	// the taint as the operator's, the one it may remove, in the same
+	// write that adds it. A taint of the key with another value is left
+	// alone.
+	TaintGPUNotReadyValue = "gpu-operator"
 )
 
 // AnnotationUnhealthyGPUs is how many of a GPU node's GPUs its device plugin

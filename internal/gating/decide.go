@@ -177,7 +177,6 @@ func Decide(in Input) Result {
 	}
 	if in.Policy.Spec.Operator.ReadinessTaint.Enabled && !d.allReady() {
 		d.result.ReadinessTaint = true
-		d.result.Annotations[gpuv1.AnnotationReadinessTaint] = gpuv1.LabelTrue
 	}
 	return d.result
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -20,12 +21,10 @@ func TestReadinessTaintUntilEveryStateIsReady(t *testing.T) {
 	g := NewWithT(t)
 	discovered := decide(t, node(nil, nil), nil, withReadinessTaint)
 	g.Expect(discovered.ReadinessTaint).To(BeTrue(), "a GPU node just found")
-	g.Expect(discovered.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationReadinessTaint, gpuv1.LabelTrue))
 
 	n, pods := readyNode()
 	ready := decide(t, n, pods, withReadinessTaint)
 	g.Expect(ready.ReadinessTaint).To(BeFalse())
-	g.Expect(ready.Annotations).NotTo(HaveKey(gpuv1.AnnotationReadinessTaint))
 
 	// One state down (its pod gone past the grace period) brings it back.
 	delete(pods, state.DCGMExporter)
@@ -44,6 +43,17 @@ func TestNoReadinessTaintUnlessAskedFor(t *testing.T) {
 	g := NewWithT(t)
 	r := decide(t, node(nil, nil), nil)
 	g.Expect(r.ReadinessTaint).To(BeFalse())
-	g.Expect(r.Annotations).NotTo(HaveKey(gpuv1.AnnotationReadinessTaint))
 	g.Expect(decide(t, node(nil, nil), nil, func(in *Input) { in.Policy = nil }).ReadinessTaint).To(BeFalse())
+}
+
+func TestOnlyTheOperatorsTaintIsItsOwn(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(IsOwnReadinessTaint(ReadinessTaint)).To(BeTrue())
+	users := ReadinessTaint
+	users.Value = ""
+	g.Expect(IsOwnReadinessTaint(users)).To(BeFalse(), "a user's taint of the key")
+	g.Expect(HasReadinessTaintKey(users)).To(BeTrue())
+	other := ReadinessTaint
+	other.Effect = corev1.TaintEffectNoExecute
+	g.Expect(HasReadinessTaintKey(other)).To(BeFalse())
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 )
 
 func withReadinessTaint(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = true }
@@ -58,7 +59,7 @@ func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 	f.addTaint(node, corev1.Taint{Key: "team", Value: "ml", Effect: corev1.TaintEffectNoSchedule})
 
 	g.Eventually(f.taintsOf(node), timeout, interval).Should(ConsistOf(notReadyTaint, usersTaint))
-	g.Expect(f.node(node).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationReadinessTaint, "true"))
+	g.Expect(f.node(node).Spec.Taints).To(ContainElement(gating.ReadinessTaint), "the value says it is the operator's")
 	f.expectAllReady(other)
 	g.Eventually(f.taintsOf(other), timeout, interval).Should(BeEmpty())
 	g.Consistently(f.taintsOf(node), "2s", interval).Should(ConsistOf(notReadyTaint, usersTaint),
@@ -67,8 +68,6 @@ func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 	sim.set(node, "dcgm-exporter", becomesReady)
 	f.expectAllReady(node)
 	g.Eventually(f.taintsOf(node), timeout, interval).Should(Equal([]string{usersTaint}))
-	g.Eventually(func() map[string]string { return f.node(node).Annotations }, timeout, interval).
-		ShouldNot(HaveKey(gpuv1.AnnotationReadinessTaint))
 
 	// A reboot resets the chain: the taint is back until it re-forms.
 	sim.set(node, "driver", staysNotReady)
@@ -81,8 +80,8 @@ func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 }
 
 // Turning the option off, or deleting the policy, removes the taints the
-// operator set and no other; a taint of the key on a ready node that the
-// operator did not set is not the operator's to remove.
+// operator set and no other: a taint of the key with another value is not
+// the operator's to remove.
 func TestReadinessTaintGoesWithTheOption(t *testing.T) {
 	g := NewWithT(t)
 	f := setup(t, 2, withReadinessTaint)
@@ -91,22 +90,22 @@ func TestReadinessTaintGoesWithTheOption(t *testing.T) {
 	g.Eventually(f.taintsOf(held), timeout, interval).Should(Equal([]string{notReadyTaint}))
 	f.expectAllReady(ready)
 	g.Eventually(f.taintsOf(ready), timeout, interval).Should(BeEmpty())
-	// Someone taints the ready node with the key, by hand.
-	f.addTaint(ready, corev1.Taint{Key: gpuv1.TaintGPUNotReady, Effect: corev1.TaintEffectNoSchedule})
+	// Someone taints the ready node with the key, by hand, and another
+	// value.
+	f.addTaint(ready, corev1.Taint{Key: gpuv1.TaintGPUNotReady, Value: "maintenance", Effect: corev1.TaintEffectNoSchedule})
 
 	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = false })
 	g.Eventually(f.taintsOf(held), timeout, interval).Should(BeEmpty())
-	g.Eventually(func() map[string]string { return f.node(held).Annotations }, timeout, interval).
-		ShouldNot(HaveKey(gpuv1.AnnotationReadinessTaint))
 	g.Consistently(f.taintsOf(ready), "2s", interval).Should(Equal([]string{notReadyTaint}), "not the operator's")
 
-	// On again, then the policy goes: the held node's taint goes with it.
+	// On again, then the policy goes: the held node's taint goes with it,
+	// and the policy waits for that.
 	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = true })
 	g.Eventually(f.taintsOf(held), timeout, interval).Should(Equal([]string{notReadyTaint}))
+
 	g.Expect(k8sClient.Delete(f.ctx, f.policy)).To(Succeed())
 	g.Eventually(f.taintsOf(held), timeout, interval).Should(BeEmpty())
-	g.Eventually(func() map[string]string { return f.node(held).Annotations }, timeout, interval).
-		ShouldNot(HaveKey(gpuv1.AnnotationReadinessTaint))
+	g.Eventually(f.policies, timeout, interval).Should(BeEmpty(), "the policy goes once the taint is gone")
 }
 
 // An API server that refuses the taint (an admission policy on node
@@ -150,15 +149,11 @@ func TestRefusedReadinessTaintHoldsNothingBack(t *testing.T) {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(probe), n); err != nil {
 			return err
 		}
-		n.Spec.Taints = []corev1.Taint{readinessTaintOf()}
+		n.Spec.Taints = []corev1.Taint{gating.ReadinessTaint}
 		return k8sClient.Update(ctx, n)
 	}, timeout, interval).Should(MatchError(ContainSubstring("no readiness taints here")))
 
 	f := setup(t, 1, withReadinessTaint)
 	f.expectAllReady(f.nodes...)
 	g.Expect(f.taintsOf(f.nodes[0])()).To(BeEmpty())
-}
-
-func readinessTaintOf() corev1.Taint {
-	return corev1.Taint{Key: gpuv1.TaintGPUNotReady, Effect: corev1.TaintEffectNoSchedule}
 }

@@ -3,6 +3,7 @@ package clusterpolicy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -167,7 +169,8 @@ func (r *Reconciler) objectsOwnedBy(ctx context.Context, cp *gpuv1.ClusterPolicy
 
 // nodesNotCleanedUp counts the nodes the node and upgrade controllers have
 // not cleaned up yet. Each removes its labels, annotations and cordon in
-// one apply, so the operator's annotations, which no one else sets, tell:
+// one apply, after the readiness taint, so the operator's annotations and
+// taint, which no one else sets, tell:
 // a state label still there afterwards is a user's own (set with the same
 // value, it is shared, and server-side apply leaves it), and waiting for
 // it would keep the policy for ever.
@@ -178,7 +181,7 @@ func (r *Reconciler) nodesNotCleanedUp(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for i := range nodes.Items {
-		if hasOperatorAnnotation(nodes.Items[i].Annotations) {
+		if hasOperatorAnnotation(nodes.Items[i].Annotations) || slices.ContainsFunc(nodes.Items[i].Spec.Taints, gating.IsOwnReadinessTaint) {
 			n++
 		}
 	}

@@ -60,16 +60,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	decision := gating.Decide(in)
 	// A taint the API server refuses (an admission policy on node taints)
 	// must not stop the labels, which gate every operand: they are
-	// written, and the error comes back after them.
+	// written, and the refusal is told and tried again.
 	done, taintErr := r.syncReadinessTaint(ctx, node, decision.ReadinessTaint)
-	switch {
-	case taintErr != nil && ownsReadinessTaint(node):
-		// Still the operator's to remove: the annotation that says so stays.
-		if decision.Annotations == nil {
-			decision.Annotations = map[string]string{}
-		}
-		decision.Annotations[gpuv1.AnnotationReadinessTaint] = gpuv1.LabelTrue
-	case taintErr == nil && !done:
+	if taintErr == nil && !done {
 		// Not written: the node changed since it was read.
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
@@ -86,7 +79,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if taintErr != nil {
-		return ctrl.Result{}, taintErr
+		log.FromContext(ctx).Error(taintErr, "readiness taint refused")
+		r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "ReadinessTaintRefused", "Reconcile", "%v", taintErr)
+		// Tried again without the growing backoff of an error, which
+		// would hold back the decision's own grace-period timers.
+		return ctrl.Result{RequeueAfter: min(nonZero(decision.RequeueAfter, taintRetry), taintRetry)}, nil
 	}
 	return ctrl.Result{RequeueAfter: decision.RequeueAfter}, nil
 }
@@ -122,6 +119,16 @@ func (r *Reconciler) Explain(ctx context.Context, node *corev1.Node) (map[state.
 // staleRetry is how soon a node is judged again after its write met a newer
 // version of it.
 const staleRetry = 200 * time.Millisecond
+
+// taintRetry is how soon a refused readiness taint is tried again.
+const taintRetry = 30 * time.Second
+
+func nonZero(d, otherwise time.Duration) time.Duration {
+	if d == 0 {
+		return otherwise
+	}
+	return d
+}
 
 // write applies every label and annotation the operator wants on the node.
 // Server-side apply removes the ones it set before and no longer wants, and

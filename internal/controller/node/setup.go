@@ -62,9 +62,13 @@ func (r *Reconciler) allGPUNodes(ctx context.Context, _ client.Object) []reconci
 	return reqs
 }
 
-// hasOperatorMarks reports whether the operator left a state label or an
-// annotation on the node, which it must remove when no policy wants them.
+// hasOperatorMarks reports whether the operator left a state label, an
+// annotation or its readiness taint on the node, which it must remove when
+// no policy wants them.
 func hasOperatorMarks(n *corev1.Node) bool {
+	if slices.ContainsFunc(n.Spec.Taints, gating.IsOwnReadinessTaint) {
+		return true
+	}
 	for k := range n.Labels {
 		if strings.HasPrefix(k, gpuv1.StateLabelPrefix) {
 			return true
@@ -92,7 +96,7 @@ func nodeChanged() predicate.Predicate {
 				!slices.Equal(handlerNames(old), handlerNames(cur)) ||
 				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
 				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity)) ||
-				slices.ContainsFunc(old.Spec.Taints, isReadinessTaint) != slices.ContainsFunc(cur.Spec.Taints, isReadinessTaint)
+				slices.ContainsFunc(old.Spec.Taints, gating.HasReadinessTaintKey) != slices.ContainsFunc(cur.Spec.Taints, gating.HasReadinessTaintKey)
 		},
 	}
 }
