@@ -199,9 +199,20 @@ func podMeta(common *gpuv1.DaemonsetsSpec, selector map[string]string, state, ha
 }
 
 // specHash hashes the pod spec. Labels and annotations are left out on
-// purpose: changing them must never make a pod count as outdated.
+// purpose: changing them must never make a pod count as outdated. So is
+// the readiness taint's toleration: a toleration changes nothing in a
+// running pod, and with it left out the hash stays what it was before
+// operands tolerated the taint, so adding the toleration replaces no
+// driver (a driver whose hash changes goes through a fleet upgrade).
 func specHash(spec *corev1.PodSpec) (string, error) {
-	data, err := json.Marshal(spec)
+	hashed := *spec
+	hashed.Tolerations = slices.DeleteFunc(slices.Clone(spec.Tolerations), func(t corev1.Toleration) bool {
+		return t == readinessTaintToleration
+	})
+	if len(hashed.Tolerations) == 0 {
+		hashed.Tolerations = nil
+	}
+	data, err := json.Marshal(&hashed)
 	if err != nil {
 		return "", fmt.Errorf("hashing the pod spec: %w", err)
 	}
