@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -40,22 +41,42 @@ func UnhealthyGPUsOf(n *corev1.Node) int64 {
 	return v
 }
 
+// healthSettle is how long the device plugin's pod must have been ready
+// before its word on the GPUs counts: the kubelet reports allocatable
+// again on its next status update after the plugin registers.
+const healthSettle = 30 * time.Second
+
 // health records the node's unhealthy GPUs and says when their number
-// changes. Only a ready device plugin's word counts: while it restarts the
-// kubelet marks every GPU of it unhealthy, so the last count stands until
-// it is back; a disabled one says nothing, so there is nothing to count.
+// changes. Only the word of a device plugin that has been ready a while
+// counts: when its pod goes or restarts, the kubelet marks every GPU of it
+// unhealthy (allocatable 0, capacity kept) while the state stays ready
+// for its grace period, so the last count stands until the plugin is back
+// and settled. A disabled plugin says nothing: the count goes, untold.
 func (d *decision) health() {
 	before := UnhealthyGPUsOf(d.in.Node)
-	now := before
+	now, judged := before, false
 	var short []string
 	switch d.values[state.DevicePlugin] {
 	case gpuv1.StateReady:
+		pod := d.in.Pods[state.DevicePlugin]
+		_, missing := d.missing[state.DevicePlugin]
+		if pod == nil || !pod.Ready || !pod.Current || missing {
+			break
+		}
+		if settled := pod.Since.Add(healthSettle); d.now.Before(settled) {
+			d.requeue(settled.Sub(d.now))
+			break
+		}
 		now, short = UnhealthyGPUs(d.in.Node)
+		judged = true
 	case gpuv1.StateDisabled:
 		now = 0
 	}
 	if now > 0 {
 		d.result.Annotations[gpuv1.AnnotationUnhealthyGPUs] = strconv.FormatInt(now, 10)
+	}
+	if !judged {
+		return
 	}
 	switch {
 	case now > before:

@@ -2,6 +2,7 @@ package gating
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -52,9 +53,33 @@ func TestUnhealthyGPUsNotJudgedWithoutTheDevicePlugin(t *testing.T) {
 	g.Expect(r.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationUnhealthyGPUs, "1"))
 	g.Expect(reasons(r)).NotTo(ContainElements("GPUsUnhealthy", "GPUsHealthy"))
 
-	// Disabled: nothing to count.
+	// Disabled: nothing to count, and nothing to tell.
 	off := decide(t, n, pods, func(in *Input) { in.Enabled[state.DevicePlugin] = false })
 	g.Expect(off.Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs))
+	g.Expect(reasons(off)).NotTo(ContainElement("GPUsHealthy"))
+}
+
+// A device plugin that restarts leaves its state ready for the grace
+// period while the kubelet shows every GPU of it unhealthy; a new plugin
+// pod's word counts once it has been ready a while.
+func TestDevicePluginRestartIsNoUnhealthyGPU(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	allocatable(n, "nvidia.com/gpu", 0)
+	pods[state.DevicePlugin] = notReadyPod(now.Add(-5 * time.Second))
+	restarting := decide(t, n, pods)
+	g.Expect(stateOf(restarting, state.DevicePlugin)).To(Equal("ready"), "within its grace period")
+	g.Expect(restarting.Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs))
+	g.Expect(reasons(restarting)).NotTo(ContainElement("GPUsUnhealthy"))
+
+	pods[state.DevicePlugin] = readyPod("p2", now.Add(-5*time.Second))
+	fresh := decide(t, n, pods)
+	g.Expect(fresh.Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs), "not settled yet")
+	g.Expect(fresh.RequeueAfter).To(BeNumerically("<=", healthSettle-5*time.Second))
+
+	allocatable(n, "nvidia.com/gpu", 8)
+	pods[state.DevicePlugin] = readyPod("p2", now.Add(-time.Minute))
+	g.Expect(decide(t, n, pods).Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs))
 }
 
 func TestUnhealthyGPUsCountMIGDevices(t *testing.T) {
