@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -38,22 +37,30 @@ func Options(namespace string) cache.Options {
 type NodeTrimmer struct {
 	mu        sync.Mutex
 	resources map[string]corev1.ResourceList // by resourceKey
+	// strings holds one copy of each label key and value.
+	strings map[string]string
 }
 
 // maxSharedResourceLists bounds the resource lists a NodeTrimmer keeps;
 // past it a list is not shared. A fleet has a few, MIG layouts included.
 const maxSharedResourceLists = 1024
 
+// maxInternedStrings bounds the label strings a NodeTrimmer keeps: a few
+// hundred keys and common values, and one hostname per node, for fleets of
+// tens of thousands of nodes. Past it a string is not shared. Strings of
+// nodes gone stay until the operator restarts, within the bound.
+const maxInternedStrings = 1 << 17
+
 // NewNodeTrimmer returns a NodeTrimmer.
 func NewNodeTrimmer() *NodeTrimmer {
-	return &NodeTrimmer{resources: map[string]corev1.ResourceList{}}
+	return &NodeTrimmer{resources: map[string]corev1.ResourceList{}, strings: map[string]string{}}
 }
 
 // Trim keeps what the operator reads of a node: name, labels, its own
 // annotations, whether it is cordoned, the boot ID, the runtime and its
 // handlers, the GPU resources and the Ready condition. Images, managed
 // fields and other controllers' annotations can be most of a node's size.
-// Label keys and values are interned: a fleet's nodes carry the same few
+// Label keys and values are shared: a fleet's nodes carry the same few
 // hundred (NFD's and GFD's), and each decoded node holds its own copies.
 func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
@@ -64,7 +71,7 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	trimmed.TypeMeta = n.TypeMeta
 	trimmed.Name, trimmed.UID, trimmed.ResourceVersion = n.Name, n.UID, n.ResourceVersion
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = n.CreationTimestamp, n.DeletionTimestamp
-	trimmed.Labels = intern(n.Labels)
+	trimmed.Labels = t.intern(n.Labels)
 	for k, v := range n.Annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) {
 			if trimmed.Annotations == nil {
@@ -87,17 +94,30 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	return trimmed, nil
 }
 
-// intern returns labels with canonical copies of their strings, which
-// nodes share. unique drops a string no node holds any more.
-func intern(labels map[string]string) map[string]string {
+// intern returns labels with shared copies of their strings. (The unique
+// package's handles would not do: its table forgets a string once no
+// handle to it is left, and the copies would come back.)
+func (t *NodeTrimmer) intern(labels map[string]string) map[string]string {
 	if labels == nil {
 		return nil
 	}
 	out := make(map[string]string, len(labels))
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for k, v := range labels {
-		out[unique.Make(k).Value()] = unique.Make(v).Value()
+		out[t.internLocked(k)] = t.internLocked(v)
 	}
 	return out
+}
+
+func (t *NodeTrimmer) internLocked(s string) string {
+	if kept, ok := t.strings[s]; ok {
+		return kept
+	}
+	if len(t.strings) < maxInternedStrings {
+		t.strings[s] = s
+	}
+	return s
 }
 
 // gpuResources keeps the GPU resources of a list: all the operator reads
