@@ -32,12 +32,11 @@ type ReadinessTaintInput struct {
 }
 
 // ReadinessTaintSpec turns the readiness taint on: the nodes that never get
-// ready carry it, the ready ones do not. It reboots nodes, lets GPU pods
-// that wait for exactly those nodes onto them while they carry the taint,
-// and checks on the API server's order of writes (resourceVersions, which
-// etcd orders) that no pod was bound to a node while the node carried the
-// taint, nor before every state was ready there. Turning it off removes
-// every taint the operator set.
+// ready carry it, the ready ones do not. It reboots nodes with GPU pods
+// waiting for exactly those nodes, and checks on the API server's order of
+// writes (resourceVersions, which etcd orders) that no pod was bound to a
+// node while the node carried the taint, nor before every state was ready
+// there. Turning it off removes every taint the operator set.
 func ReadinessTaintSpec(ctx context.Context, in ReadinessTaintInput) {
 	setReadinessTaint(ctx, true)
 	Eventually(func(g Gomega) {
@@ -53,29 +52,12 @@ func ReadinessTaintSpec(ctx context.Context, in ReadinessTaintInput) {
 	defer nodes.stop()
 	binds := watchBinds(ctx, "readiness")
 	defer binds.stop()
-	// The GPU pods wait, unschedulable, for a label no node has yet.
-	pinnedGPUPods(ctx, "readiness", in.Reboot, int32(2*len(in.Reboot)))
 	for _, n := range in.Reboot {
 		history.forget(n)
 	}
 	_, err := sh("hack/sim/reboot.sh", in.Reboot...)
 	Expect(err).NotTo(HaveOccurred())
-	// Each rebooted node gets the label while it carries the taint (the
-	// label write is conditional on the version that showed it): from then
-	// on only the taint, and GPUs not yet advertised, keep the pods off.
-	// Without the taint they would be bound as soon as the device plugin
-	// is back, before dcgm-exporter and GFD are.
-	for _, n := range in.Reboot {
-		Eventually(func(g Gomega) {
-			node := &corev1.Node{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: n}, node)).To(Succeed())
-			g.Expect(slices.ContainsFunc(node.Spec.Taints, isReadinessTaint)).To(BeTrue(),
-				"the reboot of %s brings the taint back; if its chain re-formed first, this spec cannot tell", n)
-			patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
-			node.Labels[pinnedLabel] = "go"
-			g.Expect(k8s.Patch(ctx, node, patch)).To(Succeed())
-		}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
-	}
+	pinnedGPUPods(ctx, "readiness", in.Reboot, int32(2*len(in.Reboot)))
 	AllReadySpec(ctx, AllReadyInput{Nodes: in.Reboot})
 
 	Eventually(binds.count).WithTimeout(2*time.Minute).Should(Equal(2*len(in.Reboot)), "every GPU pod bound")
@@ -85,17 +67,11 @@ func ReadinessTaintSpec(ctx context.Context, in ReadinessTaintInput) {
 		Expect(at.tainted).To(BeFalse(), "pod %s bound to %s while it carried the readiness taint", pod, b.node)
 		Expect(at.ready).To(BeTrue(), "pod %s bound to %s before every state was ready there", pod, b.node)
 	}
+	for _, n := range in.Reboot {
+		Expect(nodes.everTainted(n)).To(BeTrue(), "the reboot of %s brought the taint back", n)
+	}
 
 	Expect(k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "readiness"}})).To(Succeed())
-	for _, n := range in.Reboot {
-		Eventually(func(g Gomega) {
-			node := &corev1.Node{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: n}, node)).To(Succeed())
-			patch := client.MergeFrom(node.DeepCopy())
-			delete(node.Labels, pinnedLabel)
-			g.Expect(k8s.Patch(ctx, node, patch)).To(Succeed())
-		}).WithTimeout(10 * time.Second).Should(Succeed())
-	}
 	setReadinessTaint(ctx, false)
 	Eventually(func(g Gomega) {
 		list := &corev1.NodeList{}
@@ -128,11 +104,8 @@ func tainted(g Gomega, ctx context.Context, node string) bool {
 	return slices.ContainsFunc(n.Spec.Taints, isReadinessTaint)
 }
 
-// pinnedLabel is the node label the pinned GPU pods wait for.
-const pinnedLabel = "e2e.gpu-operator.io/readiness"
-
 // pinnedGPUPods runs a Deployment of GPU pods that may run only on nodes,
-// once they carry pinnedLabel, and do not tolerate the readiness taint.
+// and do not tolerate the readiness taint.
 func pinnedGPUPods(ctx context.Context, namespace string, nodes []string, replicas int32) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -228,6 +201,12 @@ func (t *taintWatch) at(node string, v uint64) (nodeState, bool) {
 		}
 	}
 	return out, found
+}
+
+func (t *taintWatch) everTainted(node string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.ContainsFunc(t.versions[node], func(s nodeState) bool { return s.tainted })
 }
 
 // bind is when a pod was bound: the resourceVersion of the first version
