@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 )
 
 // ReadinessTaintInput is the readiness taint's scenario.
@@ -77,31 +78,24 @@ func ReadinessTaintSpec(ctx context.Context, in ReadinessTaintInput) {
 		list := &corev1.NodeList{}
 		g.Expect(k8s.List(ctx, list)).To(Succeed())
 		for _, n := range list.Items {
-			g.Expect(slices.ContainsFunc(n.Spec.Taints, isReadinessTaint)).To(BeFalse(), "node %s", n.Name)
+			g.Expect(slices.ContainsFunc(n.Spec.Taints, gating.HasReadinessTaintKey)).To(BeFalse(), "node %s", n.Name)
 		}
 	}).WithTimeout(time.Minute).Should(Succeed())
 }
 
 func setReadinessTaint(ctx context.Context, on bool) {
 	Eventually(func(g Gomega) {
-		list := &gpuv1.ClusterPolicyList{}
-		g.Expect(k8s.List(ctx, list)).To(Succeed())
-		g.Expect(list.Items).To(HaveLen(1))
-		cp := &list.Items[0]
+		cp := activePolicy(g, ctx)
 		patch := client.MergeFrom(cp.DeepCopy())
 		cp.Spec.Operator.ReadinessTaint.Enabled = on
 		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
-func isReadinessTaint(t corev1.Taint) bool {
-	return t.Key == gpuv1.TaintGPUNotReady && t.Effect == corev1.TaintEffectNoSchedule
-}
-
 func tainted(g Gomega, ctx context.Context, node string) bool {
 	n := &corev1.Node{}
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
-	return slices.ContainsFunc(n.Spec.Taints, isReadinessTaint)
+	return slices.ContainsFunc(n.Spec.Taints, gating.HasReadinessTaintKey)
 }
 
 // pinnedGPUPods runs a Deployment of GPU pods that may run only on nodes,
@@ -174,7 +168,7 @@ func watchTaints(ctx context.Context) *taintWatch {
 			if !ok || ev.Type == watch.Error {
 				continue
 			}
-			s := nodeState{rv: rv(n), tainted: slices.ContainsFunc(n.Spec.Taints, isReadinessTaint), ready: true}
+			s := nodeState{rv: rv(n), tainted: slices.ContainsFunc(n.Spec.Taints, gating.HasReadinessTaintKey), ready: true}
 			for _, st := range states {
 				if v := n.Labels[gpuv1.StateLabel(st)]; v != string(gpuv1.StateReady) && v != string(gpuv1.StateDisabled) {
 					s.ready = false

@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,15 +57,7 @@ func HostDriverSpec(ctx context.Context) {
 		g.Expect(stateMessage(g, ctx, "driver")).To(ContainSubstring(hostDriverNode + " (the host runs NVIDIA driver 550.54.15"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	Eventually(func(g Gomega) {
-		list := &eventsv1.EventList{}
-		g.Expect(k8s.List(ctx, list)).To(Succeed())
-		var reasons []string
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "Node" && e.Regarding.Name == hostDriverNode {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		g.Expect(reasons).To(ContainElement("HostDriverFound"))
+		g.Expect(nodeEventReasons(g, ctx, hostDriverNode)).To(ContainElement("HostDriverFound"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
