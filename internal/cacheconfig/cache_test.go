@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -13,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpu-operator/gpu-operator/internal/test/heap"
 )
 
 func TestTrim(t *testing.T) {
@@ -119,23 +120,10 @@ func BenchmarkCacheBytesPerNode(b *testing.B) {
 		}
 		return node
 	}
-	measure := func(keep func(i int) any) uint64 {
-		out := make([]any, n)
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for i := range out {
-			out[i] = keep(i)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(out)
-		return (after.HeapAlloc - before.HeapAlloc) / n
-	}
 	for b.Loop() {
 		trimmer := NewNodeTrimmer()
-		b.ReportMetric(float64(measure(func(i int) any { out, _ := trimmer.Trim(decode(i)); return out })), "trimmed-B/node")
-		b.ReportMetric(float64(measure(func(i int) any { return decode(i) })), "node-B/node")
+		b.ReportMetric(float64(heap.RetainedPer(n, func(i int) any { out, _ := trimmer.Trim(decode(i)); return out })), "trimmed-B/node")
+		b.ReportMetric(float64(heap.RetainedPer(n, func(i int) any { return decode(i) })), "node-B/node")
 	}
 }
 

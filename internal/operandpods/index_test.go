@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/heap"
 )
 
 // fakeLister serves a list that waits for release, then watch events.
@@ -141,24 +141,9 @@ func BenchmarkCacheBytesPerPod(b *testing.B) {
 		}
 		return p
 	}
-	// measure returns the heap that stays per pod once keep's result is
-	// all that is left of it.
-	measure := func(keep func(i int) any) uint64 {
-		out := make([]any, n)
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for i := range out {
-			out[i] = keep(i)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(out)
-		return (after.HeapAlloc - before.HeapAlloc) / n
-	}
 	for b.Loop() {
-		b.ReportMetric(float64(measure(func(i int) any { return Summarize(decode(i)) })), "summary-B/pod")
-		b.ReportMetric(float64(measure(func(i int) any { return decode(i) })), "pod-B/pod")
+		b.ReportMetric(float64(heap.RetainedPer(n, func(i int) any { return Summarize(decode(i)) })), "summary-B/pod")
+		b.ReportMetric(float64(heap.RetainedPer(n, func(i int) any { return decode(i) })), "pod-B/pod")
 	}
 }
 
