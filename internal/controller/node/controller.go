@@ -83,7 +83,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "ReadinessTaintRefused", "Reconcile", "%v", taintErr)
 		// Tried again without the growing backoff of an error, which
 		// would hold back the decision's own grace-period timers.
-		return ctrl.Result{RequeueAfter: min(nonZero(decision.RequeueAfter, taintRetry), taintRetry)}, nil
+		retry := taintRetry
+		if d := decision.RequeueAfter; d > 0 && d < retry {
+			retry = d
+		}
+		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	return ctrl.Result{RequeueAfter: decision.RequeueAfter}, nil
 }
@@ -122,13 +126,6 @@ const staleRetry = 200 * time.Millisecond
 
 // taintRetry is how soon a refused readiness taint is tried again.
 const taintRetry = 30 * time.Second
-
-func nonZero(d, otherwise time.Duration) time.Duration {
-	if d == 0 {
-		return otherwise
-	}
-	return d
-}
 
 // write applies every label and annotation the operator wants on the node.
 // Server-side apply removes the ones it set before and no longer wants, and
