@@ -13,11 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -101,10 +98,6 @@ func tainted(g Gomega, ctx context.Context, node string) bool {
 // pinnedGPUPods runs a Deployment of GPU pods that may run only on nodes,
 // and do not tolerate the readiness taint.
 func pinnedGPUPods(ctx context.Context, namespace string, nodes []string, replicas int32) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
 	// One term per node: a field selector term takes one name.
 	var terms []corev1.NodeSelectorTerm
 	for _, n := range nodes {
@@ -112,27 +105,9 @@ func pinnedGPUPods(ctx context.Context, namespace string, nodes []string, replic
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
 		})
 	}
-	labels := map[string]string{"app": "pinned"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
-					}},
-					Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
-					Containers: []corev1.Container{{Name: "train", Image: "cuda", Resources: corev1.ResourceRequirements{
-						Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-					}}},
-				},
-			},
-		},
-	}
-	Expect(k8s.Create(ctx, d)).To(Succeed())
+	createGPUDeployment(ctx, namespace, "pinned", replicas, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
+	}})
 }
 
 // rv reads a resourceVersion as the number the simulated cluster's etcd

@@ -93,30 +93,7 @@ type workloadPod struct{ name, node string }
 // gpuWorkload runs (or keeps) a Deployment of GPU pods and returns its pods
 // by UID once they all run.
 func gpuWorkload(ctx context.Context, replicas int32) map[string]workloadPod {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workloads"}}
-	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
-	labels := map[string]string{"app": "training"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "training", Namespace: "workloads"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
-					Containers: []corev1.Container{{Name: "train", Image: "cuda", Resources: corev1.ResourceRequirements{
-						Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-					}}},
-				},
-			},
-		},
-	}
-	if err := k8s.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
+	createGPUDeployment(ctx, "workloads", "training", replicas, nil)
 	var pods map[string]workloadPod
 	Eventually(func(g Gomega) {
 		pods = workloadPods(g, ctx)
@@ -199,3 +176,34 @@ func (w *upgradeWatch) peak() int {
 }
 
 func (w *upgradeWatch) stop() { w.cancel() }
+
+// createGPUDeployment creates (or keeps) a Deployment of pods that ask for
+// one GPU each and tolerate the common nvidia.com/gpu taint, in namespace,
+// with affinity when not nil.
+func createGPUDeployment(ctx context.Context, namespace, name string, replicas int32, affinity *corev1.Affinity) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Affinity:    affinity,
+					Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{Name: "train", Image: "cuda", Resources: corev1.ResourceRequirements{
+						Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+					}}},
+				},
+			},
+		},
+	}
+	if err := k8s.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
