@@ -176,6 +176,12 @@ type OperatorSpec struct {
 	// +optional
 	ReadinessTaint ReadinessTaintSpec `json:"readinessTaint,omitempty"`
 
+	// Remediation repairs GPU nodes whose GPUs the device plugin reports
+	// unhealthy, a budgeted number of nodes at a time.
+	// +kubebuilder:default={}
+	// +optional
+	Remediation RemediationSpec `json:"remediation,omitempty"`
+
 	// InitContainer is accepted for compatibility and not acted on.
 	// +optional
 	InitContainer *apiextensionsv1.JSON `json:"initContainer,omitempty"`

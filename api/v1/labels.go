@@ -152,3 +152,52 @@ const (
 // reports unhealthy (the node's allocatable GPU resources below their
 // capacity), set by the operator while there are any.
 const AnnotationUnhealthyGPUs = OperatorAnnotationPrefix + "unhealthy-gpus"
+
+// The remediation contract (spec.operator.remediation).
+const (
+	// LabelRemediationState is where the node stands in the repair of its
+	// unhealthy GPUs; its value is a RemediationState.
+	LabelRemediationState = "nvidia.com/gpu-remediation-state"
+	// RemediationAnnotationPrefix starts the annotations the remediation
+	// keeps on nodes.
+	RemediationAnnotationPrefix = "nvidia.com/gpu-remediation."
+	// AnnotationRemediationApproved set to "true" by a person lets a
+	// node's repair start when spec.operator.remediation.autoStart is
+	// false, or starts a failed or reboot-required node's repair again.
+	// The operator removes it when the repair starts.
+	AnnotationRemediationApproved = RemediationAnnotationPrefix + "approved"
+	// TaintGPUUnhealthy is the key of the NoSchedule taint the operator
+	// keeps on a node from the start of its repair until its GPUs are
+	// healthy again. Its value is TaintGPUNotReadyValue, the operator's.
+	TaintGPUUnhealthy = "nvidia.com/gpu.unhealthy"
+)
+
+// RemediationState is a step of a node's repair.
+type RemediationState string
+
+// The steps of a repair, in order.
+const (
+	// RemediationRequired: the node's GPUs are unhealthy; it waits for the
+	// budget, or for an approval when autoStart is false.
+	RemediationRequired RemediationState = "remediation-required"
+	// RemediationEviction: the node is tainted and its GPU pods evicted.
+	RemediationEviction RemediationState = "eviction-required"
+	// RemediationDevicePluginRestart: the device plugin is restarted,
+	// which clears a GPU it marked unhealthy for good.
+	RemediationDevicePluginRestart RemediationState = "device-plugin-restart-required"
+	// RemediationDriverReload: the driver pod is replaced, as a driver
+	// upgrade replaces it: the operands after it leave the node first.
+	RemediationDriverReload RemediationState = "driver-reload-required"
+	// RemediationValidation: waiting for the GPU stack to be ready again
+	// with every GPU allocatable.
+	RemediationValidation RemediationState = "validation-required"
+	// RemediationDone: the node's GPUs are healthy again, its taint gone.
+	RemediationDone RemediationState = "remediation-done"
+	// RemediationRebootRequired: nothing the operator can do healed the
+	// GPUs; the node keeps its taint until it reboots, then is validated.
+	RemediationRebootRequired RemediationState = "reboot-required"
+	// RemediationFailed: the repair could not go on (GPU pods that would
+	// not leave, GPUs still unhealthy after a reboot); the node keeps its
+	// taint until a person acts.
+	RemediationFailed RemediationState = "remediation-failed"
+)

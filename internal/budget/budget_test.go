@@ -55,6 +55,7 @@ func TestPatternMatchesCRD(t *testing.T) {
 	for _, path := range []string{
 		"spec.driver.upgradePolicy.maxUnavailable",
 		"spec.daemonsets.rollingUpdate.maxUnavailable",
+		"spec.operator.remediation.maxParallel",
 	} {
 		t.Run(path, func(t *testing.T) {
 			g := NewWithT(t)

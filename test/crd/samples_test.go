@@ -41,7 +41,11 @@ func TestDefaults(t *testing.T) {
 func expectedDefaults() gpuv1.ClusterPolicySpec {
 	enabled := gpuv1.ComponentSpec{Enabled: ptr.To(true)}
 	return gpuv1.ClusterPolicySpec{
-		Operator: gpuv1.OperatorSpec{DefaultRuntime: gpuv1.RuntimeContainerd, RuntimeClass: "nvidia"},
+		Operator: gpuv1.OperatorSpec{DefaultRuntime: gpuv1.RuntimeContainerd, RuntimeClass: "nvidia",
+			Remediation: gpuv1.RemediationSpec{
+				MaxParallel: ptr.To(intstr.FromInt32(1)), AutoStart: ptr.To(true),
+				EvictionTimeoutSeconds: ptr.To[int32](300), ValidationTimeoutSeconds: ptr.To[int32](1800),
+			}},
 		Daemonsets: gpuv1.DaemonsetsSpec{
 			PriorityClassName: "system-node-critical",
 			UpdateStrategy:    "RollingUpdate",

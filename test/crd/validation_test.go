@@ -152,6 +152,26 @@ func invalidCases() map[string]invalidCase {
 			path: p("driver", "upgradePolicy", "maxUnavailable"), value: int64(-2),
 			field: "spec.driver.upgradePolicy.maxUnavailable", wants: []string{"at least 1"},
 		},
+		"remediation maxParallel 0%": {
+			path: p("operator", "remediation", "maxParallel"), value: "0%",
+			field: "spec.operator.remediation.maxParallel", wants: []string{"set enabled to false"},
+		},
+		"remediation maxParallel zero": {
+			path: p("operator", "remediation", "maxParallel"), value: int64(0),
+			field: "spec.operator.remediation.maxParallel", wants: []string{"at least 1"},
+		},
+		"remediation maxParallel words": {
+			path: p("operator", "remediation", "maxParallel"), value: "all",
+			field: "spec.operator.remediation.maxParallel", wants: []string{"1% to 100%"},
+		},
+		"remediation eviction timeout too short": {
+			path: p("operator", "remediation", "evictionTimeoutSeconds"), value: int64(0),
+			field: "spec.operator.remediation.evictionTimeoutSeconds", wants: []string{"greater than or equal to 30"},
+		},
+		"remediation validation timeout too short": {
+			path: p("operator", "remediation", "validationTimeoutSeconds"), value: int64(10),
+			field: "spec.operator.remediation.validationTimeoutSeconds", wants: []string{"greater than or equal to 60"},
+		},
 		"negative wait timeout": {
 			path: p("driver", "upgradePolicy", "waitForCompletion", "timeoutSeconds"), value: int64(-1),
 			field: "spec.driver.upgradePolicy.waitForCompletion.timeoutSeconds", wants: []string{"greater than or equal to 0"},
@@ -305,18 +325,19 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		path  []string
 		value any
 	}{
-		"driver digest":                 {p("driver", "version"), digest64},
-		"two-part driver version":       {p("driver", "version"), "470.82"},
-		"count as a string":             {p("daemonsets", "rollingUpdate", "maxUnavailable"), "1"},
-		"100 percent":                   {p("driver", "upgradePolicy", "maxUnavailable"), "100%"},
-		"unlimited parallel upgrades":   {p("driver", "upgradePolicy", "maxParallelUpgrades"), int64(0)},
-		"disabled with empty version":   {p("toolkit"), map[string]any{"enabled": false, "version": ""}},
-		"registry with a port":          {p("driver", "repository"), "registry.local:5000/nvidia"},
-		"request equal to limit":        {p("driver", "resources"), map[string]any{"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": int64(1)}}},
-		"prefixed label key":            {p("daemonsets", "labels"), map[string]any{"example.com/team": "gpu"}},
-		"device plugin config with key": {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
-		"drain selector":                {p("driver", "upgradePolicy", "drain", "podSelector"), "app in (training, serving),!legacy,tier!=batch"},
-		"toleration of every taint":     {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
+		"driver digest":                   {p("driver", "version"), digest64},
+		"two-part driver version":         {p("driver", "version"), "470.82"},
+		"count as a string":               {p("daemonsets", "rollingUpdate", "maxUnavailable"), "1"},
+		"100 percent":                     {p("driver", "upgradePolicy", "maxUnavailable"), "100%"},
+		"unlimited parallel upgrades":     {p("driver", "upgradePolicy", "maxParallelUpgrades"), int64(0)},
+		"repairs on a tenth of the fleet": {p("operator", "remediation"), map[string]any{"enabled": true, "maxParallel": "10%", "autoStart": false}},
+		"disabled with empty version":     {p("toolkit"), map[string]any{"enabled": false, "version": ""}},
+		"registry with a port":            {p("driver", "repository"), "registry.local:5000/nvidia"},
+		"request equal to limit":          {p("driver", "resources"), map[string]any{"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": int64(1)}}},
+		"prefixed label key":              {p("daemonsets", "labels"), map[string]any{"example.com/team": "gpu"}},
+		"device plugin config with key":   {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
+		"drain selector":                  {p("driver", "upgradePolicy", "drain", "podSelector"), "app in (training, serving),!legacy,tier!=batch"},
+		"toleration of every taint":       {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
 		"NoExecute toleration seconds": {p("daemonsets", "tolerations"), []any{map[string]any{"key": "example.com/maintenance", "operator": "Exists",
 			"effect": "NoExecute", "tolerationSeconds": int64(300)}}},
 		"distinct driver pools": {p("driver", "nodePools"), []any{
