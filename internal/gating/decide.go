@@ -207,9 +207,9 @@ func (d *decision) driverPool() string {
 	case cur == "" || cur == d.in.DriverPool:
 	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading:
 		// No driver to keep: nothing runs, or it failed to start.
-	case d.driverRestarting():
+	case d.driverUpgrading():
 		// The upgrade replaces the driver now: its new pod is the new
-		// pool's.
+		// pool's. A repair's reload is not an upgrade: it keeps the pool.
 	default:
 		return cur
 	}

@@ -484,6 +484,28 @@ func TestDriverRestartStep(t *testing.T) {
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDriverPod, "d2"))
 }
 
+// A repair's driver reload takes the upgrade's path: the driver and the
+// states after it are upgrading, so their pods leave before the driver pod
+// is replaced, and re-form in order after.
+func TestRepairReloadsTheDriverAsAnUpgradeDoes(t *testing.T) {
+	g := NewWithT(t)
+	labels := variantLabels(states(allStates(gpuv1.StateReady)))
+	labels[gpuv1.LabelRemediationState] = string(gpuv1.RemediationDriverReload)
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
+	r := decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
+	for _, s := range []state.Name{drv, dp, dcg, gfd} {
+		g.Expect(stateOf(r, s)).To(Equal("upgrading"), "state %s", s)
+	}
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+
+	// Any other step of a repair leaves the chain as it is.
+	labels = variantLabels(states(allStates(gpuv1.StateReady)))
+	labels[gpuv1.LabelRemediationState] = string(gpuv1.RemediationDevicePluginRestart)
+	r = decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+}
+
 // A node whose OS NFD has not labelled has no driver image: the driver
 // fails there, saying why, and nothing else breaks.
 func TestDriverWithoutOSLabels(t *testing.T) {

@@ -41,10 +41,10 @@ func UnhealthyGPUsOf(n *corev1.Node) int64 {
 	return v
 }
 
-// healthSettle is how long the device plugin's pod must have been ready
+// HealthSettle is how long the device plugin's pod must have been ready
 // before its word on the GPUs counts: the kubelet reports allocatable
 // again on its next status update after the plugin registers.
-const healthSettle = 30 * time.Second
+const HealthSettle = 30 * time.Second
 
 // health records the node's unhealthy GPUs and says when their number
 // changes. Only the word of a device plugin that has been ready a while
@@ -63,7 +63,7 @@ func (d *decision) health() {
 		if pod == nil || !pod.Ready || !pod.Current || missing {
 			break
 		}
-		if settled := pod.Since.Add(healthSettle); d.now.Before(settled) {
+		if settled := pod.Since.Add(HealthSettle); d.now.Before(settled) {
 			d.requeue(settled.Sub(d.now))
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
@@ -23,7 +24,7 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		if name != state.Driver {
 			d.notBefore[name] = d.now
 		}
-		return d.because(name, gpuv1.StateUpgrading, "the driver is being upgraded")
+		return d.because(name, gpuv1.StateUpgrading, "the driver pod is being replaced")
 	}
 	cur := d.current[name]
 	if why := d.cannotRun(name); why != "" {
@@ -217,10 +218,20 @@ func (d *decision) because(name state.Name, v gpuv1.StateValue, why string) gpuv
 	return v
 }
 
-// driverRestarting reports whether the node's driver upgrade is at the
-// step that replaces the driver pod. A node on its host's driver has no
-// driver pod to replace, whatever its stale upgrade label says.
+// driverRestarting reports whether the node's driver upgrade, or the
+// repair of its GPUs, is at the step that replaces the driver pod. A node
+// on its host's driver has no driver pod to replace, whatever its stale
+// label says.
 func (d *decision) driverRestarting() bool {
+	return d.driverUpgrading() ||
+		(d.variant.DriverRoot == gpuv1.DriverRootContainer &&
+			remediation.ReloadsDriver(gpuv1.RemediationState(d.in.Node.Labels[gpuv1.LabelRemediationState])))
+}
+
+// driverUpgrading reports whether the node's driver upgrade replaces the
+// driver pod now: the only time its pool may change, since a new pool's
+// driver is a new driver.
+func (d *decision) driverUpgrading() bool {
 	return d.variant.DriverRoot == gpuv1.DriverRootContainer &&
 		gpuv1.UpgradeState(d.in.Node.Labels[gpuv1.LabelUpgradeState]) == gpuv1.UpgradePodRestart
 }

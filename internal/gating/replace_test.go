@@ -19,10 +19,14 @@ func TestPoolLabelMovesOnlyWithTheUpgrade(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		upgrade  gpuv1.UpgradeState
+		repair   gpuv1.RemediationState
 		noDriver bool
 		want     string
 	}{
 		{name: "driver running", want: "a"},
+		// A repair's reload replaces the driver pod with one of the same
+		// pool: a new pool's driver would be an upgrade.
+		{name: "a repair reloads the driver", repair: gpuv1.RemediationDriverReload, want: "a"},
 		{name: "waiting for its upgrade", upgrade: gpuv1.UpgradeRequired, want: "a"},
 		{name: "evicting its GPU pods", upgrade: gpuv1.UpgradePodDeletion, want: "a"},
 		{name: "the upgrade replaces the driver", upgrade: gpuv1.UpgradePodRestart, want: "b"},
@@ -34,6 +38,9 @@ func TestPoolLabelMovesOnlyWithTheUpgrade(t *testing.T) {
 			n.Labels[gpuv1.LabelDriverPool] = "a"
 			if tt.upgrade != "" {
 				n.Labels[gpuv1.LabelUpgradeState] = string(tt.upgrade)
+			}
+			if tt.repair != "" {
+				n.Labels[gpuv1.LabelRemediationState] = string(tt.repair)
 			}
 			if tt.noDriver {
 				delete(pods, drv)

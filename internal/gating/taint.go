@@ -21,3 +21,15 @@ func HasReadinessTaintKey(t corev1.Taint) bool {
 func IsOwnReadinessTaint(t corev1.Taint) bool {
 	return HasReadinessTaintKey(t) && t.Value == ReadinessTaint.Value
 }
+
+// UnhealthyTaint is the taint spec.operator.remediation keeps on a node
+// from the start of its repair until its GPUs are healthy again. Its value
+// marks it as the operator's.
+var UnhealthyTaint = corev1.Taint{Key: gpuv1.TaintGPUUnhealthy, Value: gpuv1.TaintGPUNotReadyValue,
+	Effect: corev1.TaintEffectNoSchedule}
+
+// IsOwnUnhealthyTaint matches the operator's unhealthy taint; one of the
+// key with another value is someone else's, and left alone.
+func IsOwnUnhealthyTaint(t corev1.Taint) bool {
+	return t.Key == UnhealthyTaint.Key && t.Effect == UnhealthyTaint.Effect && t.Value == UnhealthyTaint.Value
+}

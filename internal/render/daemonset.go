@@ -32,6 +32,14 @@ var readinessTaintToleration = corev1.Toleration{
 	Key: gpuv1.TaintGPUNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
+// unhealthyTaintToleration tolerates the taint a node keeps while its GPUs
+// are repaired: the repair restarts the device plugin and reloads the
+// driver there. Like the readiness taint's, it is on every operand and
+// left out of the template hash.
+var unhealthyTaintToleration = corev1.Toleration{
+	Key: gpuv1.TaintGPUUnhealthy, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+}
+
 // Workload describes one operand DaemonSet.
 type Workload struct {
 	Policy    *gpuv1.ClusterPolicy
@@ -137,7 +145,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 			pod.ImagePullSecrets = append(pod.ImagePullSecrets, ref)
 		}
 	}
-	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration, readinessTaintToleration)
+	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration, readinessTaintToleration, unhealthyTaintToleration)
 	for _, t := range common.Tolerations {
 		pod.Tolerations = append(pod.Tolerations, t.Core())
 	}
@@ -199,15 +207,15 @@ func podMeta(common *gpuv1.DaemonsetsSpec, selector map[string]string, state, ha
 }
 
 // specHash hashes the pod spec. Labels and annotations are left out on
-// purpose: changing them must never make a pod count as outdated. So is
-// the readiness taint's toleration: a toleration changes nothing in a
-// running pod, and with it left out the hash stays what it was before
-// operands tolerated the taint, so adding the toleration replaces no
+// purpose: changing them must never make a pod count as outdated. So are
+// the tolerations of the operator's own taints: a toleration changes
+// nothing in a running pod, and with them left out the hash stays what it
+// was before operands tolerated the taints, so adding one replaces no
 // driver (a driver whose hash changes goes through a fleet upgrade).
 func specHash(spec *corev1.PodSpec) (string, error) {
 	hashed := *spec
 	hashed.Tolerations = slices.DeleteFunc(slices.Clone(spec.Tolerations), func(t corev1.Toleration) bool {
-		return t == readinessTaintToleration
+		return t == readinessTaintToleration || t == unhealthyTaintToleration
 	})
 	if len(hashed.Tolerations) == 0 {
 		hashed.Tolerations = nil

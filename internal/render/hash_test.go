@@ -7,20 +7,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The readiness taint's toleration is not in the hash: adding it to the
-// operands (or any later toggle) must not make a running driver outdated,
-// which would send the fleet through a driver upgrade.
-func TestHashLeavesOutTheReadinessToleration(t *testing.T) {
+// The readiness and unhealthy taints' tolerations are not in the hash:
+// adding them to the operands (or any later toggle) must not make a
+// running driver outdated, which would send the fleet through a driver
+// upgrade.
+func TestHashLeavesOutTheOperatorsTaintTolerations(t *testing.T) {
 	g := NewWithT(t)
 	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}, Tolerations: []corev1.Toleration{gpuTaintToleration}}
 	before, err := specHash(&spec)
 	g.Expect(err).NotTo(HaveOccurred())
 	withReadiness := spec
-	withReadiness.Tolerations = append([]corev1.Toleration{gpuTaintToleration}, readinessTaintToleration)
+	withReadiness.Tolerations = append([]corev1.Toleration{gpuTaintToleration}, readinessTaintToleration, unhealthyTaintToleration)
 	after, err := specHash(&withReadiness)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after).To(Equal(before))
-	g.Expect(withReadiness.Tolerations).To(HaveLen(2), "the spec itself keeps it")
+	g.Expect(withReadiness.Tolerations).To(HaveLen(3), "the spec itself keeps them")
 
 	other := spec
 	other.Tolerations = append([]corev1.Toleration{gpuTaintToleration}, corev1.Toleration{Key: "team", Operator: corev1.TolerationOpExists})
