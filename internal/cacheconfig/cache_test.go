@@ -21,8 +21,10 @@ func TestTrim(t *testing.T) {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "gpu-1", UID: "u", ResourceVersion: "7",
-			Labels:        map[string]string{"a": "b"},
-			Annotations:   map[string]string{"nvidia.com/gpu-operator.boot-id": "x", "other.io/big": "blob"},
+			Labels: map[string]string{"a": "b"},
+			Annotations: map[string]string{"nvidia.com/gpu-operator.boot-id": "x", "other.io/big": "blob",
+				"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
+				"nvidia.com/gpu-remediation.approved": "true"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 		},
 		Spec: corev1.NodeSpec{Unschedulable: true, PodCIDR: "10.0.0.0/24"},
@@ -41,7 +43,9 @@ func TestTrim(t *testing.T) {
 	g.Expect(n.Name).To(Equal("gpu-1"))
 	g.Expect(n.ResourceVersion).To(Equal("7"))
 	g.Expect(n.Labels).To(Equal(node.Labels))
-	g.Expect(n.Annotations).To(Equal(map[string]string{"nvidia.com/gpu-operator.boot-id": "x"}))
+	g.Expect(n.Annotations).To(Equal(map[string]string{"nvidia.com/gpu-operator.boot-id": "x",
+		"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
+		"nvidia.com/gpu-remediation.approved": "true"}), "the operator's own annotations, and the approval it reads")
 	g.Expect(n.ManagedFields).To(BeEmpty())
 	g.Expect(n.Status.Images).To(BeEmpty())
 	g.Expect(n.Status.NodeInfo).To(Equal(corev1.NodeSystemInfo{BootID: "boot"}))

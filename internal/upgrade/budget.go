@@ -19,12 +19,15 @@ type Node struct {
 	Unavailable bool
 	// Waiting is true when the node is upgrade-required and could start.
 	Waiting bool
+	// Remediating is true while the node is out of service for the repair
+	// of its GPUs: it uses the budget as an upgrading node does.
+	Remediating bool
 }
 
 // Admit returns the waiting nodes that may start their upgrade now, in name
 // order: at most maxParallel upgrading at once (0: no limit) and at most
 // maxUnavailable nodes of the pool unavailable, counting the ones already
-// cordoned or not Ready, and the ones upgrading.
+// cordoned or not Ready, and the ones upgrading or being repaired.
 func Admit(nodes []Node, maxParallel int32, maxUnavailable intstr.IntOrString) (map[string]bool, error) {
 	limit, err := budget.Nodes("driver.upgradePolicy.maxUnavailable", maxUnavailable, len(nodes))
 	if err != nil {
@@ -34,7 +37,7 @@ func Admit(nodes []Node, maxParallel int32, maxUnavailable intstr.IntOrString) (
 	var waiting []Node
 	for _, n := range nodes {
 		switch {
-		case InProgress(n.State):
+		case InProgress(n.State) || n.Remediating:
 			inProgress++
 			unavailable++
 		case n.Unavailable:

@@ -49,6 +49,10 @@ func TestAdmit(t *testing.T) {
 			nodes:          []Node{{Name: "a", Waiting: true}, {Name: "b", Waiting: true, Unavailable: true}, {Name: "c", Unavailable: true}},
 			maxUnavailable: intstr.FromInt32(2), want: []string{"b"},
 		},
+		"nodes under repair use the budget": {
+			nodes:       append(waiting(3), Node{Name: "repairing", Remediating: true}),
+			maxParallel: 2, maxUnavailable: intstr.FromInt32(4), want: []string{"n00"},
+		},
 		"budget full": {
 			nodes:       append(waiting(2), Node{Name: "busy", State: gpuv1.UpgradeValidation}),
 			maxParallel: 1, maxUnavailable: intstr.FromString("100%"), want: nil,

@@ -169,7 +169,7 @@ func (r *Reconciler) objectsOwnedBy(ctx context.Context, cp *gpuv1.ClusterPolicy
 
 // nodesNotCleanedUp counts the nodes the node and upgrade controllers have
 // not cleaned up yet. Each removes its labels, annotations and cordon in
-// one apply, after the readiness taint, so the operator's annotations and
+// one apply, after the readiness and unhealthy taints, so the operator's annotations and
 // taint, which no one else sets, tell:
 // a state label still there afterwards is a user's own (set with the same
 // value, it is shared, and server-side apply leaves it), and waiting for
@@ -181,16 +181,27 @@ func (r *Reconciler) nodesNotCleanedUp(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for i := range nodes.Items {
-		if hasOperatorAnnotation(nodes.Items[i].Annotations) || slices.ContainsFunc(nodes.Items[i].Spec.Taints, gating.IsOwnReadinessTaint) {
+		if notCleanedUp(&nodes.Items[i]) {
 			n++
 		}
 	}
 	return n, nil
 }
 
+// notCleanedUp reports whether a node still carries an annotation or a
+// taint the operator sets and must remove.
+func notCleanedUp(n *corev1.Node) bool {
+	return hasOperatorAnnotation(n.Annotations) || slices.ContainsFunc(n.Spec.Taints, gating.IsOwnReadinessTaint) ||
+		slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint)
+}
+
 func hasOperatorAnnotation(annotations map[string]string) bool {
 	for k := range annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) {
+			return true
+		}
+		// A person's approval is theirs to remove.
+		if strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) && k != gpuv1.AnnotationRemediationApproved {
 			return true
 		}
 	}

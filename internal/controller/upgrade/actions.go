@@ -30,7 +30,7 @@ const evictWorkers = 8
 // PodDisruptionBudgets), the node's pods that keep selects. Pods no
 // controller owns are evicted only with force, pods with emptyDir volumes
 // only with deleteEmptyDir; the others stay, and the step's timeout decides.
-func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, keep func(*corev1.Pod) bool, force, deleteEmptyDir *bool) error {
+func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, reason string, keep func(*corev1.Pod) bool, force, deleteEmptyDir *bool) error {
 	pods, err := r.podsOn(ctx, n.Name, nil)
 	if err != nil {
 		return err
@@ -42,13 +42,13 @@ func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, keep func(*corev
 			continue
 		}
 		if metav1.GetControllerOf(p) == nil && !isTrue(force) {
-			r.Recorder.Eventf(n, p, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict",
-				"pod %s/%s has no controller and force is off: it keeps the upgrade waiting", p.Namespace, p.Name)
+			r.Recorder.Eventf(n, p, corev1.EventTypeWarning, reason, "Evict",
+				"pod %s/%s has no controller and force is off: it keeps the node waiting", p.Namespace, p.Name)
 			continue
 		}
 		if usesEmptyDir(p) && !isTrue(deleteEmptyDir) {
-			r.Recorder.Eventf(n, p, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict",
-				"pod %s/%s uses emptyDir and deleteEmptyDir is off: it keeps the upgrade waiting", p.Namespace, p.Name)
+			r.Recorder.Eventf(n, p, corev1.EventTypeWarning, reason, "Evict",
+				"pod %s/%s uses emptyDir and deleteEmptyDir is off: it keeps the node waiting", p.Namespace, p.Name)
 			continue
 		}
 		evictable = append(evictable, p)

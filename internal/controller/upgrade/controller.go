@@ -38,6 +38,9 @@ const (
 	AnnotationCordoned = gpuv1.UpgradeAnnotationPrefix + "cordoned"
 )
 
+// upgradeEvent is the reason of the events on a node's upgrade.
+const upgradeEvent = "GPUDriverUpgrade"
+
 // poll is how often nodes in an upgrade are looked at again: GPU pods are
 // listed live, not watched, and timeouts run.
 const poll = 5 * time.Second
@@ -90,8 +93,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Repairs step first: a node they take out of service this look is
+	// one upgrades count against their budget and do not admit.
+	remediating, busy, err := r.remediate(ctx, active, obs, nodes.Items)
+	errs := []error{err}
 	if active == nil || !active.Spec.Driver.IsEnabled() {
-		return ctrl.Result{}, errors.Join(r.forgetAll(ctx, nodes.Items), r.deleteOrphans(ctx, obs, nodes.Items))
+		errs = append(errs, r.forgetAll(ctx, nodes.Items), r.deleteOrphans(ctx, obs, nodes.Items))
+		if busy {
+			return ctrl.Result{RequeueAfter: poll}, errors.Join(errs...)
+		}
+		return ctrl.Result{}, errors.Join(errs...)
 	}
 	pools := map[string][]*corev1.Node{}
 	var stale []corev1.Node
@@ -107,11 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 		pool := driver.PoolOf(&active.Spec.Driver, n.Labels)
 		pools[pool] = append(pools[pool], n)
 	}
-	var errs []error
-	busy := false
 	tally := tally{}
 	for pool, members := range pools {
-		b, err := r.reconcilePool(ctx, active, obs, members, &active.Spec.Driver.UpgradePolicy, &tally)
+		b, err := r.reconcilePool(ctx, active, obs, members, remediating, &tally)
 		busy = busy || b
 		if err != nil {
 			// A pool that cannot step (an invalid budget or selector stored
@@ -134,7 +143,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 // reconcilePool admits nodes within the pool's budget and steps each node.
 // It reports whether any node is on its way.
 func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed,
-	nodes []*corev1.Node, spec *gpuv1.DriverUpgradePolicySpec, t *tally) (bool, error) {
+	nodes []*corev1.Node, remediating map[string]bool, t *tally) (bool, error) {
+	spec := &cp.Spec.Driver.UpgradePolicy
 	p := policyOf(spec)
 	candidates := make([]upgrade.Node, 0, len(nodes))
 	for _, n := range nodes {
@@ -143,7 +153,9 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 			Name:        n.Name,
 			State:       st,
 			Unavailable: n.Spec.Unschedulable || !nodeReady(n),
-			Waiting:     st == gpuv1.UpgradeRequired && p.AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue,
+			Remediating: remediating[n.Name],
+			Waiting: st == gpuv1.UpgradeRequired && p.AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue &&
+				!remediating[n.Name],
 		})
 	}
 	admitted, err := upgrade.Admit(candidates, *spec.MaxParallelUpgrades, *spec.MaxUnavailable)
@@ -171,7 +183,7 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 		step := upgrade.Next(f, p)
 		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
 			"action", step.Action.String(), "facts", f)
-		next[i], errs[i] = r.take(ctx, cp, obs, n, f, step, spec, sel)
+		next[i], errs[i] = r.take(ctx, cp, obs, n, f, step, sel)
 		stepped[i] = true
 	})
 	busy := false
@@ -195,7 +207,8 @@ func (r *Reconciler) reconcilePool(ctx context.Context, cp *gpuv1.ClusterPolicy,
 // take performs a step's action and records the node's next state. A failed
 // action leaves the state as it is, to be retried.
 func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, n *corev1.Node,
-	f upgrade.Facts, step upgrade.Step, spec *gpuv1.DriverUpgradePolicySpec, sel *podSelectors) (gpuv1.UpgradeState, error) {
+	f upgrade.Facts, step upgrade.Step, sel *podSelectors) (gpuv1.UpgradeState, error) {
+	spec := &cp.Spec.Driver.UpgradePolicy
 	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
 	var err error
 	switch step.Action {
@@ -204,9 +217,9 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 		// a node cordoned by someone before stays cordoned after.
 		cordoned = cordoned || !n.Spec.Unschedulable
 	case upgrade.EvictGPUPods:
-		err = r.evict(ctx, n, r.isGPUPod(cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
 	case upgrade.Drain:
-		err = r.evict(ctx, n, r.isDrainable(sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
+		err = r.evict(ctx, n, upgradeEvent, r.isDrainable(sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
 	case upgrade.DeleteDriverPod:
 		err = r.deleteDriverPod(ctx, &cp.Spec.Driver, n, obs)
 	case upgrade.Uncordon:
@@ -226,7 +239,7 @@ func (r *Reconciler) take(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *obs
 		if step.Next == gpuv1.UpgradeFailed {
 			kind = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(n, nil, kind, "GPUDriverUpgrade", "Upgrade", "%s -> %s: %s", displayState(f.State), step.Next, step.Reason)
+		r.Recorder.Eventf(n, nil, kind, upgradeEvent, "Upgrade", "%s -> %s: %s", displayState(f.State), step.Next, step.Reason)
 	}
 	return step.Next, nil
 }

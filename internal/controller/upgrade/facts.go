@@ -28,11 +28,13 @@ type observed struct {
 	deleting map[string]bool
 	// downstream counts, per node, the operand pods after the driver.
 	downstream map[string]int
+	// pluginPods maps a node to its device plugin pod.
+	pluginPods map[string]*operandpods.Pod
 }
 
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	o := &observed{driverPods: map[string]*operandpods.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
-		downstream: map[string]int{}}
+		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{}}
 	pods, err := r.Pods.All()
 	if err != nil {
 		return nil, err
@@ -44,6 +46,9 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 			o.driverPods[p.Node] = p
 		case slices.Contains(after, p.State):
 			o.downstream[p.Node]++
+			if p.State == state.DevicePlugin && p.DeletionTimestamp == nil {
+				o.pluginPods[p.Node] = p
+			}
 		}
 	}
 	list := &appsv1.DaemonSetList{}

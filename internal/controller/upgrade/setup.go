@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -97,8 +98,8 @@ func driverTemplates() predicate.Predicate {
 }
 
 // upgradeInputsChanged passes node events that can change a step: labels
-// and annotations (upgrade state, pools, gates, the node controller's
-// states), the cordon, readiness, and the GPUs the node advertises
+// and annotations (upgrade and repair states, pools, gates, the node
+// controller's states), the cordon, the repair's taint, readiness, and the GPUs the node advertises
 // (validation). A kubelet's status report that changes none of these, its
 // heartbeat above all, wakes nothing.
 func upgradeInputsChanged() predicate.Predicate {
@@ -108,6 +109,7 @@ func upgradeInputsChanged() predicate.Predicate {
 			return !maps.Equal(old.Labels, cur.Labels) ||
 				!maps.Equal(old.Annotations, cur.Annotations) ||
 				old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+				slices.ContainsFunc(old.Spec.Taints, gating.IsOwnUnhealthyTaint) != slices.ContainsFunc(cur.Spec.Taints, gating.IsOwnUnhealthyTaint) ||
 				nodeReady(old) != nodeReady(cur) ||
 				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
 				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))

@@ -1,0 +1,199 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// repairTimeout bounds a repair here: the device plugin's word counts only
+// once it has been ready for gating.HealthSettle (30 s), before the repair
+// and after the restart.
+const repairTimeout = 3 * time.Minute
+
+// setAnnotation sets a node annotation, as a user (or the simulator's
+// fault injection) would.
+func (f *fixture) setAnnotation(node, key, value string) {
+	NewWithT(f.t).Eventually(func() error {
+		n := f.node(node)
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[key] = value
+		return k8sClient.Update(f.ctx, n)
+	}, timeout, interval).Should(Succeed())
+}
+
+func (f *fixture) expectLabelWithin(node, key, value string, within time.Duration) {
+	f.t.Helper()
+	NewWithT(f.t).Eventually(func() string { return f.node(node).Labels[key] }, within, interval).Should(Equal(value), "node %s, label %s", node, key)
+}
+
+// busyLog records, from a watch on nodes, the most nodes ever out of
+// service at once for a repair or a driver upgrade, and every version of
+// a node that was in both.
+type busyLog struct {
+	mu    sync.Mutex
+	busy  map[string]bool
+	last  map[string]string
+	peak  int
+	both  []string
+	lines []string
+	start time.Time
+}
+
+func (f *fixture) recordBusy() *busyLog {
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.t.Cleanup(cancel)
+	l := &busyLog{busy: map[string]bool{}, last: map[string]string{}, start: time.Now()}
+	w, err := watchClient.Watch(ctx, &corev1.NodeList{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	mine := map[string]bool{}
+	for _, n := range f.nodes {
+		mine[n] = true
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && mine[n.Name] {
+				l.observe(n)
+			}
+		}
+	}()
+	return l
+}
+
+func (l *busyLog) observe(n *corev1.Node) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rem := gpuv1.RemediationState(n.Labels[gpuv1.LabelRemediationState])
+	up := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+	if remediation.InProgress(rem) && upgrade.InProgress(up) {
+		l.both = append(l.both, fmt.Sprintf("%s: %s and %s", n.Name, rem, up))
+	}
+	busy := remediation.InProgress(rem) || upgrade.InProgress(up)
+	line := fmt.Sprintf("%s repair=%s upgrade=%s", n.Name, rem, up)
+	if l.last[n.Name] == line {
+		return
+	}
+	l.last[n.Name] = line
+	l.busy[n.Name] = busy
+	count := 0
+	for _, b := range l.busy {
+		if b {
+			count++
+		}
+	}
+	l.peak = max(l.peak, count)
+	l.lines = append(l.lines, fmt.Sprintf("%6.1fs %s", time.Since(l.start).Seconds(), line))
+}
+
+// A node is never in a repair and a driver upgrade at once, and the two
+// share the budget: a repair under way holds the driver upgrade back
+// (maxParallelUpgrades 1), and the upgrade follows it.
+func TestRepairAndUpgradeShareTheBudget(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 2, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.Operator.Remediation = gpuv1.RemediationSpec{Enabled: true, MaxParallel: ptr.To(intstr.FromInt32(1))}
+		cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	})
+	f.expectAllReady(f.nodes...)
+	sick := f.nodes[0]
+	log := f.recordBusy()
+	f.setAnnotation(sick, fakenode.AnnotationUnhealthyUntil, fakenode.HealOnDevicePluginRestart)
+	f.setAnnotation(sick, fakenode.AnnotationUnhealthyGPUs, "2")
+	f.expectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationDevicePluginRestart), repairTimeout)
+
+	f.updatePolicy(newVersion("575.57.08"))
+	for _, n := range f.nodes {
+		f.expectLabelWithin(n, gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone), repairTimeout)
+	}
+	f.expectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationDone), repairTimeout)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	t.Logf("repair and upgrades, as the nodes' labels went:\n%s", strings.Join(log.lines, "\n"))
+	g.Expect(log.both).To(BeEmpty(), "no node is in a repair and an upgrade at once")
+	g.Expect(log.peak).To(Equal(1), "one node out of service at a time")
+}
+
+// remediationMarks lists what of a repair a node carries: its label, the
+// operator's unhealthy taint, and the repair's annotations.
+func (f *fixture) remediationMarks(node string) func() []string {
+	return func() []string {
+		n := f.node(node)
+		var out []string
+		if st, ok := n.Labels[gpuv1.LabelRemediationState]; ok {
+			out = append(out, "label="+st)
+		}
+		if slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint) {
+			out = append(out, "taint")
+		}
+		for k := range n.Annotations {
+			if strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) && k != gpuv1.AnnotationRemediationApproved {
+				out = append(out, k)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+}
+
+// A repair held in its eviction (a GPU pod under a PodDisruptionBudget)
+// leaves nothing behind when remediation is turned off, but a person's
+// approval; turned on again, the repair starts over; and the ClusterPolicy's
+// deletion removes it all before the policy goes (that the finalizer
+// counts the repair's marks is TestNotCleanedUp's).
+func TestRepairMarksGoWithTheOption(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 1, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.Operator.Remediation = gpuv1.RemediationSpec{Enabled: true}
+	})
+	f.expectAllReady(f.nodes...)
+	sick := f.nodes[0]
+	f.heldGPUPod("held", sick)
+	f.setAnnotation(sick, fakenode.AnnotationUnhealthyGPUs, "1")
+	f.expectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationEviction), repairTimeout)
+	g.Expect(f.remediationMarks(sick)()).To(ContainElements("taint", "label=eviction-required",
+		"nvidia.com/gpu-remediation.expected-gpus", "nvidia.com/gpu-remediation.since"))
+	f.setAnnotation(sick, gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue)
+
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.Remediation.Enabled = false })
+	g.Eventually(f.remediationMarks(sick), timeout, interval).Should(BeEmpty())
+	g.Expect(f.node(sick).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue), "the person's")
+
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.Remediation.Enabled = true })
+	f.expectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationEviction), timeout)
+	g.Eventually(f.remediationMarks(sick), timeout, interval).Should(ContainElement("taint"))
+	g.Eventually(func() map[string]string { return f.node(sick).Annotations }, timeout, interval).
+		ShouldNot(HaveKey(gpuv1.AnnotationRemediationApproved), "spent once the repair started")
+
+	g.Expect(k8sClient.Delete(f.ctx, f.policy)).To(Succeed())
+	// The policy first, then the node: a policy gone while the node still
+	// carries a mark would be a finalizer that did not wait.
+	var leftWhenGone []string
+	g.Eventually(func() bool {
+		if len(f.policies()) > 0 {
+			return false
+		}
+		leftWhenGone = f.remediationMarks(sick)()
+		return true
+	}, timeout, interval).Should(BeTrue())
+	g.Expect(leftWhenGone).To(BeEmpty(), "the policy goes only once the taint and annotations are gone")
+}
