@@ -81,6 +81,20 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		UnhealthyGPUsSpec(ctx, healthy[2])
 	})
 
+	It("repairs unhealthy GPUs: a device plugin restart, a driver reload, a reboot, or a failure", func(ctx SpecContext) {
+		RemediationPathsSpec(ctx, RemediationPathsInput{PluginRestart: healthy[0], DriverReload: healthy[1],
+			Reboot: healthy[2], Never: healthy[3]})
+		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
+	})
+
+	It("waits for a person's approval to repair with autoStart off", func(ctx SpecContext) {
+		RemediationApprovalSpec(ctx, healthy[0])
+	})
+
+	It("repairs unhealthy nodes one at a time within maxParallel", func(ctx SpecContext) {
+		RemediationBudgetSpec(ctx, healthy[:3])
+	})
+
 	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 	})

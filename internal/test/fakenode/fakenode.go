@@ -23,6 +23,14 @@ const (
 	// AnnotationUnhealthyGPUs is how many of them the device plugin
 	// reports unhealthy: registered (capacity) but not allocatable.
 	AnnotationUnhealthyGPUs = prefix + "unhealthy-gpus"
+	// AnnotationUnhealthyUntil says what heals them: "device-plugin-restart"
+	// (a sticky unhealthy mark the plugin drops when it restarts),
+	// "driver-reload", "reboot", or "never" (the default).
+	AnnotationUnhealthyUntil = prefix + "unhealthy-until"
+	// AnnotationUnhealthyAnchor is what the healing waits to see replaced:
+	// the UID of the pod, or the boot ID, the GPUs went bad under. The
+	// simulator sets it.
+	AnnotationUnhealthyAnchor = prefix + "unhealthy-anchor"
 	// AnnotationHostDriver is the version of a driver installed on the
 	// host; absent when the host has none.
 	AnnotationHostDriver = prefix + "host-driver"
@@ -80,7 +88,16 @@ func ProfileOf(n *corev1.Node) Profile {
 	return p
 }
 
-// Result is what changed on the node.
+// Recovery modes of unhealthy GPUs (AnnotationUnhealthyUntil).
+const (
+	HealOnDevicePluginRestart = "device-plugin-restart"
+	HealOnDriverReload        = "driver-reload"
+	HealOnReboot              = "reboot"
+	HealNever                 = "never"
+)
+
+// Result is what changed on the node: its labels or annotations (an
+// update), its status (a status update).
 type Result struct {
 	Labels, Status bool
 }
@@ -100,10 +117,48 @@ func Apply(n *corev1.Node, pods []*corev1.Pod) Result {
 		return nil
 	}
 	var r Result
+	r.Labels = heal(n, &p, running)
 	r.Status = advertise(n, p, running(state.DevicePlugin) != nil)
 	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
-	r.Labels = labelGFD(n, p, running(state.GPUFeatureDiscovery) != nil)
+	r.Labels = labelGFD(n, p, running(state.GPUFeatureDiscovery) != nil) || r.Labels
 	return r
+}
+
+// heal makes unhealthy GPUs healthy again once what their recovery mode
+// waits for happened: the device plugin pod, the driver pod, or the boot
+// they went bad under was replaced. The first look records that anchor.
+// It says whether the node's annotations changed.
+func heal(n *corev1.Node, p *Profile, running func(state.Name) *corev1.Pod) bool {
+	a := n.Annotations
+	anchor, anchored := a[AnnotationUnhealthyAnchor]
+	if p.Unhealthy == 0 {
+		delete(a, AnnotationUnhealthyAnchor)
+		return anchored
+	}
+	var now string
+	switch a[AnnotationUnhealthyUntil] {
+	case HealOnDevicePluginRestart:
+		if pod := running(state.DevicePlugin); pod != nil {
+			now = string(pod.UID)
+		}
+	case HealOnDriverReload:
+		if pod := running(state.Driver); pod != nil {
+			now = string(pod.UID)
+		}
+	case HealOnReboot:
+		now = n.Status.NodeInfo.BootID
+	}
+	switch {
+	case now == "" || now == anchor:
+		return false
+	case !anchored:
+		a[AnnotationUnhealthyAnchor] = now
+		return true
+	}
+	delete(a, AnnotationUnhealthyGPUs)
+	delete(a, AnnotationUnhealthyAnchor)
+	p.Unhealthy = 0
+	return true
 }
 
 // advertise sets the node's nvidia.com/gpu as the kubelet does: the GPUs

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -141,4 +142,57 @@ func TestHostDriverAnswersTheCheck(t *testing.T) {
 	g.Expect(term.ExitCode).To(BeEquivalentTo(driver.HostDriverExitCode))
 	g.Expect(term.Message).To(ContainSubstring("550.54.15"))
 	g.Expect(DriverCheck(&corev1.Node{}, pod(state.Driver, false, corev1.PodSpec{}))).To(BeNil())
+}
+
+// Unhealthy GPUs heal by their recovery mode: on a device plugin restart,
+// a driver reload, a reboot, or never; what they wait for is the pod (or
+// boot) they went bad under being replaced.
+func TestUnhealthyGPUsHealByTheirMode(t *testing.T) {
+	withUID := func(s state.Name, uid string) *corev1.Pod {
+		p := pod(s, true, corev1.PodSpec{})
+		p.UID = types.UID(uid)
+		return p
+	}
+	tests := map[string]struct {
+		mode        string
+		after       []*corev1.Pod
+		rebooted    bool
+		wantHealthy bool
+	}{
+		"plugin restart heals the plugin mode":     {mode: HealOnDevicePluginRestart, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-2"), withUID(state.Driver, "driver-1")}, wantHealthy: true},
+		"a driver reload heals the plugin mode":    {mode: HealOnDevicePluginRestart, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-3"), withUID(state.Driver, "driver-2")}, wantHealthy: true},
+		"plugin restart leaves the driver mode":    {mode: HealOnDriverReload, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-2"), withUID(state.Driver, "driver-1")}},
+		"driver reload heals the driver mode":      {mode: HealOnDriverReload, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-2"), withUID(state.Driver, "driver-2")}, wantHealthy: true},
+		"a reload leaves the reboot mode":          {mode: HealOnReboot, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-2"), withUID(state.Driver, "driver-2")}},
+		"a reboot heals the reboot mode":           {mode: HealOnReboot, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-1"), withUID(state.Driver, "driver-1")}, rebooted: true, wantHealthy: true},
+		"nothing heals never":                      {mode: HealNever, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-2"), withUID(state.Driver, "driver-2")}, rebooted: true},
+		"nothing heals without a mode":             {after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-2"), withUID(state.Driver, "driver-2")}, rebooted: true},
+		"the same plugin, unready and back, stays": {mode: HealOnDevicePluginRestart, after: []*corev1.Pod{withUID(state.DevicePlugin, "plugin-1"), withUID(state.Driver, "driver-1")}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationUnhealthyGPUs: "2"}}}
+			if tt.mode != "" {
+				n.Annotations[AnnotationUnhealthyUntil] = tt.mode
+			}
+			n.Status.NodeInfo.BootID = "boot-1"
+			before := []*corev1.Pod{withUID(state.DevicePlugin, "plugin-1"), withUID(state.Driver, "driver-1")}
+			first := Apply(n, before)
+			g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(6))
+			g.Expect(first.Labels).To(Equal(tt.mode != "" && tt.mode != HealNever), "the anchor is recorded once")
+			g.Expect(Apply(n, nil).Labels).To(BeFalse(), "the plugin gone heals nothing")
+			if tt.rebooted {
+				n.Status.NodeInfo.BootID = "boot-2"
+			}
+			Apply(n, tt.after)
+			if tt.wantHealthy {
+				g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
+				g.Expect(n.Annotations).NotTo(HaveKey(AnnotationUnhealthyGPUs))
+				g.Expect(n.Annotations).NotTo(HaveKey(AnnotationUnhealthyAnchor))
+			} else {
+				g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(6))
+			}
+		})
+	}
 }
