@@ -91,7 +91,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		RemediationApprovalSpec(ctx, healthy[0])
 	})
 
-	It("repairs unhealthy nodes one at a time within maxParallel", func(ctx SpecContext) {
+	It("repairs unhealthy nodes one at a time within maxParallel, through an operator crash", func(ctx SpecContext) {
 		RemediationBudgetSpec(ctx, healthy[:3])
 	})
 

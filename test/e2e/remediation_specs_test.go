@@ -152,6 +152,9 @@ func RemediationApprovalSpec(ctx context.Context, node string) {
 // RemediationBudgetSpec makes GPUs unhealthy on several nodes at once with
 // maxParallel 1: the nodes are repaired one after the other, never two
 // out of service at once, repairs and driver upgrades counted together.
+// The operator is killed (SIGKILL) as the first repair restarts the device
+// plugin, and the restarted one takes each node on from where its label
+// says: no step is taken twice, none skipped.
 func RemediationBudgetSpec(ctx context.Context, nodes []string) {
 	log := watchRemediations(ctx, nodes)
 	defer log.stop()
@@ -160,6 +163,11 @@ func RemediationBudgetSpec(ctx context.Context, nodes []string) {
 		setSimAnnotation(ctx, n, fakenode.AnnotationUnhealthyUntil, fakenode.HealOnDevicePluginRestart)
 		setSimAnnotation(ctx, n, fakenode.AnnotationUnhealthyGPUs, "1")
 	}
+	Eventually(func(g Gomega) {
+		g.Expect(nodeLabel(g, ctx, nodes[0], gpuv1.LabelRemediationState)).To(Equal(string(gpuv1.RemediationDevicePluginRestart)))
+	}).WithTimeout(2 * time.Minute).WithPolling(50 * time.Millisecond).Should(Succeed())
+	op.kill()
+	op = startOperator()
 	for _, n := range nodes {
 		Eventually(func(g Gomega) {
 			g.Expect(nodeLabel(g, ctx, n, gpuv1.LabelRemediationState)).To(Equal(string(gpuv1.RemediationDone)))
