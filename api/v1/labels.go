@@ -201,3 +201,16 @@ const (
 	// taint until a person acts.
 	RemediationFailed RemediationState = "remediation-failed"
 )
+
+// The device plugin configuration contract (spec.devicePlugin.config).
+const (
+	// LabelDevicePluginConfig, set by a person (the NVIDIA GPU Operator's
+	// label), names the configuration of devicePlugin.config's ConfigMap
+	// the node runs, over its pool's and the policy's default.
+	LabelDevicePluginConfig = "nvidia.com/device-plugin.config"
+	// LabelDevicePluginConfigInUse is the configuration the operator runs
+	// on the node, where it is not devicePlugin.config.default: the device
+	// plugin and GFD run one DaemonSet per configuration in use, selected
+	// by it. Absent: the default.
+	LabelDevicePluginConfigInUse = "nvidia.com/gpu.device-plugin-config"
+)

@@ -99,6 +99,15 @@ type DriverNodePool struct {
 	// Version pins the pool's driver; empty means driver.version.
 	// +optional
 	Version DriverVersion `json:"version,omitempty"`
+
+	// DevicePluginConfig is the configuration of devicePlugin.config's
+	// ConfigMap (a key of it) that the pool's nodes run, such as a
+	// time-slicing configuration; empty means devicePlugin.config.default.
+	// A node's own nvidia.com/device-plugin.config label wins over it.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-zA-Z0-9]([-._a-zA-Z0-9]*[a-zA-Z0-9])?$')`,message="must be a ConfigMap key that is also a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	// +optional
+	DevicePluginConfig string `json:"devicePluginConfig,omitempty"`
 }
 
 // DriverVersion is an NVIDIA driver version (two or three dotted numbers)
@@ -199,7 +208,8 @@ type DevicePluginConfig struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 	// Default is the key of the configuration used on nodes without the
-	// nvidia.com/device-plugin.config label.
+	// nvidia.com/device-plugin.config label, in no driver pool with a
+	// devicePluginConfig.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[-._a-zA-Z0-9]+$')`,message="must be a ConfigMap key: letters, digits, '-', '_' or '.'"
 	// +optional

@@ -235,6 +235,11 @@ func invalidCases() map[string]invalidCase {
 			},
 			field: "spec.driver.nodePools", wants: []string{"overlapping nodeSelectors", "require different values"},
 		},
+		"pool device plugin config not a label value": {
+			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "h200", "nodeSelector": map[string]any{"gpu": "h200"},
+				"devicePluginConfig": "time slicing"}},
+			field: "spec.driver.nodePools[0].devicePluginConfig", wants: []string{"ConfigMap key that is also a label value"},
+		},
 		"a pool named default": {
 			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "default", "nodeSelector": map[string]any{"gpu": "a100"}}},
 			field: "spec.driver.nodePools[0].name", wants: []string{"default names the pool of nodes matching no pool"},
@@ -342,7 +347,7 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 			"effect": "NoExecute", "tolerationSeconds": int64(300)}}},
 		"distinct driver pools": {p("driver", "nodePools"), []any{
 			map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100", "zone": "a"}, "version": "550.54.15"},
-			map[string]any{"name": "h100", "nodeSelector": map[string]any{"gpu": "h100"}},
+			map[string]any{"name": "h100", "nodeSelector": map[string]any{"gpu": "h100"}, "devicePluginConfig": "H100_ts.4"},
 		}},
 	}
 	i := 0
