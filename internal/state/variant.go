@@ -2,6 +2,9 @@ package state
 
 import (
 	"cmp"
+	"fmt"
+	"hash/fnv"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -20,6 +23,9 @@ import (
 type Variant struct {
 	DriverRoot gpuv1.DriverRoot
 	Runtime    gpuv1.Runtime
+	// DevicePluginConfig is the device plugin configuration the node runs
+	// when it is not the policy's default; "" for the default.
+	DevicePluginConfig string
 }
 
 // DefaultVariant is the variant a policy expects of its nodes: the driver
@@ -73,9 +79,11 @@ func RuntimeOf(version string) (gpuv1.Runtime, bool) {
 }
 
 // VariantOfLabels reads a node's variant from the labels the operator set,
-// and false when either is missing.
+// and false when the driver root or the runtime is missing (no label of
+// the device plugin configuration is the default).
 func VariantOfLabels(labels map[string]string) (Variant, bool) {
-	v := Variant{DriverRoot: gpuv1.DriverRoot(labels[gpuv1.LabelDriverRoot]), Runtime: gpuv1.Runtime(labels[gpuv1.LabelContainerRuntime])}
+	v := Variant{DriverRoot: gpuv1.DriverRoot(labels[gpuv1.LabelDriverRoot]), Runtime: gpuv1.Runtime(labels[gpuv1.LabelContainerRuntime]),
+		DevicePluginConfig: labels[gpuv1.LabelDevicePluginConfigInUse]}
 	return v, v.DriverRoot != "" && v.Runtime != ""
 }
 
@@ -89,14 +97,15 @@ func Variants(def Variant, seen []Variant) []Variant {
 		}
 	}
 	slices.SortStableFunc(out[1:], func(a, b Variant) int {
-		return cmp.Or(cmp.Compare(a.DriverRoot, b.DriverRoot), cmp.Compare(a.Runtime, b.Runtime))
+		return cmp.Or(cmp.Compare(a.DriverRoot, b.DriverRoot), cmp.Compare(a.Runtime, b.Runtime),
+			cmp.Compare(a.DevicePluginConfig, b.DevicePluginConfig))
 	})
 	return out
 }
 
 // Dimensions says which parts of the variant an operand's pod depends on.
 type Dimensions struct {
-	DriverRoot, Runtime bool
+	DriverRoot, Runtime, DevicePluginConfig bool
 }
 
 // Project keeps the parts of a variant that the dimensions name.
@@ -106,6 +115,9 @@ func (d Dimensions) Project(v Variant) Variant {
 	}
 	if !d.Runtime {
 		v.Runtime = ""
+	}
+	if !d.DevicePluginConfig {
+		v.DevicePluginConfig = ""
 	}
 	return v
 }
@@ -139,7 +151,29 @@ func (v Variant) Suffix() string {
 	if v.Runtime != "" && v.Runtime != gpuv1.RuntimeContainerd {
 		s += "-" + string(v.Runtime)
 	}
+	if v.DevicePluginConfig != "" {
+		s += configSuffix(v.DevicePluginConfig)
+	}
 	return s
+}
+
+// shortConfigName is a configuration name that can stand in a DaemonSet's
+// name as it is. The longest name, the device plugin's on a host driver
+// and CRI-O (47 characters before the configuration's), must stay a
+// label value (63): the DaemonSet's name is its pods' name label.
+var shortConfigName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$`)
+
+// configSuffix names a device plugin configuration in a DaemonSet name:
+// the name itself when short and lower case, a hash of it otherwise
+// (configuration names are ConfigMap keys: upper case, '_' and '.' are
+// allowed there, not in object names).
+func configSuffix(name string) string {
+	if shortConfigName.MatchString(name) {
+		return "-" + name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return fmt.Sprintf("-cfg-%08x", h.Sum32())
 }
 
 // RuntimeClassName is the RuntimeClass a GPU operand's pod names on nodes
@@ -165,7 +199,7 @@ var (
 // existed: they exclude the other values rather than require their own,
 // so that an operator upgrade takes no operand pod, a driver least of all,
 // off a node before its labels are written.
-func (v Variant) Requirements(def Variant) []corev1.NodeSelectorRequirement {
+func (v Variant) Requirements(def Variant, d Dimensions) []corev1.NodeSelectorRequirement {
 	var reqs []corev1.NodeSelectorRequirement
 	add := func(key, value, defValue string, all []string) {
 		if value == "" {
@@ -180,12 +214,22 @@ func (v Variant) Requirements(def Variant) []corev1.NodeSelectorRequirement {
 	}
 	add(gpuv1.LabelDriverRoot, string(v.DriverRoot), string(def.DriverRoot), driverRoots)
 	add(gpuv1.LabelContainerRuntime, string(v.Runtime), string(def.Runtime), runtimeKeys)
+	if d.DevicePluginConfig {
+		// The default's nodes carry no label: a configuration coming into
+		// use changes no other DaemonSet.
+		req := corev1.NodeSelectorRequirement{Key: gpuv1.LabelDevicePluginConfigInUse, Operator: corev1.NodeSelectorOpDoesNotExist}
+		if v.DevicePluginConfig != "" {
+			req = corev1.NodeSelectorRequirement{Key: gpuv1.LabelDevicePluginConfigInUse, Operator: corev1.NodeSelectorOpIn,
+				Values: []string{v.DevicePluginConfig}}
+		}
+		reqs = append(reqs, req)
+	}
 	return reqs
 }
 
 // Gated returns the gate with a projected variant's requirements added.
-func (in RenderInput) Gated(v Variant) []corev1.NodeSelectorRequirement {
-	return append(slices.Clone(in.Gate), v.Requirements(DefaultVariant(&in.Policy.Spec))...)
+func (in RenderInput) Gated(v Variant, d Dimensions) []corev1.NodeSelectorRequirement {
+	return append(slices.Clone(in.Gate), v.Requirements(DefaultVariant(&in.Policy.Spec), d)...)
 }
 
 // DaemonSets renders an operand's DaemonSets: one per projection of the
@@ -196,7 +240,7 @@ func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ComponentSpec, i
 	var objs []client.Object
 	for _, v := range in.VariantsFor(d) {
 		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
-		w.Gate = in.Gated(v)
+		w.Gate = in.Gated(v, d)
 		ds, err := render.DaemonSet(w)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"cmp"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,11 +86,12 @@ var gfdContract = []requirement{
 
 func TestGFDContract(t *testing.T) { checkAll(t, state.GPUFeatureDiscovery, gfdContract) }
 
-// sameConfig checks GFD gets the plugin's ConfigMap and default entry.
+// sameConfig checks GFD gets the plugin's ConfigMap and the node's entry:
+// its own configuration, or the default.
 func sameConfig(p *podCase) error {
 	cfg := p.spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
 		return nil
 	}
-	return all(env(gfdCtr, "CONFIG_FILE", "/config/"+cfg.Default), configMapAt(gfdCtr, cfg.Name, "/config"))(p)
+	return all(env(gfdCtr, "CONFIG_FILE", "/config/"+cmp.Or(p.variant.DevicePluginConfig, cfg.Default)), configMapAt(gfdCtr, cfg.Name, "/config"))(p)
 }

@@ -126,10 +126,15 @@ func selects(ds *appsv1.DaemonSet, v state.Variant) bool {
 		return true
 	}
 	want := map[string]string{gpuv1.LabelDriverRoot: string(v.DriverRoot), gpuv1.LabelContainerRuntime: string(v.Runtime)}
+	if v.DevicePluginConfig != "" {
+		want[gpuv1.LabelDevicePluginConfigInUse] = v.DevicePluginConfig
+	}
 	for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 		for _, r := range term.MatchExpressions {
 			value, ok := want[r.Key]
 			switch {
+			case r.Key == gpuv1.LabelDevicePluginConfigInUse && (ok == (r.Operator == corev1.NodeSelectorOpDoesNotExist)):
+				return false // the default's DaemonSet for another's node, or the reverse
 			case !ok:
 			case r.Operator == corev1.NodeSelectorOpIn && !slices.Contains(r.Values, value),
 				r.Operator == corev1.NodeSelectorOpNotIn && slices.Contains(r.Values, value):

@@ -1,6 +1,7 @@
 package deviceplugin
 
 import (
+	"cmp"
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,9 +31,10 @@ const kubeletDir = "/var/lib/kubelet/device-plugins"
 // configDir is where the devicePlugin.config ConfigMap is mounted.
 const configDir = "/config"
 
-// dimensions: the plugin loads NVML from the node's driver root and needs
-// the RuntimeClass only where the runtime has the NVIDIA handler.
-var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
+// dimensions: the plugin loads NVML from the node's driver root, needs
+// the RuntimeClass only where the runtime has the NVIDIA handler, and runs
+// the node's configuration (time-slicing, MPS).
+var dimensions = state.Dimensions{DriverRoot: true, Runtime: true, DevicePluginConfig: true}
 
 // Operand renders the device-plugin state.
 type Operand struct{}
@@ -78,7 +80,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		render.HostPathVolume("device-plugins", kubeletDir, corev1.HostPathDirectory),
 		render.HostPathVolume("driver-root", v.DriverRoot.Path(), driverRootType(v.DriverRoot)),
 	}
-	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp)
+	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp, v)
 	var secrets []corev1.LocalObjectReference
 	for _, s := range cp.Spec.Toolkit.ImagePullSecrets {
 		// The /dev/char step runs the toolkit's image.
@@ -111,17 +113,19 @@ func driverRootType(r gpuv1.DriverRoot) corev1.HostPathType {
 }
 
 // ConfigSettings mounts the devicePlugin.config ConfigMap and points
-// CONFIG_FILE at its default entry. GFD gets the same, so that the labels
-// it writes (replicas, sharing strategy) describe what the plugin
-// advertises.
-func ConfigSettings(cp *gpuv1.ClusterPolicy) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+// CONFIG_FILE at the variant's entry: the node's configuration, or the
+// default. GFD gets the same, so that the labels it writes (replicas,
+// sharing strategy) describe what the plugin advertises. Both binaries
+// read CONFIG_FILE (k8s-device-plugin v0.17.2,
+// cmd/nvidia-device-plugin/main.go and cmd/gpu-feature-discovery/main.go).
+func ConfigSettings(cp *gpuv1.ClusterPolicy, v state.Variant) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
 		return nil, nil, nil
 	}
 	var env []corev1.EnvVar
-	if cfg.Default != "" {
-		env = append(env, corev1.EnvVar{Name: "CONFIG_FILE", Value: path.Join(configDir, cfg.Default)})
+	if name := cmp.Or(v.DevicePluginConfig, cfg.Default); name != "" {
+		env = append(env, corev1.EnvVar{Name: "CONFIG_FILE", Value: path.Join(configDir, name)})
 	}
 	return env,
 		[]corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},

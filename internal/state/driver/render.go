@@ -74,7 +74,7 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 	spec := &in.Policy.Spec.Driver
 	name := poolPrefix(pool.Name)
 	// Only on nodes whose driver is the driver container's, in the pool.
-	gate := append(in.Gated(state.Variant{DriverRoot: gpuv1.DriverRootContainer}), corev1.NodeSelectorRequirement{
+	gate := append(in.Gated(state.Variant{DriverRoot: gpuv1.DriverRootContainer}, state.Dimensions{DriverRoot: true}), corev1.NodeSelectorRequirement{
 		Key: gpuv1.LabelDriverPool, Operator: corev1.NodeSelectorOpIn, Values: []string{pool.Name},
 	})
 	version := string(pool.Version)

@@ -26,8 +26,9 @@ const (
 const FeaturesDir = "/etc/kubernetes/node-feature-discovery/features.d"
 
 // dimensions: GFD loads NVML as the runtime injects it, through the
-// RuntimeClass where the runtime has the NVIDIA handler.
-var dimensions = state.Dimensions{Runtime: true}
+// RuntimeClass where the runtime has the NVIDIA handler, and reads the
+// device plugin's configuration of the node, to label what it advertises.
+var dimensions = state.Dimensions{Runtime: true, DevicePluginConfig: true}
 
 // Operand renders the gpu-feature-discovery state.
 type Operand struct{}
@@ -51,7 +52,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // its upstream manifests run it: it reads the PCI devices' config space
 // (vGPU detection, the PCI class behind gpu.mode) and the machine type.
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
-	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp)
+	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp, v)
 	env := []corev1.EnvVar{
 		{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
 		{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},

@@ -90,7 +90,8 @@ func TestPrivileges(t *testing.T) {
 // withoutVariant drops the suffix a node variant adds to a DaemonSet name.
 func withoutVariant(name string, cp *gpuv1.ClusterPolicy) string {
 	for _, v := range fixture.Variants(cp) {
-		for _, d := range []state.Dimensions{{DriverRoot: true, Runtime: true}, {DriverRoot: true}, {Runtime: true}} {
+		for _, d := range []state.Dimensions{{DriverRoot: true, Runtime: true, DevicePluginConfig: true}, {Runtime: true, DevicePluginConfig: true},
+			{DriverRoot: true, Runtime: true}, {DriverRoot: true}, {Runtime: true}} {
 			if suffix := d.Project(v).Suffix(); suffix != "" {
 				name = strings.TrimSuffix(name, suffix)
 			}
