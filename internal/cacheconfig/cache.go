@@ -17,8 +17,10 @@ import (
 )
 
 // Options returns the cache options: by default only objects labelled as the
-// operator's, in its namespace; nodes trimmed and policies, all of them.
-// Operand pods are not here but in the operandpods index.
+// operator's, in its namespace; nodes trimmed and policies, all of them;
+// every ConfigMap of its namespace, since the policy names users' ones
+// (devicePlugin.config, whose configurations the node controller checks
+// names against). Operand pods are not here but in the operandpods index.
 func Options(namespace string) cache.Options {
 	return cache.Options{
 		DefaultNamespaces:    map[string]cache.Config{namespace: {}},
@@ -26,6 +28,7 @@ func Options(namespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Node{}:         {Label: labels.Everything(), Transform: NewNodeTrimmer().Trim},
 			&gpuv1.ClusterPolicy{}: {Label: labels.Everything()},
+			&corev1.ConfigMap{}:    {Label: labels.Everything()},
 		},
 	}
 }

@@ -43,8 +43,12 @@ type Input struct {
 	// (a version rather than a digest): a node whose OS NFD has not
 	// labelled gets no driver DaemonSet.
 	DriverNeedsOS bool
-	Grace         time.Duration
-	Now           time.Time
+	// DevicePluginConfigs are the configurations devicePlugin.config's
+	// ConfigMap holds (its keys); nil when it could not be read, and then
+	// a node keeps the configuration it runs.
+	DevicePluginConfigs []string
+	Grace               time.Duration
+	Now                 time.Time
 }
 
 // Event is something worth telling a person about the node.

@@ -33,19 +33,22 @@ func (d *decision) decideVariant() {
 	if d.hostDriver != "" || d.optedOut(state.Driver) {
 		root = gpuv1.DriverRootHost
 	}
-	d.variant = state.Variant{DriverRoot: root, Runtime: runtime}
+	d.variant = state.Variant{DriverRoot: root, Runtime: runtime, DevicePluginConfig: d.devicePluginConfig()}
 	d.result.Labels[gpuv1.LabelDriverRoot] = string(root)
 	d.result.Labels[gpuv1.LabelContainerRuntime] = string(runtime)
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelDevicePluginConfigInUse, d.variant.DevicePluginConfig)
 	setIfNonEmpty(d.result.Annotations, gpuv1.AnnotationHostDriver, d.hostDriver)
 }
 
 // resetOnVariantChange restarts, in order, the toolkit and every state
-// after the driver when the node's variant changed: their pods run another
-// DaemonSet's spec now (a driver root moved from the driver container to
-// the host, or a node reinstalled with another runtime).
+// after the driver when the node's driver root or runtime changed: their
+// pods run another DaemonSet's spec now (a driver root moved from the
+// driver container to the host, or a node reinstalled with another
+// runtime). A new device plugin configuration moves the device plugin and
+// GFD to their DaemonSets of it, and restarts nothing else.
 func (d *decision) resetOnVariantChange() {
 	old, ok := state.VariantOfLabels(d.in.Node.Labels)
-	if !ok || old == d.variant {
+	if !ok || (old.DriverRoot == d.variant.DriverRoot && old.Runtime == d.variant.Runtime) {
 		return
 	}
 	var restarted []state.Name

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch
@@ -106,8 +109,33 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}
+		in.DevicePluginConfigs = r.devicePluginConfigs(ctx, active)
 	}
 	return in, nil
+}
+
+// devicePluginConfigs lists the configurations devicePlugin.config's
+// ConfigMap holds: none when it does not exist, nil when it cannot be read
+// (a node then keeps the configuration it runs).
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) []string {
+	cfg := cp.Spec.DevicePlugin.Config
+	if cfg == nil || cfg.Name == "" {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); {
+	case apierrors.IsNotFound(err):
+		return []string{}
+	case err != nil:
+		ctrl.LoggerFrom(ctx).Error(err, "reading the device plugin's ConfigMap", "configMap", cfg.Name)
+		return nil
+	}
+	keys := slices.Collect(maps.Keys(cm.Data))
+	for k := range cm.BinaryData {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Explain says why each state is not ready on a node, deciding as a
@@ -170,18 +198,21 @@ func (r *Reconciler) now() time.Time {
 // what the decision wants. State labels and operator annotations belong to
 // the operator alone, so any extra one means a write is needed too.
 func needsWrite(node *corev1.Node, d gating.Result) bool {
-	return differs(node.Labels, d.Labels, gpuv1.StateLabelPrefix) ||
-		differs(node.Annotations, d.Annotations, gpuv1.OperatorAnnotationPrefix)
+	return differs(node.Labels, d.Labels, func(k string) bool {
+		return hasPrefix(k, gpuv1.StateLabelPrefix) || k == gpuv1.LabelDevicePluginConfigInUse
+	}) || differs(node.Annotations, d.Annotations, func(k string) bool { return hasPrefix(k, gpuv1.OperatorAnnotationPrefix) })
 }
 
-func differs(have, want map[string]string, ownPrefix string) bool {
+// differs reports whether have lacks or differs from any of want, or holds
+// one of the operator's own that want no longer has.
+func differs(have, want map[string]string, own func(string) bool) bool {
 	for k, v := range want {
 		if cur, ok := have[k]; !ok || cur != v {
 			return true
 		}
 	}
 	for k := range have {
-		if _, wanted := want[k]; !wanted && hasPrefix(k, ownPrefix) {
+		if _, wanted := want[k]; !wanted && own(k) {
 			return true
 		}
 	}

@@ -33,6 +33,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(podToNode))).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
 			builder.WithPredicates(policy.SpecChanged())).
+		// The device plugin's ConfigMap says which configurations nodes
+		// may run.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.nodesOfDevicePluginConfigs)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -60,6 +63,19 @@ func (r *Reconciler) allGPUNodes(ctx context.Context, _ client.Object) []reconci
 		}
 	}
 	return reqs
+}
+
+// nodesOfDevicePluginConfigs enqueues every GPU node when the ConfigMap is
+// the active policy's devicePlugin.config.
+func (r *Reconciler) nodesOfDevicePluginConfigs(ctx context.Context, o client.Object) []reconcile.Request {
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil || active == nil || o.GetNamespace() != r.Namespace {
+		return nil
+	}
+	if cfg := active.Spec.DevicePlugin.Config; cfg == nil || cfg.Name != o.GetName() {
+		return nil
+	}
+	return r.allGPUNodes(ctx, o)
 }
 
 // hasOperatorMarks reports whether the operator left a state label, an

@@ -43,6 +43,11 @@ func TestNeedsWrite(t *testing.T) {
 				map[string]string{"nvidia.com/gpu-operator.boot-id": "b", "nvidia.com/gpu-operator.not-before": "x"}),
 			want: want, exp: true,
 		},
+		"back on the default device plugin configuration": {
+			node: node(map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.state.driver": "ready",
+				"nvidia.com/gpu.device-plugin-config": "ts-4"}, map[string]string{"nvidia.com/gpu-operator.boot-id": "b"}),
+			want: want, exp: true,
+		},
 		"cleanup of a node with state labels": {
 			node: node(map[string]string{"nvidia.com/gpu.state.driver": "ready"}, nil), exp: true,
 		},
