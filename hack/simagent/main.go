@@ -152,7 +152,7 @@ func (a *agent) sync(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	changed := fakenode.Apply(node, pods)
+	changed := fakenode.Apply(node, pods, a.configs(ctx))
 	if changed.Labels {
 		// The status, if it changed too, follows from the update's event.
 		_, err = a.cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
@@ -176,4 +176,18 @@ func (a *agent) answerDriverCheck(ctx context.Context, node *corev1.Node, p *cor
 	pod.Status = *st
 	_, err := a.cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	return client.IgnoreNotFound(err)
+}
+
+// configs looks up the device plugin's configuration files, as the
+// kubelet mounts them from ConfigMaps. Read live: only pods that name a
+// configuration ask.
+func (a *agent) configs(ctx context.Context) fakenode.ConfigLookup {
+	return func(namespace, name, key string) (string, bool) {
+		cm, err := a.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", false
+		}
+		v, ok := cm.Data[key]
+		return v, ok
+	}
 }

@@ -93,7 +93,7 @@ func (f *fixture) setBootID(name, bootID string) {
 		}
 		// The runtime's handlers come with the kubelet's first status,
 		// as the simulator's node agent keeps them.
-		fakenode.Apply(node, nil)
+		fakenode.Apply(node, nil, nil)
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		return k8sClient.Status().Update(f.ctx, node)
 	}, timeout, interval).Should(Succeed())

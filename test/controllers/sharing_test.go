@@ -11,12 +11,9 @@ import (
 )
 
 // pluginConfigs is a ConfigMap of device plugin configurations, as users
-// write them for NVIDIA's device plugin.
-func (f *fixture) pluginConfigs(name string, keys ...string) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: map[string]string{}}
-	for _, k := range keys {
-		cm.Data[k] = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n"
-	}
+// write them for NVIDIA's device plugin: files by name.
+func (f *fixture) pluginConfigs(name string, files map[string]string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: files}
 	NewWithT(f.t).Expect(k8sClient.Create(f.ctx, cm)).To(Succeed())
 	f.t.Cleanup(func() { _ = k8sClient.Delete(f.ctx, cm) })
 }
@@ -31,7 +28,10 @@ func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 	f := setup(t, 2, func(cp *gpuv1.ClusterPolicy) {
 		cp.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs", Default: "plain"}
 	})
-	f.pluginConfigs("plugin-configs", "plain", "ts-4")
+	f.pluginConfigs("plugin-configs", map[string]string{
+		"plain": "version: v1\nflags:\n  migStrategy: single\n",
+		"ts-4":  "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n",
+	})
 	f.expectAllReady(f.nodes...)
 	shared, plain := f.nodes[0], f.nodes[1]
 	exporter := f.podOn(shared, "dcgm-exporter").UID
@@ -55,6 +55,15 @@ func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 		return metav1.GetControllerOf(p).Name + " " + envOf(p, "CONFIG_FILE")
 	}, 2*timeout, interval).Should(Equal("gpu-feature-discovery-ts-4 /config/ts-4"))
 	f.expectAllReady(f.nodes...)
+	// What the simulated plugin and GFD make of time-slicing with 4
+	// replicas (internal/test/fakenode).
+	g.Eventually(func() int64 {
+		return f.node(shared).Status.Allocatable.Name("nvidia.com/gpu", "").Value()
+	}, timeout, interval).Should(BeEquivalentTo(32))
+	g.Eventually(func() map[string]string { return f.node(shared).Labels }, timeout, interval).Should(And(
+		HaveKeyWithValue("nvidia.com/gpu.replicas", "4"), HaveKeyWithValue("nvidia.com/gpu.sharing-strategy", "time-slicing"),
+		HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-SHARED")))
+	g.Expect(f.node(plain).Labels).To(HaveKeyWithValue("nvidia.com/gpu.replicas", "1"))
 	g.Expect(f.podOn(shared, "dcgm-exporter").UID).To(Equal(exporter), "the exporter does not read the configuration")
 	g.Expect(f.podOn(shared, "driver").UID).To(Equal(driverPod))
 	g.Expect(f.node(plain).Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
@@ -78,4 +87,36 @@ func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 		}
 		return metav1.GetControllerOf(p).Name
 	}, 2*timeout, interval).Should(Equal("nvidia-device-plugin-daemonset"))
+	g.Eventually(func() int64 {
+		return f.node(shared).Status.Allocatable.Name("nvidia.com/gpu", "").Value()
+	}, timeout, interval).Should(BeEquivalentTo(8))
+	g.Eventually(func() map[string]string { return f.node(shared).Labels }, timeout, interval).
+		Should(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200"))
+}
+
+// A driver pool's devicePluginConfig is its nodes' configuration, and a
+// node's own label wins over it.
+func TestPoolRunsItsDevicePluginConfig(t *testing.T) {
+	f := setup(t, 2, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs"}
+		cp.Spec.Driver.NodePools = []gpuv1.DriverNodePool{{Name: "h200", DevicePluginConfig: "ts-4",
+			NodeSelector: map[string]gpuv1.LabelValue{"gpu": "h200"}}}
+	})
+	f.pluginConfigs("plugin-configs", map[string]string{
+		"ts-2": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
+		"ts-4": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n",
+	})
+	pooled, own := f.nodes[0], f.nodes[1]
+	f.setLabel(pooled, "gpu", "h200")
+	f.setLabel(own, "gpu", "h200")
+	f.setLabel(own, gpuv1.LabelDevicePluginConfig, "ts-2")
+	f.expectLabel(pooled, gpuv1.LabelDevicePluginConfigInUse, "ts-4")
+	f.expectLabel(own, gpuv1.LabelDevicePluginConfigInUse, "ts-2")
+	f.expectAllReady(f.nodes...)
+	g := NewWithT(t)
+	for node, want := range map[string]int64{pooled: 32, own: 16} {
+		g.Eventually(func() int64 {
+			return f.node(node).Status.Allocatable.Name("nvidia.com/gpu", "").Value()
+		}, 2*timeout, interval).Should(Equal(want), "node %s", node)
+	}
 }

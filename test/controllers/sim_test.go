@@ -191,7 +191,7 @@ func (s *cluster) nodes(ctx context.Context, nodes []corev1.Node, pods []corev1.
 		if n.DeletionTimestamp != nil || n.Status.NodeInfo.BootID == "" {
 			continue // not booted yet
 		}
-		changed := fakenode.Apply(n, on[n.Name])
+		changed := fakenode.Apply(n, on[n.Name], s.configs(ctx))
 		var err error
 		switch {
 		case changed.Labels:
@@ -362,4 +362,17 @@ func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 
 func hasWaiting(p *corev1.Pod) bool {
 	return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil
+}
+
+// configs looks up the device plugin's configuration files in the
+// simulated cluster's ConfigMaps, as the kubelet mounts them.
+func (s *cluster) configs(ctx context.Context) fakenode.ConfigLookup {
+	return func(namespace, name, key string) (string, bool) {
+		cm := &corev1.ConfigMap{}
+		if err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
+			return "", false
+		}
+		v, ok := cm.Data[key]
+		return v, ok
+	}
 }

@@ -52,7 +52,8 @@ const (
 )
 
 // GFD's labels, as GFD on an H200 node writes them.
-var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family"}
+var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
+	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy"}
 
 // IsGFDLabel reports whether a label is one a fake node gets while GFD
 // runs on it.
@@ -106,7 +107,7 @@ type Result struct {
 // every state on the node, live ones only. It changes the node in place
 // and says whether its labels (an update) or its status (a status
 // update) changed.
-func Apply(n *corev1.Node, pods []*corev1.Pod) Result {
+func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	p := ProfileOf(n)
 	running := func(s state.Name) *corev1.Pod {
 		for _, pod := range pods {
@@ -118,9 +119,11 @@ func Apply(n *corev1.Node, pods []*corev1.Pod) Result {
 	}
 	var r Result
 	r.Labels = heal(n, &p, running)
-	r.Status = advertise(n, p, running(state.DevicePlugin) != nil)
+	plugin := running(state.DevicePlugin)
+	r.Status = advertise(n, p, plugin != nil, SharingOf(plugin, configs))
 	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
-	r.Labels = labelGFD(n, p, running(state.GPUFeatureDiscovery) != nil) || r.Labels
+	gfd := running(state.GPUFeatureDiscovery)
+	r.Labels = labelGFD(n, p, gfd != nil, SharingOf(gfd, configs)) || r.Labels
 	return r
 }
 
@@ -161,17 +164,37 @@ func heal(n *corev1.Node, p *Profile, running func(state.Name) *corev1.Pod) bool
 	return true
 }
 
-// advertise sets the node's nvidia.com/gpu as the kubelet does: the GPUs
-// while the device plugin is registered, none otherwise; the unhealthy ones
-// in capacity but not in allocatable.
-func advertise(n *corev1.Node, p Profile, plugin bool) bool {
+// The resources the device plugin advertises: shared GPUs under their own
+// name when the configuration renames them.
+const (
+	resourceGPU    corev1.ResourceName = "nvidia.com/gpu"
+	resourceShared corev1.ResourceName = "nvidia.com/gpu.shared"
+)
+
+// advertise sets the node's GPU resource as the kubelet does: the GPUs,
+// times the replicas of a shared configuration, while the device plugin
+// is registered, none otherwise; the unhealthy ones in capacity but not
+// in allocatable. A resource the plugin no longer advertises (the other
+// of nvidia.com/gpu and nvidia.com/gpu.shared) the kubelet keeps at 0.
+func advertise(n *corev1.Node, p Profile, plugin bool, s Sharing) bool {
+	name, other := resourceGPU, resourceShared
+	if s.Renamed {
+		name, other = resourceShared, resourceGPU
+	}
 	capacity, allocatable := int64(0), int64(0)
 	if plugin {
-		capacity, allocatable = int64(p.GPUs), int64(p.GPUs-p.Unhealthy)
+		capacity, allocatable = int64(p.GPUs*s.Replicas), int64((p.GPUs-p.Unhealthy)*s.Replicas)
 	}
-	c, hadC := n.Status.Capacity["nvidia.com/gpu"]
-	a, hadA := n.Status.Allocatable["nvidia.com/gpu"]
-	if (!hadC && !hadA && !plugin) || (hadC && hadA && c.Value() == capacity && a.Value() == allocatable) {
+	changed := set(n, name, capacity, allocatable, plugin)
+	return set(n, other, 0, 0, false) || changed
+}
+
+// set sets a resource's capacity and allocatable, and says whether they
+// changed; one never advertised and not wanted stays absent.
+func set(n *corev1.Node, name corev1.ResourceName, capacity, allocatable int64, wanted bool) bool {
+	c, hadC := n.Status.Capacity[name]
+	a, hadA := n.Status.Allocatable[name]
+	if (!hadC && !hadA && !wanted) || (hadC && hadA && c.Value() == capacity && a.Value() == allocatable) {
 		return false // never advertised, or advertised as wanted
 	}
 	for _, l := range []*corev1.ResourceList{&n.Status.Allocatable, &n.Status.Capacity} {
@@ -179,8 +202,8 @@ func advertise(n *corev1.Node, p Profile, plugin bool) bool {
 			*l = corev1.ResourceList{}
 		}
 	}
-	n.Status.Capacity["nvidia.com/gpu"] = *resource.NewQuantity(capacity, resource.DecimalSI)
-	n.Status.Allocatable["nvidia.com/gpu"] = *resource.NewQuantity(allocatable, resource.DecimalSI)
+	n.Status.Capacity[name] = *resource.NewQuantity(capacity, resource.DecimalSI)
+	n.Status.Allocatable[name] = *resource.NewQuantity(allocatable, resource.DecimalSI)
 	return true
 }
 
@@ -249,13 +272,20 @@ func reaches(pod *corev1.Pod, inside, host string) bool {
 }
 
 // labelGFD sets GFD's labels while GFD runs, as NFD does from GFD's feature
-// file, which GFD removes when it stops.
-func labelGFD(n *corev1.Node, p Profile, gfd bool) bool {
+// file, which GFD removes when it stops. Sharing labels follow GFD's own
+// configuration (k8s-device-plugin v0.17.2, internal/lm/resource.go): the
+// replicas, the strategy, and -SHARED after the product unless renamed.
+func labelGFD(n *corev1.Node, p Profile, gfd bool, s Sharing) bool {
 	want := map[string]string{}
 	if gfd && p.GPUs > 0 {
+		product := "NVIDIA-H200"
+		if s.Replicas > 1 && !s.Renamed {
+			product += "-SHARED"
+		}
 		want = map[string]string{
-			"nvidia.com/gpu.product": "NVIDIA-H200", "nvidia.com/gpu.count": strconv.Itoa(p.GPUs),
+			"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": strconv.Itoa(p.GPUs),
 			"nvidia.com/gpu.memory": "143771", "nvidia.com/gpu.family": "hopper",
+			"nvidia.com/gpu.replicas": strconv.Itoa(s.Replicas), "nvidia.com/gpu.sharing-strategy": s.Strategy,
 		}
 	}
 	have := map[string]string{}

@@ -55,16 +55,16 @@ func toolkitPod(t *testing.T, mutate func(*gpuv1.ClusterPolicy)) *corev1.Pod {
 func TestGPUsFollowTheDevicePlugin(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{}
-	Apply(n, nil)
+	Apply(n, nil, nil)
 	g.Expect(n.Status.Allocatable).NotTo(HaveKey(corev1.ResourceName("nvidia.com/gpu")), "a fresh node advertises no GPU")
-	g.Expect(Apply(n, nil)).To(Equal(Result{}), "no change, no write")
+	g.Expect(Apply(n, nil, nil)).To(Equal(Result{}), "no change, no write")
 
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, false, corev1.PodSpec{})}).Status).To(BeFalse(), "not while it is not ready")
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}).Status).To(BeTrue())
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, false, corev1.PodSpec{})}, nil).Status).To(BeFalse(), "not while it is not ready")
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}, nil).Status).To(BeTrue())
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}).Status).To(BeFalse(), "no change, no write")
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}, nil).Status).To(BeFalse(), "no change, no write")
 
-	g.Expect(Apply(n, nil).Status).To(BeTrue(), "gone with the plugin")
+	g.Expect(Apply(n, nil, nil).Status).To(BeTrue(), "gone with the plugin")
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero())
 }
 
@@ -72,23 +72,23 @@ func TestUnhealthyGPUsLeaveAllocatable(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationUnhealthyGPUs: "3"}}}
 	plugin := []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}
-	g.Expect(Apply(n, plugin).Status).To(BeTrue())
+	g.Expect(Apply(n, plugin, nil).Status).To(BeTrue())
 	g.Expect(n.Status.Capacity.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(5))
-	g.Expect(Apply(n, plugin).Status).To(BeFalse(), "no change, no write")
+	g.Expect(Apply(n, plugin, nil).Status).To(BeFalse(), "no change, no write")
 
 	delete(n.Annotations, AnnotationUnhealthyGPUs)
-	g.Expect(Apply(n, plugin).Status).To(BeTrue(), "healthy again")
+	g.Expect(Apply(n, plugin, nil).Status).To(BeTrue(), "healthy again")
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
 }
 
 func TestGFDLabelsFollowGFD(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{}
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}).Labels).To(BeTrue())
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil).Labels).To(BeTrue())
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200"))
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.count", "8"))
-	g.Expect(Apply(n, nil).Labels).To(BeTrue())
+	g.Expect(Apply(n, nil, nil).Labels).To(BeTrue())
 	g.Expect(n.Labels).NotTo(HaveKey("nvidia.com/gpu.product"))
 }
 
@@ -112,24 +112,24 @@ func TestHandlerFollowsTheToolkitsMounts(t *testing.T) {
 	}
 
 	n := &corev1.Node{}
-	Apply(n, []*corev1.Pod{stock})
+	Apply(n, []*corev1.Pod{stock}, nil)
 	g.Expect(names(n)).To(ContainElement("nvidia"))
 
 	k3sNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
 		AnnotationContainerdConfig: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl",
 		AnnotationContainerdSocket: "/run/k3s/containerd/containerd.sock",
 	}}}
-	Apply(k3sNode, []*corev1.Pod{stock})
+	Apply(k3sNode, []*corev1.Pod{stock}, nil)
 	g.Expect(names(k3sNode)).To(Equal([]string{"", "runc"}), "the stock paths miss k3s's containerd")
-	Apply(k3sNode, []*corev1.Pod{k3s})
+	Apply(k3sNode, []*corev1.Pod{k3s}, nil)
 	g.Expect(names(k3sNode)).To(ContainElement("nvidia"))
 
 	never := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRuntime: "never-configured"}}}
-	Apply(never, []*corev1.Pod{stock})
+	Apply(never, []*corev1.Pod{stock}, nil)
 	g.Expect(names(never)).To(Equal([]string{"", "runc"}))
 
 	legacy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRuntime: "legacy"}}}
-	Apply(legacy, []*corev1.Pod{stock})
+	Apply(legacy, []*corev1.Pod{stock}, nil)
 	g.Expect(legacy.Status.RuntimeHandlers).To(BeEmpty(), "containerd 1.7 reports none")
 }
 
@@ -178,14 +178,14 @@ func TestUnhealthyGPUsHealByTheirMode(t *testing.T) {
 			}
 			n.Status.NodeInfo.BootID = "boot-1"
 			before := []*corev1.Pod{withUID(state.DevicePlugin, "plugin-1"), withUID(state.Driver, "driver-1")}
-			first := Apply(n, before)
+			first := Apply(n, before, nil)
 			g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(6))
 			g.Expect(first.Labels).To(Equal(tt.mode != "" && tt.mode != HealNever), "the anchor is recorded once")
-			g.Expect(Apply(n, nil).Labels).To(BeFalse(), "the plugin gone heals nothing")
+			g.Expect(Apply(n, nil, nil).Labels).To(BeFalse(), "the plugin gone heals nothing")
 			if tt.rebooted {
 				n.Status.NodeInfo.BootID = "boot-2"
 			}
-			Apply(n, tt.after)
+			Apply(n, tt.after, nil)
 			if tt.wantHealthy {
 				g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
 				g.Expect(n.Annotations).NotTo(HaveKey(AnnotationUnhealthyGPUs))
