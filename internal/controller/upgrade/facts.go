@@ -123,7 +123,7 @@ func (r *Reconciler) facts(ctx context.Context, cp *gpuv1.ClusterPolicy, o *obse
 
 // validated reports whether the new driver works on the node: its pod is
 // ready and current, the device plugin is ready again (unless disabled),
-// and the node advertises its GPUs.
+// and the node advertises GPUs, whole, shared or MIG.
 func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.Node, pod *operandpods.Pod) bool {
 	if pod == nil || o.outdated(pod, spec, n) || !pod.Ready {
 		return false
@@ -132,8 +132,9 @@ func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.No
 	case gpuv1.StateDisabled:
 		return true
 	case gpuv1.StateReady:
-		q, ok := n.Status.Allocatable["nvidia.com/gpu"]
-		return ok && !q.IsZero()
+		// Any GPU resource: a shared configuration may advertise
+		// nvidia.com/gpu.shared alone, MIG nvidia.com/mig-*.
+		return gpuTotal(n.Status.Allocatable) > 0
 	}
 	return false
 }
