@@ -95,6 +95,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		RemediationBudgetSpec(ctx, healthy[:3])
 	})
 
+	It("runs a time-slicing configuration per node, restarting only the device plugin and GFD", func(ctx SpecContext) {
+		TimeSlicingSpec(ctx, healthy[0], healthy[1], healthy[2])
+	})
+
 	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 	})
