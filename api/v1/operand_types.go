@@ -90,9 +90,15 @@ type DriverNodePool struct {
 	// +required
 	Name string `json:"name"`
 
-	// NodeSelector is the labels a node must all carry to be in the pool.
+	// NodeSelector is the labels a node must all carry to be in the pool:
+	// labels of your own (such as gpu-type=h200), not the nvidia.com/gpu.*
+	// and nvidia.com/mig.* ones the operator and GFD write, which change as
+	// the GPU stack does (GFD's product gains -SHARED under time-slicing,
+	// and all of them go while GFD restarts) and would move the node out
+	// of its pool, through a driver upgrade.
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule=`self.all(k, !k.startsWith('nvidia.com/gpu.') && !k.startsWith('nvidia.com/mig.'))`,message="must not select on nvidia.com/gpu.* or nvidia.com/mig.* labels, which the operator and GFD write and change as the GPU stack does: label the pool's nodes yourself, for example gpu-type=h200"
 	// +required
 	NodeSelector map[string]LabelValue `json:"nodeSelector"`
 

@@ -235,6 +235,10 @@ func invalidCases() map[string]invalidCase {
 			},
 			field: "spec.driver.nodePools", wants: []string{"overlapping nodeSelectors", "require different values"},
 		},
+		"pool selecting on GFD's product": {
+			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "h200", "nodeSelector": map[string]any{"nvidia.com/gpu.product": "NVIDIA-H200"}}},
+			field: "spec.driver.nodePools[0].nodeSelector", wants: []string{"label the pool's nodes yourself"},
+		},
 		"pool device plugin config not a label value": {
 			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "h200", "nodeSelector": map[string]any{"gpu": "h200"},
 				"devicePluginConfig": "time slicing"}},
