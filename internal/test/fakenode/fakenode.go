@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
@@ -176,7 +177,7 @@ const (
 // is registered, none otherwise; the unhealthy ones in capacity but not
 // in allocatable. A resource the plugin no longer advertises (the other
 // of nvidia.com/gpu and nvidia.com/gpu.shared) the kubelet keeps at 0.
-func advertise(n *corev1.Node, p Profile, plugin bool, s Sharing) bool {
+func advertise(n *corev1.Node, p Profile, plugin bool, s pluginconfig.Sharing) bool {
 	name, other := resourceGPU, resourceShared
 	if s.Renamed {
 		name, other = resourceShared, resourceGPU
@@ -275,7 +276,7 @@ func reaches(pod *corev1.Pod, inside, host string) bool {
 // file, which GFD removes when it stops. Sharing labels follow GFD's own
 // configuration (k8s-device-plugin v0.17.2, internal/lm/resource.go): the
 // replicas, the strategy, and -SHARED after the product unless renamed.
-func labelGFD(n *corev1.Node, p Profile, gfd bool, s Sharing) bool {
+func labelGFD(n *corev1.Node, p Profile, gfd bool, s pluginconfig.Sharing) bool {
 	want := map[string]string{}
 	if gfd && p.GPUs > 0 {
 		product := "NVIDIA-H200"

@@ -2,10 +2,10 @@ package fakenode
 
 import (
 	"path"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 )
 
 // ConfigLookup returns a key of a ConfigMap, as the kubelet mounts it
@@ -13,45 +13,12 @@ import (
 // nothing.
 type ConfigLookup func(namespace, configMap, key string) (string, bool)
 
-// Sharing is what a device plugin (or GFD) configuration makes of the
-// node's GPUs, as k8s-device-plugin v0.17.2 reads it
-// (api/config/v1/sharing.go, replicas.go).
-type Sharing struct {
-	// Replicas is how many pods share each GPU; 1 when not shared.
-	Replicas int
-	// Strategy is GFD's nvidia.com/gpu.sharing-strategy: none,
-	// time-slicing or mps.
-	Strategy string
-	// Renamed is renameByDefault: the shared GPUs are advertised as
-	// nvidia.com/gpu.shared, and the product has no -SHARED suffix.
-	Renamed bool
-}
-
-var notShared = Sharing{Replicas: 1, Strategy: "none"}
-
-// pluginConfig is the part of a device plugin config file the simulator
-// reads.
-type pluginConfig struct {
-	Sharing struct {
-		TimeSlicing replicated  `json:"timeSlicing"`
-		MPS         *replicated `json:"mps"`
-	} `json:"sharing"`
-}
-
-type replicated struct {
-	RenameByDefault bool `json:"renameByDefault"`
-	Resources       []struct {
-		Name     string `json:"name"`
-		Replicas int    `json:"replicas"`
-	} `json:"resources"`
-}
-
 // SharingOf reads how a pod's configuration shares the GPUs: the file its
 // CONFIG_FILE names, in the ConfigMap mounted at that file's directory.
 // No configuration, or one that cannot be read, shares nothing.
-func SharingOf(pod *corev1.Pod, configs ConfigLookup) Sharing {
+func SharingOf(pod *corev1.Pod, configs ConfigLookup) pluginconfig.Sharing {
 	if pod == nil || configs == nil || len(pod.Spec.Containers) == 0 {
-		return notShared
+		return pluginconfig.NotShared
 	}
 	var file string
 	for _, e := range pod.Spec.Containers[0].Env {
@@ -61,26 +28,19 @@ func SharingOf(pod *corev1.Pod, configs ConfigLookup) Sharing {
 	}
 	cm := configMapAt(pod, path.Dir(file))
 	if file == "" || cm == "" {
-		return notShared
+		return pluginconfig.NotShared
 	}
 	data, ok := configs(pod.Namespace, cm, path.Base(file))
 	if !ok {
-		return notShared
+		return pluginconfig.NotShared
 	}
-	var cfg pluginConfig
-	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
-		return notShared
+	// The simulated plugin shares what the real one would, the
+	// configurations the operator refuses to run included.
+	c, err := pluginconfig.Parse(data)
+	if err != nil {
+		return pluginconfig.NotShared
 	}
-	r, strategy := cfg.Sharing.TimeSlicing, "time-slicing"
-	if cfg.Sharing.MPS != nil {
-		r, strategy = *cfg.Sharing.MPS, "mps"
-	}
-	for _, res := range r.Resources {
-		if strings.TrimPrefix(res.Name, "nvidia.com/") == "gpu" && res.Replicas > 1 {
-			return Sharing{Replicas: res.Replicas, Strategy: strategy, Renamed: r.RenameByDefault}
-		}
-	}
-	return notShared
+	return c.Sharing
 }
 
 // configMapAt names the ConfigMap a pod's first container mounts at dir.
