@@ -2,21 +2,40 @@ package gating
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
+	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
+// Annotations of a node's device plugin configuration.
+const (
+	// AnnotationDevicePluginConfigRefused says why the node does not run
+	// the configuration it is asked to; absent when it does.
+	AnnotationDevicePluginConfigRefused = gpuv1.OperatorAnnotationPrefix + "device-plugin-config-refused"
+	// AnnotationDevicePluginConfigWaiting says the node's configuration
+	// changes once its GPU pods are gone.
+	AnnotationDevicePluginConfigWaiting = gpuv1.OperatorAnnotationPrefix + "device-plugin-config-waiting"
+)
+
+// gpuPodsRecheck is how often a node whose configuration change waits for
+// its GPU pods looks again: the node controller does not watch them.
+const gpuPodsRecheck = 20 * time.Second
+
 // devicePluginConfig decides which configuration of devicePlugin.config's
 // ConfigMap the node's device plugin and GFD run, "" for the policy's
 // default: the node's nvidia.com/device-plugin.config label, else its
-// driver pool's devicePluginConfig, else the default. A choice the
-// operator cannot run (no ConfigMap, a name it does not hold, a name no
-// label can carry) is told in an event, and the node keeps the
-// configuration it runs: a typo in a label takes no GPU off a node.
+// driver pool's devicePluginConfig, else the default.
+//
+// A configuration the operator cannot run (no ConfigMap, a key it does
+// not hold, a file the device plugin would not start with, MPS) is refused
+// and the node keeps what it runs, unless that is no longer runnable
+// either: then it goes back to the default. A change waits while GPU pods
+// run on the node: the device IDs of shared GPUs differ from whole ones'
+// (GPU-x::n), and the kubelet would hand a GPU a running pod holds to
+// another pod. Each is told once, in an event, and stays in an annotation.
 func (d *decision) devicePluginConfig() string {
 	spec := &d.in.Policy.Spec
 	cfg := spec.DevicePlugin.Config
@@ -29,37 +48,77 @@ func (d *decision) devicePluginConfig() string {
 			}
 		}
 	}
-	if want == "" || (cfg != nil && want == cfg.Default) {
+	if cfg == nil || cfg.Name == "" {
+		if want != "" {
+			d.tell(AnnotationDevicePluginConfigRefused, "%s names device plugin configuration %q, and devicePlugin.config.name "+
+				"names no ConfigMap of configurations: set it. The node runs the device plugin's defaults.", from, want)
+		}
 		return ""
 	}
-	var problem string
-	switch {
-	case cfg == nil || cfg.Name == "":
-		problem = "devicePlugin.config.name names no ConfigMap of configurations: set it"
-	case len(validation.IsValidLabelValue(want)) > 0:
-		problem = "the name is no label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit): rename the configuration"
-	case d.in.DevicePluginConfigs == nil:
-		return current // the ConfigMap could not be read: nothing changes
-	case len(d.in.DevicePluginConfigs) == 0:
-		problem = fmt.Sprintf("ConfigMap %s, in the operator's namespace, does not exist or holds no configuration", cfg.Name)
-	case !slices.Contains(d.in.DevicePluginConfigs, want):
-		problem = fmt.Sprintf("ConfigMap %s holds no such configuration; it holds: %s", cfg.Name, strings.Join(d.in.DevicePluginConfigs, ", "))
+	if want == cfg.Default {
+		want = ""
 	}
-	if problem != "" {
-		keeps := "the default"
-		if current != "" {
-			keeps = current
+	if d.in.DevicePluginConfigs == nil {
+		return current // the ConfigMap could not be read: nothing changes
+	}
+	var refused []string
+	if problem := d.configProblem(cfg, cfg.Default); problem != "" {
+		refused = append(refused, fmt.Sprintf("devicePlugin.config.default %q: %s; the device plugin cannot start on its nodes.",
+			cfg.Default, problem))
+	}
+	next := want
+	if problem := d.configProblem(cfg, want); problem != "" {
+		next = current
+		if d.configProblem(cfg, current) != "" {
+			next = ""
 		}
-		msg := fmt.Sprintf("%s names device plugin configuration %q: %s. The node keeps %s.", from, want, problem, keeps)
-		// On the node for as long as it holds, and told once: events go
-		// with the writes of what the operator keeps on the node.
-		d.result.Annotations[AnnotationDevicePluginConfigRefused] = msg
-		d.event(true, "DevicePluginConfigInvalid", "%s", msg)
+		refused = append(refused, fmt.Sprintf("%s names device plugin configuration %q: %s. The node runs %s.",
+			from, want, problem, displayConfig(next)))
+	}
+	if len(refused) > 0 {
+		d.tell(AnnotationDevicePluginConfigRefused, "%s", strings.Join(refused, " "))
+	}
+	if next != current && d.in.GPUPods > 0 && d.configProblem(cfg, current) == "" {
+		d.tell(AnnotationDevicePluginConfigWaiting, "the device plugin configuration changes from %s to %s once the node's %d GPU pod(s) "+
+			"are gone (drain the node to change it now)", displayConfig(current), displayConfig(next), d.in.GPUPods)
+		d.requeue(gpuPodsRecheck)
 		return current
 	}
-	return want
+	return next
 }
 
-// AnnotationDevicePluginConfigRefused says why the node does not run the
-// device plugin configuration it is asked to; absent when it does.
-const AnnotationDevicePluginConfigRefused = gpuv1.OperatorAnnotationPrefix + "device-plugin-config-refused"
+// configProblem says why the operator cannot run a configuration, "" when
+// it can; the default ("") always can.
+func (d *decision) configProblem(cfg *gpuv1.DevicePluginConfig, name string) string {
+	if name == "" {
+		return ""
+	}
+	problem, ok := d.in.DevicePluginConfigs[name]
+	switch {
+	case !ok && len(d.in.DevicePluginConfigs) == 0:
+		return fmt.Sprintf("ConfigMap %s, in the operator's namespace, does not exist or holds no configuration", cfg.Name)
+	case !ok:
+		return fmt.Sprintf("ConfigMap %s holds no such configuration; it holds: %s", cfg.Name,
+			strings.Join(slices.Sorted(maps.Keys(d.in.DevicePluginConfigs)), ", "))
+	}
+	return problem
+}
+
+// tell records a message in an annotation, and in an event when the
+// annotation did not say so already: events go with the writes of what
+// the operator keeps on the node, and one that holds for days must not be
+// told at every write.
+func (d *decision) tell(annotation, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	d.result.Annotations[annotation] = msg
+	if d.in.Node.Annotations[annotation] != msg {
+		d.event(true, "DevicePluginConfig", "%s", msg)
+	}
+}
+
+func displayConfig(name string) string {
+	if name == "" {
+		return "the default"
+	}
+	return name
+}

@@ -10,33 +10,43 @@ import (
 )
 
 // A node runs the device plugin configuration its own label names, else
-// its driver pool's, else the policy's default (no label); one it cannot
-// run is told, and the node keeps what it runs.
+// its driver pool's, else the policy's default (no label). One it cannot
+// run is refused, and the node keeps what it runs, or goes back to the
+// default when that is no longer runnable either; a change waits while
+// GPU pods run there. Each is told once and stays in an annotation.
 func TestDevicePluginConfigOfANode(t *testing.T) {
 	withConfigs := func(in *Input) {
 		in.Policy.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs", Default: "plain"}
 		in.Policy.Spec.Driver.NodePools = []gpuv1.DriverNodePool{{Name: "h200", DevicePluginConfig: "ts-4",
 			NodeSelector: map[string]gpuv1.LabelValue{"gpu": "h200"}}}
-		in.DevicePluginConfigs = []string{"plain", "ts-4", "ts-8", "mps-2"}
+		in.DevicePluginConfigs = map[string]string{"plain": "", "ts-4": "", "ts-8": "", "mps-2": "MPS sharing needs its control daemon"}
 	}
 	inPool := func(in *Input) { in.DriverPool = "h200" }
 	noConfigMap := func(in *Input) { in.Policy.Spec.DevicePlugin.Config = nil }
 	unread := func(in *Input) { in.DevicePluginConfigs = nil }
+	busy := func(in *Input) { in.GPUPods = 2 }
+	tsRemoved := func(in *Input) { delete(in.DevicePluginConfigs, "ts-4") }
+	badDefault := func(in *Input) { in.Policy.Spec.DevicePlugin.Config.Default = "gone" }
 	tests := map[string]struct {
 		label, current string
 		mutate         []func(*Input)
 		want           string
-		told           bool
+		refused        string
+		waiting        bool
 	}{
 		"the default":                         {},
 		"the pool's":                          {mutate: []func(*Input){inPool}, want: "ts-4"},
 		"the node's label over the pool's":    {label: "ts-8", mutate: []func(*Input){inPool}, want: "ts-8"},
 		"the default named is the default":    {label: "plain", current: "ts-8", want: ""},
-		"a name the ConfigMap lacks":          {label: "ts-16", current: "ts-8", want: "ts-8", told: true},
-		"a name the ConfigMap lacks, fresh":   {label: "ts-16", want: "", told: true},
-		"no ConfigMap":                        {label: "ts-8", mutate: []func(*Input){noConfigMap}, want: "", told: true},
-		"a name no label carries":             {label: "-ts", current: "ts-4", want: "ts-4", told: true},
+		"a key the ConfigMap lacks":           {label: "ts-16", current: "ts-8", want: "ts-8", refused: "it holds: mps-2, plain, ts-4, ts-8"},
+		"a key the ConfigMap lacks, fresh":    {label: "ts-16", want: "", refused: `"ts-16"`},
+		"a file it cannot run":                {label: "mps-2", current: "ts-4", want: "ts-4", refused: "control daemon"},
+		"what it runs is gone: the default":   {label: "ts-16", current: "ts-4", mutate: []func(*Input){tsRemoved}, want: "", refused: "The node runs the default"},
+		"no ConfigMap: no label, told":        {label: "ts-8", current: "ts-8", mutate: []func(*Input){noConfigMap}, want: "", refused: "names no ConfigMap"},
 		"the ConfigMap unread keeps the node": {label: "ts-8", current: "ts-4", mutate: []func(*Input){unread}, want: "ts-4"},
+		"a default the ConfigMap lacks":       {mutate: []func(*Input){badDefault}, want: "", refused: `devicePlugin.config.default "gone"`},
+		"GPU pods hold the change":            {label: "ts-8", current: "ts-4", mutate: []func(*Input){busy}, want: "ts-4", waiting: true},
+		"GPU pods hold no change":             {label: "ts-4", current: "ts-4", mutate: []func(*Input){busy}, want: "ts-4"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -54,12 +64,20 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 			} else {
 				g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDevicePluginConfigInUse, tt.want))
 			}
-			if tt.told {
-				g.Expect(reasons(r)).To(ContainElement("DevicePluginConfigInvalid"))
-				g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDevicePluginConfigRefused, ContainSubstring(tt.label)))
+			if tt.refused != "" {
+				g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDevicePluginConfigRefused, ContainSubstring(tt.refused)))
+				g.Expect(reasons(r)).To(ContainElement("DevicePluginConfig"))
 			} else {
-				g.Expect(reasons(r)).NotTo(ContainElement("DevicePluginConfigInvalid"))
 				g.Expect(r.Annotations).NotTo(HaveKey(AnnotationDevicePluginConfigRefused))
+			}
+			if tt.waiting {
+				g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDevicePluginConfigWaiting, ContainSubstring("2 GPU pod(s)")))
+				g.Expect(r.RequeueAfter).To(BeNumerically(">", 0))
+			} else {
+				g.Expect(r.Annotations).NotTo(HaveKey(AnnotationDevicePluginConfigWaiting))
+			}
+			if tt.refused == "" && !tt.waiting {
+				g.Expect(reasons(r)).NotTo(ContainElement("DevicePluginConfig"))
 			}
 			// A new configuration restarts nothing but what its DaemonSets
 			// replace: every state stays ready.
@@ -68,4 +86,22 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A refusal is told once: the next decision, on the node as the first
+// left it, records the same annotation and no event.
+func TestDevicePluginConfigToldOnce(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.LabelDevicePluginConfig] = "ts-16"
+	cfg := func(in *Input) {
+		in.Policy.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs"}
+		in.DevicePluginConfigs = map[string]string{"ts-4": ""}
+	}
+	first := decide(t, n, pods, cfg)
+	g.Expect(reasons(first)).To(ContainElement("DevicePluginConfig"))
+	n.Annotations = first.Annotations
+	again := decide(t, n, pods, cfg)
+	g.Expect(again.Annotations).To(HaveKey(AnnotationDevicePluginConfigRefused))
+	g.Expect(reasons(again)).NotTo(ContainElement("DevicePluginConfig"))
 }

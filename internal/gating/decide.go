@@ -44,11 +44,15 @@ type Input struct {
 	// labelled gets no driver DaemonSet.
 	DriverNeedsOS bool
 	// DevicePluginConfigs are the configurations devicePlugin.config's
-	// ConfigMap holds (its keys); nil when it could not be read, and then
-	// a node keeps the configuration it runs.
-	DevicePluginConfigs []string
-	Grace               time.Duration
-	Now                 time.Time
+	// ConfigMap holds, each with why the operator cannot run it ("" when
+	// it can); nil when it could not be read, and then a node keeps the
+	// configuration it runs.
+	DevicePluginConfigs map[string]string
+	// GPUPods counts the pods holding GPUs on the node, where its device
+	// plugin configuration is to change; 0 when not counted.
+	GPUPods int
+	Grace   time.Duration
+	Now     time.Time
 }
 
 // Event is something worth telling a person about the node.

@@ -62,6 +62,11 @@ type Workload struct {
 	OnDelete bool
 	// PodAnnotations are added to the pod template, after the user's.
 	PodAnnotations map[string]string
+	// Inputs are what the pods read besides their spec, such as a digest
+	// of a configuration file: they go on the pod template as annotations
+	// and count in its hash, so that a new content makes the running pods
+	// outdated (and rolls them).
+	Inputs map[string]string
 }
 
 // DaemonSet builds the operand's DaemonSet with the policy's daemonsets
@@ -163,12 +168,15 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		}
 	}
 	sortVolumes(&pod)
-	hash, err := specHash(&pod)
+	hash, err := specHash(&pod, w.Inputs)
 	if err != nil {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: %w", w.Name, err)
 	}
 	meta := podMeta(common, SelectorLabels(w.Name), w.State, hash)
 	for k, v := range w.PodAnnotations {
+		meta.Annotations[k] = v
+	}
+	for k, v := range w.Inputs {
 		meta.Annotations[k] = v
 	}
 	return corev1.PodTemplateSpec{ObjectMeta: meta, Spec: pod}, nil
@@ -212,7 +220,7 @@ func podMeta(common *gpuv1.DaemonsetsSpec, selector map[string]string, state, ha
 // nothing in a running pod, and with them left out the hash stays what it
 // was before operands tolerated the taints, so adding one replaces no
 // driver (a driver whose hash changes goes through a fleet upgrade).
-func specHash(spec *corev1.PodSpec) (string, error) {
+func specHash(spec *corev1.PodSpec, inputs map[string]string) (string, error) {
 	hashed := *spec
 	hashed.Tolerations = slices.DeleteFunc(slices.Clone(spec.Tolerations), func(t corev1.Toleration) bool {
 		return t == readinessTaintToleration || t == unhealthyTaintToleration
@@ -223,6 +231,14 @@ func specHash(spec *corev1.PodSpec) (string, error) {
 	data, err := json.Marshal(&hashed)
 	if err != nil {
 		return "", fmt.Errorf("hashing the pod spec: %w", err)
+	}
+	if len(inputs) > 0 {
+		// Without inputs the hash is the spec's alone, as it always was.
+		more, err := json.Marshal(inputs) // map keys marshal sorted
+		if err != nil {
+			return "", fmt.Errorf("hashing the pod inputs: %w", err)
+		}
+		data = append(data, more...)
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8]), nil

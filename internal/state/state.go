@@ -72,6 +72,10 @@ type RenderInput struct {
 	// ServiceMonitorAvailable is true when the Prometheus Operator's
 	// ServiceMonitor kind is served.
 	ServiceMonitorAvailable bool
+	// DevicePluginConfigDigests holds a digest of each file of
+	// devicePlugin.config's ConfigMap, by name: a file's new content
+	// rolls the pods that read it.
+	DevicePluginConfigDigests map[string]string
 }
 
 // NFD's labels for a node's operating system.

@@ -159,21 +159,22 @@ func (v Variant) Suffix() string {
 
 // shortConfigName is a configuration name that can stand in a DaemonSet's
 // name as it is. The longest name, the device plugin's on a host driver
-// and CRI-O (47 characters before the configuration's), must stay a
+// and docker (49 characters before the configuration's), must stay a
 // label value (63): the DaemonSet's name is its pods' name label.
-var shortConfigName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?$`)
+var shortConfigName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,8}[a-z0-9])?$`)
 
-// configSuffix names a device plugin configuration in a DaemonSet name:
-// the name itself when short and lower case, a hash of it otherwise
-// (configuration names are ConfigMap keys: upper case, '_' and '.' are
-// allowed there, not in object names).
+// configSuffix names a device plugin configuration in a DaemonSet name,
+// after "-c-", so that no configuration's name (crio, host-driver) reads
+// as another dimension's suffix: the name itself when short and lower
+// case, a hash of it otherwise (configuration names are ConfigMap keys:
+// upper case, '_' and '.' are allowed there, not in object names).
 func configSuffix(name string) string {
 	if shortConfigName.MatchString(name) {
-		return "-" + name
+		return "-c-" + name
 	}
 	h := fnv.New32a()
 	h.Write([]byte(name))
-	return fmt.Sprintf("-cfg-%08x", h.Sum32())
+	return fmt.Sprintf("-c-%08x", h.Sum32())
 }
 
 // RuntimeClassName is the RuntimeClass a GPU operand's pod names on nodes
@@ -227,6 +228,34 @@ func (v Variant) Requirements(def Variant, d Dimensions) []corev1.NodeSelectorRe
 	return reqs
 }
 
+// Effective drops the device plugin configuration from dimensions while
+// the policy names no ConfigMap of configurations: then every node runs
+// the defaults, and its DaemonSets are gated on nothing more than before
+// configurations existed.
+func (in RenderInput) Effective(d Dimensions) Dimensions {
+	if cfg := in.Policy.Spec.DevicePlugin.Config; cfg == nil || cfg.Name == "" {
+		d.DevicePluginConfig = false
+	}
+	return d
+}
+
+// AnnotationConfigDigest, on the pods of a DaemonSet that reads a device
+// plugin configuration, is a digest of the file: k8s-device-plugin v0.17.2
+// reads it at start (or on SIGHUP, which nothing sends here), so a new
+// content must restart the pods. It counts in the template hash.
+const AnnotationConfigDigest = "nvidia.com/gpu-operator.config-digest"
+
+// configInputs is what the pods of a variant read of the device plugin's
+// configuration: the digest of its file, when known.
+func (in RenderInput) configInputs(v Variant) map[string]string {
+	cfg := in.Policy.Spec.DevicePlugin.Config
+	digest := in.DevicePluginConfigDigests[cmp.Or(v.DevicePluginConfig, cfg.Default)]
+	if digest == "" {
+		return nil
+	}
+	return map[string]string{AnnotationConfigDigest: digest}
+}
+
 // Gated returns the gate with a projected variant's requirements added.
 func (in RenderInput) Gated(v Variant, d Dimensions) []corev1.NodeSelectorRequirement {
 	return append(slices.Clone(in.Gate), v.Requirements(DefaultVariant(&in.Policy.Spec), d)...)
@@ -238,9 +267,13 @@ func (in RenderInput) Gated(v Variant, d Dimensions) []corev1.NodeSelectorRequir
 func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ComponentSpec, image string, d Dimensions,
 	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec) ([]client.Object, error) {
 	var objs []client.Object
+	d = in.Effective(d)
 	for _, v := range in.VariantsFor(d) {
 		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
 		w.Gate = in.Gated(v, d)
+		if d.DevicePluginConfig {
+			w.Inputs = in.configInputs(v)
+		}
 		ds, err := render.DaemonSet(w)
 		if err != nil {
 			return nil, err

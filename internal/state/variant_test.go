@@ -10,21 +10,23 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// A device plugin configuration names its DaemonSets: as it is when short
-// and lower case, by a hash otherwise; every name stays a label value,
-// the longest (host driver, CRI-O) included.
+// A device plugin configuration names its DaemonSets after "-c-": as it is
+// when short and lower case, by a hash otherwise; no name reads as
+// another dimension's, and every name stays a label value, the longest
+// (host driver, docker) included.
 func TestConfigSuffix(t *testing.T) {
 	g := NewWithT(t)
 	longest := "nvidia-device-plugin-daemonset"
 	for name, want := range map[string]string{
-		"ts-4":             "-ts-4",
-		"time-slicing-15":  "-time-slicing-15",
-		"time-slicing-x16": "-cfg-",
-		"H200_MPS.x2":      "-cfg-",
-		"a.b":              "-cfg-",
+		"ts-4":         "-c-ts-4",
+		"crio":         "-c-crio",
+		"timeslice8":   "-c-timeslice8",
+		"time-slicing": "-c-",
+		"H200_MPS.x2":  "-c-",
+		"a.b":          "-c-",
 	} {
-		v := Variant{DriverRoot: gpuv1.DriverRootHost, Runtime: gpuv1.RuntimeCRIO, DevicePluginConfig: name}
-		g.Expect(v.Suffix()).To(HavePrefix("-host-driver-crio" + want))
+		v := Variant{DriverRoot: gpuv1.DriverRootHost, Runtime: gpuv1.RuntimeDocker, DevicePluginConfig: name}
+		g.Expect(v.Suffix()).To(HavePrefix("-host-driver-docker" + want))
 		g.Expect(validation.IsValidLabelValue(longest+v.Suffix())).To(BeEmpty(), "%s", name)
 		g.Expect(validation.IsDNS1123Subdomain(longest+v.Suffix())).To(BeEmpty(), "%s", name)
 	}

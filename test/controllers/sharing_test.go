@@ -1,13 +1,18 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 )
 
 // pluginConfigs is a ConfigMap of device plugin configurations, as users
@@ -21,8 +26,9 @@ func (f *fixture) pluginConfigs(name string, files map[string]string) {
 // A node labelled nvidia.com/device-plugin.config runs that configuration:
 // its device plugin and GFD move to the configuration's DaemonSets, which
 // read it, and nothing else on the node restarts; the other node stays on
-// the default. A name the ConfigMap does not hold is told, and the node
-// keeps what it runs.
+// the default. A new content of the file restarts the pods that read it; a
+// change waits for the node's GPU pods; a name the ConfigMap does not hold
+// is told, and the node keeps what it runs.
 func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 	g := NewWithT(t)
 	f := setup(t, 2, func(cp *gpuv1.ClusterPolicy) {
@@ -46,14 +52,14 @@ func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 			return ""
 		}
 		return metav1.GetControllerOf(p).Name + " " + envOf(p, "CONFIG_FILE")
-	}, 2*timeout, interval).Should(Equal("nvidia-device-plugin-daemonset-ts-4 /config/ts-4"))
+	}, 2*timeout, interval).Should(Equal("nvidia-device-plugin-daemonset-c-ts-4 /config/ts-4"))
 	g.Eventually(func() string {
 		p := f.podOn(shared, "gpu-feature-discovery")
 		if p == nil {
 			return ""
 		}
 		return metav1.GetControllerOf(p).Name + " " + envOf(p, "CONFIG_FILE")
-	}, 2*timeout, interval).Should(Equal("gpu-feature-discovery-ts-4 /config/ts-4"))
+	}, 2*timeout, interval).Should(Equal("gpu-feature-discovery-c-ts-4 /config/ts-4"))
 	f.expectAllReady(f.nodes...)
 	// What the simulated plugin and GFD make of time-slicing with 4
 	// replicas (internal/test/fakenode).
@@ -69,9 +75,44 @@ func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 	g.Expect(f.node(plain).Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
 	g.Expect(metav1.GetControllerOf(f.podOn(plain, "device-plugin")).Name).To(Equal("nvidia-device-plugin-daemonset"))
 
+	// A new content of the file rolls the pods that read it.
+	plugin := f.podOn(shared, "device-plugin").UID
+	g.Eventually(func() error {
+		cm := &corev1.ConfigMap{}
+		if err := k8sClient.Get(f.ctx, client.ObjectKey{Namespace: namespace, Name: "plugin-configs"}, cm); err != nil {
+			return err
+		}
+		cm.Data["ts-4"] = strings.Replace(cm.Data["ts-4"], "replicas: 4", "replicas: 4\n    # tuned", 1)
+		return k8sClient.Update(f.ctx, cm)
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() types.UID {
+		if p := f.podOn(shared, "device-plugin"); p != nil {
+			return p.UID
+		}
+		return plugin
+	}, 2*timeout, interval).ShouldNot(Equal(plugin), "the plugin reads its file at start only")
+	f.expectAllReady(f.nodes...)
+
+	// A change waits while GPU pods run: shared GPUs' device IDs differ
+	// from whole ones', and the kubelet would hand out a GPU a running pod
+	// holds.
+	ensureNamespace(f, "workloads")
+	gpuPod := f.gpuPod("trainer", plain, func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resourceOne}
+	})
+	f.setLabel(plain, gpuv1.LabelDevicePluginConfig, "ts-4")
+	g.Eventually(func() map[string]string { return f.node(plain).Annotations }, timeout, interval).
+		Should(HaveKeyWithValue(gating.AnnotationDevicePluginConfigWaiting, ContainSubstring("1 GPU pod(s)")))
+	g.Expect(f.node(plain).Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
+	g.Expect(k8sClient.Delete(f.ctx, gpuPod, client.GracePeriodSeconds(0))).To(Succeed())
+	g.Eventually(func() map[string]string { return f.node(plain).Labels }, time.Minute, interval).
+		Should(HaveKeyWithValue(gpuv1.LabelDevicePluginConfigInUse, "ts-4"), "once the GPU pod is gone")
+	g.Expect(f.node(plain).Annotations).NotTo(HaveKey(gating.AnnotationDevicePluginConfigWaiting))
+	f.setLabel(plain, gpuv1.LabelDevicePluginConfig, "")
+
 	f.setLabel(shared, gpuv1.LabelDevicePluginConfig, "ts-16")
 	g.Eventually(func() []string { return f.eventsOf(shared) }, timeout, interval).Should(ContainElement(And(
-		ContainSubstring(`names device plugin configuration "ts-16"`), ContainSubstring("it holds: plain, ts-4"), ContainSubstring("keeps ts-4"))))
+		ContainSubstring(`names device plugin configuration "ts-16"`), ContainSubstring("it holds: plain, ts-4"), ContainSubstring("The node runs ts-4"))))
 	g.Consistently(func() map[string]string { return f.node(shared).Labels }, "2s", interval).
 		Should(HaveKeyWithValue(gpuv1.LabelDevicePluginConfigInUse, "ts-4"))
 

@@ -145,7 +145,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 // objectsOwnedBy counts the operator's objects that still name the policy
 // as an owner.
 func (r *Reconciler) objectsOwnedBy(ctx context.Context, cp *gpuv1.ClusterPolicy) (int, error) {
-	objs, err := r.renderAll(cp, nil)
+	objs, err := r.renderAll(ctx, cp, nil)
 	if err != nil {
 		return 0, err
 	}

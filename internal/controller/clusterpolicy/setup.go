@@ -42,11 +42,34 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Not(beyondStatus()))).
 		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.allPolicies),
 			builder.WithPredicates(labelsChanged())).
+		// A device plugin configuration's new content rolls the pods that
+		// read it.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfConfigMap)).
 		// The deletion of the active policy makes another the active one at
 		// once: it adopts the objects before the deleted one lets go.
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
 			builder.WithPredicates(policy.DeletionStarted())).
 		Complete(r)
+}
+
+// policiesOfConfigMap enqueues the policies whose devicePlugin.config
+// names the ConfigMap.
+func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.Namespace {
+		return nil
+	}
+	list := &gpuv1.ClusterPolicyList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ClusterPolicies after a ConfigMap change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if cfg := list.Items[i].Spec.DevicePlugin.Config; cfg != nil && cfg.Name == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+		}
+	}
+	return reqs
 }
 
 // beyondStatus passes every event but an update of status alone. The

@@ -2,11 +2,14 @@ package clusterpolicy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,9 +41,13 @@ type rendered struct {
 
 // renderAll renders the enabled states from the policy and what the cluster
 // looks like (the GPU nodes' operating systems, the kinds served).
-func (r *Reconciler) renderAll(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
+func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
+	digests, err := r.devicePluginConfigDigests(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: driverPools(cp, nodes), Variants: variants(cp, nodes)}
+		DriverPools: driverPools(cp, nodes), Variants: variants(cp, nodes), DevicePluginConfigDigests: digests}
 	out := &rendered{}
 	seen := map[schema.GroupVersionKind]bool{}
 	if r.served(render.KindRuntimeClass) {
@@ -123,7 +130,7 @@ func driverPools(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.DriverPoo
 // Nothing is pruned when rendering failed: a policy the renderer cannot
 // handle must not take down what runs.
 func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) error {
-	objs, err := r.renderAll(cp, nodes)
+	objs, err := r.renderAll(ctx, cp, nodes)
 	if err != nil {
 		return err
 	}
@@ -178,7 +185,7 @@ func (r *Reconciler) usableAsItIs(ctx context.Context, o client.Object, foreign 
 // deleteObjects deletes every object the operator created: every kind any
 // state renders is looked through, so no node is needed to render.
 func (r *Reconciler) deleteObjects(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
-	objs, err := r.renderAll(cp, nil)
+	objs, err := r.renderAll(ctx, cp, nil)
 	if err != nil {
 		return err
 	}
@@ -200,4 +207,27 @@ func driverReplacement(cp *gpuv1.ClusterPolicy) func(*metav1.PartialObjectMetada
 	return func(o *metav1.PartialObjectMetadata) bool {
 		return o.GetObjectKind().GroupVersionKind() == render.KindDaemonSet && o.Labels[render.LabelState] == string(state.Driver)
 	}
+}
+
+// devicePluginConfigDigests digests each file of devicePlugin.config's
+// ConfigMap (none when it is not named or does not exist), so that a
+// file's new content rolls the pods that read it.
+func (r *Reconciler) devicePluginConfigDigests(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, error) {
+	cfg := cp.Spec.DevicePlugin.Config
+	if cfg == nil || cfg.Name == "" {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading ConfigMap %s of devicePlugin.config: %w", cfg.Name, err)
+	}
+	out := make(map[string]string, len(cm.Data))
+	for name, data := range cm.Data {
+		sum := sha256.Sum256([]byte(data))
+		out[name] = hex.EncodeToString(sum[:8])
+	}
+	return out, nil
 }

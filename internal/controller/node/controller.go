@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +45,9 @@ type Reconciler struct {
 	FieldOwner string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	// configs remembers the device plugin's ConfigMap as last read.
+	configs pluginConfigs
 }
 
 // Reconcile judges one node and writes its labels when they changed.
@@ -61,6 +62,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	decision := gating.Decide(in)
+	if decision.Labels[gpuv1.LabelDevicePluginConfigInUse] != node.Labels[gpuv1.LabelDevicePluginConfigInUse] {
+		// The configuration is to change: it waits for the node's GPU
+		// pods, counted live, only now.
+		if in.GPUPods, err = r.gpuPodsOn(ctx, node.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+		decision = gating.Decide(in)
+	}
 	// A taint the API server refuses (an admission policy on node taints)
 	// must not stop the labels, which gate every operand: they are
 	// written, and the refusal is told and tried again.
@@ -114,10 +123,11 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 	return in, nil
 }
 
-// devicePluginConfigs lists the configurations devicePlugin.config's
-// ConfigMap holds: none when it does not exist, nil when it cannot be read
-// (a node then keeps the configuration it runs).
-func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) []string {
+// devicePluginConfigs reads the configurations devicePlugin.config's
+// ConfigMap holds, each with why the operator cannot run it: none when it
+// does not exist, nil when it cannot be read (a node then keeps the
+// configuration it runs).
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) map[string]string {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
 		return nil
@@ -125,17 +135,12 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 	cm := &corev1.ConfigMap{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); {
 	case apierrors.IsNotFound(err):
-		return []string{}
+		return map[string]string{}
 	case err != nil:
 		ctrl.LoggerFrom(ctx).Error(err, "reading the device plugin's ConfigMap", "configMap", cfg.Name)
 		return nil
 	}
-	keys := slices.Collect(maps.Keys(cm.Data))
-	for k := range cm.BinaryData {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return r.configs.read(cm)
 }
 
 // Explain says why each state is not ready on a node, deciding as a

@@ -34,6 +34,8 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 	objs, err := s.Operand.Render(state.RenderInput{
 		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), DriverPools: fixture.DriverPools(cp),
 		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
+		// The full policy's files; time-slicing-4's content is unknown.
+		DevicePluginConfigDigests: map[string]string{"a100": "0123456789abcdef", "H200_MPS.x2": "fedcba9876543210"},
 	})
 	if err != nil {
 		t.Fatalf("rendering %s: %v", s.Name, err)
