@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
@@ -27,8 +28,9 @@ func timeSlicing(replicas string) string {
 // TimeSlicingSpec gives two nodes time-slicing configurations of their
 // own with NVIDIA's node label: each advertises its GPUs times the
 // replicas, and GFD labels the replicas, the strategy and the -SHARED
-// product; a third node stays as it was. The GPU pod on a reconfigured
-// node keeps running, and only its device plugin and GFD are replaced.
+// product; a third node stays as it was. A GPU pod on one of them holds
+// its change back, and keeps running, until it goes; only the device
+// plugin and GFD are replaced.
 // Removing the labels brings the nodes back; the configuration goes.
 func TimeSlicingSpec(ctx context.Context, four, two, untouched string) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plugin-configs", Namespace: "gpu-operator"},
@@ -49,7 +51,15 @@ func TimeSlicingSpec(ctx context.Context, four, two, untouched string) {
 
 	setNodeLabel(ctx, four, gpuv1.LabelDevicePluginConfig, "ts-4")
 	setNodeLabel(ctx, two, gpuv1.LabelDevicePluginConfig, "ts-2")
-	for node, want := range map[string]struct {
+	// The GPU pod holds its node's change back, and keeps running.
+	Eventually(func(g Gomega) {
+		g.Expect(node(g, ctx, four).Annotations).To(HaveKeyWithValue(gating.AnnotationDevicePluginConfigWaiting, ContainSubstring("1 GPU pod(s)")))
+	}).WithTimeout(time.Minute).Should(Succeed())
+	Expect(node(Default, ctx, four).Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
+	Expect(runningPods(ctx, "sharing", 1)).To(Equal(workload), "the GPU pod keeps running")
+	Expect(k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "sharing"}})).To(Succeed())
+
+	for name, want := range map[string]struct {
 		gpus                        int64
 		replicas, product, strategy string
 	}{
@@ -59,18 +69,16 @@ func TimeSlicingSpec(ctx context.Context, four, two, untouched string) {
 	} {
 		Eventually(func(g Gomega) {
 			n := &corev1.Node{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, n)).To(Succeed())
 			g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(Equal(want.gpus))
 			g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.replicas", want.replicas))
 			g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", want.product))
 			g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.sharing-strategy", want.strategy))
-		}).WithTimeout(2*time.Minute).Should(Succeed(), "node %s", node)
+		}).WithTimeout(2*time.Minute).Should(Succeed(), "node %s", name)
 	}
 	GinkgoWriter.Printf("time-slicing: %s\n", sharingLabels(ctx, four, two, untouched))
-	Expect(runningPods(ctx, "sharing", 1)).To(Equal(workload), "the GPU pod keeps running")
 	Expect(operandPodOn(ctx, four, state.DCGMExporter).UID).To(Equal(exporter), "only the device plugin and GFD move")
 	Expect(operandPodOn(ctx, four, state.Driver).UID).To(Equal(driverPod))
-	Expect(k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "sharing"}})).To(Succeed())
 
 	setNodeLabel(ctx, four, gpuv1.LabelDevicePluginConfig, "")
 	setNodeLabel(ctx, two, gpuv1.LabelDevicePluginConfig, "")
