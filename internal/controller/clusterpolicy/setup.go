@@ -34,8 +34,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("clusterpolicy").
 		For(&gpuv1.ClusterPolicy{}, builder.WithPredicates(beyondStatus())).
-		Owns(&appsv1.DaemonSet{}, builder.WithPredicates(beyondStatus())).
-		Owns(&appsv1.Deployment{}, builder.WithPredicates(beyondStatus())).
+		// Owned objects are watched through the metadata informers the
+		// applier reads them from: an event from another informer could
+		// come before the applier's reader has the edit, and the applier
+		// would take the edited object for the one it wrote.
+		Owns(&appsv1.DaemonSet{}, builder.OnlyMetadata, builder.WithPredicates(beyondStatus())).
+		Owns(&appsv1.Deployment{}, builder.OnlyMetadata, builder.WithPredicates(beyondStatus())).
 		// The status counts the nfd-worker DaemonSet's pods: its status
 		// changes are batched like the node labels.
 		Watches(&appsv1.DaemonSet{}, coalesce.After(statusDelay, r.allPolicies),
