@@ -23,6 +23,22 @@ func IsGPUResource(name corev1.ResourceName) bool {
 	return s == "nvidia.com/gpu" || strings.HasPrefix(s, "nvidia.com/gpu.") || strings.HasPrefix(s, "nvidia.com/mig-")
 }
 
+// RequestsNVIDIAResource reports whether any of a pod's containers asks
+// for an nvidia.com/ resource: one the device plugin (or another NVIDIA
+// plugin) allocates to it, so the pod holds a device on its node.
+func RequestsNVIDIAResource(p *corev1.Pod) bool {
+	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+			for name := range l {
+				if strings.HasPrefix(string(name), "nvidia.com/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // GPUResources is a resource list's GPU resources, as counts: what the
 // device plugin's proof of function and a driver upgrade's validation read,
 // so that a node event that changes none of them can be told apart.

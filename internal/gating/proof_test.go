@@ -230,3 +230,30 @@ func TestGraceCountEndsWithItsCause(t *testing.T) {
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationMissingSince, "gpu-feature-discovery=2026-11-30T11:59:50Z"))
 	g.Expect(r.RequeueAfter).To(Equal(grace - 10*time.Second))
 }
+
+// A pod holds a device when any container, init containers included, asks
+// for an nvidia.com/ resource, as a limit or a request.
+func TestRequestsNVIDIAResource(t *testing.T) {
+	g := NewWithT(t)
+	with := func(init bool, l corev1.ResourceList, req bool) *corev1.Pod {
+		c := corev1.Container{Name: "c"}
+		if req {
+			c.Resources.Requests = l
+		} else {
+			c.Resources.Limits = l
+		}
+		p := &corev1.Pod{}
+		if init {
+			p.Spec.InitContainers = []corev1.Container{c}
+		} else {
+			p.Spec.Containers = []corev1.Container{c}
+		}
+		return p
+	}
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	g.Expect(RequestsNVIDIAResource(with(false, gpu, false))).To(BeTrue())
+	g.Expect(RequestsNVIDIAResource(with(false, gpu, true))).To(BeTrue())
+	g.Expect(RequestsNVIDIAResource(with(true, gpu, false))).To(BeTrue())
+	g.Expect(RequestsNVIDIAResource(with(false, corev1.ResourceList{"nvidia.com/mig-1g.18gb": resource.MustParse("1")}, false))).To(BeTrue())
+	g.Expect(RequestsNVIDIAResource(with(false, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, false))).To(BeFalse())
+}

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 )
 
@@ -61,25 +61,9 @@ func (r *Reconciler) gpuPodsOn(ctx context.Context, node string) (int, error) {
 	n := 0
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && holdsGPUs(p) {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && gating.RequestsNVIDIAResource(p) {
 			n++
 		}
 	}
 	return n, nil
-}
-
-func holdsGPUs(p *corev1.Pod) bool {
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		for name := range c.Resources.Limits {
-			if strings.HasPrefix(string(name), "nvidia.com/") {
-				return true
-			}
-		}
-		for name := range c.Resources.Requests {
-			if strings.HasPrefix(string(name), "nvidia.com/") {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
@@ -111,19 +111,7 @@ func (r *Reconciler) isGPUPod(cp *gpuv1.ClusterPolicy, extra labels.Selector) fu
 		if extra != nil && extra.Matches(labels.Set(p.Labels)) {
 			return true
 		}
-		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-			for name := range c.Resources.Limits {
-				if strings.HasPrefix(string(name), "nvidia.com/") {
-					return true
-				}
-			}
-			for name := range c.Resources.Requests {
-				if strings.HasPrefix(string(name), "nvidia.com/") {
-					return true
-				}
-			}
-		}
-		return false
+		return gating.RequestsNVIDIAResource(p)
 	}
 }
 

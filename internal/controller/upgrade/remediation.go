@@ -161,7 +161,9 @@ func (r *Reconciler) remediationFacts(ctx context.Context, cp *gpuv1.ClusterPoli
 	bootID := n.Annotations[AnnotationBootID]
 	f.Rebooted = bootID != "" && bootID != n.Status.NodeInfo.BootID
 	f.AfterReboot = bootID != ""
-	f.DriverOutdated = driverPod != nil && o.outdated(driverPod, &cp.Spec.Driver, n)
+	// Only the steps that would reload the driver read whether it is
+	// outdated: the fleet's other nodes are not looked up each pass.
+	outdated := func() bool { return driverPod != nil && o.outdated(driverPod, &cp.Spec.Driver, n) }
 	expected := expectedGPUs(n)
 	switch f.State {
 	case gpuv1.RemediationEviction:
@@ -174,8 +176,10 @@ func (r *Reconciler) remediationFacts(ctx context.Context, cp *gpuv1.ClusterPoli
 	case gpuv1.RemediationDevicePluginRestart:
 		f.PluginToReplace = plugin != nil && replaced != "" && plugin.UID == replaced
 		f.Plugin = r.pluginHealth(n, plugin, replaced, expected, f.Now)
+		f.DriverOutdated = outdated()
 	case gpuv1.RemediationDriverReload:
 		f.DriverReplaced = driverPod != nil && driverPod.UID != replaced
+		f.DriverOutdated = outdated()
 	case gpuv1.RemediationValidation, gpuv1.RemediationRebootRequired, gpuv1.RemediationFailed:
 		f.Plugin = r.pluginHealth(n, plugin, "", expected, f.Now)
 	}
