@@ -48,6 +48,9 @@ var devicePluginContract = []requirement{
 		check: probe(dp, "liveness", nil)},
 	{source: operatorPlugin, need: "runs with the RuntimeClass where the runtime has the NVIDIA handler, without one on CRI-O",
 		check: runtimeClass},
+	{source: pluginMain + " (--config-file, env CONFIG_FILE: read at start and on SIGHUP)",
+		need:  "reads the node's configuration (time-slicing), the file its DaemonSet was rendered for",
+		check: nodeConfig(dp)},
 	{source: devCharCmd + "; " + devCharUse,
 		need: "links /dev/char to every node the driver can have, at the node's driver root on the host, before it starts",
 		check: all(
@@ -79,19 +82,21 @@ var gfdContract = []requirement{
 		check: runtimeClass},
 	{source: pluginFlags + " (CONFIG_FILE, read by the plugin and GFD alike)",
 		need:  "reads the device plugin's config, so that its sharing labels match what the plugin advertises",
-		check: sameConfig},
+		check: nodeConfig(gfdCtr)},
 	{source: gfdMain + " (--node-name, --namespace)", need: "knows its node and namespace",
 		check: all(fieldEnv(gfdCtr, "NODE_NAME", "spec.nodeName"), fieldEnv(gfdCtr, "NAMESPACE", "metadata.namespace"))},
 }
 
 func TestGFDContract(t *testing.T) { checkAll(t, state.GPUFeatureDiscovery, gfdContract) }
 
-// sameConfig checks GFD gets the plugin's ConfigMap and the node's entry:
-// its own configuration, or the default.
-func sameConfig(p *podCase) error {
-	cfg := p.spec.DevicePlugin.Config
-	if cfg == nil || cfg.Name == "" {
-		return nil
+// nodeConfig checks a container gets the device plugin's ConfigMap and the
+// node's entry in CONFIG_FILE: its own configuration, or the default.
+func nodeConfig(ctr string) func(p *podCase) error {
+	return func(p *podCase) error {
+		cfg := p.spec.DevicePlugin.Config
+		if cfg == nil || cfg.Name == "" {
+			return nil
+		}
+		return all(env(ctr, "CONFIG_FILE", "/config/"+cmp.Or(p.variant.DevicePluginConfig, cfg.Default)), configMapAt(ctr, cfg.Name, "/config"))(p)
 	}
-	return all(env(gfdCtr, "CONFIG_FILE", "/config/"+cmp.Or(p.variant.DevicePluginConfig, cfg.Default)), configMapAt(gfdCtr, cfg.Name, "/config"))(p)
 }
