@@ -36,7 +36,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the Go markers (and 
 	$(CONTROLLER_GEN) rbac:roleName=gpu-operator crd paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/nfd-crds.sh
-	go run ./hack/nfdrbac .
+	go run ./hack/operandrbac .
 	hack/sync-generated.sh
 
 .PHONY: bundle

@@ -88,6 +88,17 @@ type ClusterPolicySpec struct {
 	// +optional
 	NFD NFDSpec `json:"nfd,omitempty"`
 
+	// MIG is how MIG devices are exposed.
+	// +kubebuilder:default={}
+	// +optional
+	MIG MIGSpec `json:"mig,omitempty"`
+
+	// MIGManager partitions MIG-capable GPUs into MIG devices, per node
+	// pool or per node. Off unless enabled.
+	// +kubebuilder:default={}
+	// +optional
+	MIGManager MIGManagerSpec `json:"migManager,omitempty"`
+
 	UnsupportedSections `json:",inline"`
 }
 
@@ -95,12 +106,6 @@ type ClusterPolicySpec struct {
 // ClusterPolicy that this operator accepts, keeps and does not act on.
 // They are opaque so that no value in them can make a policy invalid.
 type UnsupportedSections struct {
-	// MIG is accepted for compatibility and not acted on.
-	// +optional
-	MIG *apiextensionsv1.JSON `json:"mig,omitempty"`
-	// MIGManager is accepted for compatibility and not acted on.
-	// +optional
-	MIGManager *apiextensionsv1.JSON `json:"migManager,omitempty"`
 	// DCGM is accepted for compatibility and not acted on.
 	// +optional
 	DCGM *apiextensionsv1.JSON `json:"dcgm,omitempty"`

@@ -16,6 +16,13 @@ type ComponentSpec struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
+	ContainerSettings `json:",inline"`
+}
+
+// ContainerSettings are the settings of an operand's containers, apart
+// from whether it is enabled: migManager, off by default unlike the
+// others, has them without ComponentSpec's enabled.
+type ContainerSettings struct {
 	// ImagePullPolicy of the operand's containers; empty means the
 	// Kubernetes default.
 	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
@@ -71,18 +78,18 @@ type EnvVar struct {
 }
 
 // ResourceRequirements are the compute resources of an operand's container.
-// Each map holds at most 6 resources: the CEL cost budget of the
+// Each map holds at most 5 resources: the CEL cost budget of the
 // request-within-limit rule allows no more.
 // +kubebuilder:validation:XValidation:rule=`!has(self.limits) || !has(self.requests) || self.requests.all(r, !(r in self.limits) || quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)`,message="every request must be less than or equal to the limit of the same resource"
 type ResourceRequirements struct {
 	// Limits is the most of each resource the container may use.
-	// +kubebuilder:validation:MaxProperties=6
+	// +kubebuilder:validation:MaxProperties=5
 	// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))`,message="every key must be a resource name such as cpu, memory or example.com/device"
 	// +kubebuilder:validation:XValidation:rule=`self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))`,message="quantities must not be negative"
 	// +optional
 	Limits corev1.ResourceList `json:"limits,omitempty"`
 	// Requests is what the scheduler reserves for the container.
-	// +kubebuilder:validation:MaxProperties=6
+	// +kubebuilder:validation:MaxProperties=5
 	// +kubebuilder:validation:XValidation:rule=`self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))`,message="every key must be a resource name such as cpu, memory or example.com/device"
 	// +kubebuilder:validation:XValidation:rule=`self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))`,message="quantities must not be negative"
 	// +optional

@@ -114,6 +114,15 @@ type DriverNodePool struct {
 	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-zA-Z0-9]([-._a-zA-Z0-9]*[a-zA-Z0-9])?$')`,message="must be a ConfigMap key that is also a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
 	// +optional
 	DevicePluginConfig string `json:"devicePluginConfig,omitempty"`
+
+	// MIGConfig is the MIG configuration of migManager.config's file that
+	// the pool's nodes run, such as all-1g.18gb; empty means
+	// migManager.config.default. A node's own nvidia.com/mig.config label
+	// wins over it.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-zA-Z0-9]([-._a-zA-Z0-9]*[a-zA-Z0-9])?$')`,message="must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	// +optional
+	MIGConfig string `json:"migConfig,omitempty"`
 }
 
 // DriverVersion is an NVIDIA driver version (two or three dotted numbers)

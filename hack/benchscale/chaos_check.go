@@ -87,7 +87,7 @@ func (r *recorder) check(graph *state.Graph, maxParallel int) (Invariants, Check
 					continue
 				}
 				label := gpuv1.StateLabel(string(p))
-				v := gpuv1.StateValue(n.labels[label])
+				v := graph.ValueOf(p, n.labels)
 				if v == gpuv1.StateReady || v == gpuv1.StateDisabled {
 					continue
 				}

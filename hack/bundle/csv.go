@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
 const description = `gpu-operator turns nodes with NVIDIA GPUs into schedulable GPU capacity.
@@ -95,11 +95,12 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 }
 
 // clusterPermissions are the operator's cluster-wide rules and those of
-// NFD's components, which OLM grants to their ServiceAccounts as the chart
-// does, since the operator does not hold them to grant.
+// the operands (NFD's components, mig-manager), which OLM grants to their
+// ServiceAccounts as the chart does, since the operator does not hold them
+// to grant.
 func clusterPermissions(operator any) []map[string]any {
 	out := []map[string]any{{"serviceAccountName": packageName, "rules": operator}}
-	rules := nfd.ClusterRules()
+	rules := registry.ClusterRules()
 	for _, c := range slices.Sorted(maps.Keys(rules)) {
 		out = append(out, map[string]any{"serviceAccountName": c, "rules": rules[c]})
 	}

@@ -60,8 +60,9 @@ func NewNodeTrimmer() *NodeTrimmer {
 }
 
 // Trim keeps what the operator reads of a node: name, labels, its own
-// annotations (the node controller's, the upgrade's and the repair's, a
-// person's approval included), whether it is cordoned, the boot ID, the runtime and its
+// annotations (the node controller's, the upgrade's, the repair's and the
+// MIG reconfiguration's, a person's approval included), whether it is
+// cordoned, the boot ID, the runtime and its
 // handlers, the GPU resources and the Ready condition. Images, managed
 // fields and other controllers' annotations can be most of a node's size.
 // Label keys and values are shared: a fleet's nodes carry the same few
@@ -78,7 +79,7 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	trimmed.Labels = t.intern(n.Labels)
 	for k, v := range n.Annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
-			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) {
+			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) {
 			if trimmed.Annotations == nil {
 				trimmed.Annotations = map[string]string{}
 			}

@@ -24,7 +24,7 @@ func TestTrim(t *testing.T) {
 			Labels: map[string]string{"a": "b"},
 			Annotations: map[string]string{"nvidia.com/gpu-operator.boot-id": "x", "other.io/big": "blob",
 				"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
-				"nvidia.com/gpu-remediation.approved": "true"},
+				"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 		},
 		Spec: corev1.NodeSpec{Unschedulable: true, PodCIDR: "10.0.0.0/24"},
@@ -45,7 +45,8 @@ func TestTrim(t *testing.T) {
 	g.Expect(n.Labels).To(Equal(node.Labels))
 	g.Expect(n.Annotations).To(Equal(map[string]string{"nvidia.com/gpu-operator.boot-id": "x",
 		"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
-		"nvidia.com/gpu-remediation.approved": "true"}), "the operator's own annotations, and the approval it reads")
+		"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb"}),
+		"the operator's own annotations, and the approval it reads")
 	g.Expect(n.ManagedFields).To(BeEmpty())
 	g.Expect(n.Status.Images).To(BeEmpty())
 	g.Expect(n.Status.NodeInfo).To(Equal(corev1.NodeSystemInfo{BootID: "boot"}))

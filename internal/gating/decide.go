@@ -139,6 +139,8 @@ type decision struct {
 	driverUID     string
 	// variant is the node's driver root and runtime, as decided.
 	variant state.Variant
+	// migConfig is the node's MIG configuration, "" for none.
+	migConfig string
 	// hostDriver says what was found of a driver on the host; "" if none.
 	hostDriver string
 	// booted is when this decision found that the node rebooted; zero
@@ -168,6 +170,7 @@ func Decide(in Input) Result {
 		d.result.Annotations[AnnotationFoundBy] = foundByNFD
 	}
 	d.deployLabels()
+	d.migConfig = d.decideMIGConfig()
 	d.decideVariant()
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, d.driverPool())
 	wasReady := d.readCurrent()
@@ -229,10 +232,7 @@ func (d *decision) driverPool() string {
 func (d *decision) readCurrent() bool {
 	ready := true
 	for _, name := range d.in.Graph.PerNode() {
-		v := gpuv1.StateValue(d.in.Node.Labels[gpuv1.StateLabel(string(name))])
-		if v == "" {
-			v = gpuv1.StatePending
-		}
+		v := d.in.Graph.ValueOf(name, d.in.Node.Labels)
 		d.current[name] = v
 		ready = ready && (v == gpuv1.StateReady || v == gpuv1.StateDisabled)
 	}

@@ -174,6 +174,7 @@ func TestNewGPUNode(t *testing.T) {
 		"nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
 		"nvidia.com/gpu.state.driver":                 "pending",
 		"nvidia.com/gpu.state.container-toolkit":      "pending",
+		"nvidia.com/gpu.state.mig-manager":            "disabled",
 		"nvidia.com/gpu.state.device-plugin":          "pending",
 		"nvidia.com/gpu.state.dcgm-exporter":          "pending",
 		"nvidia.com/gpu.state.gpu-feature-discovery":  "pending",

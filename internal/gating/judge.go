@@ -38,6 +38,9 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 			return d.because(name, gpuv1.StatePending, "waiting for "+string(p))
 		}
 	}
+	if name == state.MIGManager {
+		return d.judgeMIG(cur)
+	}
 	if name == state.Driver && d.in.DriverUnloading {
 		// Whatever pod replaces it, the driver the states after it were
 		// started against is going away: they restart at once.

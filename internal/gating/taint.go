@@ -33,3 +33,15 @@ var UnhealthyTaint = corev1.Taint{Key: gpuv1.TaintGPUUnhealthy, Value: gpuv1.Tai
 func IsOwnUnhealthyTaint(t corev1.Taint) bool {
 	return t.Key == UnhealthyTaint.Key && t.Effect == UnhealthyTaint.Effect && t.Value == UnhealthyTaint.Value
 }
+
+// MIGTaint is the taint a node keeps from the eviction of its GPU pods for
+// a MIG reconfiguration until its new MIG devices are advertised. Its
+// value marks it as the operator's.
+var MIGTaint = corev1.Taint{Key: gpuv1.TaintMIGReconfiguring, Value: gpuv1.TaintGPUNotReadyValue,
+	Effect: corev1.TaintEffectNoSchedule}
+
+// IsOwnMIGTaint matches the operator's reconfiguring taint; one of the key
+// with another value is someone else's, and left alone.
+func IsOwnMIGTaint(t corev1.Taint) bool {
+	return t.Key == MIGTaint.Key && t.Effect == MIGTaint.Effect && t.Value == MIGTaint.Value
+}

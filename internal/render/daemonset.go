@@ -40,6 +40,14 @@ var unhealthyTaintToleration = corev1.Toleration{
 	Key: gpuv1.TaintGPUUnhealthy, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
+// migReconfiguringToleration tolerates the taint a node keeps while its
+// MIG devices are reconfigured: mig-manager runs there then, and the
+// device plugin, GFD and dcgm-exporter come back before it goes. Like the
+// others, it is on every operand and left out of the template hash.
+var migReconfiguringToleration = corev1.Toleration{
+	Key: gpuv1.TaintMIGReconfiguring, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+}
+
 // Workload describes one operand DaemonSet.
 type Workload struct {
 	Policy    *gpuv1.ClusterPolicy
@@ -48,7 +56,7 @@ type Workload struct {
 	State     string
 	// Component is the operand's shared settings: pull policy and secrets,
 	// env, args and resources for the main container.
-	Component *gpuv1.ComponentSpec
+	Component *gpuv1.ContainerSettings
 	// Image is the main container's image reference.
 	Image string
 	// Gate is the node affinity from the state graph; empty selects every
@@ -150,7 +158,8 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 			pod.ImagePullSecrets = append(pod.ImagePullSecrets, ref)
 		}
 	}
-	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration, readinessTaintToleration, unhealthyTaintToleration)
+	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration, readinessTaintToleration, unhealthyTaintToleration,
+		migReconfiguringToleration)
 	for _, t := range common.Tolerations {
 		pod.Tolerations = append(pod.Tolerations, t.Core())
 	}
@@ -223,7 +232,7 @@ func podMeta(common *gpuv1.DaemonsetsSpec, selector map[string]string, state, ha
 func specHash(spec *corev1.PodSpec, inputs map[string]string) (string, error) {
 	hashed := *spec
 	hashed.Tolerations = slices.DeleteFunc(slices.Clone(spec.Tolerations), func(t corev1.Toleration) bool {
-		return t == readinessTaintToleration || t == unhealthyTaintToleration
+		return t == readinessTaintToleration || t == unhealthyTaintToleration || t == migReconfiguringToleration
 	})
 	if len(hashed.Tolerations) == 0 {
 		hashed.Tolerations = nil

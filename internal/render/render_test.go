@@ -52,7 +52,7 @@ func TestEnv(t *testing.T) {
 func TestDaemonSetHashIgnoresLabelsAndAnnotations(t *testing.T) {
 	g := NewWithT(t)
 	cp := &gpuv1.ClusterPolicy{}
-	w := Workload{Policy: cp, Namespace: "ns", Name: "ds", State: "driver", Component: &gpuv1.ComponentSpec{},
+	w := Workload{Policy: cp, Namespace: "ns", Name: "ds", State: "driver", Component: &gpuv1.ContainerSettings{},
 		Image: "i:1", Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	before, err := DaemonSet(w)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -74,7 +74,7 @@ func TestDaemonSetUserLabelsCannotOverrideSelectors(t *testing.T) {
 	g := NewWithT(t)
 	cp := &gpuv1.ClusterPolicy{}
 	cp.Spec.Daemonsets.Labels = gpuv1.Labels{LabelName: "hijack", LabelState: "other"}
-	ds, err := DaemonSet(Workload{Policy: cp, Name: "ds", State: "driver", Component: &gpuv1.ComponentSpec{},
+	ds, err := DaemonSet(Workload{Policy: cp, Name: "ds", State: "driver", Component: &gpuv1.ContainerSettings{},
 		Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ds.Spec.Template.Labels).To(HaveKeyWithValue(LabelName, "ds"))
@@ -85,7 +85,7 @@ func TestDaemonSetUserLabelsCannotOverrideSelectors(t *testing.T) {
 func TestUpdateStrategy(t *testing.T) {
 	g := NewWithT(t)
 	cp := &gpuv1.ClusterPolicy{}
-	w := Workload{Policy: cp, Name: "ds", State: "x", Component: &gpuv1.ComponentSpec{},
+	w := Workload{Policy: cp, Name: "ds", State: "x", Component: &gpuv1.ContainerSettings{},
 		Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	ds, _ := DaemonSet(w)
 	g.Expect(string(ds.Spec.UpdateStrategy.Type)).To(Equal("RollingUpdate"))

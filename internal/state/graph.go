@@ -118,13 +118,32 @@ func (g *Graph) Gate(name Name) []corev1.NodeSelectorRequirement {
 		{Key: gpuv1.DeployLabel(string(name)), Operator: corev1.NodeSelectorOpIn, Values: []string{gpuv1.LabelTrue}},
 	}
 	for _, p := range g.Prerequisites(name) {
-		reqs = append(reqs, corev1.NodeSelectorRequirement{
+		req := corev1.NodeSelectorRequirement{
 			Key:      gpuv1.StateLabel(string(p)),
 			Operator: corev1.NodeSelectorOpIn,
 			Values:   []string{string(gpuv1.StateDisabled), string(gpuv1.StateReady)},
-		})
+		}
+		if ps, _ := g.Get(p); ps.GatesOnlyWhenLabelled {
+			req.Operator = corev1.NodeSelectorOpNotIn
+			req.Values = []string{string(gpuv1.StateFailed), string(gpuv1.StatePending), string(gpuv1.StateUpgrading)}
+		}
+		reqs = append(reqs, req)
 	}
 	return reqs
+}
+
+// ValueOf is a per-node state's value on a node from its label, the value
+// of a node without the label included: pending, or disabled for a state
+// that gates only once labelled.
+func (g *Graph) ValueOf(name Name, labels map[string]string) gpuv1.StateValue {
+	v := gpuv1.StateValue(labels[gpuv1.StateLabel(string(name))])
+	if v != "" {
+		return v
+	}
+	if s, _ := g.Get(name); s.GatesOnlyWhenLabelled {
+		return gpuv1.StateDisabled
+	}
+	return gpuv1.StatePending
 }
 
 // Enabled says, for every state, whether the policy deploys it.

@@ -18,6 +18,7 @@ const (
 	NodeFeatureDiscovery Name = "node-feature-discovery"
 	Driver               Name = "driver"
 	ContainerToolkit     Name = "container-toolkit"
+	MIGManager           Name = "mig-manager"
 	DevicePlugin         Name = "device-plugin"
 	DCGMExporter         Name = "dcgm-exporter"
 	GPUFeatureDiscovery  Name = "gpu-feature-discovery"
@@ -113,12 +114,17 @@ type State struct {
 	Scope   Scope
 	After   []Name // direct prerequisites
 	Operand Operand
+	// GatesOnlyWhenLabelled makes a node without the state's label pass
+	// the gates of the states after it: a state added to the graph after
+	// nodes were labelled must not take their operands off them before
+	// the node controller has written its label.
+	GatesOnlyWhenLabelled bool
 }
 
 // Workload starts the description of one of the state's workloads from the
 // input: the policy, the namespace and the gate; the operand adds what is
 // its own.
-func (in RenderInput) Workload(name string, st Name, c *gpuv1.ComponentSpec, image string, pod corev1.PodSpec) render.Workload {
+func (in RenderInput) Workload(name string, st Name, c *gpuv1.ContainerSettings, image string, pod corev1.PodSpec) render.Workload {
 	return render.Workload{
 		Policy: in.Policy, Namespace: in.Namespace, Gate: in.Gate,
 		Name: name, State: string(st), Component: c, Image: image, Pod: pod,

@@ -264,7 +264,7 @@ func (in RenderInput) Gated(v Variant, d Dimensions) []corev1.NodeSelectorRequir
 // DaemonSets renders an operand's DaemonSets: one per projection of the
 // variants in use onto the dimensions its pod depends on, each named with
 // the variant's suffix and gated on the variant's labels.
-func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ComponentSpec, image string, d Dimensions,
+func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ContainerSettings, image string, d Dimensions,
 	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec) ([]client.Object, error) {
 	var objs []client.Object
 	d = in.Effective(d)

@@ -86,6 +86,15 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 			ComponentSpec: enabled,
 			Repository:    "registry.k8s.io/nfd", Image: "node-feature-discovery", Version: "v0.17.3",
 		},
+		MIG: gpuv1.MIGSpec{Strategy: gpuv1.MIGStrategySingle},
+		// Off unless enabled: turning it on reconfigures MIG-capable nodes.
+		MIGManager: gpuv1.MIGManagerSpec{
+			Enabled:    ptr.To(false),
+			Repository: "nvcr.io/nvidia/cloud-native", Image: "k8s-mig-manager", Version: "v0.12.1-ubuntu20.04",
+			Config:      gpuv1.MIGManagerConfig{Default: "all-disabled"},
+			MaxParallel: ptr.To(intstr.FromInt32(1)), EvictionTimeoutSeconds: ptr.To[int32](300),
+			ApplyTimeoutSeconds: ptr.To[int32](600), ValidationTimeoutSeconds: ptr.To[int32](600),
+		},
 	}
 }
 
@@ -138,7 +147,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 		"spec.toolkit.installDir", "spec.devicePlugin.mps",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
 		"spec.dcgmExporter.serviceMonitor.relabelings",
-		"spec.mig", "spec.migManager", "spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",
+		"spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
 		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi",
 		"spec.psp", "spec.psa", "spec.hostPaths",
@@ -150,6 +159,8 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), raw)).To(Succeed())
 	strategy, _, _ := unstructured.NestedString(raw.Object, "spec", "mig", "strategy")
 	g.Expect(strategy).To(Equal("single"))
+	g.Expect(got.Spec.MIGManager.Manages()).To(BeTrue())
+	g.Expect(got.Spec.MIGManager.ConfigMapName()).To(Equal(gpuv1.DefaultMIGConfigMap))
 	mofed, found, _ := unstructured.NestedBool(raw.Object, "spec", "driver", "rdma", "useHostMofed")
 	g.Expect(found).To(BeTrue())
 	g.Expect(mofed).To(BeFalse())

@@ -99,6 +99,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		TimeSlicingSpec(ctx, healthy[0], healthy[1], healthy[2])
 	})
 
+	It("reconfigures MIG one node at a time, through failures, hangs and an operator crash", func(ctx SpecContext) {
+		MIGSpec(ctx, MIGInput{Nodes: healthy[:2], FailOnce: healthy[2], HangOnce: healthy[3]})
+	})
+
 	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 	})
@@ -126,7 +130,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 
 	It("installs with NVIDIA's default values file unchanged, saying what it ignores", func(ctx SpecContext) {
 		InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
-			"These values of NVIDIA's chart are accepted and ignored:", "  migManager: MIG is not supported yet",
+			"These values of NVIDIA's chart are accepted and ignored:", "  validator: each state proves itself ready; no validator pods run",
 			"name NVIDIA's operator image", "DEVICE_LIST_STRATEGY=envvar (NVIDIA's default)",
 		}})
 		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})

@@ -185,7 +185,14 @@ func UninstallSpec(ctx context.Context) {
 		}
 		for k := range n.Annotations {
 			Expect(strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix)).To(BeFalse(), "node %s kept %s", n.Name, k)
+			Expect(strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix)).To(BeFalse(), "node %s kept %s", n.Name, k)
 		}
+		// The MIG reconfiguration's marks, and mig-manager's word, go with
+		// the policy; a person's nvidia.com/mig.config stays, and so do the
+		// MIG devices.
+		Expect(n.Labels).NotTo(HaveKey(gpuv1.LabelMIGReconfigureState), "node %s", n.Name)
+		Expect(n.Labels).NotTo(HaveKey(gpuv1.LabelMIGConfigState), "node %s", n.Name)
+		Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)), "node %s", n.Name)
 	}
 	// GFD's labels leave with GFD's pods, which go with the policy.
 	Eventually(func(g Gomega) {

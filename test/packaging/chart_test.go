@@ -39,23 +39,23 @@ func TestTemplate(t *testing.T) {
 	}{
 		"documented command": {
 			args: []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"},
-			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 6,
-				"ClusterRoleBinding": 5, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
+				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 		"default values": {
-			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 6,
-				"ClusterRoleBinding": 5, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
+				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 		"every value set": {
 			args: []string{"-f", fullValues},
-			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 6,
-				"ClusterRoleBinding": 5, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1, "ServiceMonitor": 1,
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
+				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1, "ServiceMonitor": 1,
 				"PodDisruptionBudget": 1},
 		},
 		"no ClusterPolicy": {
 			args: []string{"--set", "clusterPolicy.create=false"},
-			want: map[string]int{"Deployment": 1, "ServiceAccount": 3, "ClusterRole": 6,
-				"ClusterRoleBinding": 5, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
+			want: map[string]int{"Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
+				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 	}
 	for name, tt := range tests {

@@ -22,8 +22,9 @@ func TestKustomizeInstall(t *testing.T) {
 	objs := decode(t, string(out))
 	g.Expect(kinds(objs)).To(Equal(map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
-		// The operator's, the metrics reader, nfd-master's and nfd-gc's.
-		"ClusterRole": 4, "ClusterRoleBinding": 3,
+		// The operator's, the metrics reader, nfd-master's, nfd-gc's and
+		// mig-manager's.
+		"ClusterRole": 5, "ClusterRoleBinding": 4,
 	}))
 	ns := find(objs, "Namespace", "gpu-operator")
 	g.Expect(ns.GetLabels()).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))

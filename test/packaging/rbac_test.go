@@ -72,9 +72,9 @@ func TestRBACScopedWrites(t *testing.T) {
 	g.Expect(unscoped).To(ConsistOf("create"), "create cannot be scoped by name; nothing else may be unscoped")
 	g.Expect(scoped).To(ConsistOf("get", "patch"))
 
-	// NFD's cluster-wide roles come with the install, bound to its
-	// components' ServiceAccounts in the release namespace.
-	for _, c := range []string{"nfd-master", "nfd-gc"} {
+	// The operands' cluster-wide roles come with the install, bound to
+	// their ServiceAccounts in the release namespace.
+	for _, c := range []string{"nfd-master", "nfd-gc", "nvidia-mig-manager"} {
 		name := "gpu-operator:" + c
 		g.Expect(rulesOf(g, objs, "ClusterRole", name)).NotTo(BeEmpty())
 		b := &rbacv1.ClusterRoleBinding{}

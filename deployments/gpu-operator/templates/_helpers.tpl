@@ -79,8 +79,6 @@ with why, each listed when it holds anything. */}}
 {{- $ignored := dict
   "platform" (list $v.platform "OpenShift's SCC is not created; OpenShift is not supported")
   "cdi" (list $v.cdi "CDI mode is not supported; GPUs are passed as volume mounts")
-  "mig" (list $v.mig "MIG is not supported yet")
-  "migManager" (list $v.migManager "MIG is not supported yet")
   "validator" (list $v.validator "each state proves itself ready; no validator pods run")
   "hostPaths" (list $v.hostPaths "the host's / and the driver root /run/nvidia/driver are fixed")
   "gds" (list $v.gds "GPUDirect Storage is not supported")

@@ -31,6 +31,8 @@ func TestNotCleanedUp(t *testing.T) {
 		"a person's approval":         {node: node(map[string]string{gpuv1.AnnotationRemediationApproved: "true"}), want: false},
 		"the readiness taint":         {node: node(nil, gating.ReadinessTaint), want: true},
 		"the unhealthy taint":         {node: node(nil, gating.UnhealthyTaint), want: true},
+		"the MIG reconfiguration's":   {node: node(map[string]string{gpuv1.AnnotationMIGApplied: "all-disabled"}), want: true},
+		"the reconfiguring taint":     {node: node(nil, gating.MIGTaint), want: true},
 		"someone's taint of that key": {node: node(nil, corev1.Taint{Key: gpuv1.TaintGPUUnhealthy, Value: "ops", Effect: corev1.TaintEffectNoSchedule}), want: false},
 	}
 	for name, tt := range tests {

@@ -199,6 +199,8 @@ func TestBuildStatus(t *testing.T) {
 		{Name: "node-feature-discovery", Desired: 2, Ready: 2},
 		{Name: "driver", Desired: 2, Ready: 2},
 		{Name: "container-toolkit", Desired: 2, Ready: 1, Message: "not ready on b"},
+		// Enabled, and no node has a MIG configuration.
+		{Name: "mig-manager", Disabled: 2},
 		{Name: "device-plugin", Desired: 2, Ready: 1, Message: "not ready on b"},
 		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
 	}), "disabled states are left out")

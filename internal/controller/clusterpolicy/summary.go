@@ -68,10 +68,7 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 		}
 		allReady := true
 		for _, name := range perNode {
-			v := gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(name))])
-			if v == "" {
-				v = gpuv1.StatePending
-			}
+			v := g.ValueOf(name, n.Labels)
 			c := s.byState[name]
 			c.phases[v]++
 			switch v {

@@ -97,6 +97,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	// one upgrades count against their budget and do not admit.
 	remediating, busy, err := r.remediate(ctx, active, obs, nodes.Items)
 	errs := []error{err}
+	// MIG reconfigurations step next, never on a node a repair or an
+	// upgrade holds; the nodes they hold, repairs' and upgrades' budgets
+	// count, and no upgrade starts on them.
+	if remediating == nil {
+		remediating = map[string]bool{}
+	}
+	held := map[string]bool{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		held[n.Name] = remediating[n.Name] || repairOrUpgrade(n)
+	}
+	reconfiguring, migBusy, err := r.reconfigureMIG(ctx, active, obs, nodes.Items, held)
+	errs = append(errs, err)
+	busy = busy || migBusy
+	for name, out := range reconfiguring {
+		remediating[name] = remediating[name] || out
+	}
 	if active == nil || !active.Spec.Driver.IsEnabled() {
 		errs = append(errs, r.forgetAll(ctx, nodes.Items), r.deleteOrphans(ctx, obs, nodes.Items))
 		if busy {

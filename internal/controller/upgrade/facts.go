@@ -30,17 +30,30 @@ type observed struct {
 	downstream map[string]int
 	// pluginPods maps a node to its device plugin pod.
 	pluginPods map[string]*operandpods.Pod
+	// migClients counts, per node, the operand pods a MIG
+	// reconfiguration takes off the node (those after mig-manager), and
+	// migManagers maps a node to its mig-manager pod.
+	migClients  map[string]int
+	migManagers map[string]*operandpods.Pod
 }
 
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	o := &observed{driverPods: map[string]*operandpods.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
-		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{}}
+		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{},
+		migClients: map[string]int{}, migManagers: map[string]*operandpods.Pod{}}
 	pods, err := r.Pods.All()
 	if err != nil {
 		return nil, err
 	}
 	after := r.Graph.Downstream(state.Driver)
+	clients := r.Graph.Downstream(state.MIGManager)
 	for _, p := range pods {
+		if slices.Contains(clients, p.State) {
+			o.migClients[p.Node]++
+		}
+		if p.State == state.MIGManager && p.DeletionTimestamp == nil {
+			o.migManagers[p.Node] = p
+		}
 		switch {
 		case p.State == state.Driver && p.DeletionTimestamp == nil:
 			o.driverPods[p.Node] = p

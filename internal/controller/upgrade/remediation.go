@@ -13,6 +13,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -79,9 +80,10 @@ func (r *Reconciler) remediate(ctx context.Context, cp *gpuv1.ClusterPolicy, obs
 		out[n.Name] = remediation.Tainted(st)
 		approved := n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue
 		candidates = append(candidates, remediation.Node{
-			Name:    n.Name,
-			Busy:    remediation.Tainted(st) || upgrade.InProgress(stateOf(n)),
-			Waiting: st == gpuv1.RemediationRequired && (p.AutoStart || approved) && nodeReady(n) && !upgrading(cp, n),
+			Name: n.Name,
+			Busy: remediation.Tainted(st) || upgrade.InProgress(stateOf(n)) || migreconfig.Tainted(migStateOf(n)),
+			Waiting: st == gpuv1.RemediationRequired && (p.AutoStart || approved) && nodeReady(n) && !upgrading(cp, n) &&
+				!migHeld(n, r.now()),
 		})
 	}
 	admitted, err := remediation.Admit(candidates, spec.MaxParallelOrDefault())

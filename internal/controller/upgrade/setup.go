@@ -19,6 +19,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -50,7 +51,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toFleet := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{fleet} }
 	batched := coalesce.After(fleetDelay, toFleet)
 	nodeEvents := coalesce.Split(fleetDelay, r.quickDelay, func(_ context.Context, o client.Object) bool {
-		return upgrade.InProgress(gpuv1.UpgradeState(o.GetLabels()[gpuv1.LabelUpgradeState]))
+		return upgrade.InProgress(gpuv1.UpgradeState(o.GetLabels()[gpuv1.LabelUpgradeState])) ||
+			migreconfig.InProgress(gpuv1.MIGReconfigureState(o.GetLabels()[gpuv1.LabelMIGReconfigureState]))
 	}, toFleet)
 	podEvents := coalesce.Split(fleetDelay, r.quickDelay, r.onUpgradingNode, toFleet)
 	return ctrl.NewControllerManagedBy(mgr).
@@ -62,6 +64,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// nothing by themselves.
 		Watches(&appsv1.DaemonSet{}, batched, builder.WithPredicates(driverTemplates())).
 		Watches(&corev1.Node{}, nodeEvents, builder.WithPredicates(upgradeInputsChanged())).
+		// The file of MIG configurations says which can be applied: a
+		// refused one may become valid.
+		Watches(&corev1.ConfigMap{}, batched, builder.WithPredicates(r.inNamespace())).
 		WatchesRawSource(r.Pods.Source(podEvents)).
 		Complete(r)
 }
@@ -85,7 +90,12 @@ func (r *Reconciler) onUpgradingNode(ctx context.Context, o client.Object) bool 
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Node}, n); err != nil {
 		return false
 	}
-	return upgrade.InProgress(stateOf(n))
+	return upgrade.InProgress(stateOf(n)) || migreconfig.InProgress(migStateOf(n))
+}
+
+// inNamespace passes objects of the operator's namespace.
+func (r *Reconciler) inNamespace() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.Namespace })
 }
 
 // driverTemplates passes the driver DaemonSets' creations, deletions and
@@ -99,8 +109,9 @@ func driverTemplates() predicate.Predicate {
 
 // upgradeInputsChanged passes node events that can change a step: labels
 // and annotations (upgrade and repair states, pools, gates, the node
-// controller's states), the cordon, the repair's taint, readiness, and the GPUs the node advertises
-// (validation). A kubelet's status report that changes none of these, its
+// controller's states, MIG configurations), the cordon, the repair's and
+// the reconfiguration's taints, readiness, and the GPUs the node
+// advertises (validation). A kubelet's status report that changes none of these, its
 // heartbeat above all, wakes nothing.
 func upgradeInputsChanged() predicate.Predicate {
 	return predicate.Funcs{
@@ -110,6 +121,7 @@ func upgradeInputsChanged() predicate.Predicate {
 				!maps.Equal(old.Annotations, cur.Annotations) ||
 				old.Spec.Unschedulable != cur.Spec.Unschedulable ||
 				slices.ContainsFunc(old.Spec.Taints, gating.IsOwnUnhealthyTaint) != slices.ContainsFunc(cur.Spec.Taints, gating.IsOwnUnhealthyTaint) ||
+				slices.ContainsFunc(old.Spec.Taints, gating.IsOwnMIGTaint) != slices.ContainsFunc(cur.Spec.Taints, gating.IsOwnMIGTaint) ||
 				nodeReady(old) != nodeReady(cur) ||
 				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
 				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))

@@ -43,7 +43,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExp
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DCGMExporter
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.DCGMExporter, &spec.ComponentSpec, image, dimensions, podSpec)
+	sets, err := in.DaemonSets(DaemonSetName, state.DCGMExporter, &spec.ContainerSettings, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DeviceP
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ComponentSpec, image, dimensions, podSpec)
+	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ContainerSettings, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		// The toolkit configures the runtime to match (toolkit.isolationEnv).
 		{Name: toolkit.EnvDeviceListStrategy, Value: toolkit.DefaultDeviceListStrategy},
 		{Name: "DEVICE_ID_STRATEGY", Value: "uuid"},
-		{Name: "MIG_STRATEGY", Value: "single"},
+		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},
 		{Name: "PASS_DEVICE_SPECS", Value: "true"},
 		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
 		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "all"},

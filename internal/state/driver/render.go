@@ -100,7 +100,7 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 
 func daemonSet(in state.RenderInput, name, image string, version gpuv1.DriverVersion, gate []corev1.NodeSelectorRequirement,
 	os state.OSRelease) (client.Object, error) {
-	w := in.Workload(name, state.Driver, &in.Policy.Spec.Driver.ComponentSpec, image, podSpec(in.Policy, os))
+	w := in.Workload(name, state.Driver, &in.Policy.Spec.Driver.ContainerSettings, image, podSpec(in.Policy, os))
 	w.Gate, w.OnDelete = gate, true
 	w.PodAnnotations = map[string]string{AnnotationVersion: LabelValue(version)}
 	return render.DaemonSet(w)

@@ -41,7 +41,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.GFD.IsE
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.GFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ComponentSpec, image, dimensions, podSpec)
+	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ContainerSettings, image, dimensions, podSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
 		{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},
 		{Name: "GFD_OUTPUT_FILE", Value: FeaturesDir + "/gfd"},
-		{Name: "MIG_STRATEGY", Value: "single"},
+		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},
 		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
 		render.FieldEnv("NODE_NAME", "spec.nodeName"),
 		render.FieldEnv("NAMESPACE", "metadata.namespace"),

@@ -35,7 +35,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.NFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	workload := func(name string, pod corev1.PodSpec) render.Workload {
-		return in.Workload(name, state.NodeFeatureDiscovery, &spec.ComponentSpec, image, pod)
+		return in.Workload(name, state.NodeFeatureDiscovery, &spec.ContainerSettings, image, pod)
 	}
 	worker, err := render.DaemonSet(workload(WorkerName, workerPod()))
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 type privileges struct {
 	privileged bool     // a container runs privileged
 	hostPID    bool     // the pod shares the host's PID namespace
+	hostIPC    bool     // the pod shares the host's IPC namespace
 	caps       []string // capabilities added
 	hostPaths  []string // host paths mounted
 	token      bool     // the ServiceAccount token is mounted
@@ -43,6 +44,11 @@ var privilegeTable = map[string]privileges{
 	// driver); links /dev/char to the driver's device nodes.
 	"nvidia-device-plugin-daemonset": {privileged: true, hostPaths: []string{
 		"/", "/dev/char", "/run/nvidia/driver", "/var/lib/kubelet/device-plugins"}},
+	// Partitions the GPUs (NVML through the driver root); stops the host's
+	// GPU clients and may reboot the node, through the host's / and PID
+	// namespace, as NVIDIA's manifests run it; labels its node.
+	"nvidia-mig-manager": {privileged: true, hostPID: true, hostIPC: true, token: true, hostPaths: []string{
+		"/", "/run/nvidia/driver", "/sys"}},
 	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
 	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
 	// Writes its feature file where nfd-worker reads it; reads PCI config
@@ -112,7 +118,7 @@ func podOf(o any) (string, *corev1.PodSpec) {
 
 func privilegesOf(pod *corev1.PodSpec) privileges {
 	// Operand ServiceAccounts do not mount tokens; a pod must ask for one.
-	p := privileges{hostPID: pod.HostPID, token: pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken}
+	p := privileges{hostPID: pod.HostPID, hostIPC: pod.HostIPC, token: pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken}
 	for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
 		if sc := c.SecurityContext; sc != nil {
 			p.privileged = p.privileged || (sc.Privileged != nil && *sc.Privileged)

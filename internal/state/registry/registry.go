@@ -1,11 +1,14 @@
 package registry
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
+	"github.com/gpu-operator/gpu-operator/internal/state/migmanager"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
@@ -19,13 +22,19 @@ import (
 // (the NVIDIA runtime runs runc unchanged until the nvidia module is
 // loaded). Kept off the driver's chain, it is not torn down when a driver
 // is replaced, which would revert the runtime's config and restart the
-// runtime twice. The device plugin is the first state that uses both.
+// runtime twice. mig-manager partitions the GPUs once both are ready, and
+// the device plugin, the first state that uses the GPUs, waits for it:
+// the device plugin, GFD and dcgm-exporter leave a node whose MIG
+// devices are being reconfigured. mig-manager came after nodes were
+// labelled, so a node without its label is not held back by it.
 func states() []state.State {
 	return []state.State{
 		{Name: state.NodeFeatureDiscovery, Scope: state.ClusterWide, Operand: nfd.Operand{}},
 		{Name: state.Driver, After: []state.Name{state.NodeFeatureDiscovery}, Operand: driver.Operand{}},
 		{Name: state.ContainerToolkit, After: []state.Name{state.NodeFeatureDiscovery}, Operand: toolkit.Operand{}},
-		{Name: state.DevicePlugin, After: []state.Name{state.Driver, state.ContainerToolkit}, Operand: deviceplugin.Operand{}},
+		{Name: state.MIGManager, After: []state.Name{state.Driver, state.ContainerToolkit}, Operand: migmanager.Operand{},
+			GatesOnlyWhenLabelled: true},
+		{Name: state.DevicePlugin, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}, Operand: deviceplugin.Operand{}},
 		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin}, Operand: dcgmexporter.Operand{}},
 		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin}, Operand: gfd.Operand{}},
 	}
@@ -33,3 +42,21 @@ func states() []state.State {
 
 // Graph returns the validated state graph.
 func Graph() (*state.Graph, error) { return state.NewGraph(states()...) }
+
+// ClusterRules are the cluster-wide rules of the operands that act on
+// cluster-wide objects, by ServiceAccount name: NFD's master and garbage
+// collector, and mig-manager, which labels its node. The chart, kustomize
+// config and OLM bundle ship them as ClusterRoles named ClusterRoleName,
+// bound to those ServiceAccounts (make manifests), since the operator does
+// not hold them to grant.
+func ClusterRules() map[string][]rbacv1.PolicyRule {
+	rules := nfd.ClusterRules()
+	rules[migmanager.ServiceAccountName] = migmanager.ClusterRules()
+	return rules
+}
+
+// ClusterRoleName names an operand's ClusterRole and ClusterRoleBinding:
+// the operator's namespace, so that two installs do not share one.
+func ClusterRoleName(namespace, serviceAccount string) string {
+	return nfd.ClusterRoleName(namespace, serviceAccount)
+}

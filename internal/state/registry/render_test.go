@@ -114,17 +114,20 @@ func TestGraph(t *testing.T) {
 	graph, err := Graph()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.PerNode()).To(Equal([]state.Name{
-		state.Driver, state.ContainerToolkit, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.Driver, state.ContainerToolkit, state.MIGManager, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
 	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "the toolkit does not wait for the driver")
-	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.DevicePlugin}))
+	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager, state.DevicePlugin}))
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{
-		state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}), "a driver replacement leaves the toolkit, and so the runtime's config, alone")
 	g.Expect(graph.Downstream(state.ContainerToolkit)).To(Equal([]state.Name{
-		state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
+	g.Expect(graph.Downstream(state.MIGManager)).To(Equal([]state.Name{
+		state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+	}), "a MIG reconfiguration takes every GPU client off the node")
 	g.Expect(graph.Downstream(state.DCGMExporter)).To(BeEmpty())
 	g.Expect(graph.Gate(state.NodeFeatureDiscovery)).To(BeEmpty())
 	g.Expect(graph.Gate(state.DevicePlugin)).To(Equal([]corev1.NodeSelectorRequirement{
@@ -133,5 +136,8 @@ func TestGraph(t *testing.T) {
 		{Key: "nvidia.com/gpu.deploy.device-plugin", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}},
 		{Key: "nvidia.com/gpu.state.driver", Operator: corev1.NodeSelectorOpIn, Values: []string{"disabled", "ready"}},
 		{Key: "nvidia.com/gpu.state.container-toolkit", Operator: corev1.NodeSelectorOpIn, Values: []string{"disabled", "ready"}},
+		// Not In: a node the operator has not labelled for mig-manager yet
+		// (an operator upgrade) keeps its device plugin.
+		{Key: "nvidia.com/gpu.state.mig-manager", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}},
 	}))
 }

@@ -71,7 +71,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Toolkit
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	// The env that names host paths is translated, not passed on as is.
-	component := spec.ComponentSpec
+	component := spec.ContainerSettings
 	component.Env = slices.DeleteFunc(slices.Clone(component.Env), func(e gpuv1.EnvVar) bool { return moved(e.Name) })
 	sets, err := in.DaemonSets(DaemonSetName, state.ContainerToolkit, &component, image, dimensions, podSpec)
 	if err != nil {

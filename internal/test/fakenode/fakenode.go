@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -54,7 +55,7 @@ const (
 
 // GFD's labels, as GFD on an H200 node writes them.
 var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
-	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy"}
+	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy", "nvidia.com/mig.capable", "nvidia.com/mig.strategy"}
 
 // IsGFDLabel reports whether a label is one a fake node gets while GFD
 // runs on it.
@@ -120,11 +121,12 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	}
 	var r Result
 	r.Labels = heal(n, &p, running)
+	r.Labels = applyMIG(n, p, running(state.MIGManager), configs) || r.Labels
 	plugin := running(state.DevicePlugin)
-	r.Status = advertise(n, p, plugin != nil, SharingOf(plugin, configs))
+	r.Status = advertise(n, p, plugin, SharingOf(plugin, configs))
 	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
 	gfd := running(state.GPUFeatureDiscovery)
-	r.Labels = labelGFD(n, p, gfd != nil, SharingOf(gfd, configs)) || r.Labels
+	r.Labels = labelGFD(n, p, gfd, SharingOf(gfd, configs)) || r.Labels
 	return r
 }
 
@@ -172,22 +174,44 @@ const (
 	resourceShared corev1.ResourceName = "nvidia.com/gpu.shared"
 )
 
-// advertise sets the node's GPU resource as the kubelet does: the GPUs,
-// times the replicas of a shared configuration, while the device plugin
-// is registered, none otherwise; the unhealthy ones in capacity but not
-// in allocatable. A resource the plugin no longer advertises (the other
-// of nvidia.com/gpu and nvidia.com/gpu.shared) the kubelet keeps at 0.
-func advertise(n *corev1.Node, p Profile, plugin bool, s pluginconfig.Sharing) bool {
-	name, other := resourceGPU, resourceShared
-	if s.Renamed {
-		name, other = resourceShared, resourceGPU
+// advertise sets the node's GPU resources as the kubelet does while the
+// device plugin is registered: the node's whole GPUs and MIG devices as
+// its MIG strategy names them (nvidia.com/gpu, nvidia.com/mig-<profile>),
+// times the replicas of a shared configuration, whole GPUs under their
+// own name when the configuration renames them; the unhealthy ones in
+// capacity but not in allocatable. A resource the plugin does not
+// advertise (any more) the kubelet keeps at 0.
+func advertise(n *corev1.Node, p Profile, plugin *corev1.Pod, s pluginconfig.Sharing) bool {
+	type amounts struct{ capacity, allocatable int64 }
+	want := map[corev1.ResourceName]amounts{}
+	if plugin != nil {
+		res := migResources(LayoutOf(n, p.GPUs), migStrategyOf(plugin), s.Replicas)
+		for name, c := range res {
+			a := c
+			if name == resourceGPU {
+				a = max(c-int64(p.Unhealthy*s.Replicas), 0)
+				if s.Renamed {
+					name = resourceShared
+				}
+			}
+			want[name] = amounts{c, a}
+		}
+		if len(want) == 0 && res != nil {
+			want[resourceGPU] = amounts{} // registered, with no device
+		}
 	}
-	capacity, allocatable := int64(0), int64(0)
-	if plugin {
-		capacity, allocatable = int64(p.GPUs*s.Replicas), int64((p.GPUs-p.Unhealthy)*s.Replicas)
+	names := slices.Collect(maps.Keys(want))
+	for name := range n.Status.Capacity {
+		if gating.IsGPUResource(name) && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
 	}
-	changed := set(n, name, capacity, allocatable, plugin)
-	return set(n, other, 0, 0, false) || changed
+	changed := false
+	for _, name := range names {
+		w, ok := want[name]
+		changed = set(n, name, w.capacity, w.allocatable, ok) || changed
+	}
+	return changed
 }
 
 // set sets a resource's capacity and allocatable, and says whether they
@@ -276,17 +300,22 @@ func reaches(pod *corev1.Pod, inside, host string) bool {
 // file, which GFD removes when it stops. Sharing labels follow GFD's own
 // configuration (k8s-device-plugin v0.17.2, internal/lm/resource.go): the
 // replicas, the strategy, and -SHARED after the product unless renamed.
-func labelGFD(n *corev1.Node, p Profile, gfd bool, s pluginconfig.Sharing) bool {
+func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing) bool {
 	want := map[string]string{}
-	if gfd && p.GPUs > 0 {
-		product := "NVIDIA-H200"
+	if gfd != nil && p.GPUs > 0 {
+		product, count := "NVIDIA-H200", p.GPUs
+		strategy := migStrategyOf(gfd)
+		if suffix, devices, ok := migProduct(LayoutOf(n, p.GPUs), strategy); ok {
+			product, count = product+suffix, devices
+		}
 		if s.Replicas > 1 && !s.Renamed {
 			product += "-SHARED"
 		}
 		want = map[string]string{
-			"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": strconv.Itoa(p.GPUs),
+			"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": strconv.Itoa(count),
 			"nvidia.com/gpu.memory": "143771", "nvidia.com/gpu.family": "hopper",
 			"nvidia.com/gpu.replicas": strconv.Itoa(s.Replicas), "nvidia.com/gpu.sharing-strategy": s.Strategy,
+			"nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": strategy,
 		}
 	}
 	have := map[string]string{}

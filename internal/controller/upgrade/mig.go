@@ -1,0 +1,359 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/migconfig"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// Annotations of a node's MIG reconfiguration.
+const (
+	// AnnotationMIGSince is when the node entered its reconfiguration state.
+	AnnotationMIGSince = gpuv1.MIGReconfigureAnnotationPrefix + "since"
+	// AnnotationMIGTarget is the configuration the reconfiguration applies.
+	AnnotationMIGTarget = gpuv1.MIGReconfigureAnnotationPrefix + "target"
+	// AnnotationMIGAttempt is the apply attempt under way, and
+	// AnnotationMIGAttemptSince when it started.
+	AnnotationMIGAttempt      = gpuv1.MIGReconfigureAnnotationPrefix + "attempt"
+	AnnotationMIGAttemptSince = gpuv1.MIGReconfigureAnnotationPrefix + "attempt-since"
+	// AnnotationMIGRefused says why the node's configuration cannot be
+	// applied; absent when it can.
+	AnnotationMIGRefused = gpuv1.MIGReconfigureAnnotationPrefix + "refused"
+	// AnnotationMIGGPUs is how many GPUs the node has, read from GFD while
+	// none of them was partitioned: it makes the check of a new layout's
+	// counts exact.
+	AnnotationMIGGPUs = gpuv1.MIGReconfigureAnnotationPrefix + "gpus"
+)
+
+// migEvent is the reason of the events on a node's MIG reconfiguration.
+const migEvent = "GPUMIGReconfigure"
+
+// kubeletResourceGrace is how long the kubelet keeps a resource whose
+// device plugin stopped advertising it, unallocatable, in the node's
+// capacity (kubelet's devicemanager endpointStopGracePeriod, 5 minutes):
+// after a MIG reconfiguration the old resource looks like unhealthy GPUs
+// until then, and no repair may start on it.
+const kubeletResourceGrace = 6 * time.Minute
+
+// migConfigs is the policy's file of MIG configurations, read once per look.
+type migConfigs struct {
+	file *migconfig.File
+	// problem says why the file cannot be used; "" when it can.
+	problem string
+}
+
+// readMIGConfigs reads migManager.config's ConfigMap from the cache. A
+// ConfigMap that does not exist or does not parse refuses every
+// configuration, naming the field to fix.
+func (r *Reconciler) readMIGConfigs(ctx context.Context, spec *gpuv1.MIGManagerSpec) (migConfigs, error) {
+	name := spec.ConfigMapName()
+	cm := &corev1.ConfigMap{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return migConfigs{problem: fmt.Sprintf("ConfigMap %s (migManager.config.name), in the operator's namespace, does not exist", name)}, nil
+	case err != nil:
+		return migConfigs{}, fmt.Errorf("reading ConfigMap %s: %w", name, err)
+	}
+	data, ok := cm.Data[migconfig.FileKey]
+	if !ok {
+		return migConfigs{problem: fmt.Sprintf("ConfigMap %s (migManager.config.name) has no %s", name, migconfig.FileKey)}, nil
+	}
+	f, err := migconfig.Parse(data)
+	if err != nil {
+		return migConfigs{problem: fmt.Sprintf("ConfigMap %s (migManager.config.name), %s: %v", name, migconfig.FileKey, err)}, nil
+	}
+	return migConfigs{file: f}, nil
+}
+
+// refusal says why a node's configuration cannot be applied, "" when it
+// can: the file's trouble, a name it does not hold, or a layout the MIG
+// strategy cannot advertise.
+func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config string) string {
+	if config == "" {
+		return ""
+	}
+	if c.problem != "" {
+		return c.problem
+	}
+	from := "the node's label " + gpuv1.LabelMIGConfig
+	if n.Annotations[gpuv1.AnnotationMIGConfigWritten] == config {
+		from = "its driver pool's migConfig (or migManager.config.default)"
+	}
+	layout, err := c.file.LayoutOf(config, 1)
+	if err != nil {
+		return fmt.Sprintf("%s names MIG configuration %q, which ConfigMap %s (migManager.config.name) does not hold; it holds: %s",
+			from, config, cp.Spec.MIGManager.ConfigMapName(), strings.Join(c.file.Names(), ", "))
+	}
+	if _, err := layout.Resources(string(cp.Spec.MIG.StrategyOrDefault())); err != nil && !c.file.Filtered(config) {
+		return fmt.Sprintf("MIG configuration %q under mig.strategy %s: %v", config, cp.Spec.MIG.StrategyOrDefault(), err)
+	}
+	return ""
+}
+
+// reconfigureMIG steps the GPU nodes of the active policy through the
+// reconfiguration of their MIG devices, within migManager.maxParallel.
+// held are the nodes repairs and driver upgrades hold: none starts a
+// reconfiguration. It returns the nodes out of service for one after this
+// look, which upgrades and repairs count and never start on, and whether
+// any node is on its way.
+func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, nodes []corev1.Node,
+	held map[string]bool) (map[string]bool, bool, error) {
+	if cp == nil || !cp.Spec.MIGManager.Manages() {
+		err := r.forgetMIG(ctx, nodes, cp == nil)
+		return nil, errors.Is(err, errStale), ignoreStale(err)
+	}
+	spec := &cp.Spec.MIGManager
+	var gpuNodes []*corev1.Node
+	var others []corev1.Node
+	for i := range nodes {
+		n := &nodes[i]
+		if gating.IsGPUNode(n) {
+			gpuNodes = append(gpuNodes, n)
+		} else {
+			others = append(others, *n)
+		}
+	}
+	forgotten := r.forgetMIG(ctx, others, true)
+	configs, err := r.readMIGConfigs(ctx, spec)
+	if err != nil {
+		return migOut(gpuNodes), true, errors.Join(err, ignoreStale(forgotten))
+	}
+	out := migOut(gpuNodes)
+	candidates := make([]migreconfig.Node, 0, len(gpuNodes))
+	for _, n := range gpuNodes {
+		st := migStateOf(n)
+		desired := n.Labels[gpuv1.LabelMIGConfig]
+		candidates = append(candidates, migreconfig.Node{
+			Name: n.Name,
+			Busy: migreconfig.Tainted(st),
+			Waiting: st == gpuv1.MIGReconfigureRequired && nodeReady(n) && !held[n.Name] &&
+				configs.refusal(cp, n, desired) == "",
+			Serving: gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) == gpuv1.StateReady,
+		})
+	}
+	admitted, err := migreconfig.Admit(candidates, spec.MaxParallelOrDefault())
+	if err != nil {
+		return out, true, errors.Join(err, ignoreStale(forgotten))
+	}
+	sel, err := parseSelectors(&cp.Spec.Driver.UpgradePolicy)
+	if err != nil {
+		return out, true, errors.Join(err, ignoreStale(forgotten))
+	}
+	p := migPolicyOf(spec)
+	next := make([]gpuv1.MIGReconfigureState, len(gpuNodes))
+	errs := make([]error, len(gpuNodes))
+	workqueue.ParallelizeUntil(ctx, stepWorkers, len(gpuNodes), func(i int) {
+		n := gpuNodes[i]
+		next[i] = migStateOf(n)
+		f, err := r.migFacts(ctx, cp, obs, n, sel, configs)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		f.Admitted = admitted[n.Name]
+		step := migreconfig.Next(f, p)
+		ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step", "node", n.Name, "state", f.State, "next", step.Next,
+			"action", step.Action.String(), "facts", f)
+		next[i], errs[i] = r.takeMIG(ctx, cp, obs, n, f, step, sel)
+	})
+	busy := errors.Is(forgotten, errStale)
+	for i, n := range gpuNodes {
+		switch {
+		case errors.Is(errs[i], errStale):
+			busy = true
+		case errs[i] != nil:
+			ctrl.LoggerFrom(ctx).Error(errs[i], "MIG reconfiguration step failed; retrying at the next look", "node", n.Name, "after", poll)
+			busy = true
+		}
+		out[n.Name] = out[n.Name] || migreconfig.Tainted(next[i])
+		busy = busy || migreconfig.InProgress(next[i])
+	}
+	return out, busy, ignoreStale(forgotten)
+}
+
+// migOut returns the nodes a reconfiguration holds out of service, as the
+// cache has them.
+func migOut(nodes []*corev1.Node) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range nodes {
+		out[n.Name] = migreconfig.Tainted(migStateOf(n))
+	}
+	return out
+}
+
+// migHeld reports whether a node's MIG reconfiguration keeps repairs and
+// upgrades off it: under way or failed, or done so recently that the
+// kubelet still shows the old resource unallocatable.
+func migHeld(n *corev1.Node, now time.Time) bool {
+	st := migStateOf(n)
+	if migreconfig.Tainted(st) {
+		return true
+	}
+	since, err := time.Parse(time.RFC3339, n.Annotations[AnnotationMIGSince])
+	return st == gpuv1.MIGReconfigureDone && err == nil && now.Sub(since) < kubeletResourceGrace
+}
+
+// migFacts gathers what the reconfiguration's state machine needs about a
+// node. Workload pods are listed live, and only while they are evicted.
+func (r *Reconciler) migFacts(ctx context.Context, cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node,
+	sel *podSelectors, configs migConfigs) (migreconfig.Facts, error) {
+	a := n.Annotations
+	f := migreconfig.Facts{
+		State:       migStateOf(n),
+		Now:         r.now(),
+		Desired:     n.Labels[gpuv1.LabelMIGConfig],
+		Applied:     a[gpuv1.AnnotationMIGApplied],
+		Target:      a[AnnotationMIGTarget],
+		ClientPods:  o.migClients[n.Name],
+		ConfigState: n.Labels[gpuv1.LabelMIGConfigState],
+	}
+	if n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] != gpuv1.LabelTrue {
+		f.Desired = "" // opted out: nothing more starts there
+	}
+	f.Refused = configs.refusal(cp, n, f.Desired)
+	f.Since, f.AttemptSince = f.Now, f.Now
+	if t, err := time.Parse(time.RFC3339, a[AnnotationMIGSince]); err == nil {
+		f.Since = t
+	}
+	if t, err := time.Parse(time.RFC3339, a[AnnotationMIGAttemptSince]); err == nil {
+		f.AttemptSince = t
+	}
+	f.Attempt, _ = strconv.Atoi(a[AnnotationMIGAttempt])
+	switch f.State {
+	case "", gpuv1.MIGReconfigureRequired, gpuv1.MIGReconfigureDone:
+		if f.Applied == "" && f.Desired != "" && f.Refused == "" {
+			f.InPlace = r.inPlace(cp, o, n, configs, f.Desired, f.Now)
+		}
+	case gpuv1.MIGEviction:
+		var err error
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra))
+		return f, err
+	case gpuv1.MIGValidation:
+		f.Advertised, f.Mismatch = r.advertised(cp, o, n, configs, f)
+	}
+	return f, nil
+}
+
+// advertised judges what the node's device plugin advertises against the
+// configuration applied, once its word counts: its state is ready again,
+// and its pod, started after the apply, has been ready long enough for
+// the kubelet to report allocatable.
+func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs,
+	f migreconfig.Facts) (migreconfig.Advertised, string) {
+	if !cp.Spec.DevicePlugin.IsEnabled() || n.Labels[gpuv1.DeployLabel(string(state.DevicePlugin))] != gpuv1.LabelTrue {
+		return migreconfig.Matches, "" // nothing advertises: nothing to check
+	}
+	pod := o.pluginPods[n.Name]
+	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||
+		pod == nil || !pod.Ready || pod.ReadySince.Before(f.Since) || f.Now.Before(pod.ReadySince.Add(gating.HealthSettle)) {
+		return migreconfig.Unknown, ""
+	}
+	if configs.file == nil {
+		return migreconfig.Unknown, ""
+	}
+	gpus, _ := strconv.Atoi(n.Annotations[AnnotationMIGGPUs])
+	// Exact counts need the GPU count, and no sharing, whose replicas
+	// multiply them.
+	exact := gpus > 0 && !configs.file.Filtered(f.Applied) && (cp.Spec.DevicePlugin.Config == nil || cp.Spec.DevicePlugin.Config.Name == "")
+	layout, err := configs.file.LayoutOf(f.Applied, max(gpus, 1))
+	if err != nil {
+		return migreconfig.Differs, err.Error()
+	}
+	if configs.file.Filtered(f.Applied) {
+		// What a device filter leaves depends on the GPU model: only the
+		// plugin's readiness is checked.
+		return migreconfig.Matches, ""
+	}
+	allocatable := map[string]int64{}
+	for name, q := range gating.GPUResources(n.Status.Allocatable) {
+		allocatable[string(name)] = q
+	}
+	product := ""
+	if cp.Spec.GFD.IsEnabled() {
+		product = n.Labels["nvidia.com/gpu.product"]
+	}
+	return migreconfig.Judge(layout, string(cp.Spec.MIG.StrategyOrDefault()), allocatable, product, exact)
+}
+
+// inPlace reports whether a node no configuration was applied on
+// advertises exactly what a configuration makes: its device plugin has
+// settled, GFD has counted its GPUs, none of them partitioned, and the
+// counts match (whole GPUs, where MIG is disabled already, as NVIDIA's
+// default all-disabled has them). Enabling migManager then restarts
+// nothing on such nodes.
+func (r *Reconciler) inPlace(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs, config string, now time.Time) bool {
+	gpus := gpuCount(n)
+	pod := o.pluginPods[n.Name]
+	if gpus == 0 || configs.file == nil || configs.file.Filtered(config) || !cp.Spec.GFD.IsEnabled() ||
+		gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||
+		pod == nil || !pod.Ready || now.Before(pod.ReadySince.Add(gating.HealthSettle)) {
+		return false
+	}
+	sharing := cp.Spec.DevicePlugin.Config != nil && cp.Spec.DevicePlugin.Config.Name != ""
+	layout, err := configs.file.LayoutOf(config, gpus)
+	if err != nil || sharing {
+		return false
+	}
+	allocatable := map[string]int64{}
+	for name, q := range gating.GPUResources(n.Status.Allocatable) {
+		allocatable[string(name)] = q
+	}
+	got, _ := migreconfig.Judge(layout, string(cp.Spec.MIG.StrategyOrDefault()), allocatable, n.Labels["nvidia.com/gpu.product"], true)
+	return got == migreconfig.Matches
+}
+
+// gpuCount reads the node's GPU count from GFD while no GPU is
+// partitioned (GFD counts MIG devices under the single strategy); 0 when
+// it cannot be known now.
+func gpuCount(n *corev1.Node) int {
+	if strings.Contains(n.Labels["nvidia.com/gpu.product"], "-MIG-") {
+		return 0
+	}
+	for name, q := range gating.GPUResources(n.Status.Capacity) {
+		if strings.HasPrefix(string(name), "nvidia.com/mig-") && q > 0 {
+			return 0
+		}
+	}
+	c, err := strconv.Atoi(n.Labels["nvidia.com/gpu.count"])
+	if err != nil || c < 0 {
+		return 0
+	}
+	return c
+}
+
+func migStateOf(n *corev1.Node) gpuv1.MIGReconfigureState {
+	return gpuv1.MIGReconfigureState(n.Labels[gpuv1.LabelMIGReconfigureState])
+}
+
+func migPolicyOf(spec *gpuv1.MIGManagerSpec) migreconfig.Policy {
+	return migreconfig.Policy{
+		EvictionTimeout:   time.Duration(spec.EvictionTimeout()) * time.Second,
+		ApplyTimeout:      time.Duration(spec.ApplyTimeout()) * time.Second,
+		ValidationTimeout: time.Duration(spec.ValidationTimeout()) * time.Second,
+	}
+}
+
+// repairOrUpgrade reports whether a repair or a driver upgrade holds the
+// node: no reconfiguration starts on it.
+func repairOrUpgrade(n *corev1.Node) bool {
+	return remediation.InProgress(remediationStateOf(n)) || remediation.Tainted(remediationStateOf(n)) ||
+		upgrade.InProgress(stateOf(n))
+}

@@ -1,0 +1,260 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+)
+
+// MIGFieldOwner manages the reconfiguration's label and annotations,
+// apart from the upgrade's and the repair's: forgetting one never drops
+// the others.
+const MIGFieldOwner = "gpu-operator-mig"
+
+// takeMIG performs a step's action and records the node's next state. A
+// failed action leaves the state as it is, to be retried.
+func (r *Reconciler) takeMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, n *corev1.Node,
+	f migreconfig.Facts, step migreconfig.Step, sel *podSelectors) (gpuv1.MIGReconfigureState, error) {
+	var err error
+	switch step.Action {
+	case migreconfig.EvictGPUPods:
+		err = r.evict(ctx, n, migEvent, r.isGPUPod(cp, sel.gpuExtra),
+			cp.Spec.Driver.UpgradePolicy.PodDeletion.Force, cp.Spec.Driver.UpgradePolicy.PodDeletion.DeleteEmptyDir)
+	case migreconfig.StartAttempt:
+		// The attempt before, if its pod still runs, must not report for
+		// this one.
+		err = r.deletePod(ctx, obs.migManagers[n.Name])
+	}
+	if err != nil {
+		return f.State, fmt.Errorf("node %s, %s: %w", n.Name, step.Action, err)
+	}
+	// The taint goes on before the label that starts the eviction and
+	// comes off before the label that ends the reconfiguration; the
+	// pending mark goes with it, before the label that lets mig-manager
+	// run: a restart between two writes takes the same decision again.
+	mark := keepConfigState
+	if step.Action == migreconfig.StartAttempt {
+		mark = markPending
+	}
+	node, err := r.patchMIG(ctx, n, migreconfig.Tainted(step.Next), mark)
+	if node == nil {
+		return f.State, err
+	}
+	refused := f.Refused
+	if f.Desired == f.Applied {
+		refused = ""
+	}
+	if step.Next == f.State && node == n && step.Action != migreconfig.StartAttempt && !step.Adopt &&
+		refused == n.Annotations[AnnotationMIGRefused] {
+		return f.State, nil
+	}
+	if err := r.writeMIG(ctx, node, f, step, refused); err != nil {
+		return f.State, err
+	}
+	if refused != "" && refused != n.Annotations[AnnotationMIGRefused] {
+		r.Recorder.Eventf(n, nil, corev1.EventTypeWarning, migEvent, "Refuse", "MIG configuration %q is not applied: %s", f.Desired, refused)
+	}
+	if step.Adopt {
+		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, migEvent, "Adopt", "%s", step.Reason)
+	}
+	if step.Next != f.State || step.Action == migreconfig.StartAttempt {
+		kind := corev1.EventTypeNormal
+		if step.Next == gpuv1.MIGReconfigureFailed || f.Attempt > 0 && step.Action == migreconfig.StartAttempt {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(n, nil, kind, migEvent, "Reconfigure", "%s -> %s: %s", displayMIG(f.State), displayMIG(step.Next), step.Reason)
+	}
+	return step.Next, nil
+}
+
+// configStateMark is what patchMIG does to mig-manager's
+// nvidia.com/mig.config.state.
+type configStateMark int
+
+const (
+	keepConfigState configStateMark = iota
+	// markPending: a new attempt starts, and only mig-manager's word
+	// after it counts.
+	markPending
+	// removeConfigState: the operator is uninstalled, and leaves no
+	// label of its reconfigurations.
+	removeConfigState
+)
+
+// patchMIG adds or removes the operator's reconfiguring taint, and marks
+// mig-manager's nvidia.com/mig.config.state for a new attempt, in
+// one merge patch on the node's resourceVersion: taints are an atomic
+// list that server-side apply would own whole, and the state label is
+// mig-manager's, which it overwrites, not a field the operator keeps. It
+// returns the node to write the label on: n itself when nothing changed,
+// the patched node otherwise, nil with errStale when the node changed
+// meanwhile, nil with an error when the patch failed.
+func (r *Reconciler) patchMIG(ctx context.Context, n *corev1.Node, taint bool, mark configStateMark) (*corev1.Node, error) {
+	has := slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint)
+	_, hasState := n.Labels[gpuv1.LabelMIGConfigState]
+	if has == taint && (mark == keepConfigState || (mark == removeConfigState && !hasState)) {
+		return n, nil
+	}
+	patched := n.DeepCopy()
+	switch {
+	case taint && !has:
+		patched.Spec.Taints = append(patched.Spec.Taints, gating.MIGTaint)
+	case !taint && has:
+		patched.Spec.Taints = slices.DeleteFunc(patched.Spec.Taints, gating.IsOwnMIGTaint)
+	}
+	switch mark {
+	case markPending:
+		patched.Labels[gpuv1.LabelMIGConfigState] = gpuv1.MIGConfigPending
+	case removeConfigState:
+		delete(patched.Labels, gpuv1.LabelMIGConfigState)
+	}
+	err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(MIGFieldOwner))
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil, errStale
+	case err != nil:
+		return nil, fmt.Errorf("writing the MIG taint of node %s: %w", n.Name, err)
+	}
+	return patched, nil
+}
+
+// writeMIG applies the node's reconfiguration label and annotations in
+// one request on the version of the node the step was decided from (or
+// its taint patched): a decision taken on a stale cache fails with a
+// conflict (errStale) and is taken again.
+func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig.Facts, step migreconfig.Step, refused string) error {
+	st := step.Next
+	a := map[string]string{}
+	set := func(key, value string) {
+		if value != "" {
+			a[key] = value
+		}
+	}
+	keep := func(key string) { set(key, n.Annotations[key]) }
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	since := f.Since
+	if st != f.State {
+		since = f.Now
+	}
+	set(AnnotationMIGSince, stamp(since))
+	set(AnnotationMIGRefused, refused)
+	keep(gpuv1.AnnotationMIGApplied)
+	if step.Adopt {
+		set(gpuv1.AnnotationMIGApplied, f.Desired)
+	}
+	keep(AnnotationMIGGPUs)
+	if c := gpuCount(n); c > 0 {
+		set(AnnotationMIGGPUs, strconv.Itoa(c))
+	}
+	if migreconfig.Tainted(st) {
+		keep(AnnotationMIGTarget)
+		set(AnnotationMIGTarget, step.Target)
+	}
+	switch {
+	case step.Action == migreconfig.StartAttempt:
+		attempt := f.Attempt + 1
+		if step.Target != f.Target || f.State != gpuv1.MIGApply {
+			attempt = 1
+		}
+		set(AnnotationMIGAttempt, strconv.Itoa(attempt))
+		set(AnnotationMIGAttemptSince, stamp(f.Now))
+	case st == gpuv1.MIGApply:
+		keep(AnnotationMIGAttempt)
+		keep(AnnotationMIGAttemptSince)
+	case st == gpuv1.MIGValidation && f.State == gpuv1.MIGApply:
+		set(gpuv1.AnnotationMIGApplied, step.Target)
+	case st == gpuv1.MIGReconfigureFailed && f.State != st:
+		set(gpuv1.AnnotationMIGReason, step.Reason)
+	case st == gpuv1.MIGReconfigureFailed:
+		keep(gpuv1.AnnotationMIGReason)
+	}
+	labels := map[string]string{}
+	if st != "" {
+		labels[gpuv1.LabelMIGReconfigureState] = string(st)
+	}
+	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(a)
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(MIGFieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return errStale
+		}
+		return fmt.Errorf("writing the MIG reconfiguration state of node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// forgetMIG removes the reconfiguration's label, annotations and taint
+// from nodes the operator no longer reconfigures: migManager turned off,
+// no policy, no longer a GPU node. What is applied stays known while the
+// policy does (all is set once it is deleted). A node that changed
+// meanwhile is errStale, looked at again.
+func (r *Reconciler) forgetMIG(ctx context.Context, nodes []corev1.Node, all bool) error {
+	var errs []error
+	for i := range nodes {
+		n := &nodes[i]
+		if !hasMIGMarks(n, all) {
+			continue
+		}
+		mark := keepConfigState
+		if all {
+			mark = removeConfigState
+		}
+		node, err := r.patchMIG(ctx, n, false, mark)
+		if node == nil {
+			errs = append(errs, err)
+			continue
+		}
+		// An apply of what stays drops the rest the reconfiguration owns.
+		ac := corev1ac.Node(n.Name).WithResourceVersion(node.ResourceVersion)
+		if applied := n.Annotations[gpuv1.AnnotationMIGApplied]; applied != "" && !all {
+			ac.WithAnnotations(map[string]string{gpuv1.AnnotationMIGApplied: applied})
+		}
+		switch err := r.Client.Apply(ctx, ac, client.FieldOwner(MIGFieldOwner), client.ForceOwnership); {
+		case apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			errs = append(errs, errStale)
+		case err != nil:
+			errs = append(errs, fmt.Errorf("forgetting the MIG reconfiguration of node %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hasMIGMarks reports whether a node carries anything of a
+// reconfiguration the operator would remove; the record of what is
+// applied, and mig-manager's state label on a node the operator
+// reconfigured, only when all goes.
+func hasMIGMarks(n *corev1.Node, all bool) bool {
+	if _, ok := n.Labels[gpuv1.LabelMIGReconfigureState]; ok || slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint) {
+		return true
+	}
+	if _, ok := n.Labels[gpuv1.LabelMIGConfigState]; ok && all && n.Annotations[gpuv1.AnnotationMIGApplied] != "" {
+		return true // a node the operator reconfigured
+	}
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) && (all || k != gpuv1.AnnotationMIGApplied) {
+			return true
+		}
+	}
+	return false
+}
+
+func displayMIG(s gpuv1.MIGReconfigureState) string {
+	if s == "" {
+		return "configured"
+	}
+	return string(s)
+}

@@ -1,0 +1,85 @@
+package gating
+
+import (
+	"fmt"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// decideMIGConfig decides the node's MIG configuration and writes it to
+// nvidia.com/mig.config, which mig-manager reads, where no person set the
+// label: the node's driver pool's migConfig, else, on a node GFD found
+// MIG-capable, migManager.config.default. A label that differs from what
+// the operator last wrote is a person's, and wins. A pool's configuration
+// is not applied where GFD says the GPUs cannot do MIG; before GFD has
+// run (a new node) it is, so that the node's GPU stack starts partitioned.
+// It returns the node's configuration, "" for none.
+func (d *decision) decideMIGConfig() string {
+	spec := &d.in.Policy.Spec.MIGManager
+	if !spec.Manages() || d.optedOut(state.MIGManager) {
+		return ""
+	}
+	labels, annotations := d.in.Node.Labels, d.in.Node.Annotations
+	if cur, ok := labels[gpuv1.LabelMIGConfig]; ok && cur != annotations[gpuv1.AnnotationMIGConfigWritten] {
+		return cur
+	}
+	var want string
+	capable := labels[gpuv1.LabelMIGCapable]
+	for _, p := range d.in.Policy.Spec.Driver.NodePools {
+		if p.Name == d.in.DriverPool && p.MIGConfig != "" && capable != "false" {
+			want = p.MIGConfig
+		}
+	}
+	if want == "" && capable == gpuv1.LabelTrue {
+		want = spec.Config.Default
+	}
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelMIGConfig, want)
+	setIfNonEmpty(d.result.Annotations, gpuv1.AnnotationMIGConfigWritten, want)
+	return want
+}
+
+// judgeMIG decides the mig-manager state from the node's reconfiguration,
+// which the upgrade controller steps: pending while the device plugin,
+// GFD and dcgm-exporter must be off the node (its GPU pods evicted, the
+// configuration applied), failed when the reconfiguration failed, ready
+// otherwise. A node whose configuration is not applied yet is ready while
+// it serves GPUs with the layout it has, until its turn comes within the
+// budget and its GPU pods are gone, and pending while it serves none (a
+// new node): its GPU stack starts on the new layout. A node with no
+// configuration is disabled.
+func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
+	desired := d.migConfig
+	labels, annotations := d.in.Node.Labels, d.in.Node.Annotations
+	applied := annotations[gpuv1.AnnotationMIGApplied]
+	var v gpuv1.StateValue
+	var why string
+	switch st := gpuv1.MIGReconfigureState(labels[gpuv1.LabelMIGReconfigureState]); st {
+	case gpuv1.MIGClientsOff, gpuv1.MIGApply:
+		v, why = gpuv1.StatePending, fmt.Sprintf("MIG configuration %q is being applied (%s)", desired, st)
+	case gpuv1.MIGReconfigureFailed:
+		v, why = gpuv1.StateFailed, "its MIG reconfiguration failed: "+annotations[gpuv1.AnnotationMIGReason]
+	case gpuv1.MIGValidation:
+		v = gpuv1.StateReady
+	default:
+		switch {
+		case desired == "" && applied == "" && st == "":
+			delete(d.notBefore, state.MIGManager)
+			return gpuv1.StateDisabled
+		case (desired == "" || desired == applied) && st != gpuv1.MIGEviction:
+			v = gpuv1.StateReady
+		case gpuv1.StateValue(labels[gpuv1.StateLabel(string(state.DevicePlugin))]) == gpuv1.StateReady:
+			v = gpuv1.StateReady // serving until its GPU pods are gone
+		default:
+			v, why = gpuv1.StatePending, fmt.Sprintf("waiting for MIG configuration %q to be applied", desired)
+		}
+	}
+	if v == gpuv1.StateReady {
+		delete(d.notBefore, state.MIGManager)
+		return v
+	}
+	if cur == gpuv1.StateReady || (v == gpuv1.StateFailed && cur != gpuv1.StateFailed) {
+		d.leave(state.MIGManager, cur, v, why)
+	}
+	return d.because(state.MIGManager, v, why)
+}

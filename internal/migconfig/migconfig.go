@@ -1,0 +1,188 @@
+package migconfig
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// FileKey is the ConfigMap key mig-manager reads (CONFIG_FILE).
+const FileKey = "config.yaml"
+
+// File is mig-parted's configuration file (mig-parted v0.12.1,
+// api/spec/v1/spec.go): named configurations, each a list of settings
+// for some of a node's GPUs.
+type File struct {
+	Version    string                `json:"version"`
+	MIGConfigs map[string][]GPUEntry `json:"mig-configs"`
+}
+
+// GPUEntry sets the MIG mode and devices of the GPUs it selects.
+type GPUEntry struct {
+	// DeviceFilter limits the entry to GPUs of some PCI device IDs, such
+	// as 0x233510DE: one ID or a list.
+	DeviceFilter any `json:"device-filter,omitempty"`
+	// Devices is "all" or a list of GPU indexes.
+	Devices    any            `json:"devices"`
+	MIGEnabled bool           `json:"mig-enabled"`
+	MIGDevices map[string]int `json:"mig-devices,omitempty"`
+}
+
+// Parse reads a configuration file, refusing what mig-parted refuses: an
+// unknown version or field, an entry without devices, MIG devices on a
+// GPU with MIG disabled, or none on one with MIG enabled.
+func Parse(data string) (*File, error) {
+	var f File
+	if err := yaml.UnmarshalStrict([]byte(data), &f); err != nil {
+		return nil, fmt.Errorf("not a mig-parted configuration file: %w", err)
+	}
+	if f.Version != "v1" {
+		return nil, fmt.Errorf("version is %q; mig-parted reads v1", f.Version)
+	}
+	if len(f.MIGConfigs) == 0 {
+		return nil, fmt.Errorf("mig-configs holds no configuration")
+	}
+	for _, name := range f.Names() {
+		for i, e := range f.MIGConfigs[name] {
+			if err := e.check(); err != nil {
+				return nil, fmt.Errorf("mig-configs.%s[%d]: %w", name, i, err)
+			}
+		}
+	}
+	return &f, nil
+}
+
+func (e GPUEntry) check() error {
+	if _, err := e.indexes(); err != nil {
+		return err
+	}
+	switch {
+	case e.MIGEnabled && e.MIGDevices == nil:
+		return fmt.Errorf("mig-devices must be set where mig-enabled is true ({} for none)")
+	case !e.MIGEnabled && len(e.MIGDevices) > 0:
+		return fmt.Errorf("mig-devices must be empty where mig-enabled is false")
+	}
+	for profile, n := range e.MIGDevices {
+		if n < 0 {
+			return fmt.Errorf("mig-devices.%s is negative", profile)
+		}
+	}
+	return nil
+}
+
+// indexes returns the GPU indexes of the entry, nil for all of them.
+func (e GPUEntry) indexes() ([]int, error) {
+	switch d := e.Devices.(type) {
+	case string:
+		if d == "all" {
+			return nil, nil
+		}
+	case []any:
+		out := make([]int, 0, len(d))
+		for _, v := range d {
+			f, ok := v.(float64)
+			if !ok || f < 0 || f != float64(int(f)) {
+				return nil, fmt.Errorf("devices must be \"all\" or a list of GPU indexes; it holds %v", v)
+			}
+			out = append(out, int(f))
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("devices must be \"all\" or a list of GPU indexes, not %v", e.Devices)
+}
+
+// Names returns the configurations' names, sorted.
+func (f *File) Names() []string { return slices.Sorted(maps.Keys(f.MIGConfigs)) }
+
+// Filtered reports whether any entry of a configuration applies to some
+// GPU models only: what it gives a node then depends on the node's GPUs.
+func (f *File) Filtered(name string) bool {
+	return slices.ContainsFunc(f.MIGConfigs[name], func(e GPUEntry) bool { return e.DeviceFilter != nil })
+}
+
+// Layout is what a configuration makes of a node's GPUs.
+type Layout struct {
+	// WholeGPUs is how many GPUs have MIG disabled.
+	WholeGPUs int
+	// MIGDevices counts the node's MIG devices by profile (1g.18gb, ...).
+	MIGDevices map[string]int
+}
+
+// LayoutOf returns what a configuration makes of a node with gpus GPUs,
+// every entry taken to apply (device filters are not read: the caller
+// knows when a configuration is Filtered). A later entry for a GPU
+// overrides an earlier one, as mig-parted applies them in order.
+func (f *File) LayoutOf(name string, gpus int) (Layout, error) {
+	entries, ok := f.MIGConfigs[name]
+	if !ok {
+		return Layout{}, fmt.Errorf("no configuration %q; the file holds: %s", name, strings.Join(f.Names(), ", "))
+	}
+	perGPU := make([]*GPUEntry, gpus)
+	for i := range entries {
+		idx, _ := entries[i].indexes()
+		if idx == nil {
+			for g := range perGPU {
+				perGPU[g] = &entries[i]
+			}
+		}
+		for _, g := range idx {
+			if g < gpus {
+				perGPU[g] = &entries[i]
+			}
+		}
+	}
+	l := Layout{MIGDevices: map[string]int{}}
+	for _, e := range perGPU {
+		if e == nil || !e.MIGEnabled {
+			l.WholeGPUs++ // a GPU no entry names keeps MIG disabled
+			continue
+		}
+		for profile, n := range e.MIGDevices {
+			if n > 0 {
+				l.MIGDevices[profile] += n
+			}
+		}
+	}
+	return l, nil
+}
+
+// Resources returns the resources the device plugin advertises for a
+// layout under a MIG strategy (k8s-device-plugin v0.17.2,
+// internal/rm/device_map.go): under mixed, whole GPUs as nvidia.com/gpu
+// and each profile as nvidia.com/mig-<profile>; under single, whole GPUs
+// or MIG devices of one profile as nvidia.com/gpu, never both. An error
+// says why the plugin would not start.
+func (l Layout) Resources(strategy string) (map[string]int64, error) {
+	out := map[string]int64{}
+	if strategy == "mixed" {
+		if l.WholeGPUs > 0 {
+			out["nvidia.com/gpu"] = int64(l.WholeGPUs)
+		}
+		for p, n := range l.MIGDevices {
+			out["nvidia.com/mig-"+p] = int64(n)
+		}
+		return out, nil
+	}
+	switch {
+	case len(l.MIGDevices) == 0:
+		if l.WholeGPUs > 0 {
+			out["nvidia.com/gpu"] = int64(l.WholeGPUs)
+		}
+	case len(l.MIGDevices) > 1 || l.WholeGPUs > 0:
+		return nil, fmt.Errorf("the single MIG strategy needs every GPU of a node partitioned into MIG devices of one profile; " +
+			"this configuration mixes them: use mig.strategy mixed")
+	default:
+		for _, n := range l.MIGDevices {
+			out["nvidia.com/gpu"] = int64(n)
+		}
+	}
+	return out, nil
+}
+
+// Profiles returns the MIG profiles of a layout, sorted.
+func (l Layout) Profiles() []string { return slices.Sorted(maps.Keys(l.MIGDevices)) }

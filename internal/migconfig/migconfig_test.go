@@ -1,0 +1,84 @@
+package migconfig
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+const file = `version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  all-1g.18gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.18gb": 7
+  half:
+    - devices: all
+      mig-enabled: false
+    - devices: [0, 1, 2, 3]
+      mig-enabled: true
+      mig-devices:
+        "1g.18gb": 7
+  filtered:
+    - device-filter: ["0x233510DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.71gb": 2
+`
+
+func TestLayouts(t *testing.T) {
+	g := NewWithT(t)
+	f, err := Parse(file)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.Names()).To(Equal([]string{"all-1g.18gb", "all-disabled", "filtered", "half"}))
+
+	l, err := f.LayoutOf("all-1g.18gb", 8)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l).To(Equal(Layout{MIGDevices: map[string]int{"1g.18gb": 56}}))
+	res, err := l.Resources("single")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/gpu": 56}))
+
+	l, err = f.LayoutOf("half", 8)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l).To(Equal(Layout{WholeGPUs: 4, MIGDevices: map[string]int{"1g.18gb": 28}}), "a later entry overrides, per GPU")
+	res, err = l.Resources("mixed")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/gpu": 4, "nvidia.com/mig-1g.18gb": 28}))
+	_, err = l.Resources("single")
+	g.Expect(err).To(MatchError(ContainSubstring("mig.strategy mixed")))
+
+	l, err = f.LayoutOf("all-disabled", 8)
+	g.Expect(err).NotTo(HaveOccurred())
+	res, _ = l.Resources("single")
+	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/gpu": 8}))
+
+	g.Expect(f.Filtered("filtered")).To(BeTrue())
+	g.Expect(f.Filtered("half")).To(BeFalse())
+	_, err = f.LayoutOf("all-2g", 8)
+	g.Expect(err).To(MatchError(`no configuration "all-2g"; the file holds: all-1g.18gb, all-disabled, filtered, half`))
+}
+
+func TestRefusedFiles(t *testing.T) {
+	for name, tt := range map[string]struct{ data, want string }{
+		"not YAML":        {"{", "not a mig-parted configuration file"},
+		"unknown field":   {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enable: true\n", "unknown field"},
+		"other version":   {"version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", `version is "v2"`},
+		"empty":           {"version: v1\n", "holds no configuration"},
+		"no devices":      {"version: v1\nmig-configs: {a: [{mig-enabled: false}]}\n", "mig-configs.a[0]: devices must be"},
+		"bad index":       {"version: v1\nmig-configs: {a: [{devices: [-1], mig-enabled: false}]}\n", "list of GPU indexes"},
+		"devices off":     {"version: v1\nmig-configs: {a: [{devices: all, mig-enabled: false, mig-devices: {1g.18gb: 7}}]}\n", "must be empty"},
+		"none on":         {"version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true}]}\n", "must be set where mig-enabled is true"},
+		"negative device": {"version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true, mig-devices: {1g.18gb: -1}}]}\n", "negative"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(tt.data)
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.want)))
+		})
+	}
+}

@@ -1,0 +1,55 @@
+package migreconfig
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/gpu-operator/gpu-operator/internal/migconfig"
+)
+
+// migResourcePrefix starts the resources of MIG devices under the mixed
+// strategy.
+const migResourcePrefix = "nvidia.com/mig-"
+
+// Judge compares what a node's device plugin advertises (its allocatable
+// GPU resources) and GFD's product label (empty where GFD does not run)
+// with what a configuration's layout gives under the strategy. With the
+// node's GPU count known (exact), counts must match; otherwise each
+// resource the layout names must be advertised and no other MIG device:
+// enough to catch an apply that reported success and made no MIG device,
+// or left the old ones.
+func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, product string, exact bool) (Advertised, string) {
+	want, err := l.Resources(strategy)
+	if err != nil {
+		return Differs, err.Error()
+	}
+	for _, res := range slices.Sorted(maps.Keys(want)) {
+		got, n := allocatable[res], want[res]
+		switch {
+		case got == 0:
+			return Differs, fmt.Sprintf("the device plugin advertises no %s (%d expected)", res, n)
+		case exact && got != n:
+			return Differs, fmt.Sprintf("the device plugin advertises %d %s, not %d", got, res, n)
+		}
+	}
+	for _, res := range slices.Sorted(maps.Keys(allocatable)) {
+		if _, ok := want[res]; !ok && allocatable[res] > 0 && (strings.HasPrefix(res, migResourcePrefix) || res == "nvidia.com/gpu") {
+			return Differs, fmt.Sprintf("the device plugin advertises %d %s, which the configuration does not make", allocatable[res], res)
+		}
+	}
+	if strategy != "mixed" && product != "" {
+		// GFD names the MIG profile in the product under the single
+		// strategy (k8s-device-plugin v0.17.2, internal/lm/mig-strategy.go):
+		// whole GPUs and MIG devices both count as nvidia.com/gpu.
+		profiles := l.Profiles()
+		switch {
+		case len(profiles) == 1 && !strings.Contains(product, "-MIG-"+profiles[0]):
+			return Differs, fmt.Sprintf("GFD labels the product %s, not a MIG device of profile %s", product, profiles[0])
+		case len(profiles) == 0 && strings.Contains(product, "-MIG-"):
+			return Differs, fmt.Sprintf("GFD labels the product %s, a MIG device, where MIG is disabled", product)
+		}
+	}
+	return Matches, ""
+}

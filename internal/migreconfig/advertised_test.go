@@ -1,0 +1,45 @@
+package migreconfig
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/gpu-operator/gpu-operator/internal/migconfig"
+)
+
+func TestJudge(t *testing.T) {
+	oneG := migconfig.Layout{MIGDevices: map[string]int{"1g.18gb": 56}}
+	whole := migconfig.Layout{WholeGPUs: 8, MIGDevices: map[string]int{}}
+	mixed := migconfig.Layout{WholeGPUs: 4, MIGDevices: map[string]int{"1g.18gb": 28}}
+	tests := map[string]struct {
+		layout      migconfig.Layout
+		strategy    string
+		allocatable map[string]int64
+		product     string
+		exact       bool
+		want        Advertised
+		why         string
+	}{
+		"single, MIG devices":           {layout: oneG, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 56}, product: "NVIDIA-H200-MIG-1g.18gb", want: Matches},
+		"single, success and no device": {layout: oneG, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 8}, product: "NVIDIA-H200", want: Differs, why: "not a MIG device"},
+		"single, counts off":            {layout: oneG, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 8}, exact: true, want: Differs, why: "advertises 8 nvidia.com/gpu, not 56"},
+		"single, MIG off":               {layout: whole, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 8}, product: "NVIDIA-H200", exact: true, want: Matches},
+		"single, MIG still on":          {layout: whole, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 56}, product: "NVIDIA-H200-MIG-1g.18gb", want: Differs, why: "where MIG is disabled"},
+		"single, a mixed layout":        {layout: mixed, strategy: "single", allocatable: map[string]int64{}, want: Differs, why: "mig.strategy mixed"},
+		"mixed":                         {layout: mixed, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu": 4, "nvidia.com/mig-1g.18gb": 28}, exact: true, want: Matches},
+		"mixed, profile missing":        {layout: mixed, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu": 4}, want: Differs, why: "no nvidia.com/mig-1g.18gb"},
+		"mixed, old profile left": {layout: mixed, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu": 4, "nvidia.com/mig-1g.18gb": 28, "nvidia.com/mig-2g.35gb": 3},
+			want: Differs, why: "nvidia.com/mig-2g.35gb"},
+		"mixed, old resource at 0": {layout: oneG, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu": 0, "nvidia.com/mig-1g.18gb": 56}, want: Matches},
+		"MIG on, no device":        {layout: migconfig.Layout{MIGDevices: map[string]int{}}, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 0}, want: Matches},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, why := Judge(tt.layout, tt.strategy, tt.allocatable, tt.product, tt.exact)
+			g.Expect(got).To(Equal(tt.want), why)
+			g.Expect(why).To(ContainSubstring(tt.why))
+		})
+	}
+}

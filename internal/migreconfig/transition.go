@@ -1,0 +1,235 @@
+package migreconfig
+
+import (
+	"fmt"
+	"time"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// ClientsOffTimeout bounds how long the device plugin, GFD and
+// dcgm-exporter may take to leave the node.
+const ClientsOffTimeout = 10 * time.Minute
+
+// MaxAttempts is how many mig-manager pods try to apply a configuration
+// before the node's reconfiguration fails.
+const MaxAttempts = 3
+
+// retryBackoff is how long after its start a failed attempt is retried:
+// 15 s after the first, doubling after each, so that a configuration
+// that cannot apply (a profile the GPU does not have) does not spin.
+func retryBackoff(attempt int) time.Duration { return 15 * time.Second << (attempt - 1) }
+
+// Action is what the controller does for a node before writing its next
+// state.
+type Action int
+
+// Actions of the state machine.
+const (
+	None Action = iota
+	EvictGPUPods
+	// StartAttempt marks nvidia.com/mig.config.state pending and deletes
+	// any mig-manager pod on the node: the one its DaemonSet starts next
+	// applies the node's configuration.
+	StartAttempt
+)
+
+func (a Action) String() string {
+	return [...]string{"none", "evict GPU pods", "start an apply attempt"}[a]
+}
+
+// Advertised is what the node's device plugin advertises, judged against
+// the configuration applied.
+type Advertised int
+
+// Advertised values.
+const (
+	// Unknown: the device plugin has not settled since the apply.
+	Unknown Advertised = iota
+	Matches
+	Differs
+)
+
+// Policy is the part of spec.migManager transitions read.
+type Policy struct {
+	EvictionTimeout, ApplyTimeout, ValidationTimeout time.Duration
+}
+
+// Facts is what is known about one node.
+type Facts struct {
+	State gpuv1.MIGReconfigureState // "" when the node has no label
+	// Since is when the node entered State.
+	Since time.Time
+	Now   time.Time
+	// Desired is the node's nvidia.com/mig.config; Applied the
+	// configuration last applied, "" when none is known; Target the one
+	// this reconfiguration applies.
+	Desired, Applied, Target string
+	// Refused says why Desired cannot be applied (no such configuration,
+	// no readable file, a layout the MIG strategy cannot advertise); ""
+	// when it can.
+	Refused string
+	// Admitted is true when the budget lets this node start.
+	Admitted bool
+	// GPUPods counts the pods still using GPUs on the node.
+	GPUPods int
+	// ClientPods counts the device plugin, GFD and dcgm-exporter pods
+	// still on the node.
+	ClientPods int
+	// ConfigState is mig-manager's nvidia.com/mig.config.state.
+	ConfigState string
+	// Attempt is the number of the apply attempt under way (1 for the
+	// first), and AttemptSince when it started.
+	Attempt      int
+	AttemptSince time.Time
+	// InPlace is true when no configuration is known applied and the
+	// node's settled device plugin advertises exactly what Desired makes
+	// (whole GPUs, where MIG is disabled already): the node takes it as
+	// applied, with nothing evicted or restarted.
+	InPlace bool
+	// Advertised is what the device plugin advertises since the apply;
+	// Mismatch says how it differs.
+	Advertised Advertised
+	Mismatch   string
+}
+
+// Step is a transition: the next state, the action that gets there, and
+// why.
+type Step struct {
+	Next   gpuv1.MIGReconfigureState
+	Action Action
+	Reason string
+	// Target is the configuration the node is to get, when the step
+	// starts or restarts an apply.
+	Target string
+	// Adopt records Desired as applied: the node has it already.
+	Adopt bool
+}
+
+// Tainted reports whether a node in the state carries the operator's
+// reconfiguring taint: from the eviction of its GPU pods until its new
+// devices are advertised, or its failure is dealt with.
+func Tainted(s gpuv1.MIGReconfigureState) bool {
+	return InProgress(s) || s == gpuv1.MIGReconfigureFailed
+}
+
+// InProgress reports whether a node in the state is being reconfigured:
+// each such step has a timeout and is looked at again until it ends.
+func InProgress(s gpuv1.MIGReconfigureState) bool {
+	switch s {
+	case gpuv1.MIGEviction, gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation:
+		return true
+	}
+	return false
+}
+
+// Next is the transition table: one step per call.
+func Next(f Facts, p Policy) Step {
+	stay := Step{Next: f.State}
+	elapsed := f.Now.Sub(f.Since)
+	changed := f.Desired != "" && f.Desired != f.Applied
+	switch f.State {
+	case "", gpuv1.MIGReconfigureDone:
+		if changed && f.Refused == "" && f.Applied == "" && f.InPlace {
+			return Step{Next: f.State, Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
+				"taken as applied, nothing restarts", f.Desired)}
+		}
+		if changed && f.Refused == "" {
+			return Step{Next: gpuv1.MIGReconfigureRequired, Reason: fmt.Sprintf("MIG configuration %q requested, %s applied", f.Desired, display(f.Applied))}
+		}
+		return stay
+	case gpuv1.MIGReconfigureRequired:
+		switch {
+		case !changed:
+			return Step{Next: "", Reason: fmt.Sprintf("MIG configuration %s is applied already", display(f.Applied))}
+		case f.Refused == "" && f.Applied == "" && f.InPlace:
+			return Step{Next: "", Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
+				"taken as applied, nothing restarts", f.Desired)}
+		case f.Refused != "" || !f.Admitted:
+			return stay
+		}
+		return Step{Next: gpuv1.MIGEviction, Target: f.Desired,
+			Reason: fmt.Sprintf("reconfiguring to %q: tainted, evicting the GPU pods", f.Desired)}
+	case gpuv1.MIGEviction:
+		switch {
+		case f.GPUPods == 0:
+			return Step{Next: gpuv1.MIGClientsOff, Reason: "no GPU pod left: the device plugin, GFD and dcgm-exporter leave the node"}
+		case elapsed >= p.EvictionTimeout:
+			return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("%d GPU pod(s) left after %s", f.GPUPods, p.EvictionTimeout)}
+		}
+		return Step{Next: f.State, Action: EvictGPUPods}
+	case gpuv1.MIGClientsOff:
+		switch {
+		case f.ClientPods == 0:
+			return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Target,
+				Reason: fmt.Sprintf("mig-manager applies %q (attempt 1 of %d)", f.Target, MaxAttempts)}
+		case elapsed >= ClientsOffTimeout:
+			return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("%d device plugin, GFD or dcgm-exporter pod(s) still on the node after %s",
+				f.ClientPods, ClientsOffTimeout)}
+		}
+		return stay
+	case gpuv1.MIGApply:
+		return apply(f, p)
+	case gpuv1.MIGValidation:
+		switch {
+		case f.Advertised == Matches:
+			return Step{Next: gpuv1.MIGReconfigureDone, Reason: fmt.Sprintf("the device plugin advertises MIG configuration %q: untainted", f.Applied)}
+		case elapsed >= p.ValidationTimeout:
+			why := "the device plugin was not back"
+			if f.Advertised == Differs {
+				why = f.Mismatch
+			}
+			return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("%s within %s of applying %q", why, p.ValidationTimeout, f.Applied)}
+		}
+		return stay
+	case gpuv1.MIGReconfigureFailed:
+		// The node holds its place in the budget and is off service: a
+		// new configuration starts over without waiting for another.
+		if f.Desired != "" && f.Desired != f.Target && f.Refused == "" {
+			return Step{Next: gpuv1.MIGEviction, Target: f.Desired, Reason: fmt.Sprintf("MIG configuration %q requested: starting over", f.Desired)}
+		}
+		return stay
+	}
+	// A value no step writes (a person's typo): start from the beginning.
+	return Step{Next: "", Reason: fmt.Sprintf("unknown state %q", f.State)}
+}
+
+// apply steps the apply: mig-manager's word on its attempt, a person's
+// new configuration, or an attempt that ran out of time.
+func apply(f Facts, p Policy) Step {
+	switch {
+	case f.Desired != "" && f.Desired != f.Target:
+		// mig-manager would apply the new label itself, if it still runs:
+		// a fresh attempt makes sure which configuration succeeded.
+		return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Desired,
+			Reason: fmt.Sprintf("MIG configuration %q requested during the apply of %q: applying it (attempt 1 of %d)", f.Desired, f.Target, MaxAttempts)}
+	case f.ConfigState == gpuv1.MIGConfigSuccess:
+		return Step{Next: gpuv1.MIGValidation, Target: f.Target,
+			Reason: fmt.Sprintf("mig-manager applied %q: the device plugin, GFD and dcgm-exporter come back", f.Target)}
+	}
+	since := f.Now.Sub(f.AttemptSince)
+	var why string
+	switch {
+	case f.ConfigState == gpuv1.MIGConfigFailed:
+		why = "mig-manager reported failed (its pod's log says why)"
+		if since < retryBackoff(f.Attempt) && f.Attempt < MaxAttempts {
+			return Step{Next: f.State}
+		}
+	case since >= p.ApplyTimeout:
+		why = fmt.Sprintf("no result within %s (nvidia.com/mig.config.state is %q)", p.ApplyTimeout, f.ConfigState)
+	default:
+		return Step{Next: f.State}
+	}
+	if f.Attempt >= MaxAttempts {
+		return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("applying %q: attempt %d of %d: %s", f.Target, f.Attempt, MaxAttempts, why)}
+	}
+	return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Target,
+		Reason: fmt.Sprintf("applying %q: attempt %d of %d: %s; retrying (attempt %d)", f.Target, f.Attempt, MaxAttempts, why, f.Attempt+1)}
+}
+
+func display(config string) string {
+	if config == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%q", config)
+}

@@ -1,0 +1,174 @@
+package migmanager
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/migconfig"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// Names users know from the NVIDIA GPU Operator.
+const (
+	DaemonSetName      = "nvidia-mig-manager"
+	ServiceAccountName = "nvidia-mig-manager"
+	// ContainerName is mig-manager's container.
+	ContainerName = "nvidia-mig-manager"
+)
+
+// Where the ConfigMaps are mounted, as NVIDIA's manifests mount them
+// (gpu-operator v25.3.1, assets/state-mig-manager/0600_daemonset.yaml).
+const (
+	configDir     = "/mig-parted-config"
+	gpuClientsDir = "/gpu-clients"
+	hostRoot      = "/host"
+	driverRootCtr = "/driver-root"
+)
+
+// dimensions: mig-manager loads NVML from the node's driver root, and
+// stops the host's GPU clients only where the driver is the host's.
+var dimensions = state.Dimensions{DriverRoot: true}
+
+// Operand renders the mig-manager state.
+type Operand struct{}
+
+// Enabled reports whether the policy manages MIG.
+func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.MIGManager.Manages() }
+
+// Render returns mig-manager's ServiceAccount and Role, the default
+// configuration file where the policy names none, and one DaemonSet per
+// driver root. Its pods run only on nodes at the apply step of their
+// reconfiguration: the operator, not mig-manager, decides when a node is
+// reconfigured, within the budget.
+func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
+	spec := &in.Policy.Spec.MIGManager
+	objs := render.Access{Policy: in.Policy, Name: ServiceAccountName, Namespace: in.Namespace,
+		State: string(state.MIGManager), Rules: namespaceRules}.Objects()
+	configMap := func(name, key, data string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			TypeMeta:   render.TypeMeta("v1", "ConfigMap"),
+			ObjectMeta: render.ObjectMeta(in.Policy, name, in.Namespace, string(state.MIGManager)),
+			Data:       map[string]string{key: data},
+		}
+	}
+	if spec.OwnConfigMap() {
+		objs = append(objs, configMap(gpuv1.DefaultMIGConfigMap, migconfig.FileKey, DefaultConfig))
+	}
+	if spec.OwnGPUClientsConfigMap() {
+		objs = append(objs, configMap(gpuv1.DefaultGPUClientsConfigMap, GPUClientsKey, DefaultGPUClients))
+	}
+	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
+	in.Gate = append(slices.Clone(in.Gate), ApplyGate)
+	sets, err := in.DaemonSets(DaemonSetName, state.MIGManager, &spec.ContainerSettings, image, dimensions, podSpec)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, sets...), nil
+}
+
+// ApplyGate keeps mig-manager off every node but those whose
+// reconfiguration is at its apply step, by then without GPU pods, device
+// plugin, GFD or dcgm-exporter. mig-manager applies the node's
+// nvidia.com/mig.config when it starts (mig-parted v0.12.1,
+// cmd/nvidia-mig-manager/main.go: the informer's add event), so a pod is
+// an attempt, and a new pod a retry.
+var ApplyGate = corev1.NodeSelectorRequirement{Key: gpuv1.LabelMIGReconfigureState, Operator: corev1.NodeSelectorOpIn,
+	Values: []string{string(gpuv1.MIGApply)}}
+
+// namespaceRules: reconfigure-mig.sh waits for the GPU clients' pods to
+// go and deletes the validators' pods in its namespace (mig-parted
+// v0.12.1, deployments/container/reconfigure-mig.sh), as NVIDIA's Role
+// grants (assets/state-mig-manager/0200_role.yaml).
+var namespaceRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete"}},
+}
+
+// ClusterRules are mig-manager's cluster-wide rules: it watches its node
+// and writes nvidia.com/mig.config.state and the deploy labels it pauses
+// (NVIDIA's ClusterRole, assets/state-mig-manager/0210_clusterrole.yaml).
+// The install ships them, bound to ServiceAccountName.
+func ClusterRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+	}
+}
+
+// podSpec is mig-manager's pod for one driver root, as NVIDIA's manifests
+// run it, without their validator's marker files: the operator starts it
+// only once the driver and the toolkit are ready on the node, and gives it
+// the driver root the validator's driver-ready file would (gpu-operator
+// v25.3.1, validator/main.go; assets/state-mig-manager/0420_configmap.yaml
+// sources it). It is privileged with the host's PID and IPC namespaces:
+// it stops the host's GPU clients and, if asked to (WITH_REBOOT), reboots
+// the node.
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+	spec := &cp.Spec.MIGManager
+	host := v.DriverRoot == gpuv1.DriverRootHost
+	root, rootCtr := gpuv1.DriverRootContainer.Path(), driverRootCtr
+	if host {
+		root, rootCtr = "/", hostRoot
+	}
+	env := []corev1.EnvVar{
+		render.FieldEnv("NODE_NAME", "spec.nodeName"),
+		{Name: "CONFIG_FILE", Value: configDir + "/" + migconfig.FileKey},
+		render.FieldEnv("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
+		{Name: "NVIDIA_DRIVER_ROOT", Value: root},
+		{Name: "DRIVER_ROOT_CTR_PATH", Value: rootCtr},
+		// The host's services that use the GPUs (nvidia-persistenced,
+		// dcgm) run only beside a host driver.
+		{Name: "WITH_SHUTDOWN_HOST_GPU_CLIENTS", Value: boolString(host)},
+		{Name: "GPU_CLIENTS_FILE", Value: gpuClientsDir + "/" + GPUClientsKey},
+	}
+	mounts := []corev1.VolumeMount{
+		// Writable: mig-manager chroots into it to stop the host's GPU
+		// clients and to reboot.
+		{Name: "host-root", MountPath: hostRoot, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
+		{Name: "host-sys", MountPath: "/sys"},
+		{Name: "mig-parted-config", MountPath: configDir, ReadOnly: true},
+		{Name: "gpu-clients", MountPath: gpuClientsDir, ReadOnly: true},
+	}
+	volumes := []corev1.Volume{
+		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
+		render.HostPathVolume("host-sys", "/sys", corev1.HostPathDirectory),
+		render.ConfigMapVolume("mig-parted-config", spec.ConfigMapName()),
+		render.ConfigMapVolume("gpu-clients", spec.GPUClientsConfigMapName()),
+	}
+	if !host {
+		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", driverRootCtr))
+		volumes = append(volumes, render.HostPathVolume("driver-root", root, corev1.HostPathDirectoryOrCreate))
+	}
+	return corev1.PodSpec{
+		ServiceAccountName: ServiceAccountName,
+		// mig-manager watches its node and labels it through the API.
+		AutomountServiceAccountToken: ptr.To(true),
+		HostPID:                      true,
+		HostIPC:                      true,
+		Containers: []corev1.Container{{
+			Name:            ContainerName,
+			Command:         []string{"nvidia-mig-manager"},
+			Env:             env,
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			VolumeMounts:    mounts,
+		}},
+		Volumes: volumes,
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return append(slices.Clone(render.RBACKinds), render.KindConfigMap, render.KindDaemonSet)
+}

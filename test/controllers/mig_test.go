@@ -1,0 +1,250 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
+)
+
+// migLog records every node's reconfiguration state as a watch sees it,
+// and the most nodes out of service for one at once.
+type migLog struct {
+	mu        sync.Mutex
+	start     time.Time
+	current   map[string]gpuv1.MIGReconfigureState
+	seq       map[string][]gpuv1.MIGReconfigureState
+	lines     []string
+	maxAtOnce int
+}
+
+func (f *fixture) recordMIG() *migLog {
+	ctx, cancel := context.WithCancel(f.ctx)
+	l := &migLog{start: time.Now(), current: map[string]gpuv1.MIGReconfigureState{}, seq: map[string][]gpuv1.MIGReconfigureState{}}
+	ours := map[string]bool{}
+	for _, n := range f.nodes {
+		ours[n] = true
+	}
+	w, err := watchClient.Watch(ctx, &corev1.NodeList{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && ours[n.Name] {
+				l.observe(n)
+			}
+		}
+	}()
+	f.t.Cleanup(cancel)
+	return l
+}
+
+func (l *migLog) observe(n *corev1.Node) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := gpuv1.MIGReconfigureState(n.Labels[gpuv1.LabelMIGReconfigureState])
+	if cur, seen := l.current[n.Name]; seen && cur == st {
+		return
+	}
+	l.current[n.Name] = st
+	l.seq[n.Name] = append(l.seq[n.Name], st)
+	l.lines = append(l.lines, fmt.Sprintf("%6.1fs %-40s %-22s mig.config=%s state=%s", time.Since(l.start).Seconds(), n.Name, st,
+		n.Labels[gpuv1.LabelMIGConfig], n.Labels[gpuv1.LabelMIGConfigState]))
+	busy := 0
+	for _, s := range l.current {
+		if migreconfig.Tainted(s) {
+			busy++
+		}
+	}
+	l.maxAtOnce = max(l.maxAtOnce, busy)
+}
+
+func (l *migLog) sequence(node string) []gpuv1.MIGReconfigureState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]gpuv1.MIGReconfigureState(nil), l.seq[node]...)
+}
+
+func (l *migLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func (l *migLog) peak() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxAtOnce
+}
+
+// withMIGPool puts the fixture's nodes in a driver pool of all-1g.18gb,
+// migManager off until the test turns it on.
+func withMIGPool(cp *gpuv1.ClusterPolicy) {
+	cp.Spec.Driver.NodePools = []gpuv1.DriverNodePool{{Name: "h200", NodeSelector: map[string]gpuv1.LabelValue{"gpu-type": "h200"},
+		MIGConfig: "all-1g.18gb"}}
+}
+
+// A pool's MIG configuration reaches serving nodes one at a time: each is
+// tainted, its GPU pods evicted (a PodDisruptionBudget holds one back
+// until it allows), its device plugin, GFD and dcgm-exporter leave,
+// mig-manager applies the configuration, and the node is untainted once
+// the device plugin advertises the MIG devices. The driver and the
+// toolkit stay. Reapplying what is applied restarts nothing.
+func TestMIGPoolReconfiguresWithinBudget(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 0, withMIGPool)
+	for i := range 2 {
+		name := fmt.Sprintf("mig-budget-%d", i)
+		f.createNode(name, map[string]string{"gpu-type": "h200"})
+		f.nodes = append(f.nodes, name)
+	}
+	f.expectAllReady(f.nodes...)
+	held := f.heldGPUPod("mig-trainer", f.nodes[0])
+	driverPod, toolkitPod := f.podOn(f.nodes[0], "driver").UID, f.podOn(f.nodes[0], "container-toolkit").UID
+	log := f.recordMIG()
+
+	f.updatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.MIGManager.Enabled = ptr.To(true) })
+	for _, n := range f.nodes {
+		f.expectLabel(n, gpuv1.LabelMIGConfig, "all-1g.18gb")
+	}
+	// The PDB holds the first node in its eviction; the second waits.
+	g.Eventually(func() string { return f.node(f.nodes[0]).Labels[gpuv1.LabelMIGReconfigureState] }, timeout, interval).
+		Should(Equal(string(gpuv1.MIGEviction)))
+	g.Consistently(func() string { return f.node(f.nodes[1]).Labels[gpuv1.LabelMIGReconfigureState] }, "3s", interval).
+		Should(Equal(string(gpuv1.MIGReconfigureRequired)), "one node at a time")
+	g.Expect(f.node(f.nodes[0]).Spec.Taints).To(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+	f.expectState("ready", "device-plugin", f.nodes[0]) // the clients stay until the GPU pods are gone
+	g.Expect(k8sClient.Delete(f.ctx, held)).To(Succeed())
+
+	for _, n := range f.nodes {
+		g.Eventually(func() map[string]string { return f.node(n).Labels }, 3*time.Minute, interval).
+			Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone)), "%s\n%s", n, log)
+	}
+	t.Logf("MIG reconfiguration of the pool:\n%s", log)
+	g.Expect(log.peak()).To(Equal(1), "maxParallel 1:\n%s", log)
+	want := []gpuv1.MIGReconfigureState{"", gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction, gpuv1.MIGClientsOff,
+		gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}
+	for _, n := range f.nodes {
+		g.Expect(log.sequence(n)).To(Equal(want), "%s\n%s", n, log)
+		node := f.node(n)
+		g.Expect(node.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+		g.Expect(node.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
+		g.Expect(node.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56), "8 GPUs of 7 MIG devices, single strategy")
+		g.Expect(node.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
+		g.Expect(f.podOn(n, "mig-manager")).To(BeNil(), "mig-manager runs only to apply")
+	}
+	f.expectAllReady(f.nodes...)
+	g.Expect(f.podOn(f.nodes[0], "driver").UID).To(Equal(driverPod), "the driver stays")
+	g.Expect(f.podOn(f.nodes[0], "container-toolkit").UID).To(Equal(toolkitPod), "the toolkit stays")
+	g.Expect(f.eventsOf(f.nodes[0])).To(ContainElement(ContainSubstring("eviction-required -> clients-off-required")))
+
+	// The same configuration set again, by a person: nothing restarts.
+	plugin := f.podOn(f.nodes[1], "device-plugin").UID
+	f.setLabel(f.nodes[1], gpuv1.LabelMIGConfig, "all-1g.18gb")
+	g.Consistently(func() types.UID { return podUID(f.podOn(f.nodes[1], "device-plugin")) }, "5s", interval).Should(Equal(plugin))
+	g.Expect(f.node(f.nodes[1]).Labels[gpuv1.LabelMIGReconfigureState]).To(Equal(string(gpuv1.MIGReconfigureDone)))
+}
+
+// mig-manager's failures: one that fails once is retried with a new pod
+// and succeeds; one that always fails fails the node after three
+// attempts, which keeps its taint and its GPU clients off, says why on
+// the node and in the policy's status, and recovers when a person names
+// another configuration. A configuration the file does not hold is
+// refused, naming the ones it holds, and nothing starts.
+func TestMIGApplyFailuresRecover(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 0, withMIGPool, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.MIGManager.Enabled = ptr.To(true)
+		cp.Spec.MIGManager.MaxParallel = ptr.To(intstr.FromString("100%"))
+	})
+	faults := []string{fakenode.MIGFailOnce, fakenode.MIGFail}
+	for i, fault := range faults {
+		name := fmt.Sprintf("mig-fault-%d", i)
+		f.createNodeWith(name, map[string]string{"gpu-type": "h200"}, map[string]string{fakenode.AnnotationMIGApply: fault})
+		f.nodes = append(f.nodes, name)
+	}
+	once, always := f.nodes[0], f.nodes[1]
+	log := f.recordMIG()
+
+	// New nodes: configured before their device plugin ever starts.
+	g.Eventually(func() map[string]string { return f.node(once).Labels }, 2*time.Minute, interval).
+		Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone)), "%s", log)
+	f.expectAllReady(once)
+	g.Expect(f.eventsOf(once)).To(ContainElement(And(ContainSubstring("attempt 1 of 3: mig-manager reported failed"),
+		ContainSubstring("retrying (attempt 2)"))))
+	g.Expect(f.node(once).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
+
+	g.Eventually(func() map[string]string { return f.node(always).Labels }, 2*time.Minute, interval).
+		Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureFailed)), "%s", log)
+	f.expectState("failed", "mig-manager", always)
+	f.expectState("pending", "device-plugin", always)
+	g.Expect(f.node(always).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGReason, ContainSubstring("attempt 3 of 3")))
+	g.Expect(f.node(always).Spec.Taints).To(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+	g.Eventually(func() string {
+		cp := &gpuv1.ClusterPolicy{}
+		_ = k8sClient.Get(f.ctx, client.ObjectKeyFromObject(f.policy), cp)
+		for _, c := range cp.Status.Conditions {
+			if c.Type == gpuv1.ConditionDegraded {
+				return c.Message
+			}
+		}
+		return ""
+	}, timeout, interval).Should(And(ContainSubstring("mig-manager"), ContainSubstring(always)))
+
+	// A name the file does not hold: refused, and the node stays failed.
+	f.setLabel(always, gpuv1.LabelMIGConfig, "all-9g.999gb")
+	g.Eventually(func() []string { return f.eventsOf(always) }, timeout, interval).Should(ContainElement(And(
+		ContainSubstring(`nvidia.com/mig.config names MIG configuration "all-9g.999gb"`),
+		ContainSubstring("it holds: all-1g.10gb, all-1g.18gb, all-2g.20gb"))))
+	g.Consistently(func() string { return f.node(always).Labels[gpuv1.LabelMIGReconfigureState] }, "2s", interval).
+		Should(Equal(string(gpuv1.MIGReconfigureFailed)))
+
+	// Fixed, and another configuration named: it starts over at once.
+	f.annotate(always, fakenode.AnnotationMIGApply, "")
+	f.setLabel(always, gpuv1.LabelMIGConfig, "all-disabled")
+	g.Eventually(func() map[string]string { return f.node(always).Labels }, 2*time.Minute, interval).
+		Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone)), "%s", log)
+	f.expectAllReady(always)
+	g.Expect(f.node(always).Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+	g.Expect(f.node(always).Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
+	t.Logf("failures and recovery:\n%s", log)
+}
+
+func podUID(p *corev1.Pod) types.UID {
+	if p == nil {
+		return ""
+	}
+	return p.UID
+}
+
+// annotate sets or, with "", removes a node's annotation, as a person
+// would.
+func (f *fixture) annotate(node, key, value string) {
+	NewWithT(f.t).Eventually(func() error {
+		n := f.node(node)
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		if value == "" {
+			delete(n.Annotations, key)
+		} else {
+			n.Annotations[key] = value
+		}
+		return k8sClient.Update(f.ctx, n)
+	}, timeout, interval).Should(Succeed())
+}
