@@ -79,10 +79,10 @@ type MIGManagerSpec struct {
 	GPUClientsConfig *GPUClientsConfig `json:"gpuClientsConfig,omitempty"`
 
 	// MaxParallel is how many GPU nodes MIG reconfigurations may hold out
-	// of service at once (tainted nvidia.com/gpu.mig-reconfiguring): a
-	// count, or a percentage of the GPU nodes rounded up. Nodes whose
-	// device plugin is not ready yet (a new node) hold no capacity and
-	// start without waiting for it. (Its length is bounded so that the
+	// of service at once (tainted nvidia.com/gpu.mig-reconfiguring), nodes
+	// under repair or in a driver upgrade counted too: a count, or a
+	// percentage of the GPU nodes rounded up. Nodes that serve no GPUs (a
+	// new node) start without waiting for it. (Its length is bounded so that the
 	// CRD's validation rules stay within the API server's cost budget.)
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
@@ -255,6 +255,16 @@ const (
 	AnnotationMIGApplied = MIGReconfigureAnnotationPrefix + "applied"
 	// AnnotationMIGReason says why the node's reconfiguration failed.
 	AnnotationMIGReason = MIGReconfigureAnnotationPrefix + "reason"
+	// AnnotationMIGRefused says why the node's configuration cannot be
+	// applied; absent when it can.
+	AnnotationMIGRefused = MIGReconfigureAnnotationPrefix + "refused"
+	// DeployPausedForMIG is the value mig-manager v0.12 gives the GPU
+	// clients' deploy labels while it applies a configuration, and puts
+	// back to "true" when it is done (mig-parted v0.12.1,
+	// deployments/container/reconfigure-mig.sh). The operator takes it
+	// for "true": its own gates hold the clients off during an apply, and
+	// a mig-manager killed mid-apply must not leave them off for good.
+	DeployPausedForMIG = "paused-for-mig-change"
 	// TaintMIGReconfiguring is the key of the NoSchedule taint the
 	// operator keeps on a node from the eviction of its GPU pods until
 	// its new MIG devices are advertised. Its value is

@@ -201,7 +201,7 @@ func (d *decision) deployLabels() {
 	for _, name := range d.in.Graph.PerNode() {
 		key := gpuv1.DeployLabel(string(name))
 		v, has := labels[key]
-		if (has && v == gpuv1.LabelTrue) || (!has && d.in.Enabled[name] && !optedOut) {
+		if (has && (v == gpuv1.LabelTrue || v == gpuv1.DeployPausedForMIG)) || (!has && d.in.Enabled[name] && !optedOut) {
 			d.result.Labels[key] = gpuv1.LabelTrue
 		}
 	}
@@ -283,7 +283,7 @@ func (d *decision) optedOut(name state.Name) bool {
 		return true
 	}
 	v, has := labels[gpuv1.DeployLabel(string(name))]
-	return has && v != gpuv1.LabelTrue
+	return has && v != gpuv1.LabelTrue && v != gpuv1.DeployPausedForMIG
 }
 
 // driverVersion labels the node with the driver version ready on it.

@@ -3,6 +3,8 @@ package gating
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
@@ -68,8 +70,10 @@ func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
 			return gpuv1.StateDisabled
 		case (desired == "" || desired == applied) && st != gpuv1.MIGEviction:
 			v = gpuv1.StateReady
-		case gpuv1.StateValue(labels[gpuv1.StateLabel(string(state.DevicePlugin))]) == gpuv1.StateReady:
+		case ServesGPUs(d.in.Node):
 			v = gpuv1.StateReady // serving until its GPU pods are gone
+		case annotations[gpuv1.AnnotationMIGRefused] != "":
+			v, why = gpuv1.StateFailed, "its MIG configuration is refused: "+annotations[gpuv1.AnnotationMIGRefused]
 		default:
 			v, why = gpuv1.StatePending, fmt.Sprintf("waiting for MIG configuration %q to be applied", desired)
 		}
@@ -82,4 +86,20 @@ func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
 		d.leave(state.MIGManager, cur, v, why)
 	}
 	return d.because(state.MIGManager, v, why)
+}
+
+// ServesGPUs reports whether a node has GPU capacity to lose: its device
+// plugin is ready, or another device plugin (the operator's disabled or
+// opted out) makes GPUs allocatable there. A MIG reconfiguration of a
+// node that serves none takes nothing from anyone.
+func ServesGPUs(n *corev1.Node) bool {
+	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) == gpuv1.StateReady {
+		return true
+	}
+	for _, q := range GPUResources(n.Status.Allocatable) {
+		if q > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -84,6 +84,8 @@ func TestMIGStateGatesTheGPUClients(t *testing.T) {
 		"serving, waiting its turn":  {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "reconfigure-required"}, annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a"}, serving: true, want: gpuv1.StateReady},
 		"new node, waiting its turn": {labels: map[string]string{gpuv1.LabelMIGConfig: "b"}, want: gpuv1.StatePending},
 		"evicting":                   {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "eviction-required"}, serving: true, want: gpuv1.StateReady},
+		"new node, refused":          {labels: map[string]string{gpuv1.LabelMIGConfig: "typo"}, annotations: map[string]string{gpuv1.AnnotationMIGRefused: "no such configuration"}, want: gpuv1.StateFailed, leaves: true},
+		"serving, refused":           {labels: map[string]string{gpuv1.LabelMIGConfig: "typo"}, annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a", gpuv1.AnnotationMIGRefused: "no such configuration"}, serving: true, want: gpuv1.StateReady},
 		"new node, evicting nothing": {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "eviction-required"}, want: gpuv1.StatePending},
 		"clients leave":              {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "clients-off-required"}, serving: true, want: gpuv1.StatePending, leaves: true},
 		"applying":                   {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "apply-required"}, want: gpuv1.StatePending},
@@ -96,6 +98,7 @@ func TestMIGStateGatesTheGPUClients(t *testing.T) {
 			n, pods := readyNode()
 			n.Labels[gpuv1.StateLabel(string(mgr))] = string(gpuv1.StateReady)
 			if !tt.serving {
+				n.Status.Allocatable = nil
 				n.Labels[gpuv1.StateLabel(string(mgr))] = string(gpuv1.StatePending)
 				for _, s := range []state.Name{dp, dcg, gfd} {
 					n.Labels[gpuv1.StateLabel(string(s))] = string(gpuv1.StatePending)
@@ -142,4 +145,21 @@ func mergeMaps(a, b map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// mig-manager v0.12 pauses the GPU clients' deploy labels while it applies
+// and restores them after; killed in between, it would leave them paused.
+// The operator takes a paused label for "true": its gates hold the
+// clients off during an apply, and nothing stays off after one.
+func TestPausedDeployLabelIsTrue(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.DeployLabel(string(dp))] = gpuv1.DeployPausedForMIG
+	r := decide(t, n, pods)
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.DeployLabel(string(dp)), gpuv1.LabelTrue))
+	g.Expect(stateOf(r, dp)).To(Equal(string(gpuv1.StateReady)))
+	n.Labels[gpuv1.DeployLabel(string(dp))] = "off-for-maintenance"
+	r = decide(t, n, pods)
+	g.Expect(r.Labels).NotTo(HaveKey(gpuv1.DeployLabel(string(dp))), "a person's own value stays theirs")
+	g.Expect(stateOf(r, dp)).To(Equal(string(gpuv1.StateDisabled)))
 }

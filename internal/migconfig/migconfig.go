@@ -164,7 +164,7 @@ func (l Layout) Resources(strategy string) (map[string]int64, error) {
 			out["nvidia.com/gpu"] = int64(l.WholeGPUs)
 		}
 		for p, n := range l.MIGDevices {
-			out["nvidia.com/mig-"+p] = int64(n)
+			out[MIGResource(p)] = int64(n)
 		}
 		return out, nil
 	}
@@ -183,6 +183,16 @@ func (l Layout) Resources(strategy string) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// MIGResource is the resource of a MIG profile under the mixed strategy:
+// the profile, with '+' (media extensions, 1g.10gb+me) as '.', which a
+// resource name cannot hold (k8s-device-plugin v0.17.2,
+// internal/rm/rm.go).
+func MIGResource(profile string) string { return "nvidia.com/mig-" + ProfileName(profile) }
+
+// ProfileName is a MIG profile as the device plugin and GFD name it in
+// resources and labels: '+' written '.'.
+func ProfileName(profile string) string { return strings.ReplaceAll(profile, "+", ".") }
 
 // Profiles returns the MIG profiles of a layout, sorted.
 func (l Layout) Profiles() []string { return slices.Sorted(maps.Keys(l.MIGDevices)) }

@@ -58,6 +58,10 @@ func TestLayouts(t *testing.T) {
 	res, _ = l.Resources("single")
 	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/gpu": 8}))
 
+	me := Layout{MIGDevices: map[string]int{"1g.10gb+me": 8}}
+	res, _ = me.Resources("mixed")
+	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/mig-1g.10gb.me": 8}), "a resource name holds no '+'")
+
 	g.Expect(f.Filtered("filtered")).To(BeTrue())
 	g.Expect(f.Filtered("half")).To(BeFalse())
 	_, err = f.LayoutOf("all-2g", 8)

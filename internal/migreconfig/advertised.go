@@ -19,11 +19,20 @@ const migResourcePrefix = "nvidia.com/mig-"
 // node's GPU count known (exact), counts must match; otherwise each
 // resource the layout names must be advertised and no other MIG device:
 // enough to catch an apply that reported success and made no MIG device,
-// or left the old ones.
-func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, product string, exact bool) (Advertised, string) {
+// or left the old ones. Under a device plugin configuration (shared), the
+// whole GPUs' resource may be renamed and multiplied: only MIG devices
+// are checked.
+func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, product string, exact, shared bool) (Advertised, string) {
 	want, err := l.Resources(strategy)
 	if err != nil {
 		return Differs, err.Error()
+	}
+	if shared {
+		exact = false
+		delete(want, "nvidia.com/gpu")
+		if strategy != "mixed" {
+			want = map[string]int64{} // single: every device is nvidia.com/gpu, renamed or not
+		}
 	}
 	for _, res := range slices.Sorted(maps.Keys(want)) {
 		got, n := allocatable[res], want[res]
@@ -35,7 +44,7 @@ func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, pr
 		}
 	}
 	for _, res := range slices.Sorted(maps.Keys(allocatable)) {
-		if _, ok := want[res]; !ok && allocatable[res] > 0 && (strings.HasPrefix(res, migResourcePrefix) || res == "nvidia.com/gpu") {
+		if _, ok := want[res]; !ok && allocatable[res] > 0 && (strings.HasPrefix(res, migResourcePrefix) || (res == "nvidia.com/gpu" && !shared)) {
 			return Differs, fmt.Sprintf("the device plugin advertises %d %s, which the configuration does not make", allocatable[res], res)
 		}
 	}
@@ -43,11 +52,12 @@ func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, pr
 		// GFD names the MIG profile in the product under the single
 		// strategy (k8s-device-plugin v0.17.2, internal/lm/mig-strategy.go):
 		// whole GPUs and MIG devices both count as nvidia.com/gpu.
+		// MIG enabled without devices on every GPU is INVALID to GFD.
 		profiles := l.Profiles()
 		switch {
-		case len(profiles) == 1 && !strings.Contains(product, "-MIG-"+profiles[0]):
+		case len(profiles) == 1 && !strings.Contains(product, "-MIG-"+migconfig.ProfileName(profiles[0])):
 			return Differs, fmt.Sprintf("GFD labels the product %s, not a MIG device of profile %s", product, profiles[0])
-		case len(profiles) == 0 && strings.Contains(product, "-MIG-"):
+		case len(profiles) == 0 && l.WholeGPUs > 0 && strings.Contains(product, "-MIG-"):
 			return Differs, fmt.Sprintf("GFD labels the product %s, a MIG device, where MIG is disabled", product)
 		}
 	}

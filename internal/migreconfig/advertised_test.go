@@ -18,6 +18,7 @@ func TestJudge(t *testing.T) {
 		allocatable map[string]int64
 		product     string
 		exact       bool
+		shared      bool
 		want        Advertised
 		why         string
 	}{
@@ -32,12 +33,21 @@ func TestJudge(t *testing.T) {
 		"mixed, old profile left": {layout: mixed, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu": 4, "nvidia.com/mig-1g.18gb": 28, "nvidia.com/mig-2g.35gb": 3},
 			want: Differs, why: "nvidia.com/mig-2g.35gb"},
 		"mixed, old resource at 0": {layout: oneG, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu": 0, "nvidia.com/mig-1g.18gb": 56}, want: Matches},
-		"MIG on, no device":        {layout: migconfig.Layout{MIGDevices: map[string]int{}}, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 0}, want: Matches},
+		"MIG on, no device":        {layout: migconfig.Layout{MIGDevices: map[string]int{}}, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 0}, product: "NVIDIA-H200-MIG-INVALID", want: Matches},
+		"MIG on, whole GPUs still": {layout: migconfig.Layout{MIGDevices: map[string]int{}}, strategy: "single", allocatable: map[string]int64{"nvidia.com/gpu": 8}, product: "NVIDIA-H200", want: Differs, why: "which the configuration does not make"},
+		"media extensions, mixed": {layout: migconfig.Layout{MIGDevices: map[string]int{"1g.10gb+me": 8}}, strategy: "mixed",
+			allocatable: map[string]int64{"nvidia.com/mig-1g.10gb.me": 8}, exact: true, want: Matches},
+		"media extensions, single": {layout: migconfig.Layout{MIGDevices: map[string]int{"1g.10gb+me": 8}}, strategy: "single",
+			allocatable: map[string]int64{"nvidia.com/gpu": 8}, product: "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me", exact: true, want: Matches},
+		"shared: renamed whole GPUs": {layout: mixed, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu.shared": 16, "nvidia.com/mig-1g.18gb": 28},
+			shared: true, want: Matches},
+		"shared: MIG devices missing": {layout: mixed, strategy: "mixed", allocatable: map[string]int64{"nvidia.com/gpu.shared": 16}, shared: true,
+			want: Differs, why: "no nvidia.com/mig-1g.18gb"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			got, why := Judge(tt.layout, tt.strategy, tt.allocatable, tt.product, tt.exact)
+			got, why := Judge(tt.layout, tt.strategy, tt.allocatable, tt.product, tt.exact, tt.shared)
 			g.Expect(got).To(Equal(tt.want), why)
 			g.Expect(why).To(ContainSubstring(tt.why))
 		})

@@ -1,8 +1,10 @@
 package migreconfig
 
 import (
+	"cmp"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -13,19 +15,23 @@ import (
 type Node struct {
 	Name string
 	// Busy is true while the node is out of service for a
-	// reconfiguration: it takes a place in the budget.
+	// reconfiguration, a repair or a driver upgrade: it takes a place in
+	// the budget.
 	Busy bool
 	// Waiting is true when the node's reconfiguration could start now.
 	Waiting bool
-	// Serving is true when the node's device plugin is ready: it has GPU
-	// capacity to lose. A node that serves none (a new node) starts
-	// without a place in the budget.
+	// Serving is true when the node has GPU capacity to lose. A node that
+	// serves none (a new node) starts without a place in the budget.
 	Serving bool
+	// WaitingSince is when the node started waiting: the longest waiting
+	// go first, so a node sent back to the queue does not take every
+	// place again.
+	WaitingSince time.Time
 }
 
 // Admit returns the waiting nodes whose reconfiguration may start now:
-// those serving no GPUs, and, in name order, serving ones while fewer
-// than maxParallel nodes of the fleet are busy.
+// those serving no GPUs, and, longest waiting first (then by name),
+// serving ones while fewer than maxParallel nodes of the fleet are busy.
 func Admit(nodes []Node, maxParallel intstr.IntOrString) (map[string]bool, error) {
 	limit, err := budget.Nodes("migManager.maxParallel", maxParallel, len(nodes))
 	if err != nil {
@@ -33,7 +39,7 @@ func Admit(nodes []Node, maxParallel intstr.IntOrString) (map[string]bool, error
 	}
 	busy := 0
 	admitted := map[string]bool{}
-	var waiting []string
+	var waiting []Node
 	for _, n := range nodes {
 		switch {
 		case n.Busy:
@@ -41,16 +47,18 @@ func Admit(nodes []Node, maxParallel intstr.IntOrString) (map[string]bool, error
 		case n.Waiting && !n.Serving:
 			admitted[n.Name] = true
 		case n.Waiting:
-			waiting = append(waiting, n.Name)
+			waiting = append(waiting, n)
 		}
 	}
-	slices.SortFunc(waiting, strings.Compare)
-	for _, name := range waiting {
+	slices.SortFunc(waiting, func(a, b Node) int {
+		return cmp.Or(a.WaitingSince.Compare(b.WaitingSince), strings.Compare(a.Name, b.Name))
+	})
+	for _, n := range waiting {
 		if busy >= limit {
 			break
 		}
 		busy++
-		admitted[name] = true
+		admitted[n.Name] = true
 	}
 	return admitted, nil
 }

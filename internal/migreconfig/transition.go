@@ -7,6 +7,11 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
+// InPlaceWait bounds how long a serving node with no configuration known
+// applied waits for its device plugin and GFD to settle, to learn whether
+// it has the requested layout already, before it is reconfigured anyway.
+const InPlaceWait = 2 * time.Minute
+
 // ClientsOffTimeout bounds how long the device plugin, GFD and
 // dcgm-exporter may take to leave the node.
 const ClientsOffTimeout = 10 * time.Minute
@@ -76,17 +81,21 @@ type Facts struct {
 	// ClientPods counts the device plugin, GFD and dcgm-exporter pods
 	// still on the node.
 	ClientPods int
-	// ConfigState is mig-manager's nvidia.com/mig.config.state.
+	// ConfigState is mig-manager's nvidia.com/mig.config.state, as the
+	// attempt's own pod left it: "" while no mig-manager pod started
+	// after the attempt runs (a pod of an attempt before, still
+	// terminating, may write it).
 	ConfigState string
 	// Attempt is the number of the apply attempt under way (1 for the
 	// first), and AttemptSince when it started.
 	Attempt      int
 	AttemptSince time.Time
-	// InPlace is true when no configuration is known applied and the
+	// InPlace says, where no configuration is known applied, whether the
 	// node's settled device plugin advertises exactly what Desired makes
-	// (whole GPUs, where MIG is disabled already): the node takes it as
-	// applied, with nothing evicted or restarted.
-	InPlace bool
+	// (whole GPUs, where MIG is disabled already): Matches takes it as
+	// applied, with nothing evicted or restarted; Unknown waits, up to
+	// InPlaceWait, for the plugin and GFD of a serving node to settle.
+	InPlace Advertised
 	// Advertised is what the device plugin advertises since the apply;
 	// Mismatch says how it differs.
 	Advertised Advertised
@@ -130,7 +139,7 @@ func Next(f Facts, p Policy) Step {
 	changed := f.Desired != "" && f.Desired != f.Applied
 	switch f.State {
 	case "", gpuv1.MIGReconfigureDone:
-		if changed && f.Refused == "" && f.Applied == "" && f.InPlace {
+		if changed && f.Refused == "" && f.Applied == "" && f.InPlace == Matches {
 			return Step{Next: f.State, Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
 				"taken as applied, nothing restarts", f.Desired)}
 		}
@@ -142,9 +151,11 @@ func Next(f Facts, p Policy) Step {
 		switch {
 		case !changed:
 			return Step{Next: "", Reason: fmt.Sprintf("MIG configuration %s is applied already", display(f.Applied))}
-		case f.Refused == "" && f.Applied == "" && f.InPlace:
+		case f.Refused == "" && f.Applied == "" && f.InPlace == Matches:
 			return Step{Next: "", Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
 				"taken as applied, nothing restarts", f.Desired)}
+		case f.Applied == "" && f.InPlace == Unknown && elapsed < InPlaceWait:
+			return stay // its device plugin and GFD settle first
 		case f.Refused != "" || !f.Admitted:
 			return stay
 		}
@@ -155,7 +166,10 @@ func Next(f Facts, p Policy) Step {
 		case f.GPUPods == 0:
 			return Step{Next: gpuv1.MIGClientsOff, Reason: "no GPU pod left: the device plugin, GFD and dcgm-exporter leave the node"}
 		case elapsed >= p.EvictionTimeout:
-			return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("%d GPU pod(s) left after %s", f.GPUPods, p.EvictionTimeout)}
+			// The GPUs are untouched: the node serves on, untainted, and
+			// waits for its turn again, behind the nodes waiting already.
+			return Step{Next: gpuv1.MIGReconfigureRequired, Reason: fmt.Sprintf("%d GPU pod(s) left after %s (PodDisruptionBudgets?): "+
+				"untainted, back in the queue", f.GPUPods, p.EvictionTimeout)}
 		}
 		return Step{Next: f.State, Action: EvictGPUPods}
 	case gpuv1.MIGClientsOff:
@@ -164,8 +178,8 @@ func Next(f Facts, p Policy) Step {
 			return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Target,
 				Reason: fmt.Sprintf("mig-manager applies %q (attempt 1 of %d)", f.Target, MaxAttempts)}
 		case elapsed >= ClientsOffTimeout:
-			return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("%d device plugin, GFD or dcgm-exporter pod(s) still on the node after %s",
-				f.ClientPods, ClientsOffTimeout)}
+			return Step{Next: gpuv1.MIGReconfigureRequired, Reason: fmt.Sprintf("%d device plugin, GFD or dcgm-exporter pod(s) still on the node after %s: "+
+				"untainted, back in the queue", f.ClientPods, ClientsOffTimeout)}
 		}
 		return stay
 	case gpuv1.MIGApply:
@@ -185,7 +199,10 @@ func Next(f Facts, p Policy) Step {
 	case gpuv1.MIGReconfigureFailed:
 		// The node holds its place in the budget and is off service: a
 		// new configuration starts over without waiting for another.
-		if f.Desired != "" && f.Desired != f.Target && f.Refused == "" {
+		switch {
+		case f.Desired == "":
+			return Step{Next: "", Reason: "no MIG configuration is requested any more: untainted, the GPUs as they are"}
+		case f.Desired != f.Target && f.Refused == "":
 			return Step{Next: gpuv1.MIGEviction, Target: f.Desired, Reason: fmt.Sprintf("MIG configuration %q requested: starting over", f.Desired)}
 		}
 		return stay

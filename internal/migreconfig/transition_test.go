@@ -39,19 +39,25 @@ func TestNext(t *testing.T) {
 		"requested":                     {facts: Facts{Desired: "a"}, want: gpuv1.MIGReconfigureRequired},
 		"requested after a reconfigure": {facts: Facts{State: gpuv1.MIGReconfigureDone, Desired: "b", Applied: "a"}, want: gpuv1.MIGReconfigureRequired},
 		"refused: nothing starts":       {facts: Facts{Desired: "typo", Refused: "no such configuration"}, want: ""},
-		"in place already: adopted":     {facts: Facts{Desired: "all-disabled", InPlace: true}, want: "", adopt: true},
-		"waiting, in place: adopted":    {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "all-disabled", InPlace: true}, want: "", adopt: true},
-		"in place, but one applied":     {facts: Facts{Desired: "b", Applied: "a", InPlace: true}, want: gpuv1.MIGReconfigureRequired},
-		"required, over budget":         {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a"}, want: gpuv1.MIGReconfigureRequired},
-		"required, refused since":       {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Refused: "x", Admitted: true}, want: gpuv1.MIGReconfigureRequired},
-		"required, admitted":            {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Admitted: true}, want: gpuv1.MIGEviction, target: "a"},
+		"in place already: adopted":     {facts: Facts{Desired: "all-disabled", InPlace: Matches}, want: "", adopt: true},
+		"waiting, in place: adopted":    {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "all-disabled", InPlace: Matches}, want: "", adopt: true},
+		"in place, but one applied":     {facts: Facts{Desired: "b", Applied: "a", InPlace: Matches}, want: gpuv1.MIGReconfigureRequired},
+		"unsettled: waits to know": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "all-disabled", Admitted: true, Since: now},
+			want: gpuv1.MIGReconfigureRequired},
+		"unsettled for long: goes on": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "all-disabled", Admitted: true, Since: long},
+			want: gpuv1.MIGEviction, target: "all-disabled"},
+		"not in place: goes on": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "all-disabled", Admitted: true, Since: now, InPlace: Differs},
+			want: gpuv1.MIGEviction, target: "all-disabled"},
+		"required, over budget":   {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a"}, want: gpuv1.MIGReconfigureRequired},
+		"required, refused since": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Refused: "x", Admitted: true}, want: gpuv1.MIGReconfigureRequired},
+		"required, admitted":      {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Applied: "x", Admitted: true}, want: gpuv1.MIGEviction, target: "a"},
 		"required, reverted by a person": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Applied: "a", Admitted: true},
 			want: ""},
 		"GPU pods to evict":         {facts: Facts{State: gpuv1.MIGEviction, GPUPods: 2, Since: now}, want: gpuv1.MIGEviction, action: EvictGPUPods},
-		"GPU pods past the timeout": {facts: Facts{State: gpuv1.MIGEviction, GPUPods: 1, Since: long}, want: gpuv1.MIGReconfigureFailed},
+		"GPU pods past the timeout": {facts: Facts{State: gpuv1.MIGEviction, GPUPods: 1, Since: long}, want: gpuv1.MIGReconfigureRequired},
 		"GPU pods gone":             {facts: Facts{State: gpuv1.MIGEviction, Since: now}, want: gpuv1.MIGClientsOff},
 		"clients still on the node": {facts: Facts{State: gpuv1.MIGClientsOff, ClientPods: 3, Since: now}, want: gpuv1.MIGClientsOff},
-		"clients never leave":       {facts: Facts{State: gpuv1.MIGClientsOff, ClientPods: 1, Since: long}, want: gpuv1.MIGReconfigureFailed},
+		"clients never leave":       {facts: Facts{State: gpuv1.MIGClientsOff, ClientPods: 1, Since: long}, want: gpuv1.MIGReconfigureRequired},
 		"clients gone: first attempt": {facts: Facts{State: gpuv1.MIGClientsOff, Target: "a", Since: now}, want: gpuv1.MIGApply,
 			action: StartAttempt, target: "a"},
 		"applying":                   {facts: apply(Facts{ConfigState: gpuv1.MIGConfigPending}), want: gpuv1.MIGApply},
@@ -72,13 +78,14 @@ func TestNext(t *testing.T) {
 			return f
 		}(),
 			want: gpuv1.MIGApply, action: StartAttempt, target: "all-2g.35gb"},
-		"validating":          {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Since: now}, want: gpuv1.MIGValidation},
-		"advertised":          {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Advertised: Matches, Since: now}, want: gpuv1.MIGReconfigureDone},
-		"never advertised":    {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Advertised: Differs, Since: long}, want: gpuv1.MIGReconfigureFailed},
-		"failed: stays":       {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "a", Target: "a"}, want: gpuv1.MIGReconfigureFailed},
-		"failed: a new one":   {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "b", Target: "a"}, want: gpuv1.MIGEviction, target: "b"},
-		"failed: new refused": {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "b", Target: "a", Refused: "x"}, want: gpuv1.MIGReconfigureFailed},
-		"a person's typo":     {facts: Facts{State: "reconfigure-requird"}, want: ""},
+		"validating":                      {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Since: now}, want: gpuv1.MIGValidation},
+		"advertised":                      {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Advertised: Matches, Since: now}, want: gpuv1.MIGReconfigureDone},
+		"never advertised":                {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Advertised: Differs, Since: long}, want: gpuv1.MIGReconfigureFailed},
+		"failed: none requested any more": {facts: Facts{State: gpuv1.MIGReconfigureFailed, Target: "a"}, want: ""},
+		"failed: stays":                   {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "a", Target: "a"}, want: gpuv1.MIGReconfigureFailed},
+		"failed: a new one":               {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "b", Target: "a"}, want: gpuv1.MIGEviction, target: "b"},
+		"failed: new refused":             {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "b", Target: "a", Refused: "x"}, want: gpuv1.MIGReconfigureFailed},
+		"a person's typo":                 {facts: Facts{State: "reconfigure-requird"}, want: ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -98,22 +105,27 @@ func TestNext(t *testing.T) {
 	}
 }
 
-// Every step under way ends, whatever mig-manager and the node do:
-// nothing can leave a node tainted and off service for good but a
-// failure, which says why.
+// Every step under way ends, whatever mig-manager and the node do: the
+// node goes back to the queue, untainted, before its GPUs are touched,
+// and fails, saying why, after.
 func TestNoStateWedges(t *testing.T) {
-	for _, s := range []gpuv1.MIGReconfigureState{gpuv1.MIGEviction, gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation} {
+	for s, end := range map[gpuv1.MIGReconfigureState]gpuv1.MIGReconfigureState{gpuv1.MIGEviction: gpuv1.MIGReconfigureRequired,
+		gpuv1.MIGClientsOff: gpuv1.MIGReconfigureRequired, gpuv1.MIGApply: gpuv1.MIGReconfigureFailed, gpuv1.MIGValidation: gpuv1.MIGReconfigureFailed} {
 		f := Facts{State: s, Since: now.Add(-24 * time.Hour), Now: now, Desired: "a", Target: "a", Applied: "a",
 			GPUPods: 1, ClientPods: 1, ConfigState: gpuv1.MIGConfigPending, Attempt: 1, AttemptSince: now.Add(-24 * time.Hour)}
 		// Each attempt runs out of time in turn, and the last fails.
+		ended := false
 		for range MaxAttempts + 1 {
 			step := Next(f, policy)
 			if step.Next != s || step.Action != StartAttempt {
-				NewWithT(t).Expect(step.Next).To(Equal(gpuv1.MIGReconfigureFailed), "%s must end in a failure", s)
+				NewWithT(t).Expect(step.Next).To(Equal(end), "%s must end", s)
+				NewWithT(t).Expect(Tainted(step.Next)).To(Equal(end == gpuv1.MIGReconfigureFailed))
+				ended = true
 				break
 			}
 			f.Attempt++
 		}
+		NewWithT(t).Expect(ended).To(BeTrue(), "%s retries for ever", s)
 	}
 }
 
@@ -139,6 +151,10 @@ func TestAdmit(t *testing.T) {
 	admitted, err := Admit(nodes, intstr.FromInt32(2))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(admitted).To(Equal(map[string]bool{"a": true, "new": true}), "one place left, in name order; a new node needs none")
+	nodes[1].WaitingSince, nodes[2].WaitingSince = now.Add(-time.Hour), now
+	admitted, err = Admit(nodes, intstr.FromInt32(2))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(admitted).To(Equal(map[string]bool{"b": true, "new": true}), "the longest waiting first")
 	admitted, err = Admit(nodes, intstr.FromString("20%"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(admitted).To(Equal(map[string]bool{"new": true}), "20% of 5 is the busy node")

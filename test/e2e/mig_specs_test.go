@@ -81,7 +81,7 @@ func MIGSpec(ctx context.Context, in MIGInput) {
 	}
 	Eventually(func(g Gomega) {
 		g.Expect(log.anyAt(gpuv1.MIGApply)).To(BeTrue())
-	}).WithTimeout(3 * time.Minute).WithPolling(50 * time.Millisecond).Should(Succeed())
+	}).WithTimeout(3*time.Minute).WithPolling(50*time.Millisecond).Should(Succeed(), "as it went:\n%s", log)
 	op.kill()
 	op = startOperator()
 

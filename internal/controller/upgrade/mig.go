@@ -33,9 +33,6 @@ const (
 	// AnnotationMIGAttemptSince when it started.
 	AnnotationMIGAttempt      = gpuv1.MIGReconfigureAnnotationPrefix + "attempt"
 	AnnotationMIGAttemptSince = gpuv1.MIGReconfigureAnnotationPrefix + "attempt-since"
-	// AnnotationMIGRefused says why the node's configuration cannot be
-	// applied; absent when it can.
-	AnnotationMIGRefused = gpuv1.MIGReconfigureAnnotationPrefix + "refused"
 	// AnnotationMIGGPUs is how many GPUs the node has, read from GFD while
 	// none of them was partitioned: it makes the check of a new layout's
 	// counts exact.
@@ -97,7 +94,7 @@ func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config stri
 	if n.Annotations[gpuv1.AnnotationMIGConfigWritten] == config {
 		from = "its driver pool's migConfig (or migManager.config.default)"
 	}
-	layout, err := c.file.LayoutOf(config, 1)
+	layout, err := c.file.LayoutOf(config, max(knownGPUs(n), 1))
 	if err != nil {
 		return fmt.Sprintf("%s names MIG configuration %q, which ConfigMap %s (migManager.config.name) does not hold; it holds: %s",
 			from, config, cp.Spec.MIGManager.ConfigMapName(), strings.Join(c.file.Names(), ", "))
@@ -125,13 +122,17 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 	var others []corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
-		if gating.IsGPUNode(n) {
+		// A node opted out of mig-manager is let go where it stands, as
+		// when migManager is turned off.
+		if gating.IsGPUNode(n) && n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] == gpuv1.LabelTrue {
 			gpuNodes = append(gpuNodes, n)
 		} else {
 			others = append(others, *n)
 		}
 	}
-	forgotten := r.forgetMIG(ctx, others, true)
+	// What is applied stays known: a node that stops being a GPU node for
+	// a while (NFD restarting) keeps it.
+	forgotten := r.forgetMIG(ctx, others, false)
 	configs, err := r.readMIGConfigs(ctx, spec)
 	if err != nil {
 		return migOut(gpuNodes), true, errors.Join(err, ignoreStale(forgotten))
@@ -141,12 +142,14 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 	for _, n := range gpuNodes {
 		st := migStateOf(n)
 		desired := n.Labels[gpuv1.LabelMIGConfig]
+		since, _ := time.Parse(time.RFC3339, n.Annotations[AnnotationMIGSince])
 		candidates = append(candidates, migreconfig.Node{
 			Name: n.Name,
-			Busy: migreconfig.Tainted(st),
+			Busy: migreconfig.Tainted(st) || held[n.Name],
 			Waiting: st == gpuv1.MIGReconfigureRequired && nodeReady(n) && !held[n.Name] &&
 				configs.refusal(cp, n, desired) == "",
-			Serving: gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) == gpuv1.StateReady,
+			Serving:      gating.ServesGPUs(n),
+			WaitingSince: since,
 		})
 	}
 	admitted, err := migreconfig.Admit(candidates, spec.MaxParallelOrDefault())
@@ -159,6 +162,9 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 	}
 	p := migPolicyOf(spec)
 	next := make([]gpuv1.MIGReconfigureState, len(gpuNodes))
+	// settling are the nodes waiting for their device plugin and GFD to
+	// settle: no node event says when they have.
+	settling := make([]bool, len(gpuNodes))
 	errs := make([]error, len(gpuNodes))
 	workqueue.ParallelizeUntil(ctx, stepWorkers, len(gpuNodes), func(i int) {
 		n := gpuNodes[i]
@@ -173,6 +179,7 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 		ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step", "node", n.Name, "state", f.State, "next", step.Next,
 			"action", step.Action.String(), "facts", f)
 		next[i], errs[i] = r.takeMIG(ctx, cp, obs, n, f, step, sel)
+		settling[i] = f.InPlace == migreconfig.Unknown && next[i] == gpuv1.MIGReconfigureRequired
 	})
 	busy := errors.Is(forgotten, errStale)
 	for i, n := range gpuNodes {
@@ -184,7 +191,7 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 			busy = true
 		}
 		out[n.Name] = out[n.Name] || migreconfig.Tainted(next[i])
-		busy = busy || migreconfig.InProgress(next[i])
+		busy = busy || migreconfig.InProgress(next[i]) || settling[i]
 	}
 	return out, busy, ignoreStale(forgotten)
 }
@@ -217,16 +224,12 @@ func (r *Reconciler) migFacts(ctx context.Context, cp *gpuv1.ClusterPolicy, o *o
 	sel *podSelectors, configs migConfigs) (migreconfig.Facts, error) {
 	a := n.Annotations
 	f := migreconfig.Facts{
-		State:       migStateOf(n),
-		Now:         r.now(),
-		Desired:     n.Labels[gpuv1.LabelMIGConfig],
-		Applied:     a[gpuv1.AnnotationMIGApplied],
-		Target:      a[AnnotationMIGTarget],
-		ClientPods:  o.migClients[n.Name],
-		ConfigState: n.Labels[gpuv1.LabelMIGConfigState],
-	}
-	if n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] != gpuv1.LabelTrue {
-		f.Desired = "" // opted out: nothing more starts there
+		State:      migStateOf(n),
+		Now:        r.now(),
+		Desired:    n.Labels[gpuv1.LabelMIGConfig],
+		Applied:    a[gpuv1.AnnotationMIGApplied],
+		Target:     a[AnnotationMIGTarget],
+		ClientPods: o.migClients[n.Name],
 	}
 	f.Refused = configs.refusal(cp, n, f.Desired)
 	f.Since, f.AttemptSince = f.Now, f.Now
@@ -237,10 +240,17 @@ func (r *Reconciler) migFacts(ctx context.Context, cp *gpuv1.ClusterPolicy, o *o
 		f.AttemptSince = t
 	}
 	f.Attempt, _ = strconv.Atoi(a[AnnotationMIGAttempt])
+	// Only the attempt's own pod speaks for it: one of an attempt before,
+	// still terminating, may write a late result.
+	if pod := o.migManagers[n.Name]; pod != nil && !pod.CreationTimestamp.Time.Before(f.AttemptSince) {
+		f.ConfigState = n.Labels[gpuv1.LabelMIGConfigState]
+	}
 	switch f.State {
 	case "", gpuv1.MIGReconfigureRequired, gpuv1.MIGReconfigureDone:
 		if f.Applied == "" && f.Desired != "" && f.Refused == "" {
 			f.InPlace = r.inPlace(cp, o, n, configs, f.Desired, f.Now)
+		} else {
+			f.InPlace = migreconfig.Differs
 		}
 	case gpuv1.MIGEviction:
 		var err error
@@ -267,12 +277,13 @@ func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.
 		return migreconfig.Unknown, ""
 	}
 	if configs.file == nil {
-		return migreconfig.Unknown, ""
+		return migreconfig.Differs, configs.problem
 	}
-	gpus, _ := strconv.Atoi(n.Annotations[AnnotationMIGGPUs])
+	gpus := knownGPUs(n)
 	// Exact counts need the GPU count, and no sharing, whose replicas
 	// multiply them.
-	exact := gpus > 0 && !configs.file.Filtered(f.Applied) && (cp.Spec.DevicePlugin.Config == nil || cp.Spec.DevicePlugin.Config.Name == "")
+	shared := sharedNode(cp, n)
+	exact := gpus > 0 && !configs.file.Filtered(f.Applied)
 	layout, err := configs.file.LayoutOf(f.Applied, max(gpus, 1))
 	if err != nil {
 		return migreconfig.Differs, err.Error()
@@ -290,34 +301,67 @@ func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.
 	if cp.Spec.GFD.IsEnabled() {
 		product = n.Labels["nvidia.com/gpu.product"]
 	}
-	return migreconfig.Judge(layout, string(cp.Spec.MIG.StrategyOrDefault()), allocatable, product, exact)
+	return migreconfig.Judge(layout, string(cp.Spec.MIG.StrategyOrDefault()), allocatable, product, exact, shared)
 }
 
-// inPlace reports whether a node no configuration was applied on
-// advertises exactly what a configuration makes: its device plugin has
-// settled, GFD has counted its GPUs, none of them partitioned, and the
-// counts match (whole GPUs, where MIG is disabled already, as NVIDIA's
-// default all-disabled has them). Enabling migManager then restarts
-// nothing on such nodes.
-func (r *Reconciler) inPlace(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs, config string, now time.Time) bool {
-	gpus := gpuCount(n)
-	pod := o.pluginPods[n.Name]
-	if gpus == 0 || configs.file == nil || configs.file.Filtered(config) || !cp.Spec.GFD.IsEnabled() ||
-		gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||
-		pod == nil || !pod.Ready || now.Before(pod.ReadySince.Add(gating.HealthSettle)) {
-		return false
+// inPlace says whether a node no configuration was applied on has the
+// configuration already, once its device plugin and GFD have settled
+// (Unknown until then): it advertises exactly what the configuration
+// makes where GFD counted whole GPUs (MIG disabled already, as NVIDIA's
+// default all-disabled has it), or, on a node partitioned already, it
+// has mig-manager's word for it (a person's label, as NVIDIA's operator
+// leaves it, and nvidia.com/mig.config.state=success) and advertises the
+// configuration's MIG devices. Enabling migManager then restarts nothing
+// on such nodes.
+func (r *Reconciler) inPlace(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs, config string,
+	now time.Time) migreconfig.Advertised {
+	if configs.file == nil || configs.file.Filtered(config) || !cp.Spec.GFD.IsEnabled() ||
+		gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady {
+		return migreconfig.Differs // not serving, or not knowable
 	}
-	sharing := cp.Spec.DevicePlugin.Config != nil && cp.Spec.DevicePlugin.Config.Name != ""
-	layout, err := configs.file.LayoutOf(config, gpus)
-	if err != nil || sharing {
-		return false
+	if pod := o.pluginPods[n.Name]; pod == nil || !pod.Ready || now.Before(pod.ReadySince.Add(gating.HealthSettle)) ||
+		gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.GPUFeatureDiscovery))]) != gpuv1.StateReady {
+		return migreconfig.Unknown
 	}
 	allocatable := map[string]int64{}
 	for name, q := range gating.GPUResources(n.Status.Allocatable) {
 		allocatable[string(name)] = q
 	}
-	got, _ := migreconfig.Judge(layout, string(cp.Spec.MIG.StrategyOrDefault()), allocatable, n.Labels["nvidia.com/gpu.product"], true)
-	return got == migreconfig.Matches
+	judge := func(gpus int, exact bool) migreconfig.Advertised {
+		layout, err := configs.file.LayoutOf(config, gpus)
+		if err != nil {
+			return migreconfig.Differs
+		}
+		got, _ := migreconfig.Judge(layout, string(cp.Spec.MIG.StrategyOrDefault()), allocatable, n.Labels["nvidia.com/gpu.product"],
+			exact, sharedNode(cp, n))
+		return got
+	}
+	if gpus := gpuCount(n); gpus > 0 {
+		return judge(gpus, true)
+	}
+	if n.Labels[gpuv1.LabelMIGConfig] == config && n.Annotations[gpuv1.AnnotationMIGConfigWritten] != config &&
+		n.Labels[gpuv1.LabelMIGConfigState] == gpuv1.MIGConfigSuccess {
+		return judge(1, false)
+	}
+	return migreconfig.Differs
+}
+
+// knownGPUs is the node's GPU count: GFD's while no GPU is partitioned,
+// else the one recorded then; 0 when never known.
+func knownGPUs(n *corev1.Node) int {
+	if c := gpuCount(n); c > 0 {
+		return c
+	}
+	c, _ := strconv.Atoi(n.Annotations[AnnotationMIGGPUs])
+	return max(c, 0)
+}
+
+// sharedNode reports whether the node's device plugin runs a
+// configuration of devicePlugin.config, which may share (and rename)
+// the whole GPUs' resource.
+func sharedNode(cp *gpuv1.ClusterPolicy, n *corev1.Node) bool {
+	cfg := cp.Spec.DevicePlugin.Config
+	return cfg != nil && cfg.Name != "" && (cfg.Default != "" || n.Labels[gpuv1.LabelDevicePluginConfigInUse] != "")
 }
 
 // gpuCount reads the node's GPU count from GFD while no GPU is
@@ -352,8 +396,9 @@ func migPolicyOf(spec *gpuv1.MIGManagerSpec) migreconfig.Policy {
 }
 
 // repairOrUpgrade reports whether a repair or a driver upgrade holds the
-// node: no reconfiguration starts on it.
+// node (a failed upgrade too, which a person has to look at): no
+// reconfiguration starts on it, and it takes a place in the budget.
 func repairOrUpgrade(n *corev1.Node) bool {
 	return remediation.InProgress(remediationStateOf(n)) || remediation.Tainted(remediationStateOf(n)) ||
-		upgrade.InProgress(stateOf(n))
+		upgrade.InProgress(stateOf(n)) || stateOf(n) == gpuv1.UpgradeFailed
 }

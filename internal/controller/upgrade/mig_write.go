@@ -58,13 +58,13 @@ func (r *Reconciler) takeMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 		refused = ""
 	}
 	if step.Next == f.State && node == n && step.Action != migreconfig.StartAttempt && !step.Adopt &&
-		refused == n.Annotations[AnnotationMIGRefused] {
+		refused == n.Annotations[gpuv1.AnnotationMIGRefused] {
 		return f.State, nil
 	}
 	if err := r.writeMIG(ctx, node, f, step, refused); err != nil {
 		return f.State, err
 	}
-	if refused != "" && refused != n.Annotations[AnnotationMIGRefused] {
+	if refused != "" && refused != n.Annotations[gpuv1.AnnotationMIGRefused] {
 		r.Recorder.Eventf(n, nil, corev1.EventTypeWarning, migEvent, "Refuse", "MIG configuration %q is not applied: %s", f.Desired, refused)
 	}
 	if step.Adopt {
@@ -151,7 +151,7 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 		since = f.Now
 	}
 	set(AnnotationMIGSince, stamp(since))
-	set(AnnotationMIGRefused, refused)
+	set(gpuv1.AnnotationMIGRefused, refused)
 	keep(gpuv1.AnnotationMIGApplied)
 	if step.Adopt {
 		set(gpuv1.AnnotationMIGApplied, f.Desired)

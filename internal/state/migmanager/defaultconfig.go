@@ -1,9 +1,11 @@
 package migmanager
 
 // DefaultConfig is the configuration file of default-mig-parted-config:
-// MIG off or on without devices on every GPU, and each profile alone on
-// every GPU of the H100 80GB and H200 141GB, under NVIDIA's names
-// (gpu-operator v25.3.1, assets/state-mig-manager/0400_configmap.yaml).
+// MIG off or on without devices on every GPU, and each profile alone (as
+// many as fit) on every GPU of the H100 80GB and H200 141GB, under
+// NVIDIA's names (gpu-operator v25.3.1,
+// assets/state-mig-manager/0400_configmap.yaml), without the media
+// extension (+me) and all-balanced variants.
 // Unlike NVIDIA's, its entries carry no device filter: a configuration
 // names its GPU's memory, and one applied to another GPU fails with
 // mig-manager's error rather than doing nothing. Name a ConfigMap of your
@@ -22,6 +24,11 @@ mig-configs:
       mig-enabled: true
       mig-devices:
         "1g.10gb": 7
+  all-1g.20gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.20gb": 4
   all-2g.20gb:
     - devices: all
       mig-enabled: true
@@ -32,6 +39,11 @@ mig-configs:
       mig-enabled: true
       mig-devices:
         "3g.40gb": 2
+  all-4g.40gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "4g.40gb": 1
   all-7g.80gb:
     - devices: all
       mig-enabled: true
@@ -42,6 +54,11 @@ mig-configs:
       mig-enabled: true
       mig-devices:
         "1g.18gb": 7
+  all-1g.35gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.35gb": 4
   all-2g.35gb:
     - devices: all
       mig-enabled: true
@@ -52,6 +69,11 @@ mig-configs:
       mig-enabled: true
       mig-devices:
         "3g.71gb": 2
+  all-4g.71gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "4g.71gb": 1
   all-7g.141gb:
     - devices: all
       mig-enabled: true

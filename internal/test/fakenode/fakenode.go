@@ -305,7 +305,7 @@ func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing
 	if gfd != nil && p.GPUs > 0 {
 		product, count := "NVIDIA-H200", p.GPUs
 		strategy := migStrategyOf(gfd)
-		if suffix, devices, ok := migProduct(LayoutOf(n, p.GPUs), strategy); ok {
+		if suffix, devices, ok := migProduct(LayoutOf(n, p.GPUs), p.GPUs, strategy); ok {
 			product, count = product+suffix, devices
 		}
 		if s.Replicas > 1 && !s.Renamed {

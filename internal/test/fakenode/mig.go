@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -181,28 +180,48 @@ func migStrategyOf(pod *corev1.Pod) string {
 // strategy: the MIG profile after the GPU's name (k8s-device-plugin
 // v0.17.2, internal/lm/mig-strategy.go); INVALID for a layout the
 // strategy cannot label.
-func migProduct(l migconfig.Layout, strategy string) (string, int, bool) {
-	if strategy == string(gpuv1.MIGStrategyMixed) || len(l.MIGDevices) == 0 {
-		return "", 0, false
+func migProduct(l migconfig.Layout, gpus int, strategy string) (string, int, bool) {
+	if strategy == string(gpuv1.MIGStrategyMixed) || l.WholeGPUs == gpus {
+		return "", 0, false // no GPU has MIG enabled
 	}
 	profiles := l.Profiles()
-	if len(profiles) > 1 || l.WholeGPUs > 0 {
+	if len(profiles) != 1 || l.WholeGPUs > 0 {
 		return "-MIG-INVALID", 0, true
 	}
-	return "-MIG-" + profiles[0], l.MIGDevices[profiles[0]], true
+	return "-MIG-" + strings.ReplaceAll(profiles[0], "+", "."), l.MIGDevices[profiles[0]], true
 }
 
 // migResources are the resources a layout advertises, as the device
-// plugin's: nil when the plugin would not start (the single strategy on
-// a mixed layout).
+// plugin's (k8s-device-plugin v0.17.2, internal/rm/device_map.go and
+// rm.go), written here apart from the operator's migconfig so that the
+// simulator checks it: whole GPUs as nvidia.com/gpu; MIG devices as
+// nvidia.com/mig-<profile> ('+' as '.') under mixed, as nvidia.com/gpu
+// under single, where every GPU must be partitioned alike. Nil when the
+// plugin would not start (single on a mixed layout).
 func migResources(l migconfig.Layout, strategy string, replicas int) map[corev1.ResourceName]int64 {
-	res, err := l.Resources(strategy)
-	if err != nil {
+	raw := map[corev1.ResourceName]int{}
+	switch {
+	case strategy == string(gpuv1.MIGStrategyMixed):
+		if l.WholeGPUs > 0 {
+			raw["nvidia.com/gpu"] = l.WholeGPUs
+		}
+		for p, n := range l.MIGDevices {
+			raw[corev1.ResourceName("nvidia.com/mig-"+strings.ReplaceAll(p, "+", "."))] = n
+		}
+	case len(l.MIGDevices) == 0:
+		if l.WholeGPUs > 0 {
+			raw["nvidia.com/gpu"] = l.WholeGPUs
+		}
+	case len(l.MIGDevices) > 1 || l.WholeGPUs > 0:
 		return nil
+	default:
+		for _, n := range l.MIGDevices {
+			raw["nvidia.com/gpu"] = n
+		}
 	}
 	out := map[corev1.ResourceName]int64{}
-	for _, name := range slices.Sorted(maps.Keys(res)) {
-		out[corev1.ResourceName(name)] = res[name] * int64(max(replicas, 1))
+	for name, n := range raw {
+		out[name] = int64(n * max(replicas, 1))
 	}
 	return out
 }

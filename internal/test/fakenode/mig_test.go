@@ -76,6 +76,20 @@ func TestMIGManagerPartitionsTheGPUs(t *testing.T) {
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/mig-1g.18gb", "").Value()).To(BeZero())
 }
 
+// MIG enabled without devices: nothing to advertise, and GFD calls the
+// product INVALID under the single strategy.
+func TestMIGEnabledWithoutDevices(t *testing.T) {
+	g := NewWithT(t)
+	n := migNode("all-enabled", nil)
+	m := migManagerPod("m1")
+	Apply(n, []*corev1.Pod{m}, defaultFile)
+	Apply(n, []*corev1.Pod{m}, defaultFile)
+	g.Expect(n.Annotations).To(HaveKeyWithValue(AnnotationMIGLayout, "whole=0"))
+	Apply(n, []*corev1.Pod{pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil)
+	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero())
+	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-INVALID"))
+}
+
 // An unknown name fails, as mig-parted's assert does; a layout already in
 // place succeeds at once.
 func TestMIGManagerAssertsFirst(t *testing.T) {
