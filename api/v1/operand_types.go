@@ -207,9 +207,35 @@ type DevicePluginSpec struct {
 	// +optional
 	Config *DevicePluginConfig `json:"config,omitempty"`
 
-	// MPS is accepted for compatibility and not acted on.
+	// MPS is where MPS sharing keeps its pipes and shared memory on the
+	// host, for the device plugin and the MPS control daemon that run on
+	// nodes whose configuration shares GPUs with MPS.
+	// +kubebuilder:default={}
 	// +optional
-	MPS *apiextensionsv1.JSON `json:"mps,omitempty"`
+	MPS DevicePluginMPS `json:"mps,omitempty"`
+}
+
+// DevicePluginMPS configures MPS sharing.
+type DevicePluginMPS struct {
+	// Root is the host directory of MPS's pipes (<root>/<resource>/pipe)
+	// and shared memory (<root>/shm), which the control daemon creates and
+	// the device plugin mounts into the pods it gives MPS-shared GPUs.
+	// +kubebuilder:default="/run/nvidia/mps"
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^/[-._a-zA-Z0-9/]*$`
+	// +optional
+	Root string `json:"root,omitempty"`
+}
+
+// DefaultMPSRoot is MPS's root when unset, as the device plugin's.
+const DefaultMPSRoot = "/run/nvidia/mps"
+
+// RootOrDefault is Root, or DefaultMPSRoot when unset.
+func (m *DevicePluginMPS) RootOrDefault() string {
+	if m.Root == "" {
+		return DefaultMPSRoot
+	}
+	return m.Root
 }
 
 // DevicePluginConfig names the ConfigMap with device plugin configurations.

@@ -122,3 +122,18 @@ func displayConfig(name string) string {
 	}
 	return name
 }
+
+// runsMPS reports whether the node's device plugin configuration, as
+// decided, shares its GPUs with MPS: the MPS control daemon runs there
+// before the plugin.
+func (d *decision) runsMPS() bool {
+	cfg := d.in.Policy.Spec.DevicePlugin.Config
+	if cfg == nil || cfg.Name == "" {
+		return false
+	}
+	name := d.variant.DevicePluginConfig
+	if name == "" {
+		name = cfg.Default
+	}
+	return d.in.MPSConfigs[name]
+}

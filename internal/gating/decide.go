@@ -48,6 +48,9 @@ type Input struct {
 	// it can); nil when it could not be read, and then a node keeps the
 	// configuration it runs.
 	DevicePluginConfigs map[string]string
+	// MPSConfigs are the configurations of that ConfigMap that share GPUs
+	// with MPS: a node running one runs the MPS control daemon.
+	MPSConfigs map[string]bool
 	// GPUPods counts the pods holding GPUs on the node, where its device
 	// plugin configuration is to change; 0 when not counted.
 	GPUPods int
@@ -270,6 +273,9 @@ func (d *decision) detectReboot() {
 // host.
 func (d *decision) disabled(name state.Name) bool {
 	if name == state.Driver && d.variant.DriverRoot == gpuv1.DriverRootHost {
+		return true
+	}
+	if name == state.MPSControlDaemon && !d.runsMPS() {
 		return true
 	}
 	return d.optedOut(name)

@@ -175,6 +175,7 @@ func TestNewGPUNode(t *testing.T) {
 		"nvidia.com/gpu.state.driver":                 "pending",
 		"nvidia.com/gpu.state.container-toolkit":      "pending",
 		"nvidia.com/gpu.state.mig-manager":            "disabled",
+		"nvidia.com/gpu.state.mps-control-daemon":     "disabled",
 		"nvidia.com/gpu.state.device-plugin":          "pending",
 		"nvidia.com/gpu.state.dcgm-exporter":          "pending",
 		"nvidia.com/gpu.state.gpu-feature-discovery":  "pending",

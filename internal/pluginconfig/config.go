@@ -62,9 +62,6 @@ func Parse(data string) (Config, error) {
 	r, strategy := f.Sharing.TimeSlicing, "time-slicing"
 	if f.Sharing.MPS != nil {
 		r, strategy = f.Sharing.MPS, "mps"
-		// The device plugin needs MPS's control daemon (and --mps-root):
-		// without it, it waits for the daemon for ever.
-		c.problem = "MPS sharing needs its control daemon, which this operator does not run yet"
 	}
 	if r == nil {
 		return c, nil
@@ -91,6 +88,11 @@ func Parse(data string) (Config, error) {
 	}
 	return c, nil
 }
+
+// MPS reports whether the configuration shares GPUs with MPS: its nodes
+// run the MPS control daemon, which the device plugin needs before it
+// starts.
+func (c Config) MPS() bool { return c.Sharing.Strategy == "mps" }
 
 // Unsupported says why the operator does not run a configuration it read,
 // or "".

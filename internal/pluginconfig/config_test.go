@@ -25,7 +25,8 @@ func TestParse(t *testing.T) {
 		"unnamed resource": {data: "sharing:\n  timeSlicing:\n    resources:\n    - {replicas: 2}\n", err: "has no name"},
 		"unknown version":  {data: "version: v2\n", err: "unknown version"},
 		"not YAML":         {data: "sharing: [", err: "not a device plugin configuration file"},
-		"MPS":              {data: "sharing:\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", want: Sharing{Replicas: 2, Strategy: "mps"}, unsupported: "control daemon"},
+		"MPS":              {data: "sharing:\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", want: Sharing{Replicas: 2, Strategy: "mps"}},
+		"MPS, renamed":     {data: "sharing:\n  mps:\n    renameByDefault: true\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", want: Sharing{Replicas: 2, Strategy: "mps", Renamed: true}, unsupported: "renameByDefault"},
 		"renamed":          {data: "sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n    - {name: nvidia.com/gpu, replicas: 3}\n", want: Sharing{Replicas: 3, Strategy: "time-slicing", Renamed: true}, unsupported: "renameByDefault"},
 	}
 	for name, tt := range tests {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +21,7 @@ const (
 	Driver               Name = "driver"
 	ContainerToolkit     Name = "container-toolkit"
 	MIGManager           Name = "mig-manager"
+	MPSControlDaemon     Name = "mps-control-daemon"
 	DevicePlugin         Name = "device-plugin"
 	DCGMExporter         Name = "dcgm-exporter"
 	GPUFeatureDiscovery  Name = "gpu-feature-discovery"
@@ -77,6 +80,19 @@ type RenderInput struct {
 	// devicePlugin.config's ConfigMap, by name: a file's new content
 	// rolls the pods that read it.
 	DevicePluginConfigDigests map[string]string
+	// MPSConfigs are the configurations of devicePlugin.config's ConfigMap
+	// that share GPUs with MPS: their nodes run the MPS control daemon.
+	MPSConfigs map[string]bool
+}
+
+// RunsMPS reports whether the nodes of a variant share their GPUs with
+// MPS: the configuration they run, the policy's default for none.
+func (in RenderInput) RunsMPS(v Variant) bool {
+	cfg := in.Policy.Spec.DevicePlugin.Config
+	if cfg == nil || cfg.Name == "" {
+		return false
+	}
+	return in.MPSConfigs[cmp.Or(v.DevicePluginConfig, cfg.Default)]
 }
 
 // NFD's labels for a node's operating system.

@@ -266,9 +266,19 @@ func (in RenderInput) Gated(v Variant, d Dimensions) []corev1.NodeSelectorRequir
 // the variant's suffix and gated on the variant's labels.
 func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ContainerSettings, image string, d Dimensions,
 	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec) ([]client.Object, error) {
+	return in.DaemonSetsWhere(name, st, c, image, d, pod, nil)
+}
+
+// DaemonSetsWhere renders the DaemonSets of the variants keep keeps (every
+// one when nil), as DaemonSets does.
+func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSettings, image string, d Dimensions,
+	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec, keep func(Variant) bool) ([]client.Object, error) {
 	var objs []client.Object
 	d = in.Effective(d)
 	for _, v := range in.VariantsFor(d) {
+		if keep != nil && !keep(v) {
+			continue
+		}
 		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
 		w.Gate = in.Gated(v, d)
 		if d.DevicePluginConfig {

@@ -161,3 +161,57 @@ func TestPoolRunsItsDevicePluginConfig(t *testing.T) {
 		}, 2*timeout, interval).Should(Equal(want), "node %s", node)
 	}
 }
+
+// A node labelled with an MPS configuration runs the MPS control daemon,
+// and its device plugin starts only once the daemon is ready there, with
+// MPS's root; the other node runs neither. Back to the default, the
+// daemon leaves the node.
+func TestNodeRunsMPS(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 2, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs", Default: "plain"}
+	})
+	f.pluginConfigs("plugin-configs", map[string]string{
+		"plain": "version: v1\n",
+		"mps-2": "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
+	})
+	f.expectAllReady(f.nodes...)
+	shared, plain := f.nodes[0], f.nodes[1]
+	f.expectState("disabled", "mps-control-daemon", f.nodes...)
+
+	// The daemon not ready yet: the plugin of the MPS configuration waits.
+	sim.set(shared, "mps-control-daemon", staysNotReady)
+	t.Cleanup(func() { sim.set(shared, "mps-control-daemon", becomesReady) })
+	f.setLabel(shared, gpuv1.LabelDevicePluginConfig, "mps-2")
+	f.expectState("pending", "mps-control-daemon", shared)
+	f.expectState("pending", "device-plugin", shared)
+	g.Consistently(func() string {
+		if p := f.podOn(shared, "device-plugin"); p != nil {
+			return metav1.GetControllerOf(p).Name
+		}
+		return ""
+	}, "3s", interval).ShouldNot(Equal("nvidia-device-plugin-daemonset-c-mps-2"),
+		"the plugin checks the daemon is up when it starts: it waits for it")
+	sim.set(shared, "mps-control-daemon", becomesReady)
+	f.expectState("ready", "mps-control-daemon", shared)
+	f.expectAllReady(shared)
+	g.Eventually(func() int64 {
+		return f.node(shared).Status.Allocatable.Name("nvidia.com/gpu", "").Value()
+	}, timeout, interval).Should(BeEquivalentTo(16))
+	g.Eventually(func() map[string]string { return f.node(shared).Labels }, timeout, interval).Should(And(
+		HaveKeyWithValue("nvidia.com/gpu.sharing-strategy", "mps"), HaveKeyWithValue("nvidia.com/mps.capable", "true"),
+		HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-SHARED")))
+	daemon, plugin := f.podOn(shared, "mps-control-daemon"), f.podOn(shared, "device-plugin")
+	g.Expect(metav1.GetControllerOf(daemon).Name).To(Equal("nvidia-device-plugin-mps-control-daemon-c-mps-2"))
+	g.Expect(envOf(daemon, "CONFIG_FILE")).To(Equal("/config/mps-2"))
+	g.Expect(envOf(plugin, "MPS_ROOT")).To(Equal("/run/nvidia/mps"))
+	g.Expect(f.podOn(plain, "mps-control-daemon")).To(BeNil())
+	f.expectState("disabled", "mps-control-daemon", plain)
+
+	f.setLabel(shared, gpuv1.LabelDevicePluginConfig, "")
+	f.expectState("disabled", "mps-control-daemon", shared)
+	g.Eventually(func() *corev1.Pod { return f.podOn(shared, "mps-control-daemon") }, timeout, interval).Should(BeNil())
+	g.Eventually(func() int64 {
+		return f.node(shared).Status.Allocatable.Name("nvidia.com/gpu", "").Value()
+	}, timeout, interval).Should(BeEquivalentTo(8))
+}

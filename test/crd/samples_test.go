@@ -73,6 +73,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		DevicePlugin: gpuv1.DevicePluginSpec{
 			ComponentSpec: enabled,
 			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.17.2",
+			MPS: gpuv1.DevicePluginMPS{Root: "/run/nvidia/mps"},
 		},
 		DCGMExporter: gpuv1.DCGMExporterSpec{
 			ComponentSpec: enabled,
@@ -144,7 +145,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 		"spec.driver.useNvidiaDriverCRD", "spec.driver.usePrecompiled", "spec.driver.kernelModuleType",
 		"spec.driver.startupProbe", "spec.driver.rdma", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.driver.kernelModuleConfig",
-		"spec.toolkit.installDir", "spec.devicePlugin.mps",
+		"spec.toolkit.installDir",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
 		"spec.dcgmExporter.serviceMonitor.relabelings",
 		"spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",

@@ -17,6 +17,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
@@ -42,12 +43,12 @@ type rendered struct {
 // renderAll renders the enabled states from the policy and what the cluster
 // looks like (the GPU nodes' operating systems, the kinds served).
 func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
-	digests, err := r.devicePluginConfigDigests(ctx, cp)
+	digests, mps, err := r.devicePluginConfigs(ctx, cp)
 	if err != nil {
 		return nil, err
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: driverPools(cp, nodes), Variants: variants(cp, nodes), DevicePluginConfigDigests: digests}
+		DriverPools: driverPools(cp, nodes), Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
 	out := &rendered{}
 	seen := map[schema.GroupVersionKind]bool{}
 	if r.served(render.KindRuntimeClass) {
@@ -209,25 +210,29 @@ func driverReplacement(cp *gpuv1.ClusterPolicy) func(*metav1.PartialObjectMetada
 	}
 }
 
-// devicePluginConfigDigests digests each file of devicePlugin.config's
-// ConfigMap (none when it is not named or does not exist), so that a
-// file's new content rolls the pods that read it.
-func (r *Reconciler) devicePluginConfigDigests(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, error) {
+// devicePluginConfigs digests each file of devicePlugin.config's ConfigMap
+// (none when it is not named or does not exist), so that a file's new
+// content rolls the pods that read it, and says which files share GPUs
+// with MPS, whose nodes run the MPS control daemon.
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, map[string]bool, error) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cm := &corev1.ConfigMap{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, fmt.Errorf("reading ConfigMap %s of devicePlugin.config: %w", cfg.Name, err)
+		return nil, nil, fmt.Errorf("reading ConfigMap %s of devicePlugin.config: %w", cfg.Name, err)
 	}
-	out := make(map[string]string, len(cm.Data))
+	digests, mps := make(map[string]string, len(cm.Data)), map[string]bool{}
 	for name, data := range cm.Data {
 		sum := sha256.Sum256([]byte(data))
-		out[name] = hex.EncodeToString(sum[:8])
+		digests[name] = hex.EncodeToString(sum[:8])
+		if c, err := pluginconfig.Parse(data); err == nil && c.MPS() {
+			mps[name] = true
+		}
 	}
-	return out, nil
+	return digests, mps, nil
 }

@@ -199,8 +199,10 @@ func TestBuildStatus(t *testing.T) {
 		{Name: "node-feature-discovery", Desired: 2, Ready: 2},
 		{Name: "driver", Desired: 2, Ready: 2},
 		{Name: "container-toolkit", Desired: 2, Ready: 1, Message: "not ready on b"},
-		// Enabled, and no node has a MIG configuration.
+		// Enabled, and no node has a MIG configuration, or shares GPUs
+		// with MPS.
 		{Name: "mig-manager", Disabled: 2},
+		{Name: "mps-control-daemon", Disabled: 2},
 		{Name: "device-plugin", Desired: 2, Ready: 1, Message: "not ready on b"},
 		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
 	}), "disabled states are left out")

@@ -118,7 +118,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}
-		in.DevicePluginConfigs = r.devicePluginConfigs(ctx, active)
+		in.DevicePluginConfigs, in.MPSConfigs = r.devicePluginConfigs(ctx, active)
 	}
 	return in, nil
 }
@@ -127,18 +127,18 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 // ConfigMap holds, each with why the operator cannot run it: none when it
 // does not exist, nil when it cannot be read (a node then keeps the
 // configuration it runs).
-func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) map[string]string {
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, map[string]bool) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
-		return nil
+		return nil, nil
 	}
 	cm := &corev1.ConfigMap{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); {
 	case apierrors.IsNotFound(err):
-		return map[string]string{}
+		return map[string]string{}, nil
 	case err != nil:
 		ctrl.LoggerFrom(ctx).Error(err, "reading the device plugin's ConfigMap", "configMap", cfg.Name)
-		return nil
+		return nil, nil
 	}
 	return r.configs.read(cm)
 }

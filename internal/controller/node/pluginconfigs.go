@@ -21,17 +21,18 @@ type pluginConfigs struct {
 	uid     types.UID
 	version string
 	parsed  map[string]string
+	mps     map[string]bool
 }
 
 // read returns each configuration of the ConfigMap with why the operator
-// cannot run it ("" when it can).
-func (p *pluginConfigs) read(cm *corev1.ConfigMap) map[string]string {
+// cannot run it ("" when it can), and those that share GPUs with MPS.
+func (p *pluginConfigs) read(cm *corev1.ConfigMap) (map[string]string, map[string]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cm.UID == p.uid && cm.ResourceVersion == p.version {
-		return p.parsed
+		return p.parsed, p.mps
 	}
-	out := map[string]string{}
+	out, mps := map[string]string{}, map[string]bool{}
 	for name, data := range cm.Data {
 		c, err := pluginconfig.Parse(data)
 		switch {
@@ -39,13 +40,14 @@ func (p *pluginConfigs) read(cm *corev1.ConfigMap) map[string]string {
 			out[name] = err.Error()
 		default:
 			out[name] = c.Unsupported()
+			mps[name] = c.MPS()
 		}
 	}
 	for name := range cm.BinaryData {
 		out[name] = "a binary entry is no configuration file"
 	}
-	p.uid, p.version, p.parsed = cm.UID, cm.ResourceVersion, out
-	return out
+	p.uid, p.version, p.parsed, p.mps = cm.UID, cm.ResourceVersion, out, mps
+	return out, mps
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list

@@ -83,8 +83,10 @@ func pods(t *testing.T, name state.Name) []*podCase {
 			continue
 		}
 		variants := fixture.Variants(cp)
-		objs, err := s.Operand.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(name),
-			DriverPools: fixture.DriverPools(cp), Variants: variants, ServiceMonitorAvailable: true})
+		in := state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(name),
+			DriverPools: fixture.DriverPools(cp), Variants: variants, ServiceMonitorAvailable: true,
+			MPSConfigs: map[string]bool{"H200_MPS.x2": true}}
+		objs, err := s.Operand.Render(in)
 		if err != nil {
 			t.Fatalf("rendering %s for the %s policy: %v", name, pname, err)
 		}
@@ -104,6 +106,10 @@ func pods(t *testing.T, name state.Name) []*podCase {
 			case name == state.Driver && v.DriverRoot == gpuv1.DriverRootHost:
 				if len(taking) > 0 {
 					t.Errorf("%s policy: the driver DaemonSets %v take nodes whose driver is the host's", pname, taking)
+				}
+			case name == state.MPSControlDaemon && !in.RunsMPS(v):
+				if len(taking) > 0 {
+					t.Errorf("%s policy: the MPS control daemon DaemonSets %v take nodes that do not share GPUs with MPS", pname, taking)
 				}
 			case len(taking) == 0:
 				t.Errorf("%s policy: no %s DaemonSet takes the nodes of %+v", pname, name, v)
@@ -485,6 +491,11 @@ func TestUnlabelledNodesKeepTheirPods(t *testing.T) {
 				if ds, ok := o.(*appsv1.DaemonSet); ok && selects(ds, state.Variant{}) {
 					taking = append(taking, ds.Name)
 				}
+			}
+			// The MPS control daemon runs only on nodes labelled with an MPS
+			// configuration: an unlabelled node has none.
+			if name == state.MPSControlDaemon && len(taking) == 0 {
+				continue
 			}
 			if len(taking) == 0 || (len(taking) > 1 && name != state.Driver) {
 				t.Errorf("%s policy, %s: DaemonSets %v take an unlabelled node; want the default variant's alone", pname, name, taking)

@@ -47,7 +47,18 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DeviceP
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ContainerSettings, image, dimensions, podSpec)
+	// Nodes sharing their GPUs with MPS give the plugin MPS's root.
+	pod := func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+		p := podSpec(cp, v)
+		if in.RunsMPS(v) {
+			env, mounts, volumes := MPSSettings(cp)
+			c := &p.Containers[0]
+			c.Env, c.VolumeMounts = append(c.Env, env...), append(c.VolumeMounts, mounts...)
+			p.Volumes = append(p.Volumes, volumes...)
+		}
+		return p
+	}
+	sets, err := in.DaemonSets(DaemonSetName, state.DevicePlugin, &spec.ContainerSettings, image, dimensions, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +141,26 @@ func ConfigSettings(cp *gpuv1.ClusterPolicy, v state.Variant) ([]corev1.EnvVar, 
 	return env,
 		[]corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
 		[]corev1.Volume{render.ConfigMapVolume("config", cfg.Name)}
+}
+
+// MPSContainerRoot is where the MPS control daemon and the device plugin
+// see MPS's root (k8s-device-plugin v0.17.2,
+// cmd/mps-control-daemon/mps/root.go: ContainerRoot).
+const MPSContainerRoot = "/mps"
+
+// MPSSettings are what a container that uses MPS needs: MPS_ROOT, the host
+// directory the device plugin hands to the pods it gives MPS-shared GPUs
+// (k8s-device-plugin v0.17.2, cmd/nvidia-device-plugin/main.go:
+// --mps-root, required with MPS), the root at MPSContainerRoot, where the
+// plugin checks the daemon is up, and its shared memory at /dev/shm.
+func MPSSettings(cp *gpuv1.ClusterPolicy) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+	root := cp.Spec.DevicePlugin.MPS.RootOrDefault()
+	return []corev1.EnvVar{{Name: "MPS_ROOT", Value: root}},
+		[]corev1.VolumeMount{{Name: "mps-root", MountPath: MPSContainerRoot}, {Name: "mps-shm", MountPath: "/dev/shm"}},
+		[]corev1.Volume{
+			render.HostPathVolume("mps-root", root, corev1.HostPathDirectoryOrCreate),
+			render.HostPathVolume("mps-shm", path.Join(root, "shm"), corev1.HostPathDirectoryOrCreate),
+		}
 }
 
 // Kinds lists the kinds Render returns.

@@ -43,7 +43,11 @@ var privilegeTable = map[string]privileges{
 	// loads NVML from the driver root (the host's /, read-only, for a host
 	// driver); links /dev/char to the driver's device nodes.
 	"nvidia-device-plugin-daemonset": {privileged: true, hostPaths: []string{
-		"/", "/dev/char", "/run/nvidia/driver", "/var/lib/kubelet/device-plugins"}},
+		"/", "/dev/char", "/run/nvidia/driver", "/run/nvidia/mps", "/run/nvidia/mps/shm", "/var/lib/kubelet/device-plugins"}},
+	// Starts MPS's control daemons for the node's GPUs, in the host's PID
+	// namespace, and mounts a tmpfs under MPS's root for the host
+	// (Bidirectional), which needs privilege.
+	"nvidia-device-plugin-mps-control-daemon": {privileged: true, hostPID: true, hostPaths: []string{"/run/nvidia/mps", "/run/nvidia/mps/shm"}},
 	// Partitions the GPUs (NVML through the driver root); stops the host's
 	// GPU clients and may reboot the node, through the host's / and PID
 	// namespace, as NVIDIA's manifests run it; labels its node.

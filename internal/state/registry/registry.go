@@ -9,6 +9,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/migmanager"
+	"github.com/gpu-operator/gpu-operator/internal/state/mps"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
@@ -26,7 +27,9 @@ import (
 // the device plugin, the first state that uses the GPUs, waits for it:
 // the device plugin, GFD and dcgm-exporter leave a node whose MIG
 // devices are being reconfigured. mig-manager came after nodes were
-// labelled, so a node without its label is not held back by it.
+// labelled, so a node without its label is not held back by it. The MPS
+// control daemon runs before the device plugin on nodes that share GPUs
+// with MPS: the plugin checks it is up when it starts.
 func states() []state.State {
 	return []state.State{
 		{Name: state.NodeFeatureDiscovery, Scope: state.ClusterWide, Operand: nfd.Operand{}},
@@ -34,7 +37,10 @@ func states() []state.State {
 		{Name: state.ContainerToolkit, After: []state.Name{state.NodeFeatureDiscovery}, Operand: toolkit.Operand{}},
 		{Name: state.MIGManager, After: []state.Name{state.Driver, state.ContainerToolkit}, Operand: migmanager.Operand{},
 			GatesOnlyWhenLabelled: true},
-		{Name: state.DevicePlugin, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}, Operand: deviceplugin.Operand{}},
+		{Name: state.MPSControlDaemon, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}, Operand: mps.Operand{},
+			GatesOnlyWhenLabelled: true},
+		{Name: state.DevicePlugin, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon},
+			Operand: deviceplugin.Operand{}},
 		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin}, Operand: dcgmexporter.Operand{}},
 		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin}, Operand: gfd.Operand{}},
 	}

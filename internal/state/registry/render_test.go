@@ -36,6 +36,7 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
 		// The full policy's files; time-slicing-4's content is unknown.
 		DevicePluginConfigDigests: map[string]string{"a100": "0123456789abcdef", "H200_MPS.x2": "fedcba9876543210"},
+		MPSConfigs:                map[string]bool{"H200_MPS.x2": true},
 	})
 	if err != nil {
 		t.Fatalf("rendering %s: %v", s.Name, err)
@@ -114,19 +115,21 @@ func TestGraph(t *testing.T) {
 	graph, err := Graph()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.PerNode()).To(Equal([]state.Name{
-		state.Driver, state.ContainerToolkit, state.MIGManager, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter,
+		state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
 	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "the toolkit does not wait for the driver")
-	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager, state.DevicePlugin}))
+	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
+		state.MPSControlDaemon, state.DevicePlugin}))
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{
-		state.MIGManager, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}), "a driver replacement leaves the toolkit, and so the runtime's config, alone")
 	g.Expect(graph.Downstream(state.ContainerToolkit)).To(Equal([]state.Name{
-		state.MIGManager, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Downstream(state.MIGManager)).To(Equal([]state.Name{
-		state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}), "a MIG reconfiguration takes every GPU client off the node")
 	g.Expect(graph.Downstream(state.DCGMExporter)).To(BeEmpty())
 	g.Expect(graph.Gate(state.NodeFeatureDiscovery)).To(BeEmpty())
@@ -139,5 +142,6 @@ func TestGraph(t *testing.T) {
 		// Not In: a node the operator has not labelled for mig-manager yet
 		// (an operator upgrade) keeps its device plugin.
 		{Key: "nvidia.com/gpu.state.mig-manager", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}},
+		{Key: "nvidia.com/gpu.state.mps-control-daemon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}},
 	}))
 }

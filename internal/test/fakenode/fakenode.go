@@ -55,7 +55,7 @@ const (
 
 // GFD's labels, as GFD on an H200 node writes them.
 var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
-	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy", "nvidia.com/mig.capable", "nvidia.com/mig.strategy"}
+	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy", "nvidia.com/mig.capable", "nvidia.com/mig.strategy", "nvidia.com/mps.capable"}
 
 // IsGFDLabel reports whether a label is one a fake node gets while GFD
 // runs on it.
@@ -123,7 +123,14 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	r.Labels = heal(n, &p, running)
 	r.Labels = applyMIG(n, p, running(state.MIGManager), configs) || r.Labels
 	plugin := running(state.DevicePlugin)
-	r.Status = advertise(n, p, plugin, SharingOf(plugin, configs))
+	sharing := SharingOf(plugin, configs)
+	if sharing.Strategy == "mps" && running(state.MPSControlDaemon) == nil {
+		// The plugin checks the MPS daemon is up when it starts, and
+		// fails without it (k8s-device-plugin v0.17.2,
+		// internal/plugin/mps.go: waitForDaemon).
+		plugin = nil
+	}
+	r.Status = advertise(n, p, plugin, sharing)
 	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
 	gfd := running(state.GPUFeatureDiscovery)
 	r.Labels = labelGFD(n, p, gfd, SharingOf(gfd, configs)) || r.Labels
@@ -316,6 +323,9 @@ func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing
 			"nvidia.com/gpu.memory": "143771", "nvidia.com/gpu.family": "hopper",
 			"nvidia.com/gpu.replicas": strconv.Itoa(s.Replicas), "nvidia.com/gpu.sharing-strategy": s.Strategy,
 			"nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": strategy,
+			// GFD's sharing labeler (k8s-device-plugin v0.17.2,
+			// internal/lm/nvml.go): capable under an MPS configuration.
+			"nvidia.com/mps.capable": strconv.FormatBool(s.Strategy == "mps"),
 		}
 	}
 	have := map[string]string{}

@@ -1,0 +1,97 @@
+package mps
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
+)
+
+// Names users know from the NVIDIA GPU Operator.
+const (
+	DaemonSetName      = "nvidia-device-plugin-mps-control-daemon"
+	ServiceAccountName = "nvidia-mps-control-daemon"
+	// ContainerName is the daemon's container; MountsName the init
+	// container that mounts its shared memory.
+	ContainerName = "mps-control-daemon-ctr"
+	MountsName    = "mps-control-daemon-mounts"
+)
+
+// dimensions: the daemon loads the driver's MPS binaries and NVML as the
+// runtime injects them (the RuntimeClass where the runtime has the NVIDIA
+// handler), and runs the node's configuration.
+var dimensions = state.Dimensions{Runtime: true, DevicePluginConfig: true}
+
+// Operand renders the mps-control-daemon state.
+type Operand struct{}
+
+// Enabled reports whether the policy may run the daemon: the device
+// plugin is enabled with a ConfigMap of configurations. Nodes whose
+// configuration does not share GPUs with MPS have the state disabled.
+func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool {
+	return spec.DevicePlugin.IsEnabled() && spec.DevicePlugin.Config != nil && spec.DevicePlugin.Config.Name != ""
+}
+
+// Render returns the daemon's ServiceAccount and one DaemonSet per
+// runtime and MPS configuration in use; none while no configuration in
+// use shares GPUs with MPS.
+func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
+	spec := &in.Policy.Spec.DevicePlugin
+	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
+	sets, err := in.DaemonSetsWhere(DaemonSetName, state.MPSControlDaemon, &spec.ContainerSettings, image, dimensions, podSpec, in.RunsMPS)
+	if err != nil {
+		return nil, err
+	}
+	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.MPSControlDaemon))}, sets...), nil
+}
+
+// podSpec is the daemon's pod, as the device plugin's chart runs it
+// (k8s-device-plugin v0.17.2,
+// deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml)
+// and NVIDIA's operator with the host's PID namespace (gpu-operator
+// v25.3.1, assets/state-mps-control-daemon/0400_daemonset.yaml), without
+// their config-manager sidecar: the node's configuration is its
+// DaemonSet's. An init container mounts a tmpfs at <root>/shm, shared
+// with the host (Bidirectional), which the daemon and the pods the device
+// plugin gives MPS-shared GPUs use as /dev/shm.
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp, v)
+	env := []corev1.EnvVar{
+		render.FieldEnv("NODE_NAME", "spec.nodeName"),
+		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"},
+	}
+	_, mounts, volumes := deviceplugin.MPSSettings(cp)
+	return corev1.PodSpec{
+		ServiceAccountName:           ServiceAccountName,
+		AutomountServiceAccountToken: ptr.To(false),
+		HostPID:                      true,
+		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
+		InitContainers: []corev1.Container{{
+			Name:            MountsName,
+			Command:         []string{"mps-control-daemon", "mount-shm"},
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			VolumeMounts: []corev1.VolumeMount{{Name: "mps-root", MountPath: deviceplugin.MPSContainerRoot,
+				MountPropagation: ptr.To(corev1.MountPropagationBidirectional)}},
+		}},
+		Containers: []corev1.Container{{
+			Name:            ContainerName,
+			Command:         []string{"mps-control-daemon"},
+			Env:             append(env, cfgEnv...),
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			VolumeMounts:    append(mounts, cfgMounts...),
+		}},
+		Volumes: append(volumes, cfgVolumes...),
+	}
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet}
+}
