@@ -222,7 +222,7 @@ type DevicePluginMPS struct {
 	// the device plugin mounts into the pods it gives MPS-shared GPUs.
 	// +kubebuilder:default="/run/nvidia/mps"
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^/[-._a-zA-Z0-9/]*$`
+	// +kubebuilder:validation:Pattern=`^(/[-_a-zA-Z0-9][-._a-zA-Z0-9]*)+/?$`
 	// +optional
 	Root string `json:"root,omitempty"`
 }

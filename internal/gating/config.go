@@ -8,6 +8,7 @@ import (
 	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // Annotations of a node's device plugin configuration.
@@ -100,8 +101,27 @@ func (d *decision) configProblem(cfg *gpuv1.DevicePluginConfig, name string) str
 	case !ok:
 		return fmt.Sprintf("ConfigMap %s holds no such configuration; it holds: %s", cfg.Name,
 			strings.Join(slices.Sorted(maps.Keys(d.in.DevicePluginConfigs)), ", "))
+	case problem == "" && d.in.MPSConfigs[name]:
+		return d.mpsProblem()
 	}
 	return problem
+}
+
+// mpsProblem says why the node cannot share its GPUs with MPS, "" when it
+// can: k8s-device-plugin v0.17.2 refuses MPS under mig.strategy mixed
+// (cmd/nvidia-device-plugin/main.go, validateFlags) and on MIG devices
+// (internal/plugin/mps.go), and needs the MPS control daemon up.
+func (d *decision) mpsProblem() string {
+	switch {
+	case d.in.Policy.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed:
+		return "the device plugin refuses MPS sharing under mig.strategy mixed"
+	case d.migConfig != "" && d.migConfig != "all-disabled":
+		return fmt.Sprintf("the node's MIG configuration is %q, and the device plugin refuses MPS sharing of MIG devices", d.migConfig)
+	case d.optedOut(state.MPSControlDaemon):
+		return fmt.Sprintf("the node is opted out of the MPS control daemon (%s), which the device plugin needs for MPS",
+			gpuv1.DeployLabel(string(state.MPSControlDaemon)))
+	}
+	return ""
 }
 
 // tell records a message in an annotation, and in an event when the
@@ -125,13 +145,22 @@ func displayConfig(name string) string {
 
 // runsMPS reports whether the node's device plugin configuration, as
 // decided, shares its GPUs with MPS: the MPS control daemon runs there
-// before the plugin.
+// before the plugin. While the ConfigMap cannot be read, the node keeps
+// what it runs.
 func (d *decision) runsMPS() bool {
+	if d.in.DevicePluginConfigs == nil && d.in.Policy.Spec.DevicePlugin.Config != nil {
+		return d.current[state.MPSControlDaemon] != gpuv1.StateDisabled
+	}
+	return d.isMPS(d.variant.DevicePluginConfig)
+}
+
+// isMPS reports whether a configuration, "" for the default, shares GPUs
+// with MPS.
+func (d *decision) isMPS(name string) bool {
 	cfg := d.in.Policy.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
 		return false
 	}
-	name := d.variant.DevicePluginConfig
 	if name == "" {
 		name = cfg.Default
 	}

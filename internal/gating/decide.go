@@ -275,7 +275,7 @@ func (d *decision) disabled(name state.Name) bool {
 	if name == state.Driver && d.variant.DriverRoot == gpuv1.DriverRootHost {
 		return true
 	}
-	if name == state.MPSControlDaemon && !d.runsMPS() {
+	if name == state.MPSControlDaemon && (!d.runsMPS() || d.optedOut(state.DevicePlugin)) {
 		return true
 	}
 	return d.optedOut(name)

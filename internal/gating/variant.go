@@ -1,6 +1,7 @@
 package gating
 
 import (
+	"fmt"
 	"strings"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -48,6 +49,17 @@ func (d *decision) decideVariant() {
 // GFD to their DaemonSets of it, and restarts nothing else.
 func (d *decision) resetOnVariantChange() {
 	old, ok := state.VariantOfLabels(d.in.Node.Labels)
+	if ok && old.DevicePluginConfig != d.variant.DevicePluginConfig && (d.isMPS(old.DevicePluginConfig) || d.isMPS(d.variant.DevicePluginConfig)) {
+		// Another MPS daemon, or none: the plugin of the new
+		// configuration waits for the daemon of it, which the grace
+		// period of a replaced pod would otherwise hide.
+		if cur := d.current[state.MPSControlDaemon]; cur == gpuv1.StateReady {
+			d.current[state.MPSControlDaemon] = gpuv1.StatePending
+			d.notBefore[state.MPSControlDaemon] = d.now
+			d.leave(state.MPSControlDaemon, cur, gpuv1.StatePending, fmt.Sprintf("the device plugin configuration changed from %s to %s",
+				displayConfig(old.DevicePluginConfig), displayConfig(d.variant.DevicePluginConfig)))
+		}
+	}
 	if !ok || (old.DriverRoot == d.variant.DriverRoot && old.Runtime == d.variant.Runtime) {
 		return
 	}

@@ -160,13 +160,18 @@ func checkAll(t *testing.T, name state.Name, reqs []requirement) {
 		if !strings.Contains(r.source, "@") || !strings.Contains(r.source, ":") {
 			t.Errorf("requirement %q must name its upstream source as repo@version:path, not %q", r.need, r.source)
 		}
+		checked := 0
 		for _, c := range cases {
 			if r.only != nil && !r.only(c.variant) {
 				continue
 			}
+			checked++
 			if err := r.check(c); err != nil {
 				t.Errorf("%s: %s\n  needed by %s\n  %v", c, r.need, r.source, err)
 			}
+		}
+		if checked == 0 {
+			t.Errorf("requirement %q holds for no pod rendered: it checks nothing", r.need)
 		}
 	}
 }

@@ -43,6 +43,10 @@ var mpsContract = []requirement{
 				return mount{host: p.spec.DevicePlugin.MPS.RootOrDefault() + "/shm", at: "/dev/shm"}
 			}))},
 	{source: mpsChart + " (CONFIG_FILE)", need: "runs the node's configuration, the one its device plugin runs", check: nodeConfig(mpsCtr)},
+	{source: mpsReady + " (flags --config-file and --mig-strategy only)", need: "gets none of the device plugin's args, which it would exit on",
+		check: noArgs(mpsCtr)},
+	{source: mpsReady, need: "is ready once its daemons started, not when its container did",
+		check: probe(mpsCtr, "readiness", execProbe("test", "-f", "/mps/.ready"))},
 	{source: mpsOperator, need: "starts MPS's daemons in the host's PID namespace", check: hostPID(true)},
 	{source: operatorPlugin, need: "gets the driver's binaries from the runtime: the RuntimeClass where it has the NVIDIA handler", check: runtimeClass},
 }
@@ -68,6 +72,19 @@ var pluginMPSContract = []requirement{
 }
 
 func TestDevicePluginMPSContract(t *testing.T) { checkAll(t, state.DevicePlugin, pluginMPSContract) }
+
+func noArgs(ctr string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		if len(c.Args) > 0 {
+			return fmt.Errorf("%s is given args %v", ctr, c.Args)
+		}
+		return nil
+	}
+}
 
 func noEnv(ctr, name string) func(*podCase) error {
 	return func(p *podCase) error {

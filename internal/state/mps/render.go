@@ -43,7 +43,12 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool {
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSetsWhere(DaemonSetName, state.MPSControlDaemon, &spec.ContainerSettings, image, dimensions, podSpec, in.RunsMPS)
+	// The plugin's pull settings and resources, not its args or env: the
+	// daemon takes --config-file and --mig-strategy alone
+	// (cmd/mps-control-daemon/main.go), and exits on any other flag.
+	settings := spec.ContainerSettings
+	settings.Args, settings.Env = nil, nil
+	sets, err := in.DaemonSetsWhere(DaemonSetName, state.MPSControlDaemon, &settings, image, dimensions, podSpec, in.RunsMPS)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +91,14 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			Env:             append(env, cfgEnv...),
 			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 			VolumeMounts:    append(mounts, cfgMounts...),
+			// Ready once every GPU's MPS daemon started: it writes
+			// /mps/.ready then, and removes it when it stops
+			// (cmd/mps-control-daemon/main.go). The image is a CUDA UBI
+			// base, with a shell's test.
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", deviceplugin.MPSContainerRoot + "/.ready"}}},
+				PeriodSeconds: 5, FailureThreshold: 1,
+			},
 		}},
 		Volumes: append(volumes, cfgVolumes...),
 	}
