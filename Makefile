@@ -66,7 +66,7 @@ test: tools build ## Run the unit, envtest and packaging tests, then the end-to-
 
 .PHONY: test-e2e
 test-e2e: tools-sim build build-sim-agent ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5).
-	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v -ginkgo.v
+	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v -ginkgo.v
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
