@@ -53,6 +53,9 @@ var migSteps = []gpuv1.MIGReconfigureState{"", gpuv1.MIGReconfigureRequired, gpu
 // GPUs, all at once, and migManager is turned off.
 func MIGSpec(ctx context.Context, in MIGInput) {
 	all := append(slices.Clone(in.Nodes), in.FailOnce, in.HangOnce)
+	// The specs before may have moved the device plugin (time-slicing):
+	// every node is ready again first.
+	AllReadySpec(ctx, AllReadyInput{Nodes: all})
 	plugins, drivers := map[string]types.UID{}, map[string]types.UID{}
 	for _, n := range all {
 		plugins[n] = operandPodOn(ctx, n, state.DevicePlugin).UID
