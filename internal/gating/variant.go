@@ -46,7 +46,8 @@ func (d *decision) decideVariant() {
 // pods run another DaemonSet's spec now (a driver root moved from the
 // driver container to the host, or a node reinstalled with another
 // runtime). A new device plugin configuration moves the device plugin and
-// GFD to their DaemonSets of it, and restarts nothing else.
+// GFD to their DaemonSets of it, and restarts nothing else, but for the
+// MPS control daemon when either configuration shares GPUs with MPS.
 func (d *decision) resetOnVariantChange() {
 	old, ok := state.VariantOfLabels(d.in.Node.Labels)
 	if ok && old.DevicePluginConfig != d.variant.DevicePluginConfig && (d.isMPS(old.DevicePluginConfig) || d.isMPS(d.variant.DevicePluginConfig)) {
