@@ -108,28 +108,15 @@ func (r *Reconciler) patchMIG(ctx context.Context, n *corev1.Node, taint bool, m
 	if has == taint && (mark == keepConfigState || (mark == removeConfigState && !hasState)) {
 		return n, nil
 	}
-	patched := n.DeepCopy()
-	switch {
-	case taint && !has:
-		patched.Spec.Taints = append(patched.Spec.Taints, gating.MIGTaint)
-	case !taint && has:
-		patched.Spec.Taints = slices.DeleteFunc(patched.Spec.Taints, gating.IsOwnMIGTaint)
-	}
-	switch mark {
-	case markPending:
-		patched.Labels[gpuv1.LabelMIGConfigState] = gpuv1.MIGConfigPending
-	case removeConfigState:
-		delete(patched.Labels, gpuv1.LabelMIGConfigState)
-	}
-	err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(MIGFieldOwner))
-	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		return nil, errStale
-	case err != nil:
-		return nil, fmt.Errorf("writing the MIG taint of node %s: %w", n.Name, err)
-	}
-	return patched, nil
+	return r.patchNode(ctx, n, MIGFieldOwner, "the MIG taint", func(patched *corev1.Node) {
+		setOwnTaint(patched, gating.MIGTaint, gating.IsOwnMIGTaint, taint)
+		switch mark {
+		case markPending:
+			patched.Labels[gpuv1.LabelMIGConfigState] = gpuv1.MIGConfigPending
+		case removeConfigState:
+			delete(patched.Labels, gpuv1.LabelMIGConfigState)
+		}
+	})
 }
 
 // writeMIG applies the node's reconfiguration label and annotations in

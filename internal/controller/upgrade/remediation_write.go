@@ -79,25 +79,42 @@ func (r *Reconciler) patchTaint(ctx context.Context, n *corev1.Node, want, spend
 	if has == want && !spendApproval {
 		return n, nil
 	}
+	return r.patchNode(ctx, n, RemediationFieldOwner, "the unhealthy taint", func(patched *corev1.Node) {
+		setOwnTaint(patched, gating.UnhealthyTaint, gating.IsOwnUnhealthyTaint, want)
+		if spendApproval {
+			delete(patched.Annotations, gpuv1.AnnotationRemediationApproved)
+		}
+	})
+}
+
+// patchNode changes a copy of the node and writes it with a merge patch
+// conditional on the node's resourceVersion: for taints, an atomic list
+// that server-side apply would own whole, and for fields that are not the
+// operator's to keep. It returns the patched node, nil with errStale when
+// the node changed meanwhile, nil with an error when the patch failed.
+func (r *Reconciler) patchNode(ctx context.Context, n *corev1.Node, owner, what string, change func(*corev1.Node)) (*corev1.Node, error) {
 	patched := n.DeepCopy()
-	switch {
-	case want && !has:
-		patched.Spec.Taints = append(patched.Spec.Taints, gating.UnhealthyTaint)
-	case !want && has:
-		patched.Spec.Taints = slices.DeleteFunc(patched.Spec.Taints, gating.IsOwnUnhealthyTaint)
-	}
-	if spendApproval {
-		delete(patched.Annotations, gpuv1.AnnotationRemediationApproved)
-	}
-	err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(RemediationFieldOwner))
+	change(patched)
+	err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{}), client.FieldOwner(owner))
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		return nil, errStale
 	case err != nil:
-		return nil, fmt.Errorf("writing the unhealthy taint of node %s: %w", n.Name, err)
+		return nil, fmt.Errorf("writing %s of node %s: %w", what, n.Name, err)
 	}
 	return patched, nil
+}
+
+// setOwnTaint adds the operator's taint to a node, or removes it; a taint
+// of the key that is someone else's is left alone.
+func setOwnTaint(n *corev1.Node, taint corev1.Taint, own func(corev1.Taint) bool, want bool) {
+	has := slices.ContainsFunc(n.Spec.Taints, own)
+	switch {
+	case want && !has:
+		n.Spec.Taints = append(n.Spec.Taints, taint)
+	case !want && has:
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, own)
+	}
 }
 
 // writeRemediation applies the node's remediation label and annotations
