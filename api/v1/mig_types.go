@@ -253,6 +253,15 @@ const (
 	// AnnotationMIGApplied is the configuration applied on the node, as
 	// far as the operator knows: absent until its first apply.
 	AnnotationMIGApplied = MIGReconfigureAnnotationPrefix + "applied"
+	// AnnotationMIGAppliedUnder is "<boot ID>/<driver pod UID>": the boot
+	// and the driver the applied configuration's MIG devices were created
+	// under; absent when it has none (whole GPUs, MIG mode alone). MIG
+	// mode survives a reboot and a driver reload, MIG devices do not
+	// (mig-parted v0.12.1 README; NVIDIA's driver manager restarts
+	// mig-manager across a reload for this reason): another boot or
+	// driver pod means they are gone, and the operator applies the
+	// configuration again before the device plugin starts.
+	AnnotationMIGAppliedUnder = MIGReconfigureAnnotationPrefix + "applied-under"
 	// AnnotationMIGReason says why the node's reconfiguration failed.
 	AnnotationMIGReason = MIGReconfigureAnnotationPrefix + "reason"
 	// AnnotationMIGRefused says why the node's configuration cannot be

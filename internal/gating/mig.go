@@ -63,11 +63,20 @@ func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
 		v, why = gpuv1.StateFailed, "its MIG reconfiguration failed: "+annotations[gpuv1.AnnotationMIGReason]
 	case gpuv1.MIGValidation:
 		v = gpuv1.StateReady
+		if d.migDevicesLost() {
+			v, why = gpuv1.StatePending, fmt.Sprintf("the node rebooted or loaded a new driver while MIG configuration %q was validated: it is applied again", applied)
+		}
 	default:
 		switch {
 		case desired == "" && applied == "" && st == "":
 			delete(d.notBefore, state.MIGManager)
 			return gpuv1.StateDisabled
+		case desired != "" && d.migDevicesLost():
+			// Before the device plugin starts: it fails on a GPU in MIG
+			// mode with no MIG device under the single strategy, and
+			// would advertise nothing of them under mixed.
+			v, why = gpuv1.StatePending, fmt.Sprintf("MIG devices do not survive a reboot or a driver reload: "+
+				"waiting for MIG configuration %q to be applied again", desired)
 		case (desired == "" || desired == applied) && st != gpuv1.MIGEviction:
 			v = gpuv1.StateReady
 		case ServesGPUs(d.in.Node):
@@ -87,6 +96,31 @@ func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
 	}
 	return d.because(state.MIGManager, v, why)
 }
+
+// migDevicesLost reports whether the MIG devices of the applied
+// configuration were created under another boot or driver than the
+// node's now (gpuv1.AnnotationMIGAppliedUnder).
+func (d *decision) migDevicesLost() bool {
+	under := d.in.Node.Annotations[gpuv1.AnnotationMIGAppliedUnder]
+	return under != "" && under != driverGeneration(d.in.Node.Status.NodeInfo.BootID, d.driverUID)
+}
+
+// MIGDevicesLost reports, as the node's labels and annotations say,
+// whether the MIG devices of its applied configuration are gone: the node
+// rebooted, or loaded another driver pod, since they were created.
+func MIGDevicesLost(n *corev1.Node) bool {
+	under := n.Annotations[gpuv1.AnnotationMIGAppliedUnder]
+	return under != "" && under != DriverGeneration(n)
+}
+
+// DriverGeneration names the driver the node runs now: its boot ID and
+// the driver pod last judged ready ("" on a host's driver), which MIG
+// devices last as long as.
+func DriverGeneration(n *corev1.Node) string {
+	return driverGeneration(n.Status.NodeInfo.BootID, n.Annotations[AnnotationDriverPod])
+}
+
+func driverGeneration(bootID, driverPod string) string { return bootID + "/" + driverPod }
 
 // ServesGPUs reports whether a node has GPU capacity to lose: its device
 // plugin is ready, or another device plugin (the operator's disabled or

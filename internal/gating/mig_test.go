@@ -91,6 +91,18 @@ func TestMIGStateGatesTheGPUClients(t *testing.T) {
 		"applying":                   {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "apply-required"}, want: gpuv1.StatePending},
 		"validating: clients back":   {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "validation-required"}, annotations: map[string]string{gpuv1.AnnotationMIGApplied: "b"}, want: gpuv1.StateReady},
 		"failed":                     {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "reconfigure-failed"}, annotations: map[string]string{gpuv1.AnnotationMIGReason: "attempt 3 of 3"}, serving: true, want: gpuv1.StateFailed, leaves: true},
+		// MIG devices last as long as the boot and the driver they were
+		// created under (readyNode: boot-1, driver pod d1).
+		"devices made under this driver": {labels: map[string]string{gpuv1.LabelMIGConfig: "a", gpuv1.LabelMIGReconfigureState: "reconfigure-done"},
+			annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a", gpuv1.AnnotationMIGAppliedUnder: "boot-1/d1"}, serving: true, want: gpuv1.StateReady},
+		"devices lost to a reboot": {labels: map[string]string{gpuv1.LabelMIGConfig: "a", gpuv1.LabelMIGReconfigureState: "reconfigure-done"},
+			annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a", gpuv1.AnnotationMIGAppliedUnder: "boot-0/d1"}, serving: true, want: gpuv1.StatePending, leaves: true},
+		"devices lost to a new driver": {labels: map[string]string{gpuv1.LabelMIGConfig: "a"},
+			annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a", gpuv1.AnnotationMIGAppliedUnder: "boot-1/d0"}, want: gpuv1.StatePending},
+		"lost, and none wanted": {annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a", gpuv1.AnnotationMIGAppliedUnder: "boot-0/d1"},
+			serving: true, want: gpuv1.StateReady},
+		"lost while validating": {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "validation-required"},
+			annotations: map[string]string{gpuv1.AnnotationMIGApplied: "b", gpuv1.AnnotationMIGAppliedUnder: "boot-0/d1"}, want: gpuv1.StatePending},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

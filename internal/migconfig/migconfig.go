@@ -105,6 +105,20 @@ func (f *File) Filtered(name string) bool {
 	return slices.ContainsFunc(f.MIGConfigs[name], func(e GPUEntry) bool { return e.DeviceFilter != nil })
 }
 
+// Partitions reports whether a configuration creates MIG devices on any
+// GPU, whatever the GPU model: those are what a reboot or a driver reload
+// destroys, where MIG mode alone survives.
+func (f *File) Partitions(name string) bool {
+	for _, e := range f.MIGConfigs[name] {
+		for _, n := range e.MIGDevices {
+			if e.MIGEnabled && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Layout is what a configuration makes of a node's GPUs.
 type Layout struct {
 	// WholeGPUs is how many GPUs have MIG disabled.

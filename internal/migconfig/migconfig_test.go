@@ -68,6 +68,21 @@ func TestLayouts(t *testing.T) {
 	g.Expect(err).To(MatchError(`no configuration "all-2g"; the file holds: all-1g.18gb, all-disabled, filtered, half`))
 }
 
+// Only MIG devices are lost to a reboot: MIG mode alone, or whole GPUs,
+// have nothing to create again.
+func TestPartitions(t *testing.T) {
+	g := NewWithT(t)
+	f, err := Parse(file + `  mode-only:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+`)
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, want := range map[string]bool{"all-1g.18gb": true, "half": true, "filtered": true, "all-disabled": false, "mode-only": false, "absent": false} {
+		g.Expect(f.Partitions(name)).To(Equal(want), name)
+	}
+}
+
 func TestRefusedFiles(t *testing.T) {
 	for name, tt := range map[string]struct{ data, want string }{
 		"not YAML":        {"{", "not a mig-parted configuration file"},

@@ -23,6 +23,10 @@ type Node struct {
 	// Serving is true when the node has GPU capacity to lose. A node that
 	// serves none (a new node) starts without a place in the budget.
 	Serving bool
+	// Lost is true when the node's MIG devices are gone (a reboot, a new
+	// driver): it serves none of them, and starts without a place in the
+	// budget, as a new node does.
+	Lost bool
 	// WaitingSince is when the node started waiting: the longest waiting
 	// go first, so a node sent back to the queue does not take every
 	// place again.
@@ -30,7 +34,7 @@ type Node struct {
 }
 
 // Admit returns the waiting nodes whose reconfiguration may start now:
-// those serving no GPUs, and, longest waiting first (then by name),
+// those serving no GPUs or whose MIG devices are gone, and, longest waiting first (then by name),
 // serving ones while fewer than maxParallel nodes of the fleet are busy.
 func Admit(nodes []Node, maxParallel intstr.IntOrString) (map[string]bool, error) {
 	limit, err := budget.Nodes("migManager.maxParallel", maxParallel, len(nodes))
@@ -41,12 +45,15 @@ func Admit(nodes []Node, maxParallel intstr.IntOrString) (map[string]bool, error
 	admitted := map[string]bool{}
 	var waiting []Node
 	for _, n := range nodes {
-		switch {
-		case n.Busy:
+		if n.Busy {
+			// Held by an upgrade or a repair: in the budget already.
 			busy++
-		case n.Waiting && !n.Serving:
+		}
+		switch {
+		case !n.Waiting:
+		case !n.Serving || n.Lost:
 			admitted[n.Name] = true
-		case n.Waiting:
+		case !n.Busy:
 			waiting = append(waiting, n)
 		}
 	}

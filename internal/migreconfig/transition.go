@@ -74,6 +74,10 @@ type Facts struct {
 	// no readable file, a layout the MIG strategy cannot advertise); ""
 	// when it can.
 	Refused string
+	// Lost is true when the node rebooted or loaded another driver since
+	// the MIG devices of Applied were created: MIG mode survives that,
+	// the devices do not, and Applied is applied again.
+	Lost bool
 	// Admitted is true when the budget lets this node start.
 	Admitted bool
 	// GPUPods counts the pods still using GPUs on the node.
@@ -139,6 +143,10 @@ func Next(f Facts, p Policy) Step {
 	changed := f.Desired != "" && f.Desired != f.Applied
 	switch f.State {
 	case "", gpuv1.MIGReconfigureDone:
+		if f.Lost && !changed && f.Desired != "" && f.Refused == "" {
+			return Step{Next: gpuv1.MIGReconfigureRequired, Reason: fmt.Sprintf("the node rebooted or loaded a new driver: "+
+				"the MIG devices of %q are gone, it is applied again", f.Applied)}
+		}
 		if changed && f.Refused == "" && f.Applied == "" && f.InPlace == Matches {
 			return Step{Next: f.State, Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
 				"taken as applied, nothing restarts", f.Desired)}
@@ -149,7 +157,7 @@ func Next(f Facts, p Policy) Step {
 		return stay
 	case gpuv1.MIGReconfigureRequired:
 		switch {
-		case !changed:
+		case !changed && (!f.Lost || f.Desired == ""):
 			return Step{Next: "", Reason: fmt.Sprintf("MIG configuration %s is applied already", display(f.Applied))}
 		case f.Refused == "" && f.Applied == "" && f.InPlace == Matches:
 			return Step{Next: "", Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
@@ -186,6 +194,13 @@ func Next(f Facts, p Policy) Step {
 		return apply(f, p)
 	case gpuv1.MIGValidation:
 		switch {
+		case f.Lost:
+			// What the device plugin advertised, if anything, was made
+			// under the driver before: the GPU clients leave again, and
+			// the configuration is applied again.
+			return Step{Next: gpuv1.MIGClientsOff, Target: f.Applied,
+				Reason: fmt.Sprintf("the node rebooted or loaded a new driver during the validation: the MIG devices of %q are gone, "+
+					"it is applied again once the device plugin, GFD and dcgm-exporter left", f.Applied)}
 		case f.Advertised == Matches:
 			return Step{Next: gpuv1.MIGReconfigureDone, Reason: fmt.Sprintf("the device plugin advertises MIG configuration %q: untainted", f.Applied)}
 		case elapsed >= p.ValidationTimeout:

@@ -86,6 +86,17 @@ func TestNext(t *testing.T) {
 		"failed: a new one":               {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "b", Target: "a"}, want: gpuv1.MIGEviction, target: "b"},
 		"failed: new refused":             {facts: Facts{State: gpuv1.MIGReconfigureFailed, Desired: "b", Target: "a", Refused: "x"}, want: gpuv1.MIGReconfigureFailed},
 		"a person's typo":                 {facts: Facts{State: "reconfigure-requird"}, want: ""},
+		// A reboot or a new driver pod destroyed the MIG devices.
+		"devices lost":              {facts: Facts{State: gpuv1.MIGReconfigureDone, Desired: "a", Applied: "a", Lost: true}, want: gpuv1.MIGReconfigureRequired},
+		"devices lost, unlabelled":  {facts: Facts{Desired: "a", Applied: "a", Lost: true}, want: gpuv1.MIGReconfigureRequired},
+		"devices lost, refused now": {facts: Facts{State: gpuv1.MIGReconfigureDone, Desired: "a", Applied: "a", Lost: true, Refused: "x"}, want: gpuv1.MIGReconfigureDone},
+		"devices lost, none wanted": {facts: Facts{State: gpuv1.MIGReconfigureDone, Applied: "a", Lost: true}, want: gpuv1.MIGReconfigureDone},
+		"lost, waits its turn":      {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Applied: "a", Lost: true}, want: gpuv1.MIGReconfigureRequired},
+		"lost, admitted": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Desired: "a", Applied: "a", Lost: true, Admitted: true},
+			want: gpuv1.MIGEviction, target: "a"},
+		"lost, none wanted any more": {facts: Facts{State: gpuv1.MIGReconfigureRequired, Applied: "a", Lost: true}, want: ""},
+		"lost during the validation": {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Target: "a", Lost: true, Advertised: Matches, Since: now},
+			want: gpuv1.MIGClientsOff, target: "a"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -158,6 +169,12 @@ func TestAdmit(t *testing.T) {
 	admitted, err = Admit(nodes, intstr.FromString("20%"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(admitted).To(Equal(map[string]bool{"new": true}), "20% of 5 is the busy node")
+	nodes = append(nodes, Node{Name: "rebooted", Waiting: true, Serving: true, Lost: true},
+		Node{Name: "upgraded", Busy: true, Waiting: true, Serving: true, Lost: true})
+	admitted, err = Admit(nodes, intstr.FromInt32(1))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(admitted).To(Equal(map[string]bool{"new": true, "rebooted": true, "upgraded": true}),
+		"MIG devices gone: nothing of them to lose, and an upgrade holding the node waits for them")
 	_, err = Admit(nodes, intstr.FromString("x"))
 	g.Expect(err).To(MatchError(ContainSubstring("migManager.maxParallel")))
 }

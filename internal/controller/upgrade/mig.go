@@ -56,6 +56,19 @@ type migConfigs struct {
 	problem string
 }
 
+// under returns what to record as the driver a configuration applied on
+// the node was created under (gpuv1.AnnotationMIGAppliedUnder): the
+// node's boot and driver pod, where the configuration creates MIG
+// devices, which they destroy; "" where it creates none.
+func (c migConfigs) under(n *corev1.Node) func(config string) string {
+	return func(config string) string {
+		if c.file == nil || !c.file.Partitions(config) {
+			return ""
+		}
+		return gating.DriverGeneration(n)
+	}
+}
+
 // readMIGConfigs reads migManager.config's ConfigMap from the cache. A
 // ConfigMap that does not exist or does not parse refuses every
 // configuration, naming the field to fix.
@@ -143,12 +156,17 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 		st := migStateOf(n)
 		desired := n.Labels[gpuv1.LabelMIGConfig]
 		since, _ := time.Parse(time.RFC3339, n.Annotations[AnnotationMIGSince])
+		// A node whose MIG devices are gone goes on while an upgrade or a
+		// repair holds it: their validation waits for its device plugin,
+		// which waits for the devices.
+		lost := gating.MIGDevicesLost(n)
 		candidates = append(candidates, migreconfig.Node{
 			Name: n.Name,
 			Busy: migreconfig.Tainted(st) || held[n.Name],
-			Waiting: st == gpuv1.MIGReconfigureRequired && nodeReady(n) && !held[n.Name] &&
+			Waiting: st == gpuv1.MIGReconfigureRequired && nodeReady(n) && (!held[n.Name] || lost) &&
 				configs.refusal(cp, n, desired) == "",
 			Serving:      gating.ServesGPUs(n),
+			Lost:         lost,
 			WaitingSince: since,
 		})
 	}
@@ -178,7 +196,7 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 		step := migreconfig.Next(f, p)
 		ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step", "node", n.Name, "state", f.State, "next", step.Next,
 			"action", step.Action.String(), "facts", f)
-		next[i], errs[i] = r.takeMIG(ctx, cp, obs, n, f, step, sel)
+		next[i], errs[i] = r.takeMIG(ctx, cp, obs, n, f, step, sel, configs.under(n))
 		settling[i] = f.InPlace == migreconfig.Unknown && next[i] == gpuv1.MIGReconfigureRequired
 	})
 	busy := errors.Is(forgotten, errStale)
@@ -230,6 +248,7 @@ func (r *Reconciler) migFacts(ctx context.Context, cp *gpuv1.ClusterPolicy, o *o
 		Applied:    a[gpuv1.AnnotationMIGApplied],
 		Target:     a[AnnotationMIGTarget],
 		ClientPods: o.migClients[n.Name],
+		Lost:       gating.MIGDevicesLost(n),
 	}
 	f.Refused = configs.refusal(cp, n, f.Desired)
 	f.Since, f.AttemptSince = f.Now, f.Now

@@ -27,7 +27,7 @@ const MIGFieldOwner = "gpu-operator-mig"
 // takeMIG performs a step's action and records the node's next state. A
 // failed action leaves the state as it is, to be retried.
 func (r *Reconciler) takeMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, n *corev1.Node,
-	f migreconfig.Facts, step migreconfig.Step, sel *podSelectors) (gpuv1.MIGReconfigureState, error) {
+	f migreconfig.Facts, step migreconfig.Step, sel *podSelectors, under func(config string) string) (gpuv1.MIGReconfigureState, error) {
 	var err error
 	switch step.Action {
 	case migreconfig.EvictGPUPods:
@@ -61,7 +61,7 @@ func (r *Reconciler) takeMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 		refused == n.Annotations[gpuv1.AnnotationMIGRefused] {
 		return f.State, nil
 	}
-	if err := r.writeMIG(ctx, node, f, step, refused); err != nil {
+	if err := r.writeMIG(ctx, node, f, step, refused, under); err != nil {
 		return f.State, err
 	}
 	if refused != "" && refused != n.Annotations[gpuv1.AnnotationMIGRefused] {
@@ -122,8 +122,10 @@ func (r *Reconciler) patchMIG(ctx context.Context, n *corev1.Node, taint bool, m
 // writeMIG applies the node's reconfiguration label and annotations in
 // one request on the version of the node the step was decided from (or
 // its taint patched): a decision taken on a stale cache fails with a
-// conflict (errStale) and is taken again.
-func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig.Facts, step migreconfig.Step, refused string) error {
+// conflict (errStale) and is taken again. under says what driver a
+// configuration recorded as applied was created under.
+func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig.Facts, step migreconfig.Step, refused string,
+	under func(config string) string) error {
 	st := step.Next
 	a := map[string]string{}
 	set := func(key, value string) {
@@ -140,8 +142,14 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 	set(AnnotationMIGSince, stamp(since))
 	set(gpuv1.AnnotationMIGRefused, refused)
 	keep(gpuv1.AnnotationMIGApplied)
+	keep(gpuv1.AnnotationMIGAppliedUnder)
+	record := func(config string) {
+		a[gpuv1.AnnotationMIGApplied] = config
+		delete(a, gpuv1.AnnotationMIGAppliedUnder)
+		set(gpuv1.AnnotationMIGAppliedUnder, under(config))
+	}
 	if step.Adopt {
-		set(gpuv1.AnnotationMIGApplied, f.Desired)
+		record(f.Desired)
 	}
 	keep(AnnotationMIGGPUs)
 	if c := gpuCount(n); c > 0 {
@@ -163,7 +171,7 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 		keep(AnnotationMIGAttempt)
 		keep(AnnotationMIGAttemptSince)
 	case st == gpuv1.MIGValidation && f.State == gpuv1.MIGApply:
-		set(gpuv1.AnnotationMIGApplied, step.Target)
+		record(step.Target)
 	case st == gpuv1.MIGReconfigureFailed && f.State != st:
 		set(gpuv1.AnnotationMIGReason, step.Reason)
 	case st == gpuv1.MIGReconfigureFailed:
@@ -207,7 +215,11 @@ func (r *Reconciler) forgetMIG(ctx context.Context, nodes []corev1.Node, all boo
 		// An apply of what stays drops the rest the reconfiguration owns.
 		ac := corev1ac.Node(n.Name).WithResourceVersion(node.ResourceVersion)
 		if applied := n.Annotations[gpuv1.AnnotationMIGApplied]; applied != "" && !all {
-			ac.WithAnnotations(map[string]string{gpuv1.AnnotationMIGApplied: applied})
+			kept := map[string]string{gpuv1.AnnotationMIGApplied: applied}
+			if under := n.Annotations[gpuv1.AnnotationMIGAppliedUnder]; under != "" {
+				kept[gpuv1.AnnotationMIGAppliedUnder] = under
+			}
+			ac.WithAnnotations(kept)
 		}
 		switch err := r.Client.Apply(ctx, ac, client.FieldOwner(MIGFieldOwner), client.ForceOwnership); {
 		case apierrors.IsNotFound(err):
@@ -232,11 +244,17 @@ func hasMIGMarks(n *corev1.Node, all bool) bool {
 		return true // a node the operator reconfigured
 	}
 	for k := range n.Annotations {
-		if strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) && (all || k != gpuv1.AnnotationMIGApplied) {
+		if strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) && (all || !appliedRecord(k)) {
 			return true
 		}
 	}
 	return false
+}
+
+// appliedRecord reports whether an annotation is the record of what is
+// applied, which stays while the policy does.
+func appliedRecord(key string) bool {
+	return key == gpuv1.AnnotationMIGApplied || key == gpuv1.AnnotationMIGAppliedUnder
 }
 
 func displayMIG(s gpuv1.MIGReconfigureState) string {

@@ -121,7 +121,8 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	}
 	var r Result
 	r.Labels = heal(n, &p, running)
-	r.Labels = applyMIG(n, p, running(state.MIGManager), configs) || r.Labels
+	r.Labels = loseMIG(n, p, running(state.Driver)) || r.Labels
+	r.Labels = applyMIG(n, p, running(state.MIGManager), running(state.Driver), configs) || r.Labels
 	plugin := running(state.DevicePlugin)
 	sharing := SharingOf(plugin, configs)
 	if sharing.Strategy == "mps" && running(state.MPSControlDaemon) == nil {
@@ -192,7 +193,7 @@ func advertise(n *corev1.Node, p Profile, plugin *corev1.Pod, s pluginconfig.Sha
 	type amounts struct{ capacity, allocatable int64 }
 	want := map[corev1.ResourceName]amounts{}
 	if plugin != nil {
-		res := migResources(LayoutOf(n, p.GPUs), migStrategyOf(plugin), s.Replicas)
+		res := migResources(layoutOf(n, p.GPUs), migStrategyOf(plugin), s.Replicas)
 		for name, c := range res {
 			a := c
 			if name == resourceGPU {
@@ -312,7 +313,7 @@ func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing
 	if gfd != nil && p.GPUs > 0 {
 		product, count := "NVIDIA-H200", p.GPUs
 		strategy := migStrategyOf(gfd)
-		if suffix, devices, ok := migProduct(LayoutOf(n, p.GPUs), p.GPUs, strategy); ok {
+		if suffix, devices, ok := migProduct(layoutOf(n, p.GPUs), p.GPUs, strategy); ok {
 			product, count = product+suffix, devices
 		}
 		if s.Replicas > 1 && !s.Renamed {

@@ -29,6 +29,9 @@ const (
 	// handled that configuration: mig-manager acts on its start and on a
 	// change of the label, not again on the same value.
 	annotationMIGHandled = prefix + "mig-handled"
+	// annotationMIGUnder is "<boot ID>/<driver pod UID>" when the node's
+	// MIG devices were created: they last as long as both.
+	annotationMIGUnder = prefix + "mig-under"
 )
 
 // Faults of a fake mig-manager (AnnotationMIGApply).
@@ -42,9 +45,20 @@ const (
 // migConfigDir is where mig-manager's pod mounts its configuration file.
 const migConfigDir = "/mig-parted-config"
 
-// LayoutOf reads a node's MIG layout (AnnotationMIGLayout).
-func LayoutOf(n *corev1.Node, gpus int) migconfig.Layout {
-	l := migconfig.Layout{WholeGPUs: gpus, MIGDevices: map[string]int{}}
+// gpuLayout is a fake node's GPUs as mig-manager, a reboot and the
+// driver left them.
+type gpuLayout struct {
+	migconfig.Layout
+	// Emptied counts the GPUs in MIG mode whose MIG devices a reboot or a
+	// driver reload destroyed: MIG mode survives both, the devices do not
+	// (mig-parted v0.12.1 README).
+	Emptied int
+}
+
+// layoutOf reads a node's MIG layout (AnnotationMIGLayout): "whole=<n>",
+// "emptied=<n>" and "<profile>=<count>" pairs, separated by ";".
+func layoutOf(n *corev1.Node, gpus int) gpuLayout {
+	l := gpuLayout{Layout: migconfig.Layout{WholeGPUs: gpus, MIGDevices: map[string]int{}}}
 	v, ok := n.Annotations[AnnotationMIGLayout]
 	if !ok {
 		return l
@@ -55,21 +69,58 @@ func LayoutOf(n *corev1.Node, gpus int) migconfig.Layout {
 		if err != nil || c < 0 {
 			continue
 		}
-		if k == "whole" {
+		switch k {
+		case "whole":
 			l.WholeGPUs = c
-		} else if k != "" {
+		case "emptied":
+			l.Emptied = c
+		case "":
+		default:
 			l.MIGDevices[k] = c
 		}
 	}
 	return l
 }
 
-func layoutString(l migconfig.Layout) string {
+func (l gpuLayout) String() string {
 	parts := []string{"whole=" + strconv.Itoa(l.WholeGPUs)}
+	if l.Emptied > 0 {
+		parts = append(parts, "emptied="+strconv.Itoa(l.Emptied))
+	}
 	for _, p := range l.Profiles() {
 		parts = append(parts, fmt.Sprintf("%s=%d", p, l.MIGDevices[p]))
 	}
 	return strings.Join(parts, ";")
+}
+
+// driverGeneration names the boot and the driver the node runs: the
+// running driver pod, none on a host's driver. It is "" while a
+// container driver is not running.
+func driverGeneration(n *corev1.Node, p Profile, driver *corev1.Pod) string {
+	switch {
+	case p.HostDriver != "":
+		return n.Status.NodeInfo.BootID + "/"
+	case driver == nil:
+		return ""
+	}
+	return n.Status.NodeInfo.BootID + "/" + string(driver.UID)
+}
+
+// loseMIG destroys the node's MIG devices once it runs another boot or
+// driver than they were created under, leaving their GPUs in MIG mode
+// with none. It says whether the node's annotations changed.
+func loseMIG(n *corev1.Node, p Profile, driver *corev1.Pod) bool {
+	l := layoutOf(n, p.GPUs)
+	under, ok := n.Annotations[annotationMIGUnder]
+	now := driverGeneration(n, p, driver)
+	if len(l.MIGDevices) == 0 || !ok || now == "" || now == under {
+		return false
+	}
+	l.Emptied = p.GPUs - l.WholeGPUs
+	l.MIGDevices = map[string]int{}
+	n.Annotations[AnnotationMIGLayout] = l.String()
+	delete(n.Annotations, annotationMIGUnder)
+	return true
 }
 
 // applyMIG plays mig-manager v0.12 on the node while its pod runs
@@ -79,7 +130,7 @@ func layoutString(l migconfig.Layout) string {
 // GPUs are partitioned so already, and otherwise goes pending, then, at
 // its next look, partitions the GPUs and reports success. It says whether
 // the node's labels or annotations changed.
-func applyMIG(n *corev1.Node, p Profile, manager *corev1.Pod, configs ConfigLookup) bool {
+func applyMIG(n *corev1.Node, p Profile, manager, driver *corev1.Pod, configs ConfigLookup) bool {
 	config := n.Labels[gpuv1.LabelMIGConfig]
 	if manager == nil || config == "" {
 		return false
@@ -133,13 +184,17 @@ func applyMIG(n *corev1.Node, p Profile, manager *corev1.Pod, configs ConfigLook
 	if err != nil {
 		return finish(gpuv1.MIGConfigFailed)
 	}
-	if same(LayoutOf(n, p.GPUs), want) {
+	if same(layoutOf(n, p.GPUs), want) {
 		return finish(gpuv1.MIGConfigSuccess)
 	}
 	if n.Labels[gpuv1.LabelMIGConfigState] != gpuv1.MIGConfigPending {
 		return setState(gpuv1.MIGConfigPending)
 	}
-	a[AnnotationMIGLayout] = layoutString(want)
+	a[AnnotationMIGLayout] = gpuLayout{Layout: want}.String()
+	delete(a, annotationMIGUnder)
+	if len(want.MIGDevices) > 0 {
+		a[annotationMIGUnder] = driverGeneration(n, p, driver)
+	}
 	return finish(gpuv1.MIGConfigSuccess)
 }
 
@@ -160,8 +215,8 @@ func readMIGFile(pod *corev1.Pod, configs ConfigLookup) *migconfig.File {
 	return f
 }
 
-func same(a, b migconfig.Layout) bool {
-	return a.WholeGPUs == b.WholeGPUs && maps.Equal(a.MIGDevices, b.MIGDevices)
+func same(a gpuLayout, b migconfig.Layout) bool {
+	return a.Emptied == 0 && a.WholeGPUs == b.WholeGPUs && maps.Equal(a.MIGDevices, b.MIGDevices)
 }
 
 // migStrategyOf reads a pod's MIG_STRATEGY; single when unset.
@@ -180,12 +235,12 @@ func migStrategyOf(pod *corev1.Pod) string {
 // strategy: the MIG profile after the GPU's name (k8s-device-plugin
 // v0.17.2, internal/lm/mig-strategy.go); INVALID for a layout the
 // strategy cannot label.
-func migProduct(l migconfig.Layout, gpus int, strategy string) (string, int, bool) {
+func migProduct(l gpuLayout, gpus int, strategy string) (string, int, bool) {
 	if strategy == string(gpuv1.MIGStrategyMixed) || l.WholeGPUs == gpus {
 		return "", 0, false // no GPU has MIG enabled
 	}
 	profiles := l.Profiles()
-	if len(profiles) != 1 || l.WholeGPUs > 0 {
+	if len(profiles) != 1 || l.WholeGPUs > 0 || l.Emptied > 0 {
 		return "-MIG-INVALID", 0, true
 	}
 	return "-MIG-" + strings.ReplaceAll(profiles[0], "+", "."), l.MIGDevices[profiles[0]], true
@@ -197,10 +252,14 @@ func migProduct(l migconfig.Layout, gpus int, strategy string) (string, int, boo
 // simulator checks it: whole GPUs as nvidia.com/gpu; MIG devices as
 // nvidia.com/mig-<profile> ('+' as '.') under mixed, as nvidia.com/gpu
 // under single, where every GPU must be partitioned alike. Nil when the
-// plugin would not start (single on a mixed layout).
-func migResources(l migconfig.Layout, strategy string, replicas int) map[corev1.ResourceName]int64 {
+// plugin would not start: single on a mixed layout, or on a GPU in MIG
+// mode whose devices a reboot destroyed ("at least one device with
+// migEnabled=true was not configured correctly").
+func migResources(l gpuLayout, strategy string, replicas int) map[corev1.ResourceName]int64 {
 	raw := map[corev1.ResourceName]int{}
 	switch {
+	case strategy != string(gpuv1.MIGStrategyMixed) && l.Emptied > 0:
+		return nil
 	case strategy == string(gpuv1.MIGStrategyMixed):
 		if l.WholeGPUs > 0 {
 			raw["nvidia.com/gpu"] = l.WholeGPUs

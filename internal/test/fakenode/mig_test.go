@@ -127,3 +127,48 @@ func TestMIGManagerFaults(t *testing.T) {
 		})
 	}
 }
+
+func driverPod(uid string) *corev1.Pod {
+	p := pod(state.Driver, true, corev1.PodSpec{})
+	p.UID = types.UID(uid)
+	return p
+}
+
+// MIG devices last as long as the boot and the driver they were created
+// under; MIG mode outlives both. With devices gone, the device plugin does
+// not start under the single strategy, and GFD says INVALID, until
+// mig-manager creates them again.
+func TestMIGDevicesDoNotSurviveADriverReload(t *testing.T) {
+	for name, reload := range map[string]func(n *corev1.Node) *corev1.Pod{
+		"new driver pod": func(*corev1.Node) *corev1.Pod { return driverPod("d2") },
+		"reboot": func(n *corev1.Node) *corev1.Pod {
+			n.Status.NodeInfo.BootID = "boot-2"
+			return driverPod("d1") // its containers restart in the same pod
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := migNode("all-1g.18gb", nil)
+			n.Status.NodeInfo.BootID = "boot-1"
+			pods := []*corev1.Pod{driverPod("d1"), migManagerPod("m1")}
+			Apply(n, pods, defaultFile)
+			Apply(n, pods, defaultFile)
+			g.Expect(n.Annotations).To(HaveKeyWithValue(AnnotationMIGLayout, "whole=0;1g.18gb=56"))
+			g.Expect(Apply(n, []*corev1.Pod{driverPod("d1")}, defaultFile).Labels).To(BeFalse(), "the same driver keeps them")
+
+			driver := reload(n)
+			g.Expect(Apply(n, []*corev1.Pod{driver}, defaultFile).Labels).To(BeTrue())
+			g.Expect(n.Annotations).To(HaveKeyWithValue(AnnotationMIGLayout, "whole=0;emptied=8"))
+			Apply(n, []*corev1.Pod{driver, pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil)
+			g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero(), "the plugin fails to start")
+			g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-INVALID"))
+
+			m2 := migManagerPod("m2")
+			Apply(n, []*corev1.Pod{driver, m2}, defaultFile)
+			Apply(n, []*corev1.Pod{driver, m2}, defaultFile)
+			g.Expect(n.Labels).To(HaveKeyWithValue(gpuv1.LabelMIGConfigState, gpuv1.MIGConfigSuccess))
+			Apply(n, []*corev1.Pod{driver, pluginPod("single")}, nil)
+			g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56))
+		})
+	}
+}

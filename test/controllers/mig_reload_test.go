@@ -1,0 +1,76 @@
+package controllers
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+)
+
+// The steps that create a node's MIG devices again, once a reboot or a
+// new driver destroyed them.
+var migRestore = []gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureDone, gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction,
+	gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}
+
+// MIG devices do not survive a driver reload or a reboot (MIG mode does):
+// after a driver upgrade, and after a reboot, the node's configuration is
+// applied again before its device plugin starts, and the upgrade, whose
+// validation waits for the device plugin, completes. The simulated node
+// loses its devices as a real one does: its device plugin would not
+// start under the single strategy.
+func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
+	g := NewWithT(t)
+	f := setup(t, 0, withMIGPool, func(cp *gpuv1.ClusterPolicy) { cp.Spec.MIGManager.Enabled = ptr.To(true) })
+	node := "mig-reload-0"
+	f.createNode(node, map[string]string{"gpu-type": "h200"})
+	f.nodes = append(f.nodes, node)
+	t.Cleanup(func() {
+		if t.Failed() {
+			n := f.node(node)
+			t.Logf("node at the failure: labels %v\nannotations %v\nallocatable %v\nevents %v", n.Labels, n.Annotations, n.Status.Allocatable, f.eventsOf(node))
+		}
+	})
+	g.Eventually(func() map[string]string { return f.node(node).Labels }, 2*time.Minute, interval).
+		Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone)))
+	f.expectAllReady(node)
+	driver := f.podOn(node, "driver")
+	g.Expect(f.node(node).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, fmt.Sprintf("boot-1/%s", driver.UID)))
+
+	log := f.recordMIG()
+	f.updatePolicy(newVersion("575.57.08"))
+	f.expectLabelWithin(node, gpuv1.LabelUpgradeState, "upgrade-done", 3*time.Minute)
+	// The MIG taint keeps GPU pods off until the devices are advertised
+	// and settled, which may end after the upgrade.
+	g.Eventually(func() []gpuv1.MIGReconfigureState { return log.sequence(node) }, 2*time.Minute, interval).
+		Should(Equal(migRestore), "%s", log)
+	f.expectAllReady(node)
+	t.Logf("a driver upgrade:\n%s", log)
+	expectMIGDevices(g, f, node)
+	g.Expect(f.eventsOf(node)).To(ContainElement(ContainSubstring("the MIG devices of \"all-1g.18gb\" are gone")))
+
+	log = f.recordMIG()
+	sim.set(node, "*", staysNotReady)
+	f.setBootID(node, "boot-2")
+	g.Expect(sim.restart(f.ctx, node)).To(Succeed())
+	sim.set(node, "*", becomesReady)
+	g.Eventually(func() []gpuv1.MIGReconfigureState { return log.sequence(node) }, 2*time.Minute, interval).
+		Should(Equal(migRestore), "%s", log)
+	f.expectAllReady(node)
+	t.Logf("a reboot:\n%s", log)
+	expectMIGDevices(g, f, node)
+}
+
+// expectMIGDevices checks the node advertises all-1g.18gb's devices,
+// created under its boot and driver now.
+func expectMIGDevices(g Gomega, f *fixture, node string) {
+	n := f.node(node)
+	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56))
+	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
+	g.Expect(n.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, gating.DriverGeneration(n)))
+	g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+}
