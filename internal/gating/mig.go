@@ -71,6 +71,9 @@ func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
 		case desired == "" && applied == "" && st == "":
 			delete(d.notBefore, state.MIGManager)
 			return gpuv1.StateDisabled
+		case desired != "" && d.migDevicesLost() && annotations[gpuv1.AnnotationMIGRefused] != "":
+			v, why = gpuv1.StateFailed, "its MIG devices are gone (a reboot or a driver reload) and its configuration is refused: "+
+				annotations[gpuv1.AnnotationMIGRefused]
 		case desired != "" && d.migDevicesLost():
 			// Before the device plugin starts: it fails on a GPU in MIG
 			// mode with no MIG device under the single strategy, and

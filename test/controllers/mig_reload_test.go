@@ -1,12 +1,17 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
@@ -42,6 +47,7 @@ func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
 	g.Expect(f.node(node).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, fmt.Sprintf("boot-1/%s", driver.UID)))
 
 	log := f.recordMIG()
+	held := f.recordPluginHold(node)
 	f.updatePolicy(newVersion("575.57.08"))
 	f.expectLabelWithin(node, gpuv1.LabelUpgradeState, "upgrade-done", 3*time.Minute)
 	// The MIG taint keeps GPU pods off until the devices are advertised
@@ -50,10 +56,12 @@ func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
 		Should(Equal(migRestore), "%s", log)
 	f.expectAllReady(node)
 	t.Logf("a driver upgrade:\n%s", log)
-	expectMIGDevices(g, f, node)
+	expectMIGDevices(g, f, node, "boot-1")
 	g.Expect(f.eventsOf(node)).To(ContainElement(ContainSubstring("the MIG devices of \"all-1g.18gb\" are gone")))
+	g.Expect(held.breaches()).To(BeEmpty(), "the device plugin waits for the devices")
 
 	log = f.recordMIG()
+	held = f.recordPluginHold(node)
 	sim.set(node, "*", staysNotReady)
 	f.setBootID(node, "boot-2")
 	g.Expect(sim.restart(f.ctx, node)).To(Succeed())
@@ -62,15 +70,57 @@ func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
 		Should(Equal(migRestore), "%s", log)
 	f.expectAllReady(node)
 	t.Logf("a reboot:\n%s", log)
-	expectMIGDevices(g, f, node)
+	expectMIGDevices(g, f, node, "boot-2")
+	g.Expect(held.breaches()).To(BeEmpty(), "the device plugin waits for the devices")
 }
 
 // expectMIGDevices checks the node advertises all-1g.18gb's devices,
-// created under its boot and driver now.
-func expectMIGDevices(g Gomega, f *fixture, node string) {
+// created under its boot and driver pod now.
+func expectMIGDevices(g Gomega, f *fixture, node, bootID string) {
 	n := f.node(node)
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56))
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
-	g.Expect(n.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, gating.DriverGeneration(n)))
+	g.Expect(n.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, bootID+"/"+string(f.podOn(node, "driver").UID)))
 	g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+}
+
+// pluginHold records, from a watch on a node, every version in which its
+// MIG devices are gone and its mig-manager state is not pending: the
+// gate of the device plugin, which must wait for the devices.
+type pluginHold struct {
+	mu  sync.Mutex
+	bad []string
+}
+
+func (f *fixture) recordPluginHold(node string) *pluginHold {
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.t.Cleanup(cancel)
+	h := &pluginHold{}
+	w, err := watchClient.Watch(ctx, &corev1.NodeList{}, client.MatchingFields{"metadata.name": node})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			// Versions the operator has decided on: a reboot shows in the
+			// status before the operator has seen it.
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || n.Annotations[gating.AnnotationBootID] != n.Status.NodeInfo.BootID || !gating.MIGDevicesLost(n) ||
+				n.Labels[gpuv1.StateLabel("mig-manager")] == string(gpuv1.StatePending) {
+				continue
+			}
+			h.mu.Lock()
+			h.bad = append(h.bad, fmt.Sprintf("rv %s: mig-manager %s, which lets the device plugin start; MIG state %q", n.ResourceVersion,
+				n.Labels[gpuv1.StateLabel("mig-manager")], n.Labels[gpuv1.LabelMIGReconfigureState]))
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+func (h *pluginHold) breaches() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.bad)
 }

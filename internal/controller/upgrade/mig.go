@@ -3,20 +3,16 @@ package upgrade
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
-	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -33,6 +29,11 @@ const (
 	// AnnotationMIGAttemptSince when it started.
 	AnnotationMIGAttempt      = gpuv1.MIGReconfigureAnnotationPrefix + "attempt"
 	AnnotationMIGAttemptSince = gpuv1.MIGReconfigureAnnotationPrefix + "attempt-since"
+	// AnnotationMIGAttemptUnder is the node's boot and driver pod when
+	// the attempt started (gating.DriverGeneration): the devices it
+	// creates last as long as they do, even if the operator learns of
+	// its success under another.
+	AnnotationMIGAttemptUnder = gpuv1.MIGReconfigureAnnotationPrefix + "attempt-under"
 	// AnnotationMIGGPUs is how many GPUs the node has, read from GFD while
 	// none of them was partitioned: it makes the check of a new layout's
 	// counts exact.
@@ -48,75 +49,6 @@ const migEvent = "GPUMIGReconfigure"
 // after a MIG reconfiguration the old resource looks like unhealthy GPUs
 // until then, and no repair may start on it.
 const kubeletResourceGrace = 6 * time.Minute
-
-// migConfigs is the policy's file of MIG configurations, read once per look.
-type migConfigs struct {
-	file *migconfig.File
-	// problem says why the file cannot be used; "" when it can.
-	problem string
-}
-
-// under returns what to record as the driver a configuration applied on
-// the node was created under (gpuv1.AnnotationMIGAppliedUnder): the
-// node's boot and driver pod, where the configuration creates MIG
-// devices, which they destroy; "" where it creates none.
-func (c migConfigs) under(n *corev1.Node) func(config string) string {
-	return func(config string) string {
-		if c.file == nil || !c.file.Partitions(config) {
-			return ""
-		}
-		return gating.DriverGeneration(n)
-	}
-}
-
-// readMIGConfigs reads migManager.config's ConfigMap from the cache. A
-// ConfigMap that does not exist or does not parse refuses every
-// configuration, naming the field to fix.
-func (r *Reconciler) readMIGConfigs(ctx context.Context, spec *gpuv1.MIGManagerSpec) (migConfigs, error) {
-	name := spec.ConfigMapName()
-	cm := &corev1.ConfigMap{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, cm)
-	switch {
-	case apierrors.IsNotFound(err):
-		return migConfigs{problem: fmt.Sprintf("ConfigMap %s (migManager.config.name), in the operator's namespace, does not exist", name)}, nil
-	case err != nil:
-		return migConfigs{}, fmt.Errorf("reading ConfigMap %s: %w", name, err)
-	}
-	data, ok := cm.Data[migconfig.FileKey]
-	if !ok {
-		return migConfigs{problem: fmt.Sprintf("ConfigMap %s (migManager.config.name) has no %s", name, migconfig.FileKey)}, nil
-	}
-	f, err := migconfig.Parse(data)
-	if err != nil {
-		return migConfigs{problem: fmt.Sprintf("ConfigMap %s (migManager.config.name), %s: %v", name, migconfig.FileKey, err)}, nil
-	}
-	return migConfigs{file: f}, nil
-}
-
-// refusal says why a node's configuration cannot be applied, "" when it
-// can: the file's trouble, a name it does not hold, or a layout the MIG
-// strategy cannot advertise.
-func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config string) string {
-	if config == "" {
-		return ""
-	}
-	if c.problem != "" {
-		return c.problem
-	}
-	from := "the node's label " + gpuv1.LabelMIGConfig
-	if n.Annotations[gpuv1.AnnotationMIGConfigWritten] == config {
-		from = "its driver pool's migConfig (or migManager.config.default)"
-	}
-	layout, err := c.file.LayoutOf(config, max(knownGPUs(n), 1))
-	if err != nil {
-		return fmt.Sprintf("%s names MIG configuration %q, which ConfigMap %s (migManager.config.name) does not hold; it holds: %s",
-			from, config, cp.Spec.MIGManager.ConfigMapName(), strings.Join(c.file.Names(), ", "))
-	}
-	if _, err := layout.Resources(string(cp.Spec.MIG.StrategyOrDefault())); err != nil && !c.file.Filtered(config) {
-		return fmt.Sprintf("MIG configuration %q under mig.strategy %s: %v", config, cp.Spec.MIG.StrategyOrDefault(), err)
-	}
-	return ""
-}
 
 // reconfigureMIG steps the GPU nodes of the active policy through the
 // reconfiguration of their MIG devices, within migManager.maxParallel.
@@ -157,14 +89,15 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 		desired := n.Labels[gpuv1.LabelMIGConfig]
 		since, _ := time.Parse(time.RFC3339, n.Annotations[AnnotationMIGSince])
 		// A node whose MIG devices are gone goes on while an upgrade or a
-		// repair holds it: their validation waits for its device plugin,
-		// which waits for the devices.
+		// repair holds it, once it has replaced the driver: their
+		// validation waits for its device plugin, which waits for the
+		// devices.
 		lost := gating.MIGDevicesLost(n)
 		candidates = append(candidates, migreconfig.Node{
 			Name: n.Name,
 			Busy: migreconfig.Tainted(st) || held[n.Name],
-			Waiting: st == gpuv1.MIGReconfigureRequired && nodeReady(n) && (!held[n.Name] || lost) &&
-				configs.refusal(cp, n, desired) == "",
+			Waiting: st == gpuv1.MIGReconfigureRequired && nodeReady(n) && r.driverSettled(n) &&
+				(!held[n.Name] || lost && !replacingDriver(n)) && configs.refusal(cp, n, desired) == "",
 			Serving:      gating.ServesGPUs(n),
 			Lost:         lost,
 			WaitingSince: since,
@@ -196,7 +129,7 @@ func (r *Reconciler) reconfigureMIG(ctx context.Context, cp *gpuv1.ClusterPolicy
 		step := migreconfig.Next(f, p)
 		ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step", "node", n.Name, "state", f.State, "next", step.Next,
 			"action", step.Action.String(), "facts", f)
-		next[i], errs[i] = r.takeMIG(ctx, cp, obs, n, f, step, sel, configs.under(n))
+		next[i], errs[i] = r.takeMIG(ctx, cp, obs, n, f, step, sel, configs.partitions)
 		settling[i] = f.InPlace == migreconfig.Unknown && next[i] == gpuv1.MIGReconfigureRequired
 	})
 	busy := errors.Is(forgotten, errStale)
@@ -400,6 +333,31 @@ func gpuCount(n *corev1.Node) int {
 		return 0
 	}
 	return c
+}
+
+// driverSettled reports whether mig-manager's prerequisites (the driver,
+// the toolkit) are ready on the node: an apply started before would run
+// its timeout while mig-manager waits for them, a slow driver build
+// failing the node.
+func (r *Reconciler) driverSettled(n *corev1.Node) bool {
+	for _, p := range r.Graph.Prerequisites(state.MIGManager) {
+		if v := gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(p))]); v != gpuv1.StateReady && v != gpuv1.StateDisabled {
+			return false
+		}
+	}
+	return true
+}
+
+// replacingDriver reports whether the upgrade or the repair holding the
+// node has yet to replace its driver pod: MIG devices created before
+// would be destroyed again.
+func replacingDriver(n *corev1.Node) bool {
+	switch stateOf(n) {
+	case gpuv1.UpgradeCordonRequired, gpuv1.UpgradeWaitForJobs, gpuv1.UpgradePodDeletion, gpuv1.UpgradeDrainRequired,
+		gpuv1.UpgradePodRestart:
+		return true
+	}
+	return remediation.ReloadsDriver(remediationStateOf(n))
 }
 
 func migStateOf(n *corev1.Node) gpuv1.MIGReconfigureState {

@@ -27,7 +27,7 @@ const MIGFieldOwner = "gpu-operator-mig"
 // takeMIG performs a step's action and records the node's next state. A
 // failed action leaves the state as it is, to be retried.
 func (r *Reconciler) takeMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed, n *corev1.Node,
-	f migreconfig.Facts, step migreconfig.Step, sel *podSelectors, under func(config string) string) (gpuv1.MIGReconfigureState, error) {
+	f migreconfig.Facts, step migreconfig.Step, sel *podSelectors, partitions func(config string) bool) (gpuv1.MIGReconfigureState, error) {
 	var err error
 	switch step.Action {
 	case migreconfig.EvictGPUPods:
@@ -53,15 +53,17 @@ func (r *Reconciler) takeMIG(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 	if node == nil {
 		return f.State, err
 	}
+	// What is applied is not refused, unless its devices are gone and
+	// it cannot be applied again.
 	refused := f.Refused
-	if f.Desired == f.Applied {
+	if f.Desired == f.Applied && !f.Lost {
 		refused = ""
 	}
 	if step.Next == f.State && node == n && step.Action != migreconfig.StartAttempt && !step.Adopt &&
 		refused == n.Annotations[gpuv1.AnnotationMIGRefused] {
 		return f.State, nil
 	}
-	if err := r.writeMIG(ctx, node, f, step, refused, under); err != nil {
+	if err := r.writeMIG(ctx, node, f, step, refused, partitions); err != nil {
 		return f.State, err
 	}
 	if refused != "" && refused != n.Annotations[gpuv1.AnnotationMIGRefused] {
@@ -122,10 +124,10 @@ func (r *Reconciler) patchMIG(ctx context.Context, n *corev1.Node, taint bool, m
 // writeMIG applies the node's reconfiguration label and annotations in
 // one request on the version of the node the step was decided from (or
 // its taint patched): a decision taken on a stale cache fails with a
-// conflict (errStale) and is taken again. under says what driver a
-// configuration recorded as applied was created under.
+// conflict (errStale) and is taken again. partitions says which
+// configurations create MIG devices, whose driver is recorded.
 func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig.Facts, step migreconfig.Step, refused string,
-	under func(config string) string) error {
+	partitions func(config string) bool) error {
 	st := step.Next
 	a := map[string]string{}
 	set := func(key, value string) {
@@ -143,13 +145,17 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 	set(gpuv1.AnnotationMIGRefused, refused)
 	keep(gpuv1.AnnotationMIGApplied)
 	keep(gpuv1.AnnotationMIGAppliedUnder)
-	record := func(config string) {
+	// record records a configuration as applied, with the driver its
+	// devices, if it creates any, were created under.
+	record := func(config, under string) {
 		a[gpuv1.AnnotationMIGApplied] = config
 		delete(a, gpuv1.AnnotationMIGAppliedUnder)
-		set(gpuv1.AnnotationMIGAppliedUnder, under(config))
+		if partitions(config) {
+			set(gpuv1.AnnotationMIGAppliedUnder, under)
+		}
 	}
 	if step.Adopt {
-		record(f.Desired)
+		record(f.Desired, gating.DriverGeneration(n)) // the devices are advertised now
 	}
 	keep(AnnotationMIGGPUs)
 	if c := gpuCount(n); c > 0 {
@@ -167,11 +173,19 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 		}
 		set(AnnotationMIGAttempt, strconv.Itoa(attempt))
 		set(AnnotationMIGAttemptSince, stamp(f.Now))
+		set(AnnotationMIGAttemptUnder, gating.DriverGeneration(n))
 	case st == gpuv1.MIGApply:
 		keep(AnnotationMIGAttempt)
 		keep(AnnotationMIGAttemptSince)
+		keep(AnnotationMIGAttemptUnder)
 	case st == gpuv1.MIGValidation && f.State == gpuv1.MIGApply:
-		record(step.Target)
+		// A reboot or a new driver between the attempt's start and now
+		// shows as a loss, and the configuration is applied again.
+		under := n.Annotations[AnnotationMIGAttemptUnder]
+		if under == "" {
+			under = gating.DriverGeneration(n)
+		}
+		record(step.Target, under)
 	case st == gpuv1.MIGReconfigureFailed && f.State != st:
 		set(gpuv1.AnnotationMIGReason, step.Reason)
 	case st == gpuv1.MIGReconfigureFailed:
