@@ -103,6 +103,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
 		MIGSpec(ctx, MIGInput{Nodes: healthy[:2], FailOnce: healthy[2], HangOnce: healthy[3]})
 	})
 
+	It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
+		PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
+	})
+
 	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 	})
