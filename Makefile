@@ -61,7 +61,7 @@ verify: manifests generate bundle ## Fail when generated files are stale, gofmt/
 
 .PHONY: test
 test: tools build ## Run the unit, envtest and packaging tests, then the end-to-end specs (builds the toolchain on first use).
-	go test ./... -count=1
+	go test ./... -count=1 -timeout 20m
 	$(MAKE) --no-print-directory test-e2e
 
 .PHONY: test-e2e

@@ -64,7 +64,8 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 		setNodeLabel(ctx, n, "gpu-pool", "mig")
 	}
 	setNodeLabel(ctx, in.Shared[1], gpuv1.LabelDevicePluginConfig, "mps-2")
-	// Each pool has its own upgrade budget (maxParallelUpgrades, 1).
+	// Each pool's nodes move within the pool's upgrade budget
+	// (maxParallelUpgrades, 1).
 	sharedMoves, migMoves := watchUpgrades(ctx, in.Shared), watchUpgrades(ctx, in.MIG)
 	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) {
 		cp.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: cm.Name}
@@ -85,9 +86,11 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 	Expect(podOn(ctx, in.Shared[0], string(state.MPSControlDaemon))).To(BeNil())
 	GinkgoWriter.Printf("pools, sharing per pool and per node: %s\n", sharingLabels(ctx, all...))
 
-	// The MIG pool, within maxParallel 1, a PodDisruptionBudget in the way.
-	pinnedGPUPods(ctx, "pool", in.MIG, 2)
-	before := runningPods(ctx, "pool", 2)
+	// The MIG pool, within maxParallel 1, a PodDisruptionBudget in the
+	// way: one GPU pod on each node, so that the first node admitted has
+	// one to evict.
+	onePerNode(ctx, "pool", in.MIG)
+	before := runningPods(ctx, "pool", len(in.MIG))
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "pool"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pinned"}}}}
@@ -96,6 +99,7 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 	setMIGManager(ctx, func(s *gpuv1.MIGManagerSpec) {
 		s.Enabled = ptr.To(true)
 		s.MaxParallel = ptr.To(intstr.FromInt32(1))
+		s.ApplyTimeoutSeconds = nil // the default, whatever the specs before set
 	})
 	var held string
 	Eventually(func(g Gomega) {
@@ -122,7 +126,7 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 	GinkgoWriter.Printf("the MIG pool, one node at a time:\n%s\n", log)
 	Expect(log.peak()).To(Equal(1), "maxParallel is 1:\n%s", log)
 	Expect(log.offTaints()).To(BeEmpty())
-	after := runningPods(ctx, "pool", 2)
+	after := runningPods(ctx, "pool", len(in.MIG))
 	for uid := range before {
 		Expect(after).NotTo(HaveKey(uid), "every GPU pod on the MIG pool was evicted")
 	}
@@ -139,7 +143,7 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 			g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, "575.57.08"))
 			g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone)))
 			g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone)))
-		}).WithTimeout(4*time.Minute).WithPolling(time.Second).Should(Succeed(), "node %s:\n%s", n, log)
+		}).WithTimeout(6*time.Minute).WithPolling(time.Second).Should(Succeed(), "node %s:\n%s", n, log)
 		Expect(log.sequence(n)).To(Equal(append([]gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureDone}, migSteps[1:]...)),
 			"node %s applies its configuration again:\n%s", n, log)
 		Expect(strings.Join(eventsOn(ctx, n), "\n")).To(ContainSubstring(`the MIG devices of "all-1g.18gb" are gone`))
@@ -183,6 +187,23 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 	Eventually(func() *corev1.Pod { return podOn(ctx, in.Shared[1], string(state.MPSControlDaemon)) }).
 		WithTimeout(time.Minute).Should(BeNil(), "the MPS control daemon leaves with the configuration")
 	Expect(k8s.Delete(ctx, cm)).To(Succeed())
+	Expect(k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pool"}})).To(Succeed())
+}
+
+// onePerNode runs a Deployment "pinned" of one GPU pod on each node.
+func onePerNode(ctx context.Context, namespace string, nodes []string) {
+	var terms []corev1.NodeSelectorTerm
+	for _, n := range nodes {
+		terms = append(terms, corev1.NodeSelectorTerm{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
+		})
+	}
+	createGPUDeployment(ctx, namespace, "pinned", int32(len(nodes)), &corev1.Affinity{
+		NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}},
+		PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pinned"}}, TopologyKey: "kubernetes.io/hostname",
+		}}},
+	})
 }
 
 // expectPools waits until every node is in its pool, runs the driver of
