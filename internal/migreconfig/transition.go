@@ -166,6 +166,14 @@ func Next(f Facts, p Policy) Step {
 			return stay // its device plugin and GFD settle first
 		case f.Refused != "" || !f.Admitted:
 			return stay
+		case f.Lost && !changed:
+			// No eviction: the devices the GPU pods used are gone, or,
+			// where the new driver pod did not reload the driver (the
+			// same version), still there, and mig-manager finds them
+			// applied and touches nothing (mig-parted v0.12.1,
+			// reconfigure-mig.sh asserts first).
+			return Step{Next: gpuv1.MIGClientsOff, Target: f.Desired,
+				Reason: fmt.Sprintf("applying %q again: tainted, the device plugin, GFD and dcgm-exporter leave the node; no GPU pod is evicted", f.Desired)}
 		}
 		return Step{Next: gpuv1.MIGEviction, Target: f.Desired,
 			Reason: fmt.Sprintf("reconfiguring to %q: tainted, evicting the GPU pods", f.Desired)}

@@ -18,14 +18,14 @@ import (
 )
 
 // The steps that create a node's MIG devices again, once a reboot or a
-// new driver destroyed them.
-var migRestore = []gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureDone, gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction,
+// new driver destroyed them: no eviction.
+var migRestore = []gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureDone, gpuv1.MIGReconfigureRequired,
 	gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}
 
 // MIG devices do not survive a driver reload or a reboot (MIG mode does):
 // after a driver upgrade, and after a reboot, the node's configuration is
-// applied again before its device plugin starts, and the upgrade, whose
-// validation waits for the device plugin, completes. The simulated node
+// applied again before its device plugin starts, evicting no GPU pod, and
+// the upgrade, whose validation waits for the device plugin, completes. The simulated node
 // loses its devices as a real one does: its device plugin would not
 // start under the single strategy.
 func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
@@ -60,6 +60,10 @@ func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
 	g.Expect(f.eventsOf(node)).To(ContainElement(ContainSubstring("the MIG devices of \"all-1g.18gb\" are gone")))
 	g.Expect(held.breaches()).To(BeEmpty(), "the device plugin waits for the devices")
 
+	// A GPU pod, which nothing may evict: the restore evicts no pod.
+	f.heldGPUPod("mig-workload", node)
+	workload := &corev1.Pod{}
+	g.Expect(k8sClient.Get(f.ctx, client.ObjectKey{Namespace: "workloads", Name: "mig-workload"}, workload)).To(Succeed())
 	log = f.recordMIG()
 	held = f.recordPluginHold(node)
 	sim.set(node, "*", staysNotReady)
@@ -72,6 +76,10 @@ func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
 	t.Logf("a reboot:\n%s", log)
 	expectMIGDevices(g, f, node, "boot-2")
 	g.Expect(held.breaches()).To(BeEmpty(), "the device plugin waits for the devices")
+	after := &corev1.Pod{}
+	g.Expect(k8sClient.Get(f.ctx, client.ObjectKeyFromObject(workload), after)).To(Succeed())
+	g.Expect(after.UID).To(Equal(workload.UID))
+	g.Expect(after.DeletionTimestamp).To(BeNil(), "not evicted")
 }
 
 // expectMIGDevices checks the node advertises all-1g.18gb's devices,

@@ -230,19 +230,20 @@ func (l *migLog) observe(n *corev1.Node) {
 	if l.current[n.Name] == key {
 		return
 	}
-	// The taint goes on just before the label that starts the eviction and
-	// off just before the label that ends the reconfiguration: a version
+	// The taint goes on just before the label that starts the eviction
+	// (or, to apply lost devices again, the clients' leaving) and off
+	// just before the label that ends the reconfiguration: a version
 	// between the two writes is the operator's order if the next is the
 	// label that finishes it.
 	stKey := fmt.Sprintf("%s %t", st, taint)
-	if want, ok := l.then[n.Name]; ok && !strings.HasPrefix(key, want) {
+	if want, ok := l.then[n.Name]; ok && !slices.ContainsFunc(strings.Split(want, "|"), func(w string) bool { return strings.HasPrefix(key, w) }) {
 		l.off = append(l.off, fmt.Sprintf("%s: %s after a version between two writes, not %s", n.Name, stKey, want))
 	}
 	delete(l.then, n.Name)
 	switch {
 	case taint == migreconfig.Tainted(st):
 	case taint && st == gpuv1.MIGReconfigureRequired:
-		l.then[n.Name] = string(gpuv1.MIGEviction) + " true"
+		l.then[n.Name] = string(gpuv1.MIGEviction) + " true|" + string(gpuv1.MIGClientsOff) + " true"
 	case !taint && st == gpuv1.MIGValidation:
 		l.then[n.Name] = string(gpuv1.MIGReconfigureDone) + " false"
 	default:
