@@ -20,10 +20,18 @@ type labelValues struct {
 }
 
 func (f *fixture) watchLabel(node, key string) *labelValues {
+	h := &labelValues{}
+	f.watchNodes(func(n *corev1.Node) { h.record(n.Labels[key]) }, client.MatchingFields{"metadata.name": node})
+	return h
+}
+
+// watchNodes calls see with every version of the nodes opts select, in
+// the order the API server stored them, until the test ends or the
+// returned cancel is called.
+func (f *fixture) watchNodes(see func(*corev1.Node), opts ...client.ListOption) context.CancelFunc {
 	ctx, cancel := context.WithCancel(f.ctx)
 	f.t.Cleanup(cancel)
-	h := &labelValues{}
-	w, err := watchClient.Watch(ctx, &corev1.NodeList{}, client.MatchingFields{"metadata.name": node})
+	w, err := watchClient.Watch(ctx, &corev1.NodeList{}, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -31,11 +39,11 @@ func (f *fixture) watchLabel(node, key string) *labelValues {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
 			if n, ok := ev.Object.(*corev1.Node); ok {
-				h.record(n.Labels[key])
+				see(n)
 			}
 		}
 	}()
-	return h
+	return cancel
 }
 
 func (h *labelValues) record(v string) {

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -101,29 +100,19 @@ type pluginHold struct {
 }
 
 func (f *fixture) recordPluginHold(node string) *pluginHold {
-	ctx, cancel := context.WithCancel(f.ctx)
-	f.t.Cleanup(cancel)
 	h := &pluginHold{}
-	w, err := watchClient.Watch(ctx, &corev1.NodeList{}, client.MatchingFields{"metadata.name": node})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			// Versions the operator has decided on: a reboot shows in the
-			// status before the operator has seen it.
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || n.Annotations[gating.AnnotationBootID] != n.Status.NodeInfo.BootID || !gating.MIGDevicesLost(n) ||
-				n.Labels[gpuv1.StateLabel("mig-manager")] == string(gpuv1.StatePending) {
-				continue
-			}
-			h.mu.Lock()
-			h.bad = append(h.bad, fmt.Sprintf("rv %s: mig-manager %s, which lets the device plugin start; MIG state %q", n.ResourceVersion,
-				n.Labels[gpuv1.StateLabel("mig-manager")], n.Labels[gpuv1.LabelMIGReconfigureState]))
-			h.mu.Unlock()
+	f.watchNodes(func(n *corev1.Node) {
+		// Versions the operator has decided on: a reboot shows in the
+		// status before the operator has seen it.
+		if n.Annotations[gating.AnnotationBootID] != n.Status.NodeInfo.BootID || !gating.MIGDevicesLost(n) ||
+			n.Labels[gpuv1.StateLabel("mig-manager")] == string(gpuv1.StatePending) {
+			return
 		}
-	}()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.bad = append(h.bad, fmt.Sprintf("rv %s: mig-manager %s, which lets the device plugin start; MIG state %q", n.ResourceVersion,
+			n.Labels[gpuv1.StateLabel("mig-manager")], n.Labels[gpuv1.LabelMIGReconfigureState]))
+	}, client.MatchingFields{"metadata.name": node})
 	return h
 }
 

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,25 +31,16 @@ type migLog struct {
 }
 
 func (f *fixture) recordMIG() *migLog {
-	ctx, cancel := context.WithCancel(f.ctx)
 	l := &migLog{start: time.Now(), current: map[string]gpuv1.MIGReconfigureState{}, seq: map[string][]gpuv1.MIGReconfigureState{}}
 	ours := map[string]bool{}
 	for _, n := range f.nodes {
 		ours[n] = true
 	}
-	w, err := watchClient.Watch(ctx, &corev1.NodeList{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && ours[n.Name] {
-				l.observe(n)
-			}
+	f.watchNodes(func(n *corev1.Node) {
+		if ours[n.Name] {
+			l.observe(n)
 		}
-	}()
-	f.t.Cleanup(cancel)
+	})
 	return l
 }
 

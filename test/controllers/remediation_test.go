@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,25 +57,16 @@ type busyLog struct {
 }
 
 func (f *fixture) recordBusy() *busyLog {
-	ctx, cancel := context.WithCancel(f.ctx)
-	f.t.Cleanup(cancel)
 	l := &busyLog{busy: map[string]bool{}, last: map[string]string{}, start: time.Now()}
-	w, err := watchClient.Watch(ctx, &corev1.NodeList{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	mine := map[string]bool{}
 	for _, n := range f.nodes {
 		mine[n] = true
 	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && mine[n.Name] {
-				l.observe(n)
-			}
+	f.watchNodes(func(n *corev1.Node) {
+		if mine[n.Name] {
+			l.observe(n)
 		}
-	}()
+	})
 	return l
 }
 

@@ -32,25 +32,16 @@ type upgradeLog struct {
 }
 
 func (f *fixture) recordUpgrades() *upgradeLog {
-	ctx, cancel := context.WithCancel(f.ctx)
 	l := &upgradeLog{start: time.Now(), seq: map[string][]gpuv1.UpgradeState{}, current: map[string]gpuv1.UpgradeState{},
-		nodes: map[string]bool{}, cancelFunc: cancel}
+		nodes: map[string]bool{}}
 	for _, n := range f.nodes {
 		l.nodes[n] = true
 	}
-	w, err := watchClient.Watch(ctx, &corev1.NodeList{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && l.nodes[n.Name] {
-				l.observe(n)
-			}
+	l.cancelFunc = f.watchNodes(func(n *corev1.Node) {
+		if l.nodes[n.Name] {
+			l.observe(n)
 		}
-	}()
-	f.t.Cleanup(cancel)
+	})
 	return l
 }
 

@@ -81,12 +81,7 @@ func ReadinessTaintSpec(ctx context.Context, in ReadinessTaintInput) {
 }
 
 func setReadinessTaint(ctx context.Context, on bool) {
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
-		cp.Spec.Operator.ReadinessTaint.Enabled = on
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = on })
 }
 
 func tainted(g Gomega, ctx context.Context, node string) bool {
@@ -98,16 +93,7 @@ func tainted(g Gomega, ctx context.Context, node string) bool {
 // pinnedGPUPods runs a Deployment of GPU pods that may run only on nodes,
 // and do not tolerate the readiness taint.
 func pinnedGPUPods(ctx context.Context, namespace string, nodes []string, replicas int32) {
-	// One term per node: a field selector term takes one name.
-	var terms []corev1.NodeSelectorTerm
-	for _, n := range nodes {
-		terms = append(terms, corev1.NodeSelectorTerm{
-			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
-		})
-	}
-	createGPUDeployment(ctx, namespace, "pinned", replicas, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
-	}})
+	createGPUDeployment(ctx, namespace, "pinned", replicas, &corev1.Affinity{NodeAffinity: onlyOn(nodes)})
 }
 
 // rv reads a resourceVersion as the number the simulated cluster's etcd
@@ -299,4 +285,26 @@ func activePolicy(g Gomega, ctx context.Context) *gpuv1.ClusterPolicy {
 	g.Expect(k8s.List(ctx, list)).To(Succeed())
 	g.Expect(list.Items).To(HaveLen(1))
 	return &list.Items[0]
+}
+
+// setPolicy changes the active ClusterPolicy, retrying on conflicts.
+func setPolicy(ctx context.Context, mutate func(*gpuv1.ClusterPolicy)) {
+	Eventually(func(g Gomega) {
+		cp := activePolicy(g, ctx)
+		patch := client.MergeFrom(cp.DeepCopy())
+		mutate(cp)
+		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// onlyOn is a node affinity that allows the named nodes alone: one term
+// per node, as a field selector term takes one name.
+func onlyOn(nodes []string) *corev1.NodeAffinity {
+	var terms []corev1.NodeSelectorTerm
+	for _, n := range nodes {
+		terms = append(terms, corev1.NodeSelectorTerm{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
+		})
+	}
+	return &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}
 }

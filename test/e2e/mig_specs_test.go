@@ -145,12 +145,7 @@ func MIGSpec(ctx context.Context, in MIGInput) {
 }
 
 func setMIGManager(ctx context.Context, mutate func(*gpuv1.MIGManagerSpec)) {
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
-		mutate(&cp.Spec.MIGManager)
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { mutate(&cp.Spec.MIGManager) })
 }
 
 func migLabels(ctx context.Context, nodes ...string) string {

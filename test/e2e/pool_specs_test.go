@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -194,14 +193,8 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 
 // onePerNode runs a Deployment "pinned" of one GPU pod on each node.
 func onePerNode(ctx context.Context, namespace string, nodes []string) {
-	var terms []corev1.NodeSelectorTerm
-	for _, n := range nodes {
-		terms = append(terms, corev1.NodeSelectorTerm{
-			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
-		})
-	}
 	createGPUDeployment(ctx, namespace, "pinned", int32(len(nodes)), &corev1.Affinity{
-		NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}},
+		NodeAffinity: onlyOn(nodes),
 		PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pinned"}}, TopologyKey: "kubernetes.io/hostname",
 		}}},
@@ -246,14 +239,4 @@ func expectMIGPartitioned(ctx context.Context, name string) {
 	Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56), "node %s", name)
 	Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
 	Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
-}
-
-// setPolicy changes the active ClusterPolicy's spec.
-func setPolicy(ctx context.Context, mutate func(*gpuv1.ClusterPolicy)) {
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
-		mutate(cp)
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
 }

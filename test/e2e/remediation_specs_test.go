@@ -183,22 +183,14 @@ func RemediationBudgetSpec(ctx context.Context, nodes []string) {
 }
 
 func setRemediation(ctx context.Context, mutate func(*gpuv1.RemediationSpec)) {
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) {
 		cp.Spec.Operator.Remediation = gpuv1.RemediationSpec{Enabled: true}
 		mutate(&cp.Spec.Operator.Remediation)
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
 }
 
 func setRemediationOff(ctx context.Context) {
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
-		cp.Spec.Operator.Remediation.Enabled = false
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.Remediation.Enabled = false })
 }
 
 // expectNoRemediationMarks waits until no node carries a remediation

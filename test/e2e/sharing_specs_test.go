@@ -38,12 +38,9 @@ func TimeSlicingSpec(ctx context.Context, four, two, untouched string) {
 	if err := k8s.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) {
 		cp.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs"}
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
 	pinnedGPUPods(ctx, "sharing", []string{four}, 1)
 	workload := runningPods(ctx, "sharing", 1)
 	exporter := operandPodOn(ctx, four, state.DCGMExporter).UID
@@ -90,12 +87,7 @@ func TimeSlicingSpec(ctx context.Context, four, two, untouched string) {
 			g.Expect(n.Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
 		}
 	}).WithTimeout(2 * time.Minute).Should(Succeed())
-	Eventually(func(g Gomega) {
-		cp := activePolicy(g, ctx)
-		patch := client.MergeFrom(cp.DeepCopy())
-		cp.Spec.DevicePlugin.Config = nil
-		g.Expect(k8s.Patch(ctx, cp, patch)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { cp.Spec.DevicePlugin.Config = nil })
 	Expect(k8s.Delete(ctx, cm)).To(Succeed())
 }
 
