@@ -64,9 +64,12 @@ test: tools build ## Run the unit, envtest and packaging tests, then the end-to-
 	go test ./... -count=1 -timeout 20m
 	$(MAKE) --no-print-directory test-e2e
 
+# A regular expression of the e2e specs to run alone, e.g. FOCUS='MIG'.
+FOCUS ?=
+
 .PHONY: test-e2e
-test-e2e: tools-sim build build-sim-agent ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5).
-	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v -ginkgo.v
+test-e2e: tools-sim build build-sim-agent ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5; FOCUS=regexp runs the matching specs alone).
+	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v -ginkgo.v $(if $(FOCUS),-ginkgo.focus='$(FOCUS)')
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
@@ -111,8 +114,8 @@ pin-base-images: ## Pin the Dockerfile's base images to the digests their tags n
 
 ##@ Simulated cluster
 
-# Fake GPU nodes: NODES=N sets them for demo, sim-up and bench-scale, which
-# default to different sizes.
+# Fake GPU nodes: NODES=N sets them for demo, sim-up, bench-scale and
+# test-chaos, which default to different sizes.
 SIM_NODES = $(or $(NODES),4)
 
 .PHONY: demo
@@ -138,9 +141,13 @@ BENCH_ARGS ?=
 bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, kubelet churn, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
 	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
+# Options of test-chaos, e.g. CHAOS_ARGS="-kills=5 -unrelated-pods=2"; the
+# flags are TestChaos's, in test/chaos/chaos_test.go.
+CHAOS_ARGS ?=
+
 .PHONY: test-chaos
 test-chaos: tools-sim build build-sim-agent ## Fault-inject a simulated cluster (NODES=100) and check that every invariant held; table on stdout, figures in _output/bench/chaos.json.
-	go run ./hack/benchscale -chaos -nodes $(or $(NODES),100) $(CHAOS_ARGS)
+	go test -tags chaos ./test/chaos -run '^TestChaos$$' -count=1 -timeout 60m -v -args -nodes=$(or $(NODES),100) $(CHAOS_ARGS)
 
 .PHONY: tools-sim
 tools-sim: ## Build what the simulated cluster needs (a subset of make tools).

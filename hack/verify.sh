@@ -21,6 +21,7 @@ unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go
 
 go vet ./... || problem "go vet failed"
 go vet -tags e2e ./test/e2e/... || problem "go vet (e2e) failed"
+go vet -tags chaos ./test/chaos/... || problem "go vet (chaos) failed"
 go mod tidy -diff >/dev/null || problem "go.mod/go.sum are not tidy; run 'go mod tidy'"
 
 # Every package says what it owns in a doc.go.

@@ -3,6 +3,7 @@ package v1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // ClusterPolicy describes the GPU node stack the operator keeps on every GPU
@@ -187,6 +188,11 @@ type OperatorSpec struct {
 	// +optional
 	Remediation RemediationSpec `json:"remediation,omitempty"`
 
+	// Maintenance holds what every operation that takes a node out of
+	// service shares: driver upgrades, MIG reconfigurations and repairs.
+	// +optional
+	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+
 	// InitContainer is accepted for compatibility and not acted on.
 	// +optional
 	InitContainer *apiextensionsv1.JSON `json:"initContainer,omitempty"`
@@ -199,6 +205,25 @@ type OperatorSpec struct {
 	// Annotations is accepted for compatibility and not acted on.
 	// +optional
 	Annotations *apiextensionsv1.JSON `json:"annotations,omitempty"`
+}
+
+// MaintenanceSpec is the budget every node operation counts against, on
+// top of each operation's own (driver.upgradePolicy, migManager.maxParallel,
+// operator.remediation.maxParallel).
+type MaintenanceSpec struct {
+	// MaxUnavailableNVLinkDomains caps how many NVLink domains of each
+	// driver pool may have a node out of service at once, whichever
+	// operation holds it: a count, or a percentage of the pool's domains
+	// rounded up. A domain is the nodes GPU feature discovery labels with
+	// the same nvidia.com/gpu.clique (<cluster UUID>.<clique ID>), such as
+	// the trays of a GB200 NVL72 rack; a node without the label is a
+	// domain of its own. Unset: no cap. 1 keeps maintenance within one
+	// rack of each pool at a time.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)$')`,message="must be a count of at least 1 or a percentage from 1% to 100% (unset for no cap)"
+	// +optional
+	MaxUnavailableNVLinkDomains *intstr.IntOrString `json:"maxUnavailableNVLinkDomains,omitempty"`
 }
 
 // ReadinessTaintSpec configures the readiness taint, TaintGPUNotReady.

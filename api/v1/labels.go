@@ -148,6 +148,34 @@ const (
 	TaintGPUNotReadyValue = "gpu-operator"
 )
 
+// LabelGPUClique is GPU feature discovery's NVLink domain of a node's
+// GPUs, <cluster UUID>.<clique ID>: the nodes of one GB200 NVL72 rack
+// share it (k8s-device-plugin v0.17.2, internal/lm/imex.go). The
+// maintenance budget can cap the domains disrupted at once.
+const LabelGPUClique = "nvidia.com/gpu.clique"
+
+// MaintenanceAnnotationPrefix starts the annotations every node operation
+// shares (driver upgrades, MIG reconfigurations, repairs).
+const MaintenanceAnnotationPrefix = "nvidia.com/gpu-maintenance."
+
+const (
+	// AnnotationMaintenanceWaiting says why an operation that wants to
+	// start on the node waits: the holder table's reason, or the budget
+	// that is full. Absent when none waits.
+	AnnotationMaintenanceWaiting = MaintenanceAnnotationPrefix + "waiting"
+	// AnnotationNVLinkDomain is the node's NVLink domain (LabelGPUClique)
+	// while an operation holds it: GPU feature discovery's label goes
+	// with its pod, which the operation may take off the node.
+	AnnotationNVLinkDomain = MaintenanceAnnotationPrefix + "nvlink-domain"
+)
+
+// AnnotationServed is set on a GPU node once its device plugin has been
+// ready there: a MIG configuration requested later waits for its turn
+// with the node serving its GPUs as they are, whatever takes the device
+// plugin off meanwhile (a driver reload), while a node that never served
+// starts its GPU stack on the new layout.
+const AnnotationServed = OperatorAnnotationPrefix + "served"
+
 // AnnotationUnhealthyGPUs is how many of a GPU node's GPUs its device plugin
 // reports unhealthy (the node's allocatable GPU resources below their
 // capacity), set by the operator while there are any.

@@ -102,9 +102,12 @@ type MIGManagerSpec struct {
 	// ApplyTimeoutSeconds bounds each attempt of mig-manager to apply a
 	// configuration, a reboot it asks for included: an attempt that has
 	// not succeeded by then is retried with a new mig-manager pod, up to
-	// three attempts, and the node's reconfiguration then fails.
+	// three attempts, and the node's reconfiguration then fails. The
+	// operator gives each attempt at least its --mig-apply-timeout-floor
+	// (60 seconds by default): mig-parted stops the GPU clients and walks
+	// every GPU.
 	// +kubebuilder:default=600
-	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ApplyTimeoutSeconds *int32 `json:"applyTimeoutSeconds,omitempty"`
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"time"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,6 +24,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/metricsauth"
 	"github.com/gpu-operator/gpu-operator/internal/operator"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
 	"github.com/gpu-operator/gpu-operator/internal/version"
 )
 
@@ -42,14 +41,14 @@ type options struct {
 	leaderElect   bool
 	leaderElectID string
 	nodeWorkers   int
-	grace         time.Duration
+	timers        timers.Timers
 	showVersion   bool
 	zap           zap.Options
 	namespace     string
 }
 
 func parseFlags(args []string) (*options, error) {
-	o := &options{}
+	o := &options{timers: timers.Defaults()}
 	fs := flag.NewFlagSet("gpu-operator", flag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
@@ -62,8 +61,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.leaderElectID, "leader-election-id", "gpu-operator.nvidia.com", "Name of the Lease used for leader election.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	fs.IntVar(&o.nodeWorkers, "node-workers", 8, "Nodes reconciled concurrently.")
-	fs.DurationVar(&o.grace, "ready-grace-period", 30*time.Second,
-		"How long a ready state survives its pod being not ready or gone before the states after it restart.")
+	o.timers.BindFlags(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -74,8 +72,8 @@ func parseFlags(args []string) (*options, error) {
 	if o.nodeWorkers < 1 {
 		return nil, fmt.Errorf("--node-workers=%d: must be at least 1", o.nodeWorkers)
 	}
-	if o.grace <= 0 {
-		return nil, fmt.Errorf("--ready-grace-period=%s: must be positive", o.grace)
+	if err := o.timers.Validate(); err != nil {
+		return nil, err
 	}
 	o.namespace = os.Getenv(namespaceEnv)
 	if o.namespace == "" {
@@ -129,6 +127,9 @@ func run(o *options) error {
 		LeaderElectionID:              o.leaderElectID,
 		LeaderElectionNamespace:       o.namespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.timers.LeaseDuration,
+		RenewDeadline:                 &o.timers.RenewDeadline,
+		RetryPeriod:                   &o.timers.RetryPeriod,
 		GracefulShutdownTimeout:       ptr.To(operator.ShutdownTimeout),
 		Controller:                    config.Controller{ReconciliationTimeout: operator.ReconcileTimeout},
 	})
@@ -141,7 +142,7 @@ func run(o *options) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := operator.Setup(mgr, operator.Config{
-		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Grace: o.grace, Metrics: m,
+		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Timers: o.timers, Metrics: m,
 	}); err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 // flipEvery picks the nodes whose reports also change a condition: one in
@@ -23,9 +25,9 @@ const flipEvery = 100
 // as well (DiskPressure True on the first pass over the nodes, False on the
 // next, and so on). It returns the window, for the audit count, and fills
 // the churn figures.
-func churnPhase(ctx context.Context, cfg config, s *sim, names []string, op *operator, r *Result) (window, error) {
+func churnPhase(ctx context.Context, cfg config, s *simcluster.Cluster, names []string, op *simcluster.Operator, r *Result) (window, error) {
 	progress(cfg.log, "kubelet churn: every node reports its status once per %s, for %s", cfg.churnEvery, cfg.churn)
-	before, err := processUsage(op.pid())
+	before, err := processUsage(op.Pid())
 	if err != nil {
 		return window{}, err
 	}
@@ -47,13 +49,13 @@ func churnPhase(ctx context.Context, cfg config, s *sim, names []string, op *ope
 		if (i/len(names))%2 == 1 {
 			pressure = corev1.ConditionFalse
 		}
-		if err := reportStatus(ctx, s.cs, names[i%len(names)], now, flip, pressure); err != nil {
+		if err := reportStatus(ctx, s.Clientset, names[i%len(names)], now, flip, pressure); err != nil {
 			return window{}, err
 		}
 		reports++
 		i++
 	}
-	after, err := processUsage(op.pid())
+	after, err := processUsage(op.Pid())
 	if err != nil {
 		return window{}, err
 	}

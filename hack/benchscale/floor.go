@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 // floorWorkloads are the operator's workloads as rendered, without the
@@ -51,7 +52,7 @@ func captureWorkloads(ctx context.Context, cs kubernetes.Interface, ns string) (
 	if err != nil {
 		return nil, err
 	}
-	pods, err := countPods(ctx, cs, ns, operandSelector, "status.phase=Running")
+	pods, err := simcluster.CountPods(ctx, cs, ns, operandSelector, "status.phase=Running")
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func podReady(p *corev1.Pod) bool {
 // wait returns when the target was first reached.
 func (r *readyPods) wait(ctx context.Context, timeout time.Duration) (time.Time, error) {
 	var at time.Time
-	err := poll(ctx, timeout, 100*time.Millisecond, func() (bool, string, error) {
+	err := simcluster.Poll(ctx, timeout, 100*time.Millisecond, func() (bool, string, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		at = r.reached

@@ -24,9 +24,8 @@ type report struct {
 
 func main() {
 	var cfg config
-	var runs, kills int
+	var runs int
 	var out string
-	var chaos bool
 	flag.IntVar(&cfg.nodes, "nodes", 1000, "Fake GPU nodes.")
 	flag.IntVar(&runs, "runs", 1, "Runs, each on fresh clusters: timing changes the counts.")
 	flag.IntVar(&cfg.unrelated, "unrelated-pods", 20, "Pods per node that have nothing to do with the operator.")
@@ -37,16 +36,8 @@ func main() {
 		"How often each node reports its status during the churn: a kubelet's nodeStatusReportFrequency (5m by default).")
 	var skip string
 	flag.StringVar(&skip, "skip", "", "Phases to leave out, comma-separated: floor, reboot, upgrade (-churn 0 leaves out the churn); for runs that must fit in an hour, such as 5000 nodes.")
-	flag.StringVar(&out, "out", "", "Where to write the figures (default _output/bench/scale.json, or chaos.json with -chaos).")
-	flag.BoolVar(&chaos, "chaos", false, "Run the chaos suite instead: faults, then invariants checked on what the API server stored.")
-	flag.IntVar(&kills, "kills", 10, "With -chaos: operator SIGKILLs during the rollout, and again during an upgrade.")
+	flag.StringVar(&out, "out", "_output/bench/scale.json", "Where to write the figures.")
 	flag.Parse()
-	if out == "" {
-		out = "_output/bench/scale.json"
-		if chaos {
-			out = "_output/bench/chaos.json"
-		}
-	}
 	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute || (cfg.churn != 0 && cfg.churn < time.Minute) || cfg.churnEvery < time.Second {
 		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m, -churn 0 or at least 1m, -churn-every at least 1s")
 		os.Exit(2)
@@ -85,12 +76,6 @@ func main() {
 	// Ctrl-C stops the run and still tears the clusters down.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if chaos {
-		if !mainChaos(ctx, cfg, kills, out) {
-			os.Exit(1)
-		}
-		return
-	}
 	rep := report{Started: time.Now()}
 	failed := false
 	for i := range runs {

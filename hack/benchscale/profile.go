@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// operatorPprofAddr serves the benchmarked operator's net/http/pprof.
-const operatorPprofAddr = "127.0.0.1:18282"
-
 // saveProfile fetches one pprof profile from the operator into dir/name;
 // a CPU profile covers the next seconds. Failing to profile does not fail
 // the benchmark: it is logged.
@@ -20,7 +17,7 @@ func saveProfile(ctx context.Context, log io.Writer, dir, name, path string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	err := func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+operatorPprofAddr+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen.Pprof+path, nil)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 const (
@@ -89,8 +90,8 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	if err != nil {
 		return nil, err
 	}
-	defer s.stop()
-	nodes, err := trackNodes(ctx, s.cs)
+	defer s.Down()
+	nodes, err := trackNodes(ctx, s.Clientset)
 	if err != nil {
 		return nil, err
 	}
@@ -98,23 +99,23 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	names := nodes.names()
 	slices.Sort(names)
 	progress(cfg.log, "creating %d unrelated pods", len(names)*cfg.unrelated)
-	if err := createUnrelatedPods(ctx, s.cs, names, cfg.unrelated); err != nil {
+	if err := simcluster.CreateUnrelatedPods(ctx, s.Clientset, names, cfg.unrelated); err != nil {
 		return nil, err
 	}
-	if err := s.installChart(); err != nil {
+	if err := installChart(s); err != nil {
 		return nil, err
 	}
-	op, err := s.startOperator(ctx)
+	op, err := startOperator(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	defer op.kill()
-	metricsURL := "http://" + operatorMetricsAddr + "/metrics"
+	defer op.Kill()
+	metricsURL := "http://" + listen.Metrics + "/metrics"
 
 	// The rollout, from the ClusterPolicy's creation to every node ready on
 	// every state.
 	nodes.setGoal(allStatesReady(states))
-	cpu0, err := processUsage(op.pid())
+	cpu0, err := processUsage(op.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +125,10 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	}
 	progress(cfg.log, "creating the ClusterPolicy")
 	t0 := time.Now()
-	if err := s.c.Create(ctx, policy(cfg.nodes)); err != nil {
+	if err := s.Client.Create(ctx, policy(cfg.nodes)); err != nil {
 		return nil, err
 	}
-	statusReady := watchPolicyReady(ctx, s.c)
+	statusReady := watchPolicyReady(ctx, s.Client)
 	// Profiles of the rollout, for whoever wants to know where the time
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
 	profiles := filepath.Join(cfg.root, "_output", "bench", "profiles")
@@ -141,7 +142,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
 	// The pods as the rollout left them, before reboots and the upgrade
 	// replace some: where each wave's time went.
-	times, err := capturePodTimes(ctx, s.cs)
+	times, err := capturePodTimes(ctx, s.Clientset)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	// writes from then on is reported as writes when nothing changes.
 	quietStart := allReady.Add(settle)
 	sleepUntil(ctx, quietStart)
-	cpu1, err := processUsage(op.pid())
+	cpu1, err := processUsage(op.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 		}
 	default: // still not ready: reported as 0, and visible in the table
 	}
-	cpu2, err := processUsage(op.pid())
+	cpu2, err := processUsage(op.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +180,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 
 	r.RESTWritesRollout = writesOf(rest1) - writesOf(rest0)
 
-	w, err := captureWorkloads(ctx, s.cs, namespace)
+	w, err := captureWorkloads(ctx, s.Clientset, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +205,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	}
 
 	// Every phase is over: the audit log is read once and counted by window.
-	reqs, err := readAudit(s.auditLog())
+	reqs, err := simcluster.ReadAudit(s.AuditLog())
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +231,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	}
 	r.Reboot = countRequests(reqs, rebootWindow.from, rebootWindow.to)
 	r.Upgrade = countRequests(reqs, upgradeWindow.from, upgradeWindow.to)
-	end, err := processUsage(op.pid())
+	end, err := processUsage(op.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ type window struct{ from, to time.Time }
 
 // rebootPhase reboots every k-th node and times until their chains have
 // re-formed.
-func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
+func rebootPhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
 	var rebooted []string
 	for i := 0; i < len(names) && len(rebooted) < cfg.rebooted; i += max(1, len(names)/cfg.rebooted) {
 		rebooted = append(rebooted, names[i])
@@ -252,7 +253,7 @@ func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, na
 	progress(cfg.log, "rebooting %d nodes", len(rebooted))
 	nodes.setGoal(readyAfterReset(states))
 	start := time.Now()
-	if err := reboot(ctx, s.cs, rebooted); err != nil {
+	if err := reboot(ctx, s.Clientset, rebooted); err != nil {
 		return window{}, err
 	}
 	done, err := nodes.wait(ctx, rebooted, 15*time.Minute)
@@ -267,14 +268,14 @@ func rebootPhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, na
 }
 
 // upgradePhase changes driver.version and times the fleet upgrade.
-func upgradePhase(ctx context.Context, cfg config, s *sim, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
+func upgradePhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
 	r.UpgradeParallel = maxParallel(cfg.nodes)
 	progress(cfg.log, "upgrading the driver to %s, %d nodes at a time", upgradedVersion, r.UpgradeParallel)
 	nodes.setGoal(upgraded(states, upgradedVersion))
 	start := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, upgradedVersion)
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}
-	if err := s.c.Patch(ctx, cp, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+	if err := s.Client.Patch(ctx, cp, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		return window{}, err
 	}
 	done, err := nodes.wait(ctx, names, time.Hour)
@@ -298,20 +299,20 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	if err != nil {
 		return err
 	}
-	defer s.stop()
-	nodes, err := trackNodes(ctx, s.cs)
+	defer s.Down()
+	nodes, err := trackNodes(ctx, s.Clientset)
 	if err != nil {
 		return err
 	}
 	names := nodes.names()
-	if err := createUnrelatedPods(ctx, s.cs, names, cfg.unrelated); err != nil {
+	if err := simcluster.CreateUnrelatedPods(ctx, s.Clientset, names, cfg.unrelated); err != nil {
 		return err
 	}
-	pods, err := watchReadyPods(ctx, s.cs, namespace, w.Pods)
+	pods, err := watchReadyPods(ctx, s.Clientset, namespace, w.Pods)
 	if err != nil {
 		return err
 	}
-	start, err := applyFloor(ctx, s.cs, namespace, w)
+	start, err := applyFloor(ctx, s.Clientset, namespace, w)
 	if err != nil {
 		return err
 	}

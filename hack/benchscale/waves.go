@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 // Waves says where the ordered rollout's time goes, one state on one node
@@ -81,10 +82,10 @@ func capturePodTimes(ctx context.Context, cs kubernetes.Interface) ([]podTimes, 
 }
 
 // nodeWrites returns the times of the operator's writes of each node.
-func nodeWrites(reqs []request) map[string][]time.Time {
+func nodeWrites(reqs []simcluster.Request) map[string][]time.Time {
 	out := map[string][]time.Time{}
 	for _, r := range reqs {
-		if r.Resource == "nodes" && r.Name != "" && r.write() {
+		if r.Resource == "nodes" && r.Name != "" && r.Write() {
 			out[r.Name] = append(out[r.Name], r.At)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -21,10 +20,6 @@ const (
 	AnnotationDevicePluginConfigWaiting = gpuv1.OperatorAnnotationPrefix + "device-plugin-config-waiting"
 )
 
-// gpuPodsRecheck is how often a node whose configuration change waits for
-// its GPU pods looks again: the node controller does not watch them.
-const gpuPodsRecheck = 20 * time.Second
-
 // devicePluginConfig decides which configuration of devicePlugin.config's
 // ConfigMap the node's device plugin and GFD run, "" for the policy's
 // default: the node's nvidia.com/device-plugin.config label, else its
@@ -33,10 +28,11 @@ const gpuPodsRecheck = 20 * time.Second
 // A configuration the operator cannot run (no ConfigMap, a key it does
 // not hold, a file the device plugin would not start with, MPS) is refused
 // and the node keeps what it runs, unless that is no longer runnable
-// either: then it goes back to the default. A change waits while GPU pods
-// run on the node: the device IDs of shared GPUs differ from whole ones'
-// (GPU-x::n), and the kubelet would hand a GPU a running pod holds to
-// another pod. Each is told once, in an event, and stays in an annotation.
+// either: then it goes back to the default. Every change waits while GPU
+// pods run on the node, that one too: the device IDs of shared GPUs
+// differ from whole ones' (GPU-x::n), and the kubelet would hand a GPU a
+// running pod holds to another pod. Each is told once, in an event, and
+// stays in an annotation.
 func (d *decision) devicePluginConfig() string {
 	spec := &d.in.Policy.Spec
 	cfg := spec.DevicePlugin.Config
@@ -79,10 +75,13 @@ func (d *decision) devicePluginConfig() string {
 	if len(refused) > 0 {
 		d.tell(AnnotationDevicePluginConfigRefused, "%s", strings.Join(refused, " "))
 	}
-	if next != current && d.in.GPUPods > 0 && d.configProblem(cfg, current) == "" {
+	// Even off a configuration that is refused now (its file broken, its
+	// ConfigMap recreated): the running plugin still hands out its
+	// devices, and the pods hold them.
+	if next != current && d.in.GPUPods > 0 {
 		d.tell(AnnotationDevicePluginConfigWaiting, "the device plugin configuration changes from %s to %s once the node's %d GPU pod(s) "+
 			"are gone (drain the node to change it now)", displayConfig(current), displayConfig(next), d.in.GPUPods)
-		d.requeue(gpuPodsRecheck)
+		d.requeue(d.in.GPUPodsRecheck)
 		return current
 	}
 	return next

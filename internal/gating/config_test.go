@@ -26,6 +26,9 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 	unread := func(in *Input) { in.DevicePluginConfigs = nil }
 	busy := func(in *Input) { in.GPUPods = 2 }
 	tsRemoved := func(in *Input) { delete(in.DevicePluginConfigs, "ts-4") }
+	tsBroken := func(in *Input) {
+		in.DevicePluginConfigs["ts-4"] = "sharing.timeSlicing.resources[0].replicas: -4 is not at least 2"
+	}
 	badDefault := func(in *Input) { in.Policy.Spec.DevicePlugin.Config.Default = "gone" }
 	tests := map[string]struct {
 		label, current string
@@ -47,6 +50,13 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 		"a default the ConfigMap lacks":       {mutate: []func(*Input){badDefault}, want: "", refused: `devicePlugin.config.default "gone"`},
 		"GPU pods hold the change":            {label: "ts-8", current: "ts-4", mutate: []func(*Input){busy}, want: "ts-4", waiting: true},
 		"GPU pods hold no change":             {label: "ts-4", current: "ts-4", mutate: []func(*Input){busy}, want: "ts-4"},
+		// Finding 3 of issue 25: a broken file, or the ConfigMap recreated
+		// without the key, must not move a node whose GPU pods hold shared
+		// replicas (GPU-x::n) to whole GPUs under them.
+		"GPU pods hold a move off a refused one": {label: "ts-4", current: "ts-4", mutate: []func(*Input){busy, tsBroken}, want: "ts-4",
+			refused: "The node runs the default", waiting: true},
+		"GPU pods hold a move off a gone one": {label: "ts-4", current: "ts-4", mutate: []func(*Input){busy, tsRemoved}, want: "ts-4",
+			refused: "The node runs the default", waiting: true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -54,8 +54,19 @@ type Input struct {
 	// GPUPods counts the pods holding GPUs on the node, where its device
 	// plugin configuration is to change; 0 when not counted.
 	GPUPods int
-	Grace   time.Duration
-	Now     time.Time
+	// Grace is how long a ready state survives its pod being not ready or
+	// gone (timers.ReadyGrace).
+	Grace time.Duration
+	// HealthSettle is how long the device plugin's pod must have been
+	// ready before its word on the GPUs counts: the kubelet reports
+	// allocatable again on its next status update after the plugin
+	// registers (timers.HealthSettle).
+	HealthSettle time.Duration
+	// GPUPodsRecheck is how often a node whose configuration change waits
+	// for its GPU pods looks again: the node controller does not watch
+	// them (timers.GPUPodsRecheck).
+	GPUPodsRecheck time.Duration
+	Now            time.Time
 }
 
 // Event is something worth telling a person about the node.
@@ -340,6 +351,9 @@ func (d *decision) bookkeeping() {
 		discovered = d.now.Format(time.RFC3339)
 	}
 	a[AnnotationDiscoveredAt] = discovered
+	if d.served() {
+		a[gpuv1.AnnotationServed] = gpuv1.LabelTrue
+	}
 	if !d.booted.IsZero() {
 		a[AnnotationBootedAt] = d.booted.Format(time.RFC3339)
 	} else {

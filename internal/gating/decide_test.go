@@ -18,7 +18,9 @@ import (
 var (
 	now   = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	grace = 30 * time.Second
-	nfd   = map[string]string{
+	// settle is the device plugin's settle time of these tests.
+	settle = 30 * time.Second
+	nfd    = map[string]string{
 		"feature.node.kubernetes.io/pci-10de.present":             "true",
 		"feature.node.kubernetes.io/system-os_release.ID":         "ubuntu",
 		"feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
@@ -107,7 +109,7 @@ func decide(t *testing.T, n *corev1.Node, pods map[state.Name]*state.PodFacts, m
 		t.Fatal(err)
 	}
 	in := Input{Graph: g, Node: n, Policy: &gpuv1.ClusterPolicy{}, Enabled: allEnabled(), Pods: pods, Grace: grace, Now: now,
-		DriverNeedsOS: true}
+		HealthSettle: settle, GPUPodsRecheck: 20 * time.Second, DriverNeedsOS: true}
 	for _, m := range mutate {
 		m(&in)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -41,14 +40,9 @@ func UnhealthyGPUsOf(n *corev1.Node) int64 {
 	return v
 }
 
-// HealthSettle is how long the device plugin's pod must have been ready
-// before its word on the GPUs counts: the kubelet reports allocatable
-// again on its next status update after the plugin registers.
-const HealthSettle = 30 * time.Second
-
 // health records the node's unhealthy GPUs and says when their number
 // changes. Only the word of a device plugin that has been ready a while
-// counts: when its pod goes or restarts, the kubelet marks every GPU of it
+// counts (Input.HealthSettle): when its pod goes or restarts, the kubelet marks every GPU of it
 // unhealthy (allocatable 0, capacity kept) while the state stays ready
 // for its grace period, so the last count stands until the plugin is back
 // and settled. A disabled plugin says nothing: the count goes, untold.
@@ -63,7 +57,7 @@ func (d *decision) health() {
 		if pod == nil || !pod.Ready || !pod.Current || missing {
 			break
 		}
-		if settled := pod.Since.Add(HealthSettle); d.now.Before(settled) {
+		if settled := pod.Since.Add(d.in.HealthSettle); d.now.Before(settled) {
 			d.requeue(settled.Sub(d.now))
 			break
 		}

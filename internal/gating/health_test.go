@@ -75,7 +75,7 @@ func TestDevicePluginRestartIsNoUnhealthyGPU(t *testing.T) {
 	pods[state.DevicePlugin] = readyPod("p2", now.Add(-5*time.Second))
 	fresh := decide(t, n, pods)
 	g.Expect(fresh.Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs), "not settled yet")
-	g.Expect(fresh.RequeueAfter).To(BeNumerically("<=", HealthSettle-5*time.Second))
+	g.Expect(fresh.RequeueAfter).To(BeNumerically("<=", settle-5*time.Second))
 
 	allocatable(n, "nvidia.com/gpu", 8)
 	pods[state.DevicePlugin] = readyPod("p2", now.Add(-time.Minute))

@@ -42,55 +42,25 @@ func (d *decision) decideMIGConfig() string {
 }
 
 // judgeMIG decides the mig-manager state from the node's reconfiguration,
-// which the upgrade controller steps: pending while the device plugin,
+// which the maintenance controller steps: pending while the device plugin,
 // GFD and dcgm-exporter must be off the node (its GPU pods evicted, the
 // configuration applied), failed when the reconfiguration failed, ready
-// otherwise. A node whose configuration is not applied yet is ready while
-// it serves GPUs with the layout it has, until its turn comes within the
-// budget and its GPU pods are gone, and pending while it serves none (a
-// new node): its GPU stack starts on the new layout. A node with no
-// configuration is disabled.
+// otherwise. A node whose configuration is not applied yet serves GPUs
+// with the layout it has until its turn comes within the budget, however
+// long an upgrade or a repair takes its device plugin off meanwhile (the
+// upgrade's validation waits for the plugin); only a node that never
+// served (a new node: gpuv1.AnnotationServed) is pending, so that its GPU
+// stack starts on the new layout. A node with no configuration is
+// disabled.
 func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
-	desired := d.migConfig
 	labels, annotations := d.in.Node.Labels, d.in.Node.Annotations
-	applied := annotations[gpuv1.AnnotationMIGApplied]
-	var v gpuv1.StateValue
-	var why string
-	switch st := gpuv1.MIGReconfigureState(labels[gpuv1.LabelMIGReconfigureState]); st {
-	case gpuv1.MIGClientsOff, gpuv1.MIGApply:
-		v, why = gpuv1.StatePending, fmt.Sprintf("MIG configuration %q is being applied (%s)", desired, st)
-	case gpuv1.MIGReconfigureFailed:
-		v, why = gpuv1.StateFailed, "its MIG reconfiguration failed: "+annotations[gpuv1.AnnotationMIGReason]
-	case gpuv1.MIGValidation:
-		v = gpuv1.StateReady
-		if d.migDevicesLost() {
-			v, why = gpuv1.StatePending, fmt.Sprintf("the node rebooted or loaded a new driver while MIG configuration %q was validated: it is applied again", applied)
-		}
-	default:
-		switch {
-		case desired == "" && applied == "" && st == "":
-			delete(d.notBefore, state.MIGManager)
-			return gpuv1.StateDisabled
-		case desired != "" && d.migDevicesLost() && annotations[gpuv1.AnnotationMIGRefused] != "":
-			v, why = gpuv1.StateFailed, "its MIG devices are gone (a reboot or a driver reload) and its configuration is refused: "+
-				annotations[gpuv1.AnnotationMIGRefused]
-		case desired != "" && d.migDevicesLost():
-			// Before the device plugin starts: it fails on a GPU in MIG
-			// mode with no MIG device under the single strategy, and
-			// would advertise nothing of them under mixed.
-			v, why = gpuv1.StatePending, fmt.Sprintf("MIG devices do not survive a reboot or a driver reload: "+
-				"waiting for MIG configuration %q to be applied again", desired)
-		case (desired == "" || desired == applied) && st != gpuv1.MIGEviction:
-			v = gpuv1.StateReady
-		case ServesGPUs(d.in.Node):
-			v = gpuv1.StateReady // serving until its GPU pods are gone
-		case annotations[gpuv1.AnnotationMIGRefused] != "":
-			v, why = gpuv1.StateFailed, "its MIG configuration is refused: "+annotations[gpuv1.AnnotationMIGRefused]
-		default:
-			v, why = gpuv1.StatePending, fmt.Sprintf("waiting for MIG configuration %q to be applied", desired)
-		}
-	}
-	if v == gpuv1.StateReady {
+	v, why := MIGGate{
+		State:   gpuv1.MIGReconfigureState(labels[gpuv1.LabelMIGReconfigureState]),
+		Desired: d.migConfig, Applied: annotations[gpuv1.AnnotationMIGApplied],
+		Lost: d.migDevicesLost(), Refused: annotations[gpuv1.AnnotationMIGRefused], Failed: annotations[gpuv1.AnnotationMIGReason],
+		EverServed: d.served(), ServingNow: ServesGPUs(d.in.Node),
+	}.Value()
+	if v == gpuv1.StateReady || v == gpuv1.StateDisabled {
 		delete(d.notBefore, state.MIGManager)
 		return v
 	}
@@ -98,6 +68,66 @@ func (d *decision) judgeMIG(cur gpuv1.StateValue) gpuv1.StateValue {
 		d.leave(state.MIGManager, cur, v, why)
 	}
 	return d.because(state.MIGManager, v, why)
+}
+
+// MIGGate is what decides a node's mig-manager state, which gates the
+// device plugin, GFD and dcgm-exporter there: its reconfiguration as the
+// maintenance controller steps it, its configuration, and whether it
+// served GPUs. The exhaustive check of the node operations runs it too.
+type MIGGate struct {
+	State            gpuv1.MIGReconfigureState
+	Desired, Applied string
+	// Lost: the MIG devices of Applied are gone (a reboot, a new driver).
+	Lost bool
+	// Refused and Failed say why the configuration is refused, or the
+	// reconfiguration failed; "" when it is not.
+	Refused, Failed string
+	// EverServed: the node's device plugin has been ready there before
+	// (gpuv1.AnnotationServed); ServingNow: it is ready now, or another
+	// device plugin makes GPUs allocatable.
+	EverServed, ServingNow bool
+}
+
+// Value is the mig-manager state, and why when it is not ready.
+func (g MIGGate) Value() (gpuv1.StateValue, string) {
+	switch g.State {
+	case gpuv1.MIGClientsOff, gpuv1.MIGApply:
+		return gpuv1.StatePending, fmt.Sprintf("MIG configuration %q is being applied (%s)", g.Desired, g.State)
+	case gpuv1.MIGReconfigureFailed:
+		return gpuv1.StateFailed, "its MIG reconfiguration failed: " + g.Failed
+	case gpuv1.MIGValidation:
+		if g.Lost {
+			return gpuv1.StatePending, fmt.Sprintf("the node rebooted or loaded a new driver while MIG configuration %q was validated: it is applied again", g.Applied)
+		}
+		return gpuv1.StateReady, ""
+	}
+	switch {
+	case g.Desired == "" && g.Applied == "" && g.State == "":
+		return gpuv1.StateDisabled, ""
+	case g.Desired != "" && g.Lost && g.Refused != "":
+		return gpuv1.StateFailed, "its MIG devices are gone (a reboot or a driver reload) and its configuration is refused: " + g.Refused
+	case g.Desired != "" && g.Lost:
+		// Before the device plugin starts: it fails on a GPU in MIG mode
+		// with no MIG device under the single strategy, and would
+		// advertise nothing of them under mixed.
+		return gpuv1.StatePending, fmt.Sprintf("MIG devices do not survive a reboot or a driver reload: "+
+			"waiting for MIG configuration %q to be applied again", g.Desired)
+	case (g.Desired == "" || g.Desired == g.Applied) && g.State != gpuv1.MIGEviction:
+		return gpuv1.StateReady, ""
+	case g.EverServed || g.ServingNow:
+		// Serving until its GPU pods are gone, whatever takes the device
+		// plugin off meanwhile (a driver reload).
+		return gpuv1.StateReady, ""
+	case g.Refused != "":
+		return gpuv1.StateFailed, "its MIG configuration is refused: " + g.Refused
+	}
+	return gpuv1.StatePending, fmt.Sprintf("waiting for MIG configuration %q to be applied", g.Desired)
+}
+
+// served reports whether the node's device plugin has been ready there,
+// before or in this decision (gpuv1.AnnotationServed).
+func (d *decision) served() bool {
+	return d.in.Node.Annotations[gpuv1.AnnotationServed] == gpuv1.LabelTrue || d.values[state.DevicePlugin] == gpuv1.StateReady
 }
 
 // migDevicesLost reports whether the MIG devices of the applied

@@ -83,6 +83,14 @@ func TestMIGStateGatesTheGPUClients(t *testing.T) {
 		"applied":                    {labels: map[string]string{gpuv1.LabelMIGConfig: "a"}, annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a"}, serving: true, want: gpuv1.StateReady},
 		"serving, waiting its turn":  {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "reconfigure-required"}, annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a"}, serving: true, want: gpuv1.StateReady},
 		"new node, waiting its turn": {labels: map[string]string{gpuv1.LabelMIGConfig: "b"}, want: gpuv1.StatePending},
+		// Finding 2 of issue 25: an upgrade's or a repair's driver reload
+		// takes the device plugin off a node waiting its turn; its
+		// mig-manager must stay ready, or the plugin never comes back
+		// and the upgrade's validation fails.
+		"served, its driver reloaded, waiting its turn": {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "reconfigure-required"},
+			annotations: map[string]string{gpuv1.AnnotationMIGApplied: "all-disabled", gpuv1.AnnotationServed: "true"}, want: gpuv1.StateReady},
+		"served, its driver reloaded, none applied yet": {labels: map[string]string{gpuv1.LabelMIGConfig: "b"},
+			annotations: map[string]string{gpuv1.AnnotationServed: "true"}, want: gpuv1.StateReady},
 		"evicting":                   {labels: map[string]string{gpuv1.LabelMIGConfig: "b", gpuv1.LabelMIGReconfigureState: "eviction-required"}, serving: true, want: gpuv1.StateReady},
 		"new node, refused":          {labels: map[string]string{gpuv1.LabelMIGConfig: "typo"}, annotations: map[string]string{gpuv1.AnnotationMIGRefused: "no such configuration"}, want: gpuv1.StateFailed, leaves: true},
 		"serving, refused":           {labels: map[string]string{gpuv1.LabelMIGConfig: "typo"}, annotations: map[string]string{gpuv1.AnnotationMIGApplied: "a", gpuv1.AnnotationMIGRefused: "no such configuration"}, serving: true, want: gpuv1.StateReady},

@@ -7,23 +7,20 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// InPlaceWait bounds how long a serving node with no configuration known
-// applied waits for its device plugin and GFD to settle, to learn whether
-// it has the requested layout already, before it is reconfigured anyway.
-const InPlaceWait = 2 * time.Minute
-
-// ClientsOffTimeout bounds how long the device plugin, GFD and
-// dcgm-exporter may take to leave the node.
-const ClientsOffTimeout = 10 * time.Minute
-
 // MaxAttempts is how many mig-manager pods try to apply a configuration
 // before the node's reconfiguration fails.
 const MaxAttempts = 3
 
+// MaxRequeues is how many times a reconfiguration goes back to the queue,
+// its GPU pods or clients not gone in time, before it fails: a node whose
+// pods never leave must not cycle through the queue unseen.
+const MaxRequeues = 3
+
 // retryBackoff is how long after its start a failed attempt is retried:
-// 15 s after the first, doubling after each, so that a configuration
-// that cannot apply (a profile the GPU does not have) does not spin.
-func retryBackoff(attempt int) time.Duration { return 15 * time.Second << (attempt - 1) }
+// the policy's backoff after the first, doubling after each, so that a
+// configuration that cannot apply (a profile the GPU does not have) does
+// not spin.
+func (p Policy) retryBackoff(attempt int) time.Duration { return p.RetryBackoff << (attempt - 1) }
 
 // Action is what the controller does for a node before writing its next
 // state.
@@ -33,9 +30,10 @@ type Action int
 const (
 	None Action = iota
 	EvictGPUPods
-	// StartAttempt marks nvidia.com/mig.config.state pending and deletes
-	// any mig-manager pod on the node: the one its DaemonSet starts next
-	// applies the node's configuration.
+	// StartAttempt marks nvidia.com/mig.config.state pending once no
+	// mig-manager pod is left on the node: the one its DaemonSet starts
+	// for the apply step is the attempt's, and applies the node's
+	// configuration; no pod of an attempt before can write its word.
 	StartAttempt
 )
 
@@ -58,6 +56,18 @@ const (
 // Policy is the part of spec.migManager transitions read.
 type Policy struct {
 	EvictionTimeout, ApplyTimeout, ValidationTimeout time.Duration
+	// InPlaceWait bounds how long a serving node with no configuration
+	// known applied waits for its device plugin and GFD to settle, to
+	// learn whether it has the requested layout already, before it is
+	// reconfigured anyway (timers.MIGInPlaceWait).
+	InPlaceWait time.Duration
+	// ClientsOffTimeout bounds how long the device plugin, GFD and
+	// dcgm-exporter may take to leave the node
+	// (timers.MIGClientsOffTimeout).
+	ClientsOffTimeout time.Duration
+	// RetryBackoff is how long after its start the first failed attempt
+	// is retried (timers.MIGRetryBackoff).
+	RetryBackoff time.Duration
 }
 
 // Facts is what is known about one node.
@@ -85,20 +95,28 @@ type Facts struct {
 	// ClientPods counts the device plugin, GFD and dcgm-exporter pods
 	// still on the node.
 	ClientPods int
-	// ConfigState is mig-manager's nvidia.com/mig.config.state, as the
-	// attempt's own pod left it: "" while no mig-manager pod started
-	// after the attempt runs (a pod of an attempt before, still
-	// terminating, may write it).
+	// ManagerPods counts the mig-manager pods on the node, terminating
+	// ones included: a new attempt starts only once there are none.
+	ManagerPods int
+	// ConfigState is mig-manager's nvidia.com/mig.config.state, once the
+	// attempt's own pod runs (identified by its UID); "" before.
 	ConfigState string
+	// AttemptPodGone is true when the pod of the attempt under way has
+	// left the node, or another replaced it, without a word.
+	AttemptPodGone bool
+	// Requeues counts how many times the reconfiguration went back to the
+	// queue.
+	Requeues int
 	// Attempt is the number of the apply attempt under way (1 for the
-	// first), and AttemptSince when it started.
+	// first), or, back at clients-off for a retry, of the attempt that
+	// ended; AttemptSince is when it started.
 	Attempt      int
 	AttemptSince time.Time
 	// InPlace says, where no configuration is known applied, whether the
 	// node's settled device plugin advertises exactly what Desired makes
 	// (whole GPUs, where MIG is disabled already): Matches takes it as
 	// applied, with nothing evicted or restarted; Unknown waits, up to
-	// InPlaceWait, for the plugin and GFD of a serving node to settle.
+	// Policy.InPlaceWait, for the plugin and GFD of a serving node to settle.
 	InPlace Advertised
 	// Advertised is what the device plugin advertises since the apply;
 	// Mismatch says how it differs.
@@ -117,6 +135,15 @@ type Step struct {
 	Target string
 	// Adopt records Desired as applied: the node has it already.
 	Adopt bool
+	// Attempt is the number of the apply attempt the step starts
+	// (StartAttempt), or goes back to clients-off to start (Retry).
+	Attempt int
+	// Retry says the step leaves the apply for a new attempt of the same
+	// target: the attempt's pod leaves with the apply step's gate, and
+	// the attempt after it starts once it is gone.
+	Retry bool
+	// Requeue says the step sends the node back to the queue.
+	Requeue bool
 }
 
 // Tainted reports whether a node in the state carries the operator's
@@ -162,7 +189,7 @@ func Next(f Facts, p Policy) Step {
 		case f.Refused == "" && f.Applied == "" && f.InPlace == Matches:
 			return Step{Next: "", Adopt: true, Reason: fmt.Sprintf("the node advertises what MIG configuration %q makes already: "+
 				"taken as applied, nothing restarts", f.Desired)}
-		case f.Applied == "" && f.InPlace == Unknown && elapsed < InPlaceWait:
+		case f.Applied == "" && f.InPlace == Unknown && elapsed < p.InPlaceWait:
 			return stay // its device plugin and GFD settle first
 		case f.Refused != "" || !f.Admitted:
 			return stay
@@ -184,18 +211,18 @@ func Next(f Facts, p Policy) Step {
 		case elapsed >= p.EvictionTimeout:
 			// The GPUs are untouched: the node serves on, untainted, and
 			// waits for its turn again, behind the nodes waiting already.
-			return Step{Next: gpuv1.MIGReconfigureRequired, Reason: fmt.Sprintf("%d GPU pod(s) left after %s (PodDisruptionBudgets?): "+
-				"untainted, back in the queue", f.GPUPods, p.EvictionTimeout)}
+			return requeue(f, fmt.Sprintf("%d GPU pod(s) left after %s (PodDisruptionBudgets?)", f.GPUPods, p.EvictionTimeout))
 		}
 		return Step{Next: f.State, Action: EvictGPUPods}
 	case gpuv1.MIGClientsOff:
 		switch {
-		case f.ClientPods == 0:
-			return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Target,
-				Reason: fmt.Sprintf("mig-manager applies %q (attempt 1 of %d)", f.Target, MaxAttempts)}
-		case elapsed >= ClientsOffTimeout:
-			return Step{Next: gpuv1.MIGReconfigureRequired, Reason: fmt.Sprintf("%d device plugin, GFD or dcgm-exporter pod(s) still on the node after %s: "+
-				"untainted, back in the queue", f.ClientPods, ClientsOffTimeout)}
+		case f.ClientPods == 0 && f.ManagerPods == 0:
+			attempt := max(f.Attempt, 0) + 1
+			return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Target, Attempt: attempt,
+				Reason: fmt.Sprintf("mig-manager applies %q (attempt %d of %d)", f.Target, attempt, MaxAttempts)}
+		case elapsed >= p.ClientsOffTimeout:
+			return requeue(f, fmt.Sprintf("%d device plugin, GFD, dcgm-exporter or mig-manager pod(s) still on the node after %s",
+				f.ClientPods+f.ManagerPods, p.ClientsOffTimeout))
 		}
 		return stay
 	case gpuv1.MIGApply:
@@ -235,14 +262,16 @@ func Next(f Facts, p Policy) Step {
 }
 
 // apply steps the apply: mig-manager's word on its attempt, a person's
-// new configuration, or an attempt that ran out of time.
+// new configuration, or an attempt that ran out of time. A new attempt
+// goes back to clients-off, so that the attempt's pod leaves the node
+// with the apply step's gate before the next one starts.
 func apply(f Facts, p Policy) Step {
 	switch {
 	case f.Desired != "" && f.Desired != f.Target:
 		// mig-manager would apply the new label itself, if it still runs:
 		// a fresh attempt makes sure which configuration succeeded.
-		return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Desired,
-			Reason: fmt.Sprintf("MIG configuration %q requested during the apply of %q: applying it (attempt 1 of %d)", f.Desired, f.Target, MaxAttempts)}
+		return Step{Next: gpuv1.MIGClientsOff, Target: f.Desired,
+			Reason: fmt.Sprintf("MIG configuration %q requested during the apply of %q: mig-manager leaves the node, then applies it", f.Desired, f.Target)}
 	case f.ConfigState == gpuv1.MIGConfigSuccess:
 		return Step{Next: gpuv1.MIGValidation, Target: f.Target,
 			Reason: fmt.Sprintf("mig-manager applied %q: the device plugin, GFD and dcgm-exporter come back", f.Target)}
@@ -252,9 +281,11 @@ func apply(f Facts, p Policy) Step {
 	switch {
 	case f.ConfigState == gpuv1.MIGConfigFailed:
 		why = "mig-manager reported failed (its pod's log says why)"
-		if since < retryBackoff(f.Attempt) && f.Attempt < MaxAttempts {
+		if since < p.retryBackoff(f.Attempt) && f.Attempt < MaxAttempts {
 			return Step{Next: f.State}
 		}
+	case f.AttemptPodGone:
+		why = "the attempt's mig-manager pod left the node without a word"
 	case since >= p.ApplyTimeout:
 		why = fmt.Sprintf("no result within %s (nvidia.com/mig.config.state is %q)", p.ApplyTimeout, f.ConfigState)
 	default:
@@ -263,8 +294,20 @@ func apply(f Facts, p Policy) Step {
 	if f.Attempt >= MaxAttempts {
 		return Step{Next: gpuv1.MIGReconfigureFailed, Reason: fmt.Sprintf("applying %q: attempt %d of %d: %s", f.Target, f.Attempt, MaxAttempts, why)}
 	}
-	return Step{Next: gpuv1.MIGApply, Action: StartAttempt, Target: f.Target,
-		Reason: fmt.Sprintf("applying %q: attempt %d of %d: %s; retrying (attempt %d)", f.Target, f.Attempt, MaxAttempts, why, f.Attempt+1)}
+	return Step{Next: gpuv1.MIGClientsOff, Target: f.Target, Retry: true, Attempt: f.Attempt,
+		Reason: fmt.Sprintf("applying %q: attempt %d of %d: %s; its mig-manager leaves, then attempt %d starts", f.Target, f.Attempt, MaxAttempts, why, f.Attempt+1)}
+}
+
+// requeue sends the node back to the queue, untainted, its GPUs untouched,
+// or, after MaxRequeues, fails it: a node whose pods never leave is for a
+// person to look at, not for the queue to turn for ever.
+func requeue(f Facts, why string) Step {
+	if f.Requeues+1 >= MaxRequeues {
+		return Step{Next: gpuv1.MIGReconfigureFailed,
+			Reason: fmt.Sprintf("%s, and the node went back to the queue %d times already: it is left to a person", why, f.Requeues)}
+	}
+	return Step{Next: gpuv1.MIGReconfigureRequired, Requeue: true,
+		Reason: fmt.Sprintf("%s: untainted, back in the queue (%d of %d)", why, f.Requeues+1, MaxRequeues)}
 }
 
 func display(config string) string {

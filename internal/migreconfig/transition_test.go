@@ -5,14 +5,14 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
 var (
 	now    = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	policy = Policy{EvictionTimeout: 5 * time.Minute, ApplyTimeout: 10 * time.Minute, ValidationTimeout: 10 * time.Minute}
+	policy = Policy{EvictionTimeout: 5 * time.Minute, ApplyTimeout: 10 * time.Minute, ValidationTimeout: 10 * time.Minute,
+		InPlaceWait: 2 * time.Minute, ClientsOffTimeout: 10 * time.Minute, RetryBackoff: 15 * time.Second}
 )
 
 func TestNext(t *testing.T) {
@@ -28,11 +28,13 @@ func TestNext(t *testing.T) {
 		return f
 	}
 	tests := map[string]struct {
-		facts  Facts
-		want   gpuv1.MIGReconfigureState
-		action Action
-		target string
-		adopt  bool
+		facts   Facts
+		want    gpuv1.MIGReconfigureState
+		action  Action
+		target  string
+		adopt   bool
+		attempt int
+		retry   bool
 	}{
 		"nothing requested":             {facts: Facts{}, want: ""},
 		"applied already":               {facts: Facts{Desired: "a", Applied: "a"}, want: ""},
@@ -55,29 +57,40 @@ func TestNext(t *testing.T) {
 			want: ""},
 		"GPU pods to evict":         {facts: Facts{State: gpuv1.MIGEviction, GPUPods: 2, Since: now}, want: gpuv1.MIGEviction, action: EvictGPUPods},
 		"GPU pods past the timeout": {facts: Facts{State: gpuv1.MIGEviction, GPUPods: 1, Since: long}, want: gpuv1.MIGReconfigureRequired},
+		"GPU pods past the timeout, again and again": {facts: Facts{State: gpuv1.MIGEviction, GPUPods: 1, Since: long, Requeues: MaxRequeues - 1},
+			want: gpuv1.MIGReconfigureFailed},
 		"GPU pods gone":             {facts: Facts{State: gpuv1.MIGEviction, Since: now}, want: gpuv1.MIGClientsOff},
 		"clients still on the node": {facts: Facts{State: gpuv1.MIGClientsOff, ClientPods: 3, Since: now}, want: gpuv1.MIGClientsOff},
 		"clients never leave":       {facts: Facts{State: gpuv1.MIGClientsOff, ClientPods: 1, Since: long}, want: gpuv1.MIGReconfigureRequired},
+		"clients never leave, again": {facts: Facts{State: gpuv1.MIGClientsOff, ClientPods: 1, Since: long, Requeues: MaxRequeues - 1},
+			want: gpuv1.MIGReconfigureFailed},
 		"clients gone: first attempt": {facts: Facts{State: gpuv1.MIGClientsOff, Target: "a", Since: now}, want: gpuv1.MIGApply,
-			action: StartAttempt, target: "a"},
+			action: StartAttempt, target: "a", attempt: 1},
+		"a mig-manager pod still there": {facts: Facts{State: gpuv1.MIGClientsOff, Target: "a", Since: now, ManagerPods: 1},
+			want: gpuv1.MIGClientsOff},
+		"the last attempt's pod gone: the next": {facts: Facts{State: gpuv1.MIGClientsOff, Target: "a", Since: now, Attempt: 1},
+			want: gpuv1.MIGApply, action: StartAttempt, target: "a", attempt: 2},
 		"applying":                   {facts: apply(Facts{ConfigState: gpuv1.MIGConfigPending}), want: gpuv1.MIGApply},
 		"rebooting for the apply":    {facts: apply(Facts{ConfigState: gpuv1.MIGConfigRebooting}), want: gpuv1.MIGApply},
 		"applied":                    {facts: apply(Facts{ConfigState: gpuv1.MIGConfigSuccess}), want: gpuv1.MIGValidation, target: "all-1g.18gb"},
 		"failed, within the backoff": {facts: apply(Facts{ConfigState: gpuv1.MIGConfigFailed}), want: gpuv1.MIGApply},
 		"failed, retried": {facts: apply(Facts{ConfigState: gpuv1.MIGConfigFailed, AttemptSince: now.Add(-time.Minute)}),
-			want: gpuv1.MIGApply, action: StartAttempt, target: "all-1g.18gb"},
+			want: gpuv1.MIGClientsOff, target: "all-1g.18gb", attempt: 1, retry: true},
 		"failed, last attempt": {facts: apply(Facts{ConfigState: gpuv1.MIGConfigFailed, Attempt: MaxAttempts}),
 			want: gpuv1.MIGReconfigureFailed},
-		"hung: retried": {facts: apply(Facts{ConfigState: gpuv1.MIGConfigPending, AttemptSince: long}), want: gpuv1.MIGApply,
-			action: StartAttempt, target: "all-1g.18gb"},
-		"no word at all: retried": {facts: apply(Facts{AttemptSince: long}), want: gpuv1.MIGApply, action: StartAttempt, target: "all-1g.18gb"},
-		"hung, last attempt":      {facts: apply(Facts{ConfigState: gpuv1.MIGConfigPending, AttemptSince: long, Attempt: MaxAttempts}), want: gpuv1.MIGReconfigureFailed},
+		"hung: retried": {facts: apply(Facts{ConfigState: gpuv1.MIGConfigPending, AttemptSince: long}), want: gpuv1.MIGClientsOff,
+			target: "all-1g.18gb", attempt: 1, retry: true},
+		"no word at all: retried": {facts: apply(Facts{AttemptSince: long}), want: gpuv1.MIGClientsOff, target: "all-1g.18gb", attempt: 1, retry: true},
+		"the attempt's pod gone: retried": {facts: apply(Facts{AttemptPodGone: true}), want: gpuv1.MIGClientsOff, target: "all-1g.18gb",
+			attempt: 1, retry: true},
+		"the last attempt's pod gone": {facts: apply(Facts{AttemptPodGone: true, Attempt: MaxAttempts}), want: gpuv1.MIGReconfigureFailed},
+		"hung, last attempt":          {facts: apply(Facts{ConfigState: gpuv1.MIGConfigPending, AttemptSince: long, Attempt: MaxAttempts}), want: gpuv1.MIGReconfigureFailed},
 		"a person's new configuration mid-apply": {facts: func() Facts {
 			f := apply(Facts{ConfigState: gpuv1.MIGConfigSuccess})
 			f.Desired = "all-2g.35gb"
 			return f
 		}(),
-			want: gpuv1.MIGApply, action: StartAttempt, target: "all-2g.35gb"},
+			want: gpuv1.MIGClientsOff, target: "all-2g.35gb"},
 		"validating":                      {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Since: now}, want: gpuv1.MIGValidation},
 		"advertised":                      {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Advertised: Matches, Since: now}, want: gpuv1.MIGReconfigureDone},
 		"never advertised":                {facts: Facts{State: gpuv1.MIGValidation, Applied: "a", Advertised: Differs, Since: long}, want: gpuv1.MIGReconfigureFailed},
@@ -111,6 +124,8 @@ func TestNext(t *testing.T) {
 			g.Expect(step.Action).To(Equal(tt.action), "action")
 			g.Expect(step.Target).To(Equal(tt.target), "target")
 			g.Expect(step.Adopt).To(Equal(tt.adopt), "adopt")
+			g.Expect(step.Attempt).To(Equal(tt.attempt), "attempt")
+			g.Expect(step.Retry).To(Equal(tt.retry), "retry")
 			if step.Next != tt.facts.State {
 				g.Expect(step.Reason).NotTo(BeEmpty(), "a transition says why")
 			}
@@ -126,17 +141,20 @@ func TestNoStateWedges(t *testing.T) {
 		gpuv1.MIGClientsOff: gpuv1.MIGReconfigureRequired, gpuv1.MIGApply: gpuv1.MIGReconfigureFailed, gpuv1.MIGValidation: gpuv1.MIGReconfigureFailed} {
 		f := Facts{State: s, Since: now.Add(-24 * time.Hour), Now: now, Desired: "a", Target: "a", Applied: "a",
 			GPUPods: 1, ClientPods: 1, ConfigState: gpuv1.MIGConfigPending, Attempt: 1, AttemptSince: now.Add(-24 * time.Hour)}
-		// Each attempt runs out of time in turn, and the last fails.
+		// Each attempt runs out of time in turn (back at clients-off for
+		// the next), each requeue counts, and the last fails.
 		ended := false
-		for range MaxAttempts + 1 {
+		for range 2 * (MaxAttempts + MaxRequeues) {
 			step := Next(f, policy)
-			if step.Next != s || step.Action != StartAttempt {
-				NewWithT(t).Expect(step.Next).To(Equal(end), "%s must end", s)
-				NewWithT(t).Expect(Tainted(step.Next)).To(Equal(end == gpuv1.MIGReconfigureFailed))
-				ended = true
-				break
+			if step.Retry || step.Requeue && step.Next != end {
+				f.Attempt = step.Attempt + 1
+				f.Requeues += map[bool]int{true: 1}[step.Requeue]
+				continue
 			}
-			f.Attempt++
+			NewWithT(t).Expect(step.Next).To(Equal(end), "%s must end", s)
+			NewWithT(t).Expect(Tainted(step.Next)).To(Equal(end == gpuv1.MIGReconfigureFailed))
+			ended = true
+			break
 		}
 		NewWithT(t).Expect(ended).To(BeTrue(), "%s retries for ever", s)
 	}
@@ -150,33 +168,4 @@ func TestTaintedUntilAdvertised(t *testing.T) {
 	for _, s := range []gpuv1.MIGReconfigureState{gpuv1.MIGEviction, gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureFailed} {
 		g.Expect(Tainted(s)).To(BeTrue(), "%q", s)
 	}
-}
-
-func TestAdmit(t *testing.T) {
-	g := NewWithT(t)
-	nodes := []Node{
-		{Name: "busy", Busy: true},
-		{Name: "b", Waiting: true, Serving: true},
-		{Name: "a", Waiting: true, Serving: true},
-		{Name: "new", Waiting: true},
-		{Name: "idle"},
-	}
-	admitted, err := Admit(nodes, intstr.FromInt32(2))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(admitted).To(Equal(map[string]bool{"a": true, "new": true}), "one place left, in name order; a new node needs none")
-	nodes[1].WaitingSince, nodes[2].WaitingSince = now.Add(-time.Hour), now
-	admitted, err = Admit(nodes, intstr.FromInt32(2))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(admitted).To(Equal(map[string]bool{"b": true, "new": true}), "the longest waiting first")
-	admitted, err = Admit(nodes, intstr.FromString("20%"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(admitted).To(Equal(map[string]bool{"new": true}), "20% of 5 is the busy node")
-	nodes = append(nodes, Node{Name: "rebooted", Waiting: true, Serving: true, Lost: true},
-		Node{Name: "upgraded", Busy: true, Waiting: true, Serving: true, Lost: true})
-	admitted, err = Admit(nodes, intstr.FromInt32(1))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(admitted).To(Equal(map[string]bool{"new": true, "rebooted": true, "upgraded": true}),
-		"MIG devices gone: nothing of them to lose, and an upgrade holding the node waits for them")
-	_, err = Admit(nodes, intstr.FromString("x"))
-	g.Expect(err).To(MatchError(ContainSubstring("migManager.maxParallel")))
 }

@@ -8,11 +8,12 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
+	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
-	"github.com/gpu-operator/gpu-operator/internal/controller/upgrade"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
 )
 
 // FieldOwner is the server-side apply field manager of every write.
@@ -39,8 +40,8 @@ type Config struct {
 	Namespace string
 	// NodeWorkers is how many nodes are reconciled at once.
 	NodeWorkers int
-	// Grace is how long a ready state survives its pod being not ready.
-	Grace   time.Duration
+	// Timers are the waits of the controllers' machines.
+	Timers  timers.Timers
 	Metrics *metrics.Metrics
 	// Now is the clock of the node controller; time.Now when nil.
 	Now func() time.Time
@@ -65,7 +66,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Pods:       pods,
 		Graph:      graph,
 		Namespace:  cfg.Namespace,
-		Grace:      cfg.Grace,
+		Timers:     cfg.Timers,
 		Recorder:   recorder,
 		Metrics:    cfg.Metrics,
 		FieldOwner: FieldOwner,
@@ -88,7 +89,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)
 	}
-	upgrades := &upgrade.Reconciler{
+	upgrades := &maintenance.Reconciler{
 		Client:    mgr.GetClient(),
 		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
@@ -96,10 +97,11 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Namespace: cfg.Namespace,
 		Recorder:  recorder,
 		Metrics:   cfg.Metrics,
+		Timers:    cfg.Timers,
 		Now:       cfg.Now,
 	}
 	if err := upgrades.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the driver upgrade controller: %w", err)
+		return fmt.Errorf("setting up the maintenance controller: %w", err)
 	}
 	return nil
 }

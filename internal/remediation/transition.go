@@ -7,17 +7,6 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// DriverReplaceTimeout bounds how long the operands after the driver may
-// take to leave the node and the driver pod to be replaced, as in a driver
-// upgrade.
-const DriverReplaceTimeout = 10 * time.Minute
-
-// RecurrenceWindow is how soon after a repair GPUs unhealthy again show
-// that restarts do not hold: the next repair goes from the eviction
-// straight to reboot-required, rather than evicting the node's GPU pods
-// again and again.
-const RecurrenceWindow = time.Hour
-
 // Action is what the controller does for a node before writing its next
 // state.
 type Action int
@@ -51,6 +40,15 @@ type Policy struct {
 	AutoStart         bool
 	EvictionTimeout   time.Duration
 	ValidationTimeout time.Duration
+	// DriverReplaceTimeout bounds how long the operands after the driver
+	// may take to leave the node and the driver pod to be replaced, as in
+	// a driver upgrade (timers.DriverReplaceTimeout).
+	DriverReplaceTimeout time.Duration
+	// RecurrenceWindow is how soon after a repair GPUs unhealthy again
+	// show that restarts do not hold: the next repair goes from the
+	// eviction straight to reboot-required, rather than evicting the
+	// node's GPU pods again and again (timers.RepairRecurrenceWindow).
+	RecurrenceWindow time.Duration
 }
 
 // Facts is what is known about one node.
@@ -64,22 +62,21 @@ type Facts struct {
 	UnhealthyGPUs int64
 	// Approved is the node's nvidia.com/gpu-remediation.approved=true.
 	Approved bool
-	// Admitted is true when the budget lets this node start.
+	// Admitted is true when the arbiter lets this node's repair start:
+	// the holder table (a driver upgrade due on the node goes first: it
+	// replaces the driver anyway) and the budget.
 	Admitted bool
-	// Upgrading is true while the node is in a driver upgrade step, or
-	// waits for one that will start on its own: the upgrade replaces the
-	// driver anyway, and a node is never in both.
-	Upgrading bool
 	// DriverOutdated is true when the node's driver pod runs an older spec
 	// than its DaemonSet: a new pod would be an upgrade, which only the
 	// upgrade does (a node kept out of upgrades stays on its driver).
 	DriverOutdated bool
 	// UpgradeHeld is true when the driver upgrade will not replace an
-	// outdated driver on its own: autoUpgrade is off or the node is
-	// labelled nvidia.com/gpu-driver-upgrade.skip=true.
+	// outdated driver on its own: autoUpgrade is off, the node is
+	// labelled nvidia.com/gpu-driver-upgrade.skip=true, or its upgrade
+	// failed and waits for a person (arbiter.UpgradeHeld).
 	UpgradeHeld bool
 	// Recurrent is true when the node's last repair ended less than
-	// RecurrenceWindow before its GPUs went unhealthy again.
+	// Policy.RecurrenceWindow before its GPUs went unhealthy again.
 	Recurrent bool
 	// GPUPods counts the pods still using the GPU on the node.
 	GPUPods int
@@ -125,7 +122,7 @@ func Next(f Facts, p Policy) Step {
 		switch {
 		case f.UnhealthyGPUs == 0:
 			return Step{Next: "", Reason: "the GPUs are healthy again"}
-		case f.Upgrading || (!p.AutoStart && !f.Approved) || !f.Admitted:
+		case (!p.AutoStart && !f.Approved) || !f.Admitted:
 			return stay
 		}
 		return Step{Next: gpuv1.RemediationEviction, Reason: fmt.Sprintf("starting the repair of %d unhealthy GPU(s): tainted", f.UnhealthyGPUs)}
@@ -133,7 +130,7 @@ func Next(f Facts, p Policy) Step {
 		switch {
 		case f.GPUPods == 0 && f.Recurrent:
 			return Step{Next: gpuv1.RemediationRebootRequired, Reason: fmt.Sprintf("no GPU pod left, and the GPUs are unhealthy again within %s of the last repair: "+
-				"restarting the device plugin or the driver does not hold", RecurrenceWindow)}
+				"restarting the device plugin or the driver does not hold", p.RecurrenceWindow)}
 		case f.GPUPods == 0:
 			return Step{Next: gpuv1.RemediationDevicePluginRestart, Reason: "no GPU pod left"}
 		case elapsed >= p.EvictionTimeout:
@@ -164,9 +161,9 @@ func Next(f Facts, p Policy) Step {
 		case !f.DriverReloadable || f.DriverOutdated:
 			next, blocked := reloadBlocked(f)
 			return Step{Next: next, Reason: blocked}
-		case elapsed >= DriverReplaceTimeout:
+		case elapsed >= p.DriverReplaceTimeout:
 			return Step{Next: gpuv1.RemediationRebootRequired, Reason: fmt.Sprintf("the driver pod was not replaced within %s (%d operand pods after the driver still on the node)",
-				DriverReplaceTimeout, f.DownstreamPods)}
+				p.DriverReplaceTimeout, f.DownstreamPods)}
 		case f.DownstreamPods > 0:
 			return stay // their pods are leaving the node first
 		}
@@ -187,10 +184,10 @@ func Next(f Facts, p Policy) Step {
 		return stay
 	case gpuv1.RemediationRebootRequired, gpuv1.RemediationFailed:
 		// The node holds its place in the budget: starting over needs no
-		// other.
+		// other. A driver upgrade may take the node over meanwhile
+		// (arbiter.Table); a reboot, healed GPUs or an approval are
+		// answered whatever holds the node.
 		switch {
-		case f.Upgrading:
-			return stay
 		case f.Plugin == Healthy:
 			return Step{Next: gpuv1.RemediationDone, Reason: "the device plugin reports every GPU healthy again"}
 		case f.Rebooted:
@@ -213,7 +210,7 @@ func reloadBlocked(f Facts) (gpuv1.RemediationState, string) {
 		return gpuv1.RemediationRebootRequired, "the driver is on the host: no driver container to reload"
 	case f.DriverOutdated && f.UpgradeHeld:
 		return gpuv1.RemediationRebootRequired, "the driver pod runs an older spec than its DaemonSet: a reload would upgrade the driver, " +
-			"which the driver upgrade holds back on this node (autoUpgrade off or nvidia.com/gpu-driver-upgrade.skip)"
+			"which the driver upgrade holds back on this node (autoUpgrade off, nvidia.com/gpu-driver-upgrade.skip, or its upgrade failed)"
 	case f.DriverOutdated:
 		return gpuv1.RemediationRequired, "the driver pod runs an older spec than its DaemonSet: the driver upgrade replaces it first"
 	}

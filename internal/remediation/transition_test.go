@@ -11,7 +11,8 @@ import (
 
 func TestNext(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	policy := Policy{AutoStart: true, EvictionTimeout: 5 * time.Minute, ValidationTimeout: 30 * time.Minute}
+	policy := Policy{AutoStart: true, EvictionTimeout: 5 * time.Minute, ValidationTimeout: 30 * time.Minute,
+		DriverReplaceTimeout: 10 * time.Minute, RecurrenceWindow: time.Hour}
 	manual := policy
 	manual.AutoStart = false
 	long := now.Add(-time.Hour)
@@ -26,7 +27,6 @@ func TestNext(t *testing.T) {
 		"unhealthy again after a repair":      {facts: Facts{State: gpuv1.RemediationDone, UnhealthyGPUs: 1}, want: gpuv1.RemediationRequired},
 		"required, admitted":                  {facts: Facts{State: gpuv1.RemediationRequired, UnhealthyGPUs: 1, Admitted: true}, want: gpuv1.RemediationEviction},
 		"required, over budget":               {facts: Facts{State: gpuv1.RemediationRequired, UnhealthyGPUs: 1}, want: gpuv1.RemediationRequired},
-		"required, upgrading":                 {facts: Facts{State: gpuv1.RemediationRequired, UnhealthyGPUs: 1, Admitted: true, Upgrading: true}, want: gpuv1.RemediationRequired},
 		"required, not approved":              {facts: Facts{State: gpuv1.RemediationRequired, UnhealthyGPUs: 1, Admitted: true}, policy: &manual, want: gpuv1.RemediationRequired},
 		"required, approved":                  {facts: Facts{State: gpuv1.RemediationRequired, UnhealthyGPUs: 1, Admitted: true, Approved: true}, policy: &manual, want: gpuv1.RemediationEviction},
 		"required, healed on its own":         {facts: Facts{State: gpuv1.RemediationRequired, Admitted: true}, want: ""},
@@ -51,7 +51,6 @@ func TestNext(t *testing.T) {
 		"unhealthy again soon after a repair": {facts: Facts{State: gpuv1.RemediationEviction, Recurrent: true, Since: now}, want: gpuv1.RemediationRebootRequired},
 		"healed while waiting for a reboot":   {facts: Facts{State: gpuv1.RemediationRebootRequired, Plugin: Healthy}, want: gpuv1.RemediationDone},
 		"healed by a person's fix":            {facts: Facts{State: gpuv1.RemediationFailed, Plugin: Healthy}, want: gpuv1.RemediationDone},
-		"rebooted mid-upgrade waits":          {facts: Facts{State: gpuv1.RemediationRebootRequired, Rebooted: true, Upgrading: true}, want: gpuv1.RemediationRebootRequired},
 		"outdated driver replaced anyway":     {facts: Facts{State: gpuv1.RemediationDriverReload, DriverReloadable: true, DriverOutdated: true, DriverReplaced: true, Since: now}, want: gpuv1.RemediationValidation},
 		"validation waiting":                  {facts: Facts{State: gpuv1.RemediationValidation, Since: now}, want: gpuv1.RemediationValidation},
 		"reload healed":                       {facts: Facts{State: gpuv1.RemediationValidation, Plugin: Healthy, Since: now}, want: gpuv1.RemediationDone},
@@ -65,7 +64,6 @@ func TestNext(t *testing.T) {
 		"failed waits for a person":           {facts: Facts{State: gpuv1.RemediationFailed, UnhealthyGPUs: 1, Admitted: true}, want: gpuv1.RemediationFailed},
 		"failed, approved again":              {facts: Facts{State: gpuv1.RemediationFailed, Approved: true, Admitted: true}, want: gpuv1.RemediationEviction},
 		"failed, approved, holds its place":   {facts: Facts{State: gpuv1.RemediationFailed, Approved: true}, want: gpuv1.RemediationEviction},
-		"failed, approved, upgrading":         {facts: Facts{State: gpuv1.RemediationFailed, Approved: true, Upgrading: true}, want: gpuv1.RemediationFailed},
 		"failed, rebooted by a person":        {facts: Facts{State: gpuv1.RemediationFailed, Rebooted: true}, want: gpuv1.RemediationValidation},
 		"reboot-required, approved again":     {facts: Facts{State: gpuv1.RemediationRebootRequired, Approved: true, Admitted: true}, want: gpuv1.RemediationEviction},
 		"unknown state":                       {facts: Facts{State: "bogus"}, want: ""},
@@ -97,7 +95,8 @@ func TestNext(t *testing.T) {
 // on were a watch event that never comes would wedge the node.
 func TestNoStateWedges(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	p := Policy{AutoStart: true, EvictionTimeout: 5 * time.Minute, ValidationTimeout: 30 * time.Minute}
+	p := Policy{AutoStart: true, EvictionTimeout: 5 * time.Minute, ValidationTimeout: 30 * time.Minute,
+		DriverReplaceTimeout: 10 * time.Minute, RecurrenceWindow: time.Hour}
 	for _, s := range []gpuv1.RemediationState{gpuv1.RemediationEviction, gpuv1.RemediationDevicePluginRestart,
 		gpuv1.RemediationDriverReload, gpuv1.RemediationValidation} {
 		// The worst facts: pods that never leave, a plugin never back, a

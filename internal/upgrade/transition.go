@@ -7,18 +7,6 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// ValidationTimeout bounds how long a new driver may take to be ready with
-// the device plugin registered before the node's upgrade fails. It must
-// exceed the driver container's own startup budget (its startup probe
-// allows 21 minutes to build and load the modules; a test in the driver
-// state pins this), with room for the device plugin to start after it.
-const ValidationTimeout = 30 * time.Minute
-
-// PodRestartTimeout bounds how long the operands after the driver may take
-// to leave the node, and the old driver pod to go, before the node's
-// upgrade fails rather than waiting for ever.
-const PodRestartTimeout = 10 * time.Minute
-
 // Action is what the controller does for a node before writing its next
 // state.
 type Action int
@@ -44,6 +32,15 @@ type Policy struct {
 	PodDeletionTimeout time.Duration // 0: wait for ever
 	DrainEnabled       bool
 	DrainTimeout       time.Duration // 0: wait for ever
+	// ValidationTimeout bounds how long a new driver may take to be ready
+	// with the device plugin registered before the node's upgrade fails
+	// (timers.DriverValidationTimeout).
+	ValidationTimeout time.Duration
+	// PodRestartTimeout bounds how long the operands after the driver may
+	// take to leave the node, and the old driver pod to go, before the
+	// node's upgrade fails rather than waiting for ever
+	// (timers.DriverReplaceTimeout).
+	PodRestartTimeout time.Duration
 }
 
 // Facts is what is known about one node.
@@ -141,9 +138,9 @@ func Next(f Facts, p Policy) Step {
 		switch {
 		case !f.Outdated:
 			return Step{Next: gpuv1.UpgradeValidation, Reason: "the new driver pod is running"}
-		case timedOut(PodRestartTimeout):
+		case timedOut(p.PodRestartTimeout):
 			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("the driver pod was not replaced within %s (%d operand pods after the driver still on the node)",
-				PodRestartTimeout, f.DownstreamPods)}
+				p.PodRestartTimeout, f.DownstreamPods)}
 		case f.DownstreamPods > 0:
 			return stay // their pods are leaving the node first
 		}
@@ -156,8 +153,8 @@ func Next(f Facts, p Policy) Step {
 			return Step{Next: gpuv1.UpgradePodRestart, Reason: "the driver changed again during validation"}
 		case f.Validated:
 			return Step{Next: gpuv1.UpgradeUncordon, Reason: "the new driver works: the device plugin advertises the GPUs again"}
-		case timedOut(ValidationTimeout):
-			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("the new driver was not ready after %s", ValidationTimeout)}
+		case timedOut(p.ValidationTimeout):
+			return Step{Next: gpuv1.UpgradeFailed, Reason: fmt.Sprintf("the new driver was not ready after %s", p.ValidationTimeout)}
 		}
 		return stay
 	case gpuv1.UpgradeUncordon:

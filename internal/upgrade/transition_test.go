@@ -11,12 +11,13 @@ import (
 
 func TestNext(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	policy := Policy{AutoUpgrade: true, WaitTimeout: time.Minute, PodDeletionTimeout: 5 * time.Minute, DrainTimeout: 5 * time.Minute}
+	policy := Policy{AutoUpgrade: true, WaitTimeout: time.Minute, PodDeletionTimeout: 5 * time.Minute, DrainTimeout: 5 * time.Minute,
+		ValidationTimeout: 30 * time.Minute, PodRestartTimeout: 10 * time.Minute}
 	withDrain := policy
 	withDrain.DrainEnabled = true
 	manual := policy
 	manual.AutoUpgrade = false
-	forever := Policy{AutoUpgrade: true}
+	forever := Policy{AutoUpgrade: true, ValidationTimeout: policy.ValidationTimeout, PodRestartTimeout: policy.PodRestartTimeout}
 
 	tests := map[string]struct {
 		facts  Facts
@@ -35,7 +36,7 @@ func TestNext(t *testing.T) {
 		"required, change reverted":         {facts: Facts{State: gpuv1.UpgradeRequired}, want: gpuv1.UpgradeDone},
 		"retried, driver current, cordoned": {facts: Facts{State: gpuv1.UpgradeRequired, Cordoned: true}, want: gpuv1.UpgradeUncordon},
 		"done but a cordon still held":      {facts: Facts{State: gpuv1.UpgradeDone, Cordoned: true}, want: gpuv1.UpgradeUncordon},
-		"restart stuck past its timeout":    {facts: Facts{State: gpuv1.UpgradePodRestart, Outdated: true, DownstreamPods: 1, Since: now.Add(-PodRestartTimeout)}, want: gpuv1.UpgradeFailed},
+		"restart stuck past its timeout":    {facts: Facts{State: gpuv1.UpgradePodRestart, Outdated: true, DownstreamPods: 1, Since: now.Add(-policy.PodRestartTimeout)}, want: gpuv1.UpgradeFailed},
 		"version changed during validation": {facts: Facts{State: gpuv1.UpgradeValidation, Outdated: true, Since: now.Add(-time.Minute)}, want: gpuv1.UpgradePodRestart},
 		"cordon":                            {facts: Facts{State: gpuv1.UpgradeCordonRequired}, want: gpuv1.UpgradeWaitForJobs, action: Cordon},
 		"jobs running":                      {facts: Facts{State: gpuv1.UpgradeWaitForJobs, JobsRunning: 2, Since: now}, want: gpuv1.UpgradeWaitForJobs},
@@ -55,7 +56,7 @@ func TestNext(t *testing.T) {
 		"new driver pod running":            {facts: Facts{State: gpuv1.UpgradePodRestart}, want: gpuv1.UpgradeValidation},
 		"validating":                        {facts: Facts{State: gpuv1.UpgradeValidation, Since: now}, want: gpuv1.UpgradeValidation},
 		"validated":                         {facts: Facts{State: gpuv1.UpgradeValidation, Validated: true}, want: gpuv1.UpgradeUncordon},
-		"validation timeout":                {facts: Facts{State: gpuv1.UpgradeValidation, Since: now.Add(-ValidationTimeout)}, want: gpuv1.UpgradeFailed},
+		"validation timeout":                {facts: Facts{State: gpuv1.UpgradeValidation, Since: now.Add(-policy.ValidationTimeout)}, want: gpuv1.UpgradeFailed},
 		"uncordon":                          {facts: Facts{State: gpuv1.UpgradeUncordon}, want: gpuv1.UpgradeDone, action: Uncordon},
 		"failed stays failed":               {facts: Facts{State: gpuv1.UpgradeFailed, Outdated: true, Admitted: true}, want: gpuv1.UpgradeFailed},
 		"unknown state restarts":            {facts: Facts{State: "bogus", Outdated: true}, want: gpuv1.UpgradeRequired},

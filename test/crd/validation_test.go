@@ -164,6 +164,14 @@ func invalidCases() map[string]invalidCase {
 			path: p("operator", "remediation", "maxParallel"), value: "all",
 			field: "spec.operator.remediation.maxParallel", wants: []string{"1% to 100%"},
 		},
+		"NVLink domain cap zero": {
+			path: p("operator", "maintenance", "maxUnavailableNVLinkDomains"), value: int64(0),
+			field: "spec.operator.maintenance.maxUnavailableNVLinkDomains", wants: []string{"at least 1", "unset for no cap"},
+		},
+		"NVLink domain cap in words": {
+			path: p("operator", "maintenance", "maxUnavailableNVLinkDomains"), value: "one rack",
+			field: "spec.operator.maintenance.maxUnavailableNVLinkDomains", wants: []string{"1% to 100%"},
+		},
 		"remediation eviction timeout too short": {
 			path: p("operator", "remediation", "evictionTimeoutSeconds"), value: int64(0),
 			field: "spec.operator.remediation.evictionTimeoutSeconds", wants: []string{"greater than or equal to 30"},

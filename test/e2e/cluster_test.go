@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +17,8 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 var (
@@ -33,53 +32,47 @@ var (
 		"dcgm-exporter":         {"driver", "container-toolkit", "device-plugin"},
 		"gpu-feature-discovery": {"driver", "container-toolkit", "device-plugin"},
 	}
+	// sim is the suite's cluster, up from BeforeSuite on.
+	sim *simcluster.Cluster
 )
 
+// output runs a repository binary with the simulated cluster's
+// environment and returns its standard output alone.
+func output(name string, args ...string) (string, error) { return sim.Output(name, args...) }
+
 // sh runs a repository script or binary with the simulated cluster's
-// environment and returns its output.
+// environment and returns its output, which the error of a failure
+// carries too: the suite's cluster has no log of its own.
 func sh(name string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(root, name), args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SIM_DIR="+simDir, "KUBECONFIG="+filepath.Join(simDir, "kubeconfig"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	out, err := sim.Run(name, args...)
 	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+		return out, fmt.Errorf("%w\n%s", err, out)
 	}
-	return out.String(), nil
+	return out, nil
 }
 
 // operator is the operator process, run locally as its ServiceAccount.
-type operator struct {
-	cmd *exec.Cmd
-}
+type operator struct{ p *simcluster.Operator }
 
+// startOperator starts the operator with the suites' short timers and
+// returns at once: the specs wait for what it does.
 func startOperator() *operator {
-	token, err := sh("bin/kubectl", "create", "token", "-n", "gpu-operator", "gpu-operator", "--duration=2h")
+	// The suites' short timers, but a grace period that outlasts a pod
+	// replaced by a rolling update on the simulated nodes.
+	timers := fixture.Timers()
+	timers.ReadyGrace = 5 * time.Second
+	args := append([]string{"--leader-elect", "--metrics-bind-address=127.0.0.1:18180", "--health-probe-bind-address=127.0.0.1:18181",
+		"--zap-encoder=console"}, timers.Args()...)
+	p, err := sim.StartOperator(context.Background(), simcluster.OperatorOptions{Args: args})
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err := sh("hack/sim/token-kubeconfig.sh", strings.TrimSpace(token), "gpu-operator")
-	Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(simDir, "operator.kubeconfig")
-	Expect(os.WriteFile(path, []byte(cfg), 0o600)).To(Succeed())
-	logFile, err := os.OpenFile(filepath.Join(simDir, "logs", "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(filepath.Join(root, "bin", "gpu-operator"), "--leader-elect",
-		"--metrics-bind-address=127.0.0.1:18180", "--health-probe-bind-address=127.0.0.1:18181",
-		"--zap-encoder=console", "--ready-grace-period=5s")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+path, "OPERATOR_NAMESPACE=gpu-operator")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	Expect(cmd.Start()).To(Succeed())
-	return &operator{cmd: cmd}
+	return &operator{p: p}
 }
 
 // kill sends SIGKILL: no cleanup, no lease release, as in a crash.
 func (o *operator) kill() {
-	if o == nil || o.cmd.Process == nil {
-		return
+	if o != nil {
+		o.p.Kill()
 	}
-	_ = o.cmd.Process.Kill()
-	_ = o.cmd.Wait()
 }
 
 // labelHistory records, from a watch on nodes, when each node's state

@@ -15,133 +15,154 @@ import (
 // it, and says where it comes from).
 const nvidiaValues = "test/packaging/testdata/nvidia-v25.3.1-values.yaml"
 
-// The scenarios run in order on one cluster, from install to uninstall.
-var _ = Describe("gpu-operator on a simulated GPU cluster", Ordered, func() {
+// documented is the README's install command.
+var documented = []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"}
+
+// Every container starts from what it needs (the chart installed as the
+// README says, or not installed), whatever ran before it, so that any one
+// spec runs alone: `make test-e2e FOCUS='MIG'`. Each spec in an installed
+// container leaves the cluster as it found it (restore.go). The outer
+// container only keeps the order of the ones inside it, which Ginkgo would
+// otherwise shuffle: the uninstalling ones last, so the chart is installed
+// once.
+var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	var healthy []string
 	// stuck are the nodes that never get ready: out of driver upgrades.
 	stuck := []string{brokenNode, k3sNode, unconfiguredNode}
-	BeforeAll(func() {
-		for i := range gpuNodes - 1 {
-			healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
-		}
-	})
+	for i := range gpuNodes - 1 {
+		healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
+	}
 
-	It("installs with the documented helm command and rolls out in order", func(ctx SpecContext) {
-		InstallSpec(InstallInput{HelmArgs: []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"}})
-		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
-	})
+	Describe("installed with the documented helm command", Ordered, func() {
+		BeforeAll(func(ctx SpecContext) { ensureInstalled(ctx, documented, healthy) })
+		leavesTheClusterAsItFoundIt(healthy)
 
-	It("serves its metrics over HTTPS only to callers allowed to read them", func(ctx SpecContext) {
-		MetricsAuthSpec(ctx)
-	})
+		It("rolls out in order", func(ctx SpecContext) {
+			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
+		})
 
-	It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
-		// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
-		// broken, k3s (wrong paths) and unconfigured nodes.
-		BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
-			ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+4)})
-	})
+		It("serves its metrics over HTTPS only to callers allowed to read them", func(ctx SpecContext) {
+			MetricsAuthSpec(ctx)
+		})
 
-	It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {
-		HostDriverSpec(ctx)
-	})
+		It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
+			// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
+			// broken, k3s (wrong paths) and unconfigured nodes.
+			BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
+				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+4)})
+		})
 
-	It("configures CRI-O with the toolkit's OCI hook and runs its operands without the RuntimeClass", func(ctx SpecContext) {
-		CRIOSpec(ctx)
-	})
+		It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {
+			HostDriverSpec(ctx)
+		})
 
-	It("keeps the toolkit pending where the runtime reports no NVIDIA handler, and names the nodes", func(ctx SpecContext) {
-		RuntimeProofSpec(ctx, RuntimeProofInput{Nodes: []string{unconfiguredNode, k3sNode}})
-	})
+		It("configures CRI-O with the toolkit's OCI hook and runs its operands without the RuntimeClass", func(ctx SpecContext) {
+			CRIOSpec(ctx)
+		})
 
-	It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
-		K3sPathsSpec(ctx, K3sPathsInput{
-			Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
-			Nodes: healthy,
+		It("keeps the toolkit pending where the runtime reports no NVIDIA handler, and names the nodes", func(ctx SpecContext) {
+			RuntimeProofSpec(ctx, RuntimeProofInput{Nodes: []string{unconfiguredNode, k3sNode}})
+		})
+
+		It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
+			K3sPathsSpec(ctx, K3sPathsInput{
+				Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
+				Nodes: healthy,
+			})
+		})
+
+		It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
+			ToolkitDisabledSpec(ctx, healthy)
+		})
+
+		It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
+			RuntimeClassSpec(ctx, healthy)
+		})
+
+		It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
+			RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})
+		})
+
+		It("keeps GPU pods off rebooted nodes with the readiness taint until their chains re-form", func(ctx SpecContext) {
+			ReadinessTaintSpec(ctx, ReadinessTaintInput{Reboot: healthy[:2], Ready: healthy[2:], NeverReady: stuck})
+		})
+
+		It("records GPUs the device plugin reports unhealthy, and their return", func(ctx SpecContext) {
+			UnhealthyGPUsSpec(ctx, healthy[2])
+		})
+
+		It("repairs unhealthy GPUs: a device plugin restart, a driver reload, a reboot, or a failure", func(ctx SpecContext) {
+			RemediationPathsSpec(ctx, RemediationPathsInput{PluginRestart: healthy[0], DriverReload: healthy[1],
+				Reboot: healthy[2], Never: healthy[3]})
+		})
+
+		It("waits for a person's approval to repair with autoStart off", func(ctx SpecContext) {
+			RemediationApprovalSpec(ctx, healthy[0])
+		})
+
+		It("repairs unhealthy nodes one at a time within maxParallel, through an operator crash", func(ctx SpecContext) {
+			RemediationBudgetSpec(ctx, healthy[:3])
+		})
+
+		It("runs a time-slicing configuration per node, restarting only the device plugin and GFD", func(ctx SpecContext) {
+			TimeSlicingSpec(ctx, healthy[0], healthy[1], healthy[2])
+		})
+
+		It("reconfigures MIG one node at a time, through failures, hangs and an operator crash", func(ctx SpecContext) {
+			MIGSpec(ctx, MIGInput{Nodes: healthy[:2], FailOnce: healthy[2], HangOnce: healthy[3]})
+		})
+
+		It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
+			PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
+		})
+
+		It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
+			OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
+		})
+
+		// The upgrades leave the nodes on the version they upgrade to: each
+		// picks one other than the nodes run.
+		It("rolls a driver upgrade within the budget, evicting and rescheduling GPU workloads", func(ctx SpecContext) {
+			UpgradeSpec(ctx, UpgradeInput{Versions: []string{"575.57.08", "580.82.07"}, Nodes: healthy, Skip: stuck,
+				Workloads: 6, MaxInProgress: 1})
+		})
+
+		It("resumes a driver upgrade after the operator is killed in the middle of it", func(ctx SpecContext) {
+			UpgradeSpec(ctx, UpgradeInput{Versions: []string{"580.82.07", "575.57.08"}, Nodes: healthy, Skip: stuck,
+				Workloads: 6, MaxInProgress: 1, KillAt: gpuv1.UpgradePodDeletion})
+		})
+
+		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
+			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
+		})
+
+		It("hands over to a second ClusterPolicy without replacing any operand, and back", func(ctx SpecContext) {
+			HandOverSpec(ctx, healthy)
 		})
 	})
 
-	It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
-		ToolkitDisabledSpec(ctx, healthy)
+	Describe("uninstalled", Ordered, func() {
+		BeforeAll(func(ctx SpecContext) { ensureInstalled(ctx, documented, healthy) })
+
+		It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
+			UninstallSpec(ctx)
+		})
 	})
 
-	It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
-		RuntimeClassSpec(ctx, healthy)
-	})
+	Describe("installed with NVIDIA's default values file", Ordered, func() {
+		BeforeAll(func(ctx SpecContext) { ensureUninstalled(ctx) })
 
-	It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
-		RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})
-	})
-
-	It("keeps GPU pods off rebooted nodes with the readiness taint until their chains re-form", func(ctx SpecContext) {
-		ReadinessTaintSpec(ctx, ReadinessTaintInput{Reboot: healthy[:2], Ready: healthy[2:], NeverReady: stuck})
-	})
-
-	It("records GPUs the device plugin reports unhealthy, and their return", func(ctx SpecContext) {
-		UnhealthyGPUsSpec(ctx, healthy[2])
-	})
-
-	It("repairs unhealthy GPUs: a device plugin restart, a driver reload, a reboot, or a failure", func(ctx SpecContext) {
-		RemediationPathsSpec(ctx, RemediationPathsInput{PluginRestart: healthy[0], DriverReload: healthy[1],
-			Reboot: healthy[2], Never: healthy[3]})
-		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
-	})
-
-	It("waits for a person's approval to repair with autoStart off", func(ctx SpecContext) {
-		RemediationApprovalSpec(ctx, healthy[0])
-	})
-
-	It("repairs unhealthy nodes one at a time within maxParallel, through an operator crash", func(ctx SpecContext) {
-		RemediationBudgetSpec(ctx, healthy[:3])
-	})
-
-	It("runs a time-slicing configuration per node, restarting only the device plugin and GFD", func(ctx SpecContext) {
-		TimeSlicingSpec(ctx, healthy[0], healthy[1], healthy[2])
-	})
-
-	It("reconfigures MIG one node at a time, through failures, hangs and an operator crash", func(ctx SpecContext) {
-		MIGSpec(ctx, MIGInput{Nodes: healthy[:2], FailOnce: healthy[2], HangOnce: healthy[3]})
-	})
-
-	It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
-		PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
-	})
-
-	It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
-		OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
-	})
-
-	It("rolls a driver upgrade within the budget, evicting and rescheduling GPU workloads", func(ctx SpecContext) {
-		UpgradeSpec(ctx, UpgradeInput{Version: "575.57.08", Nodes: healthy, Skip: stuck, Workloads: 6, MaxInProgress: 1})
-	})
-
-	It("resumes a driver upgrade after the operator is killed in the middle of it", func(ctx SpecContext) {
-		UpgradeSpec(ctx, UpgradeInput{Version: "580.82.07", Nodes: healthy, Skip: stuck, Workloads: 6,
-			MaxInProgress: 1, KillAt: gpuv1.UpgradePodDeletion})
-	})
-
-	It("applies a changed value on helm upgrade", func(ctx SpecContext) {
-		HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
-	})
-
-	It("hands over to a second ClusterPolicy without replacing any operand", func(ctx SpecContext) {
-		HandOverSpec(ctx, healthy)
-	})
-
-	It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
-		UninstallSpec(ctx)
-	})
-
-	It("installs with NVIDIA's default values file unchanged, saying what it ignores", func(ctx SpecContext) {
-		InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
-			"These values of NVIDIA's chart are accepted and ignored:", "  validator: each state proves itself ready; no validator pods run",
-			"name NVIDIA's operator image", "DEVICE_LIST_STRATEGY=envvar (NVIDIA's default)",
-		}})
-		AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
-		for _, n := range healthy {
-			Expect(podOn(ctx, n, "driver").Spec.Containers[0].Image).To(HavePrefix("nvcr.io/nvidia/driver:570.148.08-"),
-				"NVIDIA's values pin their driver")
-		}
-		UninstallSpec(ctx)
+		It("installs unchanged, saying what it ignores", func(ctx SpecContext) {
+			InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
+				"These values of NVIDIA's chart are accepted and ignored:", "  validator: each state proves itself ready; no validator pods run",
+				"name NVIDIA's operator image", "DEVICE_LIST_STRATEGY=envvar (NVIDIA's default)",
+			}})
+			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
+			for _, n := range healthy {
+				Expect(podOn(ctx, n, "driver").Spec.Containers[0].Image).To(HavePrefix("nvcr.io/nvidia/driver:570.148.08-"),
+					"NVIDIA's values pin their driver")
+			}
+			UninstallSpec(ctx)
+		})
 	})
 })

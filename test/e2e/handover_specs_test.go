@@ -18,21 +18,38 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
-// successorName is the ClusterPolicy HandOverSpec leaves active.
+// successorName is the ClusterPolicy HandOverSpec hands over to, and back.
 const successorName = "cluster-policy-successor"
 
 // HandOverSpec deletes the active ClusterPolicy while a second one with
 // the same spec exists. The successor must adopt every operand object
 // before the first lets go: with the garbage collector running, an object
 // still owned by the deleted policy alone is deleted, and every driver
-// with it (issue 12, finding 2). No operand pod may be replaced.
+// with it (issue 12, finding 2). No operand pod may be replaced. Then the
+// same back: helm upgrade makes the chart's policy again, the successor
+// is deleted, and the chart's policy takes over.
 func HandOverSpec(ctx context.Context, nodes []string) {
 	before := operandPods(ctx, nodes)
-	Expect(before).NotTo(BeEmpty())
 	var active *gpuv1.ClusterPolicy
 	Eventually(func(g Gomega) { active = policy(g, ctx) }).Should(Succeed())
-	successor := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: successorName}, Spec: *active.Spec.DeepCopy()}
-	Expect(k8s.Create(ctx, successor)).To(Succeed())
+	successor := handOver(ctx, nodes, active, func() {
+		successor := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: successorName}, Spec: *active.Spec.DeepCopy()}
+		Expect(k8s.Create(ctx, successor)).To(Succeed())
+	}, successorName)
+	// helm upgrade makes the policy the release holds again, as it makes
+	// any object of it that is missing.
+	handOver(ctx, nodes, successor, func() { helmUpgrade("--reuse-values") }, active.Name)
+	Expect(operandPods(ctx, nodes)).To(Equal(before), "no operand pod was replaced, there and back")
+}
+
+// handOver makes the next policy with create, waits until it is ignored,
+// deletes the active one, and checks that the next one took every operand
+// over without replacing any pod. It returns the next policy.
+func handOver(ctx context.Context, nodes []string, active *gpuv1.ClusterPolicy, create func(), next string) *gpuv1.ClusterPolicy {
+	before := operandPods(ctx, nodes)
+	Expect(before).NotTo(BeEmpty())
+	create()
+	successor := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: next}}
 	// The successor is the younger: ignored while the first is active.
 	Eventually(func(g Gomega) gpuv1.PolicyState {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(successor), successor)).To(Succeed())
@@ -58,6 +75,7 @@ func HandOverSpec(ctx context.Context, nodes []string) {
 		g.Expect(successor.Status.State).To(Equal(active.Status.State))
 		g.Expect(successor.Status.ReadyNodes).To(Equal(active.Status.ReadyNodes))
 	}).WithTimeout(time.Minute).Should(Succeed())
+	return successor
 }
 
 // operandPods maps each live operand pod on the nodes to its UID.

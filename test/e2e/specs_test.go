@@ -174,6 +174,7 @@ func UninstallSpec(ctx context.Context) {
 	_, err := sh("bin/helm", "uninstall", "gpu-operator", "-n", "gpu-operator", "--timeout=3m")
 	Expect(err).NotTo(HaveOccurred())
 	op.kill()
+	op = nil
 	nodes := &corev1.NodeList{}
 	Expect(k8s.List(ctx, nodes)).To(Succeed())
 	for _, n := range nodes.Items {

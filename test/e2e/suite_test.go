@@ -10,12 +10,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 // The cluster every spec shares: GPU nodes gpu-node-0..N-1, of which the
@@ -36,26 +33,21 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	_, _ = sh("hack/sim/down.sh")
-	os.Setenv("SIM_BROKEN_DRIVER_NODES", brokenNode)
-	os.Setenv("SIM_NODE_KINDS", nodeKinds)
-	_, err := sh("hack/sim/up.sh", strconv.Itoa(gpuNodes))
+	var err error
+	sim, err = simcluster.Up(simcluster.Options{
+		Root: root, Dir: simDir, Nodes: gpuNodes,
+		Env:           []string{"SIM_BROKEN_DRIVER_NODES=" + brokenNode, "SIM_NODE_KINDS=" + nodeKinds},
+		KeepOnFailure: os.Getenv("E2E_KEEP_CLUSTER") != "",
+	})
 	Expect(err).NotTo(HaveOccurred())
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", simDir+"/kubeconfig")
-	Expect(err).NotTo(HaveOccurred())
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(gpuv1.AddToScheme(scheme)).To(Succeed())
-	k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	k8s = sim.Client
 	history = watchLabels(context.Background(), k8s)
 }, NodeTimeout(120e9))
 
 var _ = AfterSuite(func() {
 	op.kill()
-	if os.Getenv("E2E_KEEP_CLUSTER") == "" {
-		_, _ = sh("hack/sim/down.sh")
+	if sim != nil && os.Getenv("E2E_KEEP_CLUSTER") == "" {
+		sim.Down()
 	}
 })
 

@@ -23,8 +23,10 @@ import (
 
 // UpgradeInput is a driver upgrade to roll out.
 type UpgradeInput struct {
-	Version string
-	Nodes   []string
+	// Versions are the versions to upgrade to: the first one the policy
+	// does not pin already.
+	Versions []string
+	Nodes    []string
 	// Skip names nodes labelled out of the upgrade.
 	Skip []string
 	// Workloads is how many GPU pods run during the upgrade.
@@ -40,6 +42,15 @@ type UpgradeInput struct {
 // more nodes at once than the budget, GPU workload pods evicted and
 // rescheduled, every node on the new driver, cordons restored.
 func UpgradeSpec(ctx context.Context, in UpgradeInput) {
+	var version string
+	current := string(activePolicy(Default, ctx).Spec.Driver.Version)
+	for _, v := range in.Versions {
+		if v != current {
+			version = v
+			break
+		}
+	}
+	Expect(version).NotTo(BeEmpty(), "every version of %v is the current one", in.Versions)
 	for _, n := range in.Skip {
 		_, err := sh("bin/kubectl", "label", "node", n, gpuv1.LabelUpgradeSkip+"=true", "--overwrite")
 		Expect(err).NotTo(HaveOccurred())
@@ -48,7 +59,7 @@ func UpgradeSpec(ctx context.Context, in UpgradeInput) {
 	watch := watchUpgrades(ctx, in.Nodes)
 	defer watch.stop()
 
-	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, in.Version)
+	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, version)
 	_, err := sh("bin/kubectl", "patch", "clusterpolicy", "cluster-policy", "--type=merge", "-p", patch)
 	Expect(err).NotTo(HaveOccurred())
 	if in.KillAt != "" {
@@ -61,7 +72,7 @@ func UpgradeSpec(ctx context.Context, in UpgradeInput) {
 		for _, n := range in.Nodes {
 			node := node(g, ctx, n)
 			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-done"), "node %s", n)
-			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, in.Version), "node %s", n)
+			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, version), "node %s", n)
 			g.Expect(node.Spec.Unschedulable).To(BeFalse(), "node %s is still cordoned", n)
 		}
 	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())

@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,11 +12,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/operator"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
 )
 
 var fullValues = filepath.Join("testdata", "values-full.yaml")
@@ -178,6 +181,8 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		"negative timeout":     {[]string{"--set", "driver.upgradePolicy.drain.timeoutSeconds=-1"}, []string{"timeoutSeconds", "minimum"}},
 		"count as a word":      {[]string{"--set", "driver.upgradePolicy.maxParallelUpgrades=two"}, []string{"maxParallelUpgrades", "integer"}},
 		"grace not a duration": {[]string{"--set", "operator.readyGracePeriod=30 seconds"}, []string{"readyGracePeriod", "pattern"}},
+		"unknown timer":        {[]string{"--set", "operator.timers.health-setle=2s"}, []string{"health-setle"}},
+		"timer not a duration": {[]string{"--set-string", "operator.timers.health-settle=2 seconds"}, []string{"health-settle", "pattern"}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -237,6 +242,20 @@ func TestDriverMirrorValuesReachThePolicy(t *testing.T) {
 	g.Expect(defaults.Spec.Driver.CertConfig).To(BeNil())
 }
 
+// operator.maintenance.maxUnavailableNVLinkDomains reaches the policy when
+// set, and the policy has no cap when it is not.
+func TestNVLinkDomainCapReachesThePolicy(t *testing.T) {
+	g := NewWithT(t)
+	rendered := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(template(t, "--set",
+		"operator.maintenance.maxUnavailableNVLinkDomains=50%"), "ClusterPolicy", "cluster-policy").Object, rendered)).To(Succeed())
+	g.Expect(rendered.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains).To(HaveValue(Equal(intstr.FromString("50%"))))
+	defaults := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
+		find(template(t), "ClusterPolicy", "cluster-policy").Object, defaults)).To(Succeed())
+	g.Expect(defaults.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains).To(BeNil())
+}
+
 // The chart's appVersion is the VERSION file's, and its CRDs are the
 // generated ones, byte for byte.
 func TestChartCarriesTheGeneratedSources(t *testing.T) {
@@ -281,4 +300,40 @@ func version(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(v))
+}
+
+// operator.timers names every timer flag of the operator but the grace
+// period, which has its own value, and each reaches the operator's
+// arguments as its flag.
+func TestTimersValuesAreTheOperatorsFlags(t *testing.T) {
+	g := NewWithT(t)
+	raw, err := os.ReadFile(filepath.Join(chartPath, "values.schema.json"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var schema struct {
+		Properties struct {
+			Operator struct {
+				Properties struct {
+					Timers struct {
+						PropertyNames struct {
+							Enum []string `json:"enum"`
+						} `json:"propertyNames"`
+					} `json:"timers"`
+				} `json:"properties"`
+			} `json:"operator"`
+		} `json:"properties"`
+	}
+	g.Expect(json.Unmarshal(raw, &schema)).To(Succeed())
+	var flags []string
+	for _, arg := range timers.Defaults().Args() {
+		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if name != "ready-grace-period" {
+			flags = append(flags, name)
+		}
+	}
+	g.Expect(schema.Properties.Operator.Properties.Timers.PropertyNames.Enum).To(ConsistOf(flags))
+
+	d := &appsv1.Deployment{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(template(t, "--set", "operator.timers.health-settle=2s",
+		"--set", "operator.timers.leader-elect-lease-duration=30s"), "Deployment", "gpu-operator").Object, d)).To(Succeed())
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--health-settle=2s", "--leader-elect-lease-duration=30s"))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
 )
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
@@ -37,9 +38,9 @@ type Reconciler struct {
 	Pods      *operandpods.Index
 	Graph     *state.Graph
 	Namespace string
-	// Grace is how long a ready state survives its pod being not ready or
-	// gone.
-	Grace      time.Duration
+	// Timers are the waits of the node's decisions: the grace period, the
+	// device plugin's settle time, the rechecks.
+	Timers     timers.Timers
 	Recorder   events.EventRecorder
 	Metrics    *metrics.Metrics
 	FieldOwner string
@@ -95,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "ReadinessTaintRefused", "Reconcile", "%v", taintErr)
 		// Tried again without the growing backoff of an error, which
 		// would hold back the decision's own grace-period timers.
-		retry := taintRetry
+		retry := r.Timers.TaintRetry
 		if d := decision.RequeueAfter; d > 0 && d < retry {
 			retry = d
 		}
@@ -110,7 +111,8 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 	if err != nil {
 		return gating.Input{}, err
 	}
-	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Grace, Now: r.now()}
+	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Timers.ReadyGrace,
+		HealthSettle: r.Timers.HealthSettle, GPUPodsRecheck: r.Timers.GPUPodsRecheck, Now: r.now()}
 	if active != nil && gating.IsGPUNode(node) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
 		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
@@ -156,9 +158,6 @@ func (r *Reconciler) Explain(ctx context.Context, node *corev1.Node) (map[state.
 // staleRetry is how soon a node is judged again after its write met a newer
 // version of it.
 const staleRetry = 200 * time.Millisecond
-
-// taintRetry is how soon a refused readiness taint is tried again.
-const taintRetry = 30 * time.Second
 
 // write applies every label and annotation the operator wants on the node.
 // Server-side apply removes the ones it set before and no longer wants, and

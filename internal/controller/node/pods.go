@@ -38,7 +38,7 @@ func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.
 	facts := make(map[state.Name]*state.PodFacts, len(chosen))
 	for name, p := range chosen {
 		// A state can run several DaemonSets, one per node variant.
-		if f := p.Facts(render.AnnotationTemplateHash, hashes[p.DaemonSet], r.Grace, now); f != nil {
+		if f := p.Facts(render.AnnotationTemplateHash, hashes[p.DaemonSet], r.Timers.ReadyGrace, now); f != nil {
 			facts[name] = f
 		}
 	}

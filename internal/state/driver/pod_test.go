@@ -6,7 +6,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
 )
 
 // The upgrade's validation must outlast the driver container's own startup
@@ -21,8 +21,9 @@ func TestValidationOutlastsTheDriverStartup(t *testing.T) {
 	// The budget as Kubernetes documents it: nvidia-smi answers at once,
 	// with an error, until the modules load.
 	budget := time.Duration(p.InitialDelaySeconds)*time.Second + time.Duration(p.FailureThreshold*p.PeriodSeconds)*time.Second
-	t.Logf("driver startup budget %s, upgrade validation timeout %s", budget, upgrade.ValidationTimeout)
-	if upgrade.ValidationTimeout <= budget {
-		t.Fatalf("upgrade.ValidationTimeout (%s) must exceed the driver's startup budget (%s)", upgrade.ValidationTimeout, budget)
+	validation := timers.Defaults().DriverValidationTimeout
+	t.Logf("driver startup budget %s, upgrade validation timeout %s", budget, validation)
+	if validation <= budget {
+		t.Fatalf("--driver-validation-timeout's default (%s) must exceed the driver's startup budget (%s)", validation, budget)
 	}
 }

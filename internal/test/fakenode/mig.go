@@ -23,8 +23,9 @@ const (
 	// (it reports failed), "hang" (it stays pending), or "fail-once" and
 	// "hang-once", which misbehave under the first mig-manager pod only.
 	AnnotationMIGApply = prefix + "mig-apply"
-	// annotationMIGAnchor is the UID of the pod a "-once" fault hit.
-	annotationMIGAnchor = prefix + "mig-apply-anchor"
+	// AnnotationMIGAnchor is the UID of the pod a "-once" fault hit: a
+	// test that sets a "-once" fault again removes it first.
+	AnnotationMIGAnchor = prefix + "mig-apply-anchor"
 	// annotationMIGHandled is "<pod UID>/<configuration>" once that pod
 	// handled that configuration: mig-manager acts on its start and on a
 	// change of the label, not again on the same value.
@@ -156,13 +157,13 @@ func applyMIG(n *corev1.Node, p Profile, manager, driver *corev1.Pod, configs Co
 		return true
 	}
 	// A "-once" fault hits the first pod that meets it, and only it.
-	fault, anchor, uid := a[AnnotationMIGApply], a[annotationMIGAnchor], string(manager.UID)
+	fault, anchor, uid := a[AnnotationMIGApply], a[AnnotationMIGAnchor], string(manager.UID)
 	first := anchor == "" || anchor == uid
 	once := func() bool {
 		if anchor == uid {
 			return false
 		}
-		a[annotationMIGAnchor] = uid
+		a[AnnotationMIGAnchor] = uid
 		return true
 	}
 	switch {

@@ -1,0 +1,227 @@
+package arbiter
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpu-operator/gpu-operator/internal/budget"
+)
+
+// Budget caps how many nodes, or NVLink domains, the operations may hold
+// out of service at once, in each driver pool or in the whole fleet. Every
+// budget counts a node held by any operation, once.
+type Budget struct {
+	// Field is the policy field the limit comes from: errors name it.
+	Field string
+	// Limit is a count, or a percentage of the scope's nodes (domains)
+	// rounded up; Unlimited ignores it.
+	Limit     intstr.IntOrString
+	Unlimited bool
+	// PerPool counts within each driver pool; otherwise in the fleet.
+	PerPool bool
+	// Domains counts the NVLink domains with a node out of service, not
+	// the nodes: a node of a domain counted already starts without a
+	// place.
+	Domains bool
+	// Unavailable counts the nodes cordoned or not Ready too, and lets a
+	// node already unavailable start without a place: it has no
+	// availability to lose (driver.upgradePolicy.maxUnavailable).
+	Unavailable bool
+}
+
+// Budgets are the budgets each operation's starts must fit.
+type Budgets [NumOperations][]Budget
+
+// Admission is who may start where this pass.
+type Admission struct {
+	// Admitted maps a node to the operation that starts on it.
+	Admitted map[string]Operation
+	// Waiting says, for a node whose queued operations may not start,
+	// why: the table's reason, or the budget that is full.
+	Waiting map[string]string
+}
+
+// Admit decides which queued operations start this pass: on each node the
+// one the table and Precedence let start, then, longest waiting first (by
+// name at a tie), each within every budget of its operation. A start
+// within another's hold, or a MIG reconfiguration that costs nothing,
+// takes no place. A budget that cannot be read (a value stored before the
+// API server refused it) holds back the starts it covers, and is
+// returned as an error naming its field.
+func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
+	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
+	counts := newCounts(nodes, budgets)
+	type want struct {
+		node *Node
+		op   Operation
+	}
+	var queue []want
+	for i := range nodes {
+		n := &nodes[i]
+		start, waits := Candidate(n)
+		if start.Op == None {
+			if len(waits) > 0 {
+				a.Waiting[n.Name] = joinWaits(waits)
+			}
+			continue
+		}
+		if start.Free {
+			a.Admitted[n.Name] = start.Op
+			continue
+		}
+		queue = append(queue, want{n, start.Op})
+	}
+	slices.SortFunc(queue, func(x, y want) int {
+		return cmp.Or(x.node.Ops[x.op].Since.Compare(y.node.Ops[y.op].Since), strings.Compare(x.node.Name, y.node.Name))
+	})
+	for _, w := range queue {
+		if full := counts.full(w.node, budgets[w.op]); full != "" {
+			a.Waiting[w.node.Name] = fmt.Sprintf("the %s waits for %s", w.op, full)
+			continue
+		}
+		a.Admitted[w.node.Name] = w.op
+		counts.take(w.node)
+	}
+	return a, counts.errs
+}
+
+func joinWaits(waits map[Operation]string) string {
+	var parts []string
+	for op := range NumOperations {
+		if why, ok := waits[op]; ok {
+			parts = append(parts, fmt.Sprintf("the %s waits: %s", op, why))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// counts are every budget's places taken, per scope.
+type counts struct {
+	budgets []*budgetCount
+	errs    []error
+}
+
+// budgetCount is one budget's count in each of its scopes.
+type budgetCount struct {
+	b Budget
+	// taken holds the nodes, or domains, counted in each scope; limit is
+	// each scope's limit, -1 when unreadable.
+	taken map[string]map[string]bool
+	limit map[string]int
+}
+
+func newCounts(nodes []Node, budgets Budgets) *counts {
+	c := &counts{}
+	seen := map[Budget]bool{}
+	for _, list := range budgets {
+		for _, b := range list {
+			if seen[b] {
+				continue // two operations sharing a budget count it once
+			}
+			seen[b] = true
+			c.budgets = append(c.budgets, c.count(nodes, b))
+		}
+	}
+	return c
+}
+
+func (c *counts) count(nodes []Node, b Budget) *budgetCount {
+	bc := &budgetCount{b: b, taken: map[string]map[string]bool{}, limit: map[string]int{}}
+	members := map[string]map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i]
+		scope, key := b.scopeOf(n), b.keyOf(n)
+		if members[scope] == nil {
+			members[scope], bc.taken[scope] = map[string]bool{}, map[string]bool{}
+		}
+		members[scope][key] = true
+		if n.Held() || (b.Unavailable && n.Unavailable) {
+			bc.taken[scope][key] = true
+		}
+	}
+	for scope, m := range members {
+		if b.Unlimited {
+			bc.limit[scope] = len(m) + 1
+			continue
+		}
+		limit, err := budget.Nodes(b.Field, b.Limit, len(m))
+		if err != nil {
+			bc.limit[scope] = -1
+			if scope != "" {
+				err = fmt.Errorf("driver pool %s: %w", scope, err)
+			}
+			c.errs = append(c.errs, err)
+			continue
+		}
+		bc.limit[scope] = limit
+	}
+	return bc
+}
+
+// full names the first of budgets that has no place for the node, "" when
+// each has one.
+func (c *counts) full(n *Node, budgets []Budget) string {
+	for _, b := range budgets {
+		bc := c.find(b)
+		scope, key := b.scopeOf(n), b.keyOf(n)
+		limit := bc.limit[scope]
+		switch {
+		case limit < 0:
+			return fmt.Sprintf("%s, which cannot be read", b.Field)
+		case bc.taken[scope][key]:
+			// Its domain is out of service already, or the node is
+			// unavailable already: no place more.
+		case len(bc.taken[scope]) >= limit:
+			// Without the count of the moment: the reason is written on
+			// the node, and must not change with every node that moves.
+			what := "nodes"
+			if b.Domains {
+				what = "NVLink domains"
+			}
+			where := ""
+			if b.PerPool {
+				where = fmt.Sprintf(" of driver pool %s", scope)
+			}
+			return fmt.Sprintf("%s (at most %d %s%s out of service at once)", b.Field, limit, what, where)
+		}
+	}
+	return ""
+}
+
+// take counts a node that starts out of service in every budget.
+func (c *counts) take(n *Node) {
+	for _, bc := range c.budgets {
+		scope := bc.b.scopeOf(n)
+		if bc.taken[scope] == nil {
+			bc.taken[scope] = map[string]bool{}
+		}
+		bc.taken[scope][bc.b.keyOf(n)] = true
+	}
+}
+
+func (c *counts) find(b Budget) *budgetCount {
+	for _, bc := range c.budgets {
+		if bc.b == b {
+			return bc
+		}
+	}
+	panic(fmt.Sprintf("budget %s not counted", b.Field))
+}
+
+func (b Budget) scopeOf(n *Node) string {
+	if b.PerPool {
+		return n.Pool
+	}
+	return ""
+}
+
+func (b Budget) keyOf(n *Node) string {
+	if b.Domains && n.Domain != "" {
+		return "domain/" + n.Domain
+	}
+	return "node/" + n.Name
+}

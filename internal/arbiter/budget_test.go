@@ -1,0 +1,157 @@
+package arbiter
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// queued returns n nodes of pool default whose op is queued, in name
+// order, each waiting since a minute after the one before.
+func queued(op Operation, n int) []Node {
+	var nodes []Node
+	for i := range n {
+		v := Node{Name: fmt.Sprintf("n%02d", i), Pool: "default"}
+		v.Ops[op] = Position{Phase: Queued, Since: epoch.Add(time.Duration(i) * time.Minute)}
+		nodes = append(nodes, v)
+	}
+	return nodes
+}
+
+func upgradeBudgets(parallel int32, unavailable intstr.IntOrString) Budgets {
+	var b Budgets
+	b[DriverUpgrade] = []Budget{{Field: "driver.upgradePolicy.maxParallelUpgrades", Limit: intstr.FromInt32(parallel), Unlimited: parallel == 0, PerPool: true},
+		{Field: "driver.upgradePolicy.maxUnavailable", Limit: unavailable, PerPool: true, Unavailable: true}}
+	b[Repair] = []Budget{{Field: "operator.remediation.maxParallel", Limit: intstr.FromInt32(1)}}
+	b[MIGReconfiguration] = []Budget{{Field: "migManager.maxParallel", Limit: intstr.FromInt32(1)}}
+	return b
+}
+
+func admitted(t *testing.T, nodes []Node, b Budgets) []string {
+	t.Helper()
+	a, errs := Admit(nodes, b)
+	NewWithT(t).Expect(errs).To(BeEmpty())
+	var names []string
+	for name := range a.Admitted {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func with(nodes []Node, extra ...Node) []Node { return append(slices.Clone(nodes), extra...) }
+
+func TestAdmitUpgrades(t *testing.T) {
+	busy := node("busy", Active)
+	repairing := node("repairing", Idle, Active)
+	cordoned := node("cordoned")
+	cordoned.Unavailable = true
+	failed := node("failed", Parked)
+	failed.Unavailable = true
+	tests := map[string]struct {
+		nodes          []Node
+		maxParallel    int32
+		maxUnavailable intstr.IntOrString
+		want           []string
+	}{
+		"one at a time":           {nodes: queued(DriverUpgrade, 4), maxParallel: 1, maxUnavailable: intstr.FromString("100%"), want: []string{"n00"}},
+		"25% of 4 rounds to 1":    {nodes: queued(DriverUpgrade, 4), maxUnavailable: intstr.FromString("25%"), want: []string{"n00"}},
+		"25% of 5 rounds up to 2": {nodes: queued(DriverUpgrade, 5), maxUnavailable: intstr.FromString("25%"), want: []string{"n00", "n01"}},
+		"10% of 30 is 3":          {nodes: queued(DriverUpgrade, 30), maxUnavailable: intstr.FromString("10%"), want: []string{"n00", "n01", "n02"}},
+		"no parallel limit":       {nodes: queued(DriverUpgrade, 3), maxUnavailable: intstr.FromInt32(10), want: []string{"n00", "n01", "n02"}},
+		"parallel tighter than room": {nodes: queued(DriverUpgrade, 6), maxParallel: 2, maxUnavailable: intstr.FromInt32(5),
+			want: []string{"n00", "n01"}},
+		"upgrading nodes use the budget": {nodes: with(queued(DriverUpgrade, 3), busy), maxParallel: 2, maxUnavailable: intstr.FromInt32(4),
+			want: []string{"n00"}},
+		"cordoned nodes count against maxUnavailable": {nodes: with(queued(DriverUpgrade, 3), cordoned), maxUnavailable: intstr.FromInt32(2),
+			want: []string{"n00"}},
+		"a failed cordoned node holds its place": {nodes: with(queued(DriverUpgrade, 3), failed), maxUnavailable: intstr.FromInt32(1)},
+		"nodes under repair use the budget": {nodes: with(queued(DriverUpgrade, 3), repairing), maxParallel: 2, maxUnavailable: intstr.FromInt32(4),
+			want: []string{"n00"}},
+		"budget full": {nodes: with(queued(DriverUpgrade, 2), node("busy", Validating)), maxParallel: 1, maxUnavailable: intstr.FromString("100%")},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(admitted(t, tt.nodes, upgradeBudgets(tt.maxParallel, tt.maxUnavailable))).To(Equal(tt.want))
+		})
+	}
+}
+
+// An already unavailable node costs no availability to upgrade, but
+// takes a place in maxParallelUpgrades.
+func TestAdmitAnUnavailableNodeForFree(t *testing.T) {
+	nodes := queued(DriverUpgrade, 3)
+	nodes[1].Unavailable, nodes[2].Unavailable = true, true
+	nodes[2].Ops[DriverUpgrade].Phase = Idle
+	NewWithT(t).Expect(admitted(t, nodes, upgradeBudgets(0, intstr.FromInt32(2)))).To(Equal([]string{"n01"}))
+}
+
+// Finding 4 of issue 25: the longest waiting start goes first, whatever
+// its name: a node sent back to the queue waits behind the others.
+func TestAdmitLongestWaitingFirst(t *testing.T) {
+	nodes := queued(Repair, 3)
+	nodes[0].Ops[Repair].Since = epoch.Add(time.Hour) // back in the queue just now
+	NewWithT(t).Expect(admitted(t, nodes, upgradeBudgets(1, intstr.FromInt32(1)))).To(Equal([]string{"n01"}))
+}
+
+// Every budget counts a node held by any operation, once: repairs,
+// reconfigurations and upgrades share places.
+func TestBudgetsCountEveryHold(t *testing.T) {
+	g := NewWithT(t)
+	b := upgradeBudgets(1, intstr.FromString("100%"))
+	g.Expect(admitted(t, with(queued(Repair, 2), node("upgrading", Active)), b)).To(BeEmpty(), "the repair place is the upgrade's")
+	g.Expect(admitted(t, with(queued(MIGReconfiguration, 2), node("repairing", Idle, Parked)), b)).To(BeEmpty(),
+		"a node awaiting a reboot holds the MIG place")
+	g.Expect(admitted(t, queued(MIGReconfiguration, 2), b)).To(Equal([]string{"n00"}))
+	// One pass: a repair admitted takes the place an upgrade counts too.
+	mixed := []Node{node("a"), node("b")}
+	mixed[0].Ops[Repair] = Position{Phase: Queued, Since: epoch}
+	mixed[1].Ops[DriverUpgrade] = Position{Phase: Queued, Since: epoch.Add(time.Minute)}
+	b[Repair][0].Limit = intstr.FromInt32(2)
+	g.Expect(admitted(t, mixed, b)).To(Equal([]string{"a"}), "maxParallelUpgrades counts the repair admitted first")
+}
+
+// A MIG reconfiguration that costs nothing starts without a place, and
+// takes none from the others.
+func TestAdmitFreeMIG(t *testing.T) {
+	nodes := queued(MIGReconfiguration, 3)
+	nodes[2].MIGFree = true
+	NewWithT(t).Expect(admitted(t, nodes, upgradeBudgets(1, intstr.FromInt32(1)))).To(Equal([]string{"n00", "n02"}))
+}
+
+// The NVLink domain cap: a domain with a node out of service takes its
+// other nodes for free; another domain waits.
+func TestAdmitWithinNVLinkDomains(t *testing.T) {
+	g := NewWithT(t)
+	b := upgradeBudgets(0, intstr.FromString("100%"))
+	cap := Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Limit: intstr.FromInt32(1), PerPool: true, Domains: true}
+	for op := range NumOperations {
+		b[op] = append(b[op], cap)
+	}
+	nodes := queued(DriverUpgrade, 4)
+	nodes[0].Domain, nodes[1].Domain, nodes[2].Domain = "rack-a.1", "rack-b.1", "rack-a.1"
+	g.Expect(admitted(t, nodes, b)).To(Equal([]string{"n00", "n02"}), "rack a, then the same rack")
+	nodes = append(nodes, node("held-elsewhere", Active))
+	nodes[len(nodes)-1].Domain = "rack-b.1"
+	g.Expect(admitted(t, nodes, b)).To(Equal([]string{"n01"}), "rack b is disrupted already")
+	a, _ := Admit(nodes, b)
+	g.Expect(a.Waiting["n00"]).To(ContainSubstring("maxUnavailableNVLinkDomains (at most 1 NVLink domains of driver pool default"))
+}
+
+// A budget that cannot be read holds back what it covers, naming its
+// field; the others go on.
+func TestAdmitRejectsABadBudget(t *testing.T) {
+	g := NewWithT(t)
+	b := upgradeBudgets(1, intstr.FromString("0%"))
+	nodes := with(queued(DriverUpgrade, 2), queued(Repair, 1)[0])
+	nodes[2].Name = "sick"
+	a, errs := Admit(nodes, b)
+	g.Expect(errs).To(ConsistOf(MatchError(ContainSubstring("driver.upgradePolicy.maxUnavailable"))))
+	g.Expect(a.Admitted).To(Equal(map[string]Operation{"sick": Repair}))
+}

@@ -1,0 +1,58 @@
+package arbiter_test
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fleets are the fleets the exhaustive check explores, as nodes:faults
+// pairs: how many nodes, and how many faults may happen on the way,
+// besides one change of the driver's spec and one of a node's MIG
+// configuration.
+var fleets = flag.String("fleets", "3:1,2:2", "the exhaustive check's fleets, nodes:faults, separated by commas")
+
+// The three node operations together, on a fleet of three nodes in one
+// pool with every budget 1: every state reachable with up to -fleet-faults
+// faults (GPUs turning unhealthy and healing by a repair, a reboot, a
+// reboot-required node rebooted, a PodDisruptionBudget holding the GPU
+// pods then letting go, a GPU pod scheduled, mig-manager failing or
+// crashing, a step timing out early, a write conflicting, the operator
+// killed in the middle of a look and restarted from the nodes' labels),
+// one change of the driver's spec and one of a node's MIG configuration.
+// In every state: the budgets hold, at most one operation acts on a node,
+// every step that acts or validates has a timeout. Under fair progress
+// (looks, pods replaced, mig-manager applying, kured rebooting, a stuck
+// step timing out) every node gets to a final state, its cordon and
+// taints gone, or failed with a fault to blame: no state waits for ever,
+// no cycle of steps goes on for ever.
+func TestNoNodeCanWedge(t *testing.T) {
+	for _, fleet := range strings.Split(*fleets, ",") {
+		var nodes, faults uint8
+		if _, err := fmt.Sscanf(fleet, "%d:%d", &nodes, &faults); err != nil || nodes < 1 || nodes > fleetSize {
+			t.Fatalf("-fleets: %q is not nodes:faults with 1 to %d nodes", fleet, fleetSize)
+		}
+		t.Run(fmt.Sprintf("%d nodes, %d faults", nodes, faults), func(t *testing.T) { checkFleet(t, nodes, faults) })
+	}
+}
+
+func checkFleet(t *testing.T, nodes, faults uint8) {
+	e := explore(t, initial(nodes, faults), 3_000_000)
+	progress := 0
+	for id := range e.states {
+		if len(e.progress[id]) > 0 {
+			progress++
+			continue
+		}
+		if ok, why := final(e.states[id]); !ok {
+			t.Fatalf("a state waits for ever: %s\nin:\n%s\nreached by:\n%s", why, describe(e.states[id]), e.path(int32(id)))
+		}
+	}
+	if cycles := e.livelocks(); len(cycles) > 0 {
+		c := cycles[0]
+		t.Fatalf("%d cycles of progress never end; one of %d states, entered by:\n%s\nat:\n%s", len(cycles), len(c),
+			e.path(c[0]), describe(e.states[c[0]]))
+	}
+	t.Logf("states explored: %d (%d with progress to make)", len(e.states), progress)
+}

@@ -1,0 +1,45 @@
+package arbiter
+
+// Node is what the arbiter knows of a GPU node.
+type Node struct {
+	Name string
+	// Pool is the node's driver pool: per-pool budgets count within it.
+	Pool string
+	// Domain is the node's NVLink domain (GFD's nvidia.com/gpu.clique,
+	// <cluster UUID>.<clique ID>); "" counts the node as a domain of its
+	// own.
+	Domain string
+	// Unavailable is true when the node cannot run workloads now:
+	// cordoned, by anyone, or not Ready.
+	Unavailable bool
+	// Ops is where each operation stands on the node.
+	Ops [NumOperations]Position
+	// MIGRestore is true when the MIG reconfiguration queued on the node
+	// applies its configuration again, its devices gone with a reboot or
+	// a new driver: the devices an upgrade's or a repair's validation
+	// waits for.
+	MIGRestore bool
+	// MIGFree is true when a MIG reconfiguration of the node costs no
+	// place in a budget: the node serves no GPUs (a new node) or its MIG
+	// devices are gone, and no GPU pod runs on it.
+	MIGFree bool
+}
+
+// Holder returns the operation holding the node that acts on it, else
+// the first one holding it, None when none does.
+func (n *Node) Holder() Operation {
+	holder := None
+	for op := range NumOperations {
+		switch ph := n.Ops[op].Phase; {
+		case ph == Active:
+			return op
+		case ph.Holds() && holder == None:
+			holder = op
+		}
+	}
+	return holder
+}
+
+// Held reports whether any operation holds the node out of service: it
+// takes one place in every budget, whichever holds it, however many do.
+func (n *Node) Held() bool { return n.Holder() != None }

@@ -1,0 +1,168 @@
+package arbiter
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// holdingPhases are the phases in which each operation can hold a node,
+// read off its states.
+func holdingPhases() map[Operation][]Phase {
+	out := map[Operation][]Phase{}
+	add := func(op Operation, ph Phase) {
+		if ph.Holds() {
+			for _, seen := range out[op] {
+				if seen == ph {
+					return
+				}
+			}
+			out[op] = append(out[op], ph)
+		}
+	}
+	for _, st := range []gpuv1.UpgradeState{gpuv1.UpgradeCordonRequired, gpuv1.UpgradeWaitForJobs, gpuv1.UpgradePodDeletion,
+		gpuv1.UpgradeDrainRequired, gpuv1.UpgradePodRestart, gpuv1.UpgradeValidation, gpuv1.UpgradeUncordon, gpuv1.UpgradeFailed} {
+		add(DriverUpgrade, UpgradePhase(st, true))
+	}
+	for _, st := range []gpuv1.RemediationState{gpuv1.RemediationEviction, gpuv1.RemediationDevicePluginRestart, gpuv1.RemediationDriverReload,
+		gpuv1.RemediationValidation, gpuv1.RemediationRebootRequired, gpuv1.RemediationFailed} {
+		add(Repair, RepairPhase(st, true))
+	}
+	for _, st := range []gpuv1.MIGReconfigureState{gpuv1.MIGEviction, gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation,
+		gpuv1.MIGReconfigureFailed} {
+		add(MIGReconfiguration, MIGPhase(st, true))
+	}
+	return out
+}
+
+// Every operation that wants a node another holds, in every phase it can
+// hold it, has exactly one row, with a reason a person can read.
+func TestTableIsComplete(t *testing.T) {
+	g := NewWithT(t)
+	holding := holdingPhases()
+	rows := 0
+	for want := range NumOperations {
+		for holder := range NumOperations {
+			if want == holder {
+				continue
+			}
+			for _, ph := range holding[holder] {
+				var found []Rule
+				for _, r := range Table {
+					if r.Want == want && r.Holder == holder && r.Phase == ph {
+						found = append(found, r)
+					}
+				}
+				g.Expect(found).To(HaveLen(1), "%s wants a node a %s holds (%s)", want, holder, ph)
+				g.Expect(found[0].Reason).NotTo(BeEmpty())
+				rows++
+			}
+		}
+	}
+	g.Expect(Table).To(HaveLen(rows), "no row for a phase an operation cannot hold a node in")
+	t.Logf("%d rows", rows)
+}
+
+// Each phase an operation's states map to, as the table reads them.
+func TestPhases(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(UpgradePhase(gpuv1.UpgradeRequired, true)).To(Equal(Queued))
+	g.Expect(UpgradePhase(gpuv1.UpgradeRequired, false)).To(Equal(Idle), "held back by a person: it wants nothing")
+	g.Expect(UpgradePhase(gpuv1.UpgradePodDeletion, true)).To(Equal(Active))
+	g.Expect(UpgradePhase(gpuv1.UpgradeValidation, true)).To(Equal(Validating))
+	g.Expect(UpgradePhase(gpuv1.UpgradeUncordon, true)).To(Equal(Releasing))
+	g.Expect(UpgradePhase(gpuv1.UpgradeFailed, true)).To(Equal(Parked))
+	g.Expect(UpgradePhase(gpuv1.UpgradeDone, true)).To(Equal(Idle))
+	g.Expect(RepairPhase(gpuv1.RemediationRebootRequired, true)).To(Equal(Parked))
+	g.Expect(RepairPhase(gpuv1.RemediationValidation, true)).To(Equal(Validating))
+	g.Expect(RepairPhase(gpuv1.RemediationDriverReload, true)).To(Equal(Active))
+	g.Expect(MIGPhase(gpuv1.MIGValidation, true)).To(Equal(Active))
+	g.Expect(MIGPhase(gpuv1.MIGReconfigureFailed, true)).To(Equal(Parked))
+	g.Expect(MIGPhase(gpuv1.MIGReconfigureRequired, false)).To(Equal(Idle))
+}
+
+func node(name string, phases ...Phase) Node {
+	n := Node{Name: name, Pool: "default"}
+	for op, ph := range phases {
+		n.Ops[op].Phase = ph
+	}
+	return n
+}
+
+// The operation that may start on a node, before the budget.
+func TestCandidate(t *testing.T) {
+	tests := map[string]struct {
+		node Node
+		want Operation
+		free bool
+		wait map[Operation]string
+	}{
+		"nothing wants the node": {node: node("n"), want: None},
+		"an upgrade":             {node: node("n", Queued), want: DriverUpgrade},
+		"an upgrade before a repair": {node: node("n", Queued, Queued), want: DriverUpgrade,
+			wait: map[Operation]string{Repair: "a driver upgrade goes first"}},
+		"a repair before a MIG change": {node: node("n", Idle, Queued, Queued), want: Repair},
+		"a new node's MIG layout first": {node: func() Node { n := node("n", Queued, Idle, Queued); n.MIGFree = true; return n }(),
+			want: MIGReconfiguration, free: true},
+		// Finding 1 of issue 25: the upgrade starts on a node whose repair
+		// waits for a reboot, within its hold.
+		"an upgrade takes over a parked repair": {node: node("n", Queued, Parked), want: DriverUpgrade, free: true},
+		"a repair of a failed upgrade's node":   {node: node("n", Parked, Queued), want: Repair, free: true},
+		"nothing while one acts":                {node: node("n", Active, Queued, Queued), want: None},
+		"the MIG devices a validation waits for": {node: func() Node {
+			n := node("n", Validating, Idle, Queued)
+			n.MIGRestore = true
+			return n
+		}(), want: MIGReconfiguration, free: true},
+		"no other MIG change while an upgrade validates": {node: node("n", Validating, Idle, Queued), want: None},
+		"a MIG change waits for a failed upgrade":        {node: node("n", Parked, Idle, Queued), want: None},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			start, waits := Candidate(&tt.node)
+			g.Expect(start.Op).To(Equal(tt.want))
+			g.Expect(start.Free).To(Equal(tt.free))
+			for op, why := range tt.wait {
+				g.Expect(waits).To(HaveKeyWithValue(op, ContainSubstring(why)))
+			}
+		})
+	}
+}
+
+// What an operation may do as the others stand.
+func TestVet(t *testing.T) {
+	tests := map[string]struct {
+		node     Node
+		op       Operation
+		from, to Phase
+		admitted Operation
+		ok       bool
+	}{
+		"letting go":                  {node: node("n", Active, Active), op: Repair, from: Active, to: Idle, ok: true},
+		"uncordoning":                 {node: node("n", Validating, Active), op: DriverUpgrade, from: Validating, to: Releasing, ok: true},
+		"a start admitted":            {node: node("n", Queued), op: DriverUpgrade, from: Queued, to: Active, admitted: DriverUpgrade, ok: true},
+		"a start not admitted":        {node: node("n", Queued), op: DriverUpgrade, from: Queued, to: Active, admitted: None},
+		"going on alone":              {node: node("n", Active), op: DriverUpgrade, from: Active, to: Active, admitted: None, ok: true},
+		"acting after a validation":   {node: node("n", Validating, Idle, Active), op: DriverUpgrade, from: Validating, to: Active, admitted: None},
+		"two act: the first goes on":  {node: node("n", Active, Active), op: DriverUpgrade, from: Active, to: Active, ok: true},
+		"two act: the second waits":   {node: node("n", Active, Active), op: Repair, from: Active, to: Active},
+		"rebooted: validating":        {node: node("n", Active, Parked), op: Repair, from: Parked, to: Validating, ok: true},
+		"approved again, alone":       {node: node("n", Idle, Parked), op: Repair, from: Parked, to: Active, admitted: None, ok: true},
+		"approved again, upgrading":   {node: node("n", Active, Parked), op: Repair, from: Parked, to: Active, admitted: None},
+		"approved, an upgrade first":  {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: DriverUpgrade},
+		"approved, an upgrade queued": {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: None},
+		"parking":                     {node: node("n", Active), op: DriverUpgrade, from: Active, to: Parked, ok: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			ok, why := Vet(&tt.node, tt.op, tt.from, tt.to, tt.admitted)
+			NewWithT(t).Expect(ok).To(Equal(tt.ok), why)
+			if !ok {
+				NewWithT(t).Expect(why).NotTo(BeEmpty())
+			}
+		})
+	}
+}

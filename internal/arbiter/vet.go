@@ -1,0 +1,89 @@
+package arbiter
+
+import "fmt"
+
+// Start is the operation that may start on a node this pass, as the table
+// and Precedence say, before any budget.
+type Start struct {
+	Op Operation
+	// Free says the start takes no new place in any budget: the node is
+	// held by another operation already (Allow, TakeOver), or it is a
+	// MIG reconfiguration that costs nothing (Node.MIGFree).
+	Free bool
+}
+
+// Candidate returns the operation that may start on the node, None when
+// none may, and why each other queued operation waits.
+func Candidate(n *Node) (Start, map[Operation]string) {
+	waits := map[Operation]string{}
+	start := Start{Op: None}
+	for i, op := range Precedence {
+		if n.Ops[op].Phase != Queued || (i == 0 && !n.MIGFree) {
+			continue
+		}
+		if start.Op != None {
+			if _, told := waits[op]; !told && op != start.Op {
+				waits[op] = fmt.Sprintf("a %s goes first", start.Op)
+			}
+			continue
+		}
+		ok, within, why := mayStart(n, op)
+		if !ok {
+			// One that must wait for the holder does not hold back the
+			// others: a MIG configuration applied again may be what the
+			// holder waits for.
+			waits[op] = why
+			continue
+		}
+		start = Start{Op: op, Free: within || (op == MIGReconfiguration && n.MIGFree)}
+		delete(waits, op)
+	}
+	return start, waits
+}
+
+// Vet says whether operation op may take a step from phase from to phase
+// to on the node, as the operations stand before this pass; admitted is
+// the operation Admit let start on the node this pass, None if none. It
+// returns why not when it may not: the step is then not taken, and the
+// operation stays where it is.
+func Vet(n *Node, op Operation, from, to Phase, admitted Operation) (bool, string) {
+	switch {
+	case !to.Holds() || to == Releasing:
+		// It lets the node go, or takes back its own marks.
+		return true, ""
+	case !from.Holds():
+		// A start: Admit decided it, after the table.
+		if admitted != op {
+			return false, fmt.Sprintf("the %s was not admitted", op)
+		}
+		return true, ""
+	case to == Active:
+		for other := range NumOperations {
+			if other == op || n.Ops[other].Phase != Active {
+				continue
+			}
+			// One acts at a time. Two that act (a state written before
+			// this table, or by a person) go on by rank, the other
+			// waiting: its timeout ends it.
+			if from != Active || other < op {
+				return false, fmt.Sprintf("a %s acts on the node", other)
+			}
+		}
+		if from != Parked {
+			return true, ""
+		}
+		// A parked operation resumes (approved again, a new
+		// configuration): as a start, without a new place.
+		if admitted != None && admitted != op {
+			return false, fmt.Sprintf("a %s starts on the node first", admitted)
+		}
+		if ok, _, why := mayStart(n, op); !ok {
+			return false, why
+		}
+		if c, _ := Candidate(n); c.Op != None && c.Op != op {
+			return false, fmt.Sprintf("a %s goes first", c.Op)
+		}
+	}
+	// Into a phase that only waits (validating, parked).
+	return true, ""
+}

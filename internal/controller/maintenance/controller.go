@@ -1,0 +1,227 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
+)
+
+// stepWorkers is how many nodes take their steps at once in one look at
+// the fleet.
+const stepWorkers = 16
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+
+// Reconciler moves GPU nodes through the operations that take them out of
+// service.
+type Reconciler struct {
+	// Client reads nodes from the cache and writes.
+	Client client.Client
+	// Pods are the operand pods.
+	Pods *operandpods.Index
+	// APIReader lists a node's workload pods live, only for nodes in a
+	// step that needs them: no cluster-wide pod cache.
+	APIReader client.Reader
+	Graph     *state.Graph
+	Namespace string
+	Recorder  events.EventRecorder
+	Metrics   *metrics.Metrics
+	// Timers are the waits of the machines: how often nodes in a step are
+	// looked at again (GPU pods are listed live, not watched, and
+	// timeouts run), the device plugin's settle time, the timeouts.
+	Timers timers.Timers
+	Now    func() time.Time
+
+	// lastLook is how long the last look at the fleet took, in
+	// nanoseconds: events on nodes in a step wait twice that.
+	lastLook atomic.Int64
+	// written remembers the nodes this process wrote, so that no start
+	// is admitted while the cache is older than the writes.
+	written writes
+}
+
+// Reconcile looks at the whole fleet once: every GPU node of the active
+// policy takes one step of each operation that runs on it, as the
+// arbiter lets it, within the budgets.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl.Result, err error) {
+	start := time.Now()
+	defer func() {
+		r.lastLook.Store(int64(time.Since(start)))
+		r.Metrics.Reconciles.WithLabelValues("maintenance", metrics.Result(err)).Inc()
+	}()
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Lists here are read-only: the cache's objects, not copies of them.
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	obs, err := r.observe(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p, err := r.newPass(ctx, active, obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Each operation lets go of the nodes it no longer runs on: no
+	// policy, the operation turned off, the node opted out.
+	var nodes []*corev1.Node
+	var errs []error
+	for i := range list.Items {
+		n := &list.Items[i]
+		runs := false
+		for _, m := range p.machines {
+			if m.runs(p, n) {
+				runs = true
+			} else if err := m.forget(ctx, p, n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		switch {
+		case runs:
+			nodes = append(nodes, n)
+		case n.Annotations[gpuv1.AnnotationMaintenanceWaiting] != "":
+			errs = append(errs, r.tellWaiting(ctx, n, ""))
+		}
+	}
+	busy := r.step(ctx, p, nodes)
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, errStale):
+			busy = true
+		default:
+			busy = true
+			ctrl.LoggerFrom(ctx).Error(err, "letting a node go")
+		}
+	}
+	if active != nil {
+		r.export(active, p.tally.snapshot())
+	}
+	if busy {
+		return ctrl.Result{RequeueAfter: r.Timers.MaintenancePoll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// step admits the starts of this look and steps every node, its machines
+// in the arbiter's order, the nodes side by side. It reports whether any
+// node is on its way.
+func (r *Reconciler) step(ctx context.Context, p *pass, nodes []*corev1.Node) bool {
+	if len(nodes) == 0 {
+		return false
+	}
+	views := make([]arbiter.Node, len(nodes))
+	for i, n := range nodes {
+		views[i] = p.view(ctx, n)
+	}
+	admission := arbiter.Admission{Admitted: map[string]arbiter.Operation{}, Waiting: map[string]string{}}
+	behind := r.written.behind(nodes)
+	if behind != "" {
+		// A start decided on a cache that has not seen the last writes
+		// could take a place another start took: none starts until it
+		// has.
+		ctrl.LoggerFrom(ctx).V(1).Info("no start admitted: the cache has not seen this controller's last write", "node", behind)
+	} else {
+		var budgetErrs []error
+		admission, budgetErrs = arbiter.Admit(views, p.budgets)
+		for _, err := range budgetErrs {
+			// A budget stored before the API server refused it holds back
+			// the starts it covers, and says so on the policy.
+			ctrl.LoggerFrom(ctx).Error(err, "maintenance cannot start where this budget applies")
+			r.Recorder.Eventf(p.cp, nil, corev1.EventTypeWarning, "MaintenanceBlocked", "Admit", "%v", err)
+		}
+	}
+	busy := make([]bool, len(nodes))
+	workqueue.ParallelizeUntil(ctx, stepWorkers, len(nodes), func(i int) {
+		busy[i] = r.stepNode(ctx, p, nodes[i], &views[i], admission)
+	})
+	r.written.forget(nodes)
+	onTheWay := behind != ""
+	for _, b := range busy {
+		onTheWay = onTheWay || b
+	}
+	return onTheWay
+}
+
+// stepNode takes one step of each machine that runs on the node, each
+// write conditional on the node as the one before left it. It reports
+// whether the node is on its way.
+func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view *arbiter.Node, admission arbiter.Admission) bool {
+	admitted, ok := admission.Admitted[n.Name]
+	if !ok {
+		admitted = arbiter.None
+	}
+	base := n.ResourceVersion
+	busy := false
+	cur := n
+	for _, m := range p.machines {
+		if !m.runs(p, n) {
+			continue
+		}
+		vet := func(from, to arbiter.Phase) (bool, string) {
+			return arbiter.Vet(view, m.operation(), from, to, admitted)
+		}
+		out, err := m.step(ctx, p, cur, admitted == m.operation(), vet)
+		switch {
+		case errors.Is(err, errStale):
+			// Decided on a node that changed since: the next look decides
+			// again, on the node as it is then.
+			return true
+		case err != nil:
+			// One node's trouble (an API error, a refused write) is
+			// retried at the next look, with the rest of the fleet:
+			// returned, it would put every node in the controller's
+			// backoff.
+			ctrl.LoggerFrom(ctx).Error(err, "maintenance step failed; retrying at the next look", "node", n.Name,
+				"operation", m.operation().String(), "after", r.Timers.MaintenancePoll)
+			return true
+		}
+		if out.node != cur {
+			r.written.record(n.Name, base)
+			cur = out.node
+		}
+		busy = busy || out.busy
+	}
+	if err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); err != nil && !errors.Is(err, errStale) {
+		ctrl.LoggerFrom(ctx).Error(err, "writing why the node waits", "node", n.Name)
+	}
+	return busy
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+)
+
+// observed is what one reconcile reads from the cache once, for all nodes.
+type observed struct {
+	// driverPods maps a node to its driver pod.
+	driverPods map[string]*operandpods.Pod
+	// hashes maps a driver DaemonSet to its pod template hash; deleting
+	// holds the ones being deleted.
+	hashes   map[string]string
+	deleting map[string]bool
+	// downstream counts, per node, the operand pods after the driver.
+	downstream map[string]int
+	// pluginPods maps a node to its device plugin pod.
+	pluginPods map[string]*operandpods.Pod
+	// migClients counts, per node, the operand pods a MIG
+	// reconfiguration takes off the node (those after mig-manager);
+	// migManagers maps a node to its mig-manager pod, and
+	// migManagerPods counts them, terminating ones included.
+	migClients     map[string]int
+	migManagers    map[string]*operandpods.Pod
+	migManagerPods map[string]int
+}
+
+func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
+	o := &observed{driverPods: map[string]*operandpods.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
+		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{},
+		migClients: map[string]int{}, migManagers: map[string]*operandpods.Pod{}, migManagerPods: map[string]int{}}
+	pods, err := r.Pods.All()
+	if err != nil {
+		return nil, err
+	}
+	after := r.Graph.Downstream(state.Driver)
+	clients := r.Graph.Downstream(state.MIGManager)
+	for _, p := range pods {
+		if slices.Contains(clients, p.State) {
+			o.migClients[p.Node]++
+		}
+		if p.State == state.MIGManager {
+			o.migManagerPods[p.Node]++
+			if p.DeletionTimestamp == nil {
+				o.migManagers[p.Node] = p
+			}
+		}
+		switch {
+		case p.State == state.Driver && p.DeletionTimestamp == nil:
+			o.driverPods[p.Node] = p
+		case slices.Contains(after, p.State):
+			o.downstream[p.Node]++
+			if p.State == state.DevicePlugin && p.DeletionTimestamp == nil {
+				o.pluginPods[p.Node] = p
+			}
+		}
+	}
+	list := &appsv1.DaemonSetList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{render.LabelState: string(state.Driver)},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing driver DaemonSets: %w", err)
+	}
+	for i := range list.Items {
+		ds := &list.Items[i]
+		o.hashes[ds.Name] = ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
+		o.deleting[ds.Name] = ds.DeletionTimestamp != nil
+	}
+	return o, nil
+}
+
+// outdated reports whether a node's driver pod is not the one the policy
+// wants there: it runs an older spec than its DaemonSet, or it belongs to
+// another DaemonSet than the node's (the node moved to another pool, a
+// version switched between a tag and a digest renamed the DaemonSet), or to
+// none (a pruned DaemonSet leaves its pods running: only the upgrade
+// replaces a driver). Any of them makes the node need an upgrade.
+func (o *observed) outdated(pod *operandpods.Pod, spec *gpuv1.DriverSpec, n *corev1.Node) bool {
+	if pod.DaemonSet == "" {
+		return true
+	}
+	hash, cached := o.hashes[pod.DaemonSet]
+	switch {
+	case o.deleting[pod.DaemonSet]:
+		return true
+	case !cached:
+		// Not in the cache yet, or deleted and its pods not yet orphaned:
+		// the next look decides.
+		return false
+	}
+	if want, known := driver.DaemonSetFor(spec, n.Labels); known && pod.DaemonSet != want {
+		return true
+	}
+	return pod.Annotation(render.AnnotationTemplateHash) != hash
+}

@@ -1,0 +1,125 @@
+package maintenance
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+)
+
+// machine is one operation's side of a look at the fleet.
+type machine interface {
+	operation() arbiter.Operation
+	// runs reports whether the operation runs on the node under the
+	// pass's policy.
+	runs(p *pass, n *corev1.Node) bool
+	// position reads where the operation stands on the node, from what
+	// the pass has cached; only a MIG reconfiguration that would cost no
+	// place lists the node's pods (arbiter.Node.MIGFree).
+	position(ctx context.Context, p *pass, n *corev1.Node, view *arbiter.Node)
+	// step gathers the facts the operation's table reads, takes its next
+	// step if vet lets it, and writes the node's next state.
+	step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error)
+	// forget removes the operation's marks from a node it does not run
+	// on; nothing when it has none.
+	forget(ctx context.Context, p *pass, n *corev1.Node) error
+}
+
+// vetFunc asks the arbiter whether an operation may go from one phase to
+// another on the node: it says why not when it may not.
+type vetFunc func(from, to arbiter.Phase) (bool, string)
+
+// stepped is what a machine's step did to a node.
+type stepped struct {
+	// node is the node as the step's writes left it: the next machine's
+	// write is conditional on it. The same node when nothing was written.
+	node *corev1.Node
+	// busy is true while the node is on its way: its step polls, for its
+	// timeouts and the pods it lists live.
+	busy bool
+}
+
+// pass is what one look at the fleet reads once, for every node.
+type pass struct {
+	r   *Reconciler
+	cp  *gpuv1.ClusterPolicy
+	obs *observed
+	now time.Time
+	// sel are the upgrade policy's pod selectors, which every operation
+	// evicts by; nil without a policy.
+	sel *podSelectors
+	// configs is the file of MIG configurations.
+	configs  migConfigs
+	budgets  arbiter.Budgets
+	machines []machine
+	tally    *tally
+}
+
+func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed) (*pass, error) {
+	p := &pass{r: r, cp: cp, obs: obs, now: r.now(), tally: &tally{}}
+	p.machines = []machine{&upgrades{}, &repairs{}, &reconfigurations{}}
+	if cp == nil {
+		return p, nil
+	}
+	var err error
+	if p.sel, err = parseSelectors(&cp.Spec.Driver.UpgradePolicy); err != nil {
+		// An invalid selector stored before the API server refused it:
+		// nothing is evicted by a selector that matches nothing, or
+		// everything, in its place.
+		return nil, err
+	}
+	if cp.Spec.MIGManager.Manages() {
+		if p.configs, err = r.readMIGConfigs(ctx, &cp.Spec.MIGManager); err != nil {
+			return nil, err
+		}
+	}
+	p.budgets = budgetsOf(cp)
+	return p, nil
+}
+
+// view is what the arbiter knows of a node: where each operation stands.
+func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
+	v := arbiter.Node{Name: n.Name, Pool: driver.PoolOf(&p.cp.Spec.Driver, n.Labels), Domain: domainOf(n),
+		Unavailable: n.Spec.Unschedulable || !nodeReady(n)}
+	for _, m := range p.machines {
+		if m.runs(p, n) {
+			m.position(ctx, p, n, &v)
+		}
+	}
+	return v
+}
+
+// budgetsOf are the budgets each operation's starts must fit, from the
+// policy: the upgrade's per driver pool, the repair's and the MIG
+// reconfiguration's over the fleet, and the NVLink domain cap per pool
+// for all three.
+func budgetsOf(cp *gpuv1.ClusterPolicy) arbiter.Budgets {
+	up := &cp.Spec.Driver.UpgradePolicy
+	parallel := int32(1)
+	if up.MaxParallelUpgrades != nil {
+		parallel = *up.MaxParallelUpgrades
+	}
+	unavailable := intstr.FromString("25%")
+	if up.MaxUnavailable != nil {
+		unavailable = *up.MaxUnavailable
+	}
+	var b arbiter.Budgets
+	b[arbiter.DriverUpgrade] = []arbiter.Budget{
+		{Field: "driver.upgradePolicy.maxParallelUpgrades", Limit: intstr.FromInt32(parallel), Unlimited: parallel == 0, PerPool: true},
+		{Field: "driver.upgradePolicy.maxUnavailable", Limit: unavailable, PerPool: true, Unavailable: true},
+	}
+	b[arbiter.Repair] = []arbiter.Budget{{Field: "operator.remediation.maxParallel", Limit: cp.Spec.Operator.Remediation.MaxParallelOrDefault()}}
+	b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Limit: cp.Spec.MIGManager.MaxParallelOrDefault()}}
+	if domains := cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains; domains != nil {
+		cap := arbiter.Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Limit: *domains, PerPool: true, Domains: true}
+		for op := range arbiter.NumOperations {
+			b[op] = append(b[op], cap)
+		}
+	}
+	return b
+}

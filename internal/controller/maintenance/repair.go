@@ -1,0 +1,217 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// Annotations of a node's repair.
+const (
+	// AnnotationRemediationSince is when the node entered its repair state.
+	AnnotationRemediationSince = gpuv1.RemediationAnnotationPrefix + "since"
+	// AnnotationReplacedPod is the UID of the pod the step replaces: the
+	// device plugin pod it restarts, the driver pod it reloads.
+	AnnotationReplacedPod = gpuv1.RemediationAnnotationPrefix + "replaced-pod"
+	// AnnotationBootID is the node's boot ID when it was marked
+	// reboot-required or failed: another one says it rebooted. A
+	// validation that keeps it validates a reboot.
+	AnnotationBootID = gpuv1.RemediationAnnotationPrefix + "boot-id"
+	// AnnotationReason says why the node is reboot-required or failed.
+	AnnotationReason = gpuv1.RemediationAnnotationPrefix + "reason"
+	// AnnotationExpectedGPUs is how many GPUs the node registered when its
+	// repair started: a GPU that fell off the bus leaves the capacity the
+	// device plugin registers again, and must not pass for healed.
+	AnnotationExpectedGPUs = gpuv1.RemediationAnnotationPrefix + "expected-gpus"
+	// AnnotationLastRepaired is when the node's last repair healed it.
+	AnnotationLastRepaired = gpuv1.RemediationAnnotationPrefix + "last-repaired"
+)
+
+// errStale says a write was not made because the node changed since it was
+// read: the step is taken again at the next look, which must come even if
+// the change wakes nothing (a taint, a status).
+var errStale = errors.New("the node changed since it was read")
+
+// remediationEvent is the reason of the events on a node's repair.
+const remediationEvent = "GPURemediation"
+
+// repairs is the repair's machine.
+type repairs struct{}
+
+func (repairs) operation() arbiter.Operation { return arbiter.Repair }
+
+func (repairs) runs(p *pass, n *corev1.Node) bool {
+	return p.cp != nil && p.cp.Spec.Operator.Remediation.Enabled && gating.IsGPUNode(n)
+}
+
+// position: a remediation-required node starts on its own or once a
+// person approved it, once Ready, and not while the kubelet still shows
+// the old resource of a MIG reconfiguration just done as unallocatable.
+func (repairs) position(_ context.Context, p *pass, n *corev1.Node, view *arbiter.Node) {
+	approved := n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue
+	queued := (p.repairPolicy().AutoStart || approved) && nodeReady(n) && !p.r.migJustDone(n, p.now)
+	view.Ops[arbiter.Repair] = arbiter.Position{
+		Phase: arbiter.RepairPhase(remediationStateOf(n), queued),
+		Since: sinceOf(n, AnnotationRemediationSince),
+	}
+}
+
+func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
+	f, err := p.r.remediationFacts(ctx, p, n)
+	if err != nil {
+		return stepped{node: n}, err
+	}
+	f.Admitted = admitted
+	pol := p.repairPolicy()
+	step := remediation.Next(f, pol)
+	// A required node counts as queued here whatever holds it back: only
+	// starts and resumes are vetted, and Admit vetted the starts.
+	if ok, why := vet(arbiter.RepairPhase(f.State, true), arbiter.RepairPhase(step.Next, true)); !ok {
+		ctrl.LoggerFrom(ctx).V(1).Info("repair step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		step = remediation.Step{Next: f.State}
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("remediation step", "node", n.Name, "state", f.State, "next", step.Next,
+		"action", step.Action.String(), "facts", f)
+	node, next, err := p.r.takeRemediation(ctx, p, n, f, step)
+	// Only steps under way poll, for their timeouts and the pods they
+	// list live; a node waiting for the budget, an approval, an upgrade
+	// or a reboot is woken by the node change that lets it go on.
+	return stepped{node: node, busy: remediation.InProgress(next)}, err
+}
+
+func (repairs) forget(ctx context.Context, p *pass, n *corev1.Node) error {
+	return p.r.forgetRemediation(ctx, n)
+}
+
+// remediationFacts gathers what the repair's state machine needs about a
+// node. Workload pods are listed live, and only while they are evicted.
+func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.Node) (remediation.Facts, error) {
+	cp, o, sel := p.cp, p.obs, p.sel
+	f := remediation.Facts{
+		State:         remediationStateOf(n),
+		Now:           p.now,
+		UnhealthyGPUs: unhealthyGPUs(n),
+		Approved:      n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue,
+		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), p.upgradePolicy().AutoUpgrade, n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
+		// The driver container runs there: a reload replaces its pod.
+		DriverReloadable: cp.Spec.Driver.IsEnabled() && n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootContainer),
+		DownstreamPods:   o.downstream[n.Name],
+	}
+	f.Since = f.Now
+	if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationRemediationSince]); err == nil {
+		f.Since = t
+	}
+	replaced := types.UID(n.Annotations[AnnotationReplacedPod])
+	plugin, driverPod := o.pluginPods[n.Name], o.driverPods[n.Name]
+	bootID := n.Annotations[AnnotationBootID]
+	f.Rebooted = bootID != "" && bootID != n.Status.NodeInfo.BootID
+	f.AfterReboot = bootID != ""
+	// Only the steps that would reload the driver read whether it is
+	// outdated: the fleet's other nodes are not looked up each pass.
+	outdated := func() bool { return driverPod != nil && o.outdated(driverPod, &cp.Spec.Driver, n) }
+	expected := expectedGPUs(n)
+	switch f.State {
+	case gpuv1.RemediationEviction:
+		if last, err := time.Parse(time.RFC3339, n.Annotations[AnnotationLastRepaired]); err == nil {
+			f.Recurrent = f.Since.Sub(last) < r.Timers.RepairRecurrenceWindow
+		}
+		var err error
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra))
+		return f, err
+	case gpuv1.RemediationDevicePluginRestart:
+		f.PluginToReplace = plugin != nil && replaced != "" && plugin.UID == replaced
+		f.Plugin = r.pluginHealth(n, plugin, replaced, expected, f.Now)
+		f.DriverOutdated = outdated()
+	case gpuv1.RemediationDriverReload:
+		f.DriverReplaced = driverPod != nil && driverPod.UID != replaced
+		f.DriverOutdated = outdated()
+	case gpuv1.RemediationValidation, gpuv1.RemediationRebootRequired, gpuv1.RemediationFailed:
+		f.Plugin = r.pluginHealth(n, plugin, "", expected, f.Now)
+	}
+	return f, nil
+}
+
+// expectedGPUs reads how many GPUs the node registered when its repair
+// started; 0 when unknown.
+func expectedGPUs(n *corev1.Node) int64 {
+	v, err := strconv.ParseInt(n.Annotations[AnnotationExpectedGPUs], 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// gpuTotal adds up the GPU resources of a resource list.
+func gpuTotal(l corev1.ResourceList) int64 {
+	var total int64
+	for _, q := range gating.GPUResources(l) {
+		total += q
+	}
+	return total
+}
+
+// pluginHealth is what the node's device plugin says of its GPUs, once its
+// word counts: its state is ready again since the node's last boot, and
+// its pod (not the one replaced) has been ready for a while, since the
+// kubelet reports allocatable again only at its next status update after
+// the plugin registers. Healthy means every registered GPU is allocatable
+// again, and as many as when the repair started (at least one): a GPU
+// gone from the bus is gone from capacity too once the plugin registers
+// again.
+func (r *Reconciler) pluginHealth(n *corev1.Node, pod *operandpods.Pod, replaced types.UID, expected int64, now time.Time) remediation.Health {
+	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||
+		n.Annotations[gating.AnnotationBootID] != n.Status.NodeInfo.BootID {
+		return remediation.Unknown // the node controller has not judged the plugin since the last boot
+	}
+	if pod == nil || pod.UID == replaced || !pod.Ready || now.Before(pod.ReadySince.Add(r.Timers.HealthSettle)) {
+		return remediation.Unknown
+	}
+	allocatable := gpuTotal(n.Status.Allocatable)
+	if unhealthy, _ := gating.UnhealthyGPUs(n); unhealthy > 0 || allocatable < expected {
+		return remediation.Unhealthy
+	}
+	if allocatable == 0 {
+		return remediation.Unknown
+	}
+	return remediation.Healthy
+}
+
+// unhealthyGPUs is the node controller's count of the node's unhealthy
+// GPUs, judged from a settled device plugin, while the node still shows
+// them: the count is cleared only at the node controller's next look, and
+// a repair that has just healed the GPUs must not start again on it.
+func unhealthyGPUs(n *corev1.Node) int64 {
+	if now, _ := gating.UnhealthyGPUs(n); now == 0 {
+		return 0
+	}
+	return gating.UnhealthyGPUsOf(n)
+}
+
+func remediationStateOf(n *corev1.Node) gpuv1.RemediationState {
+	return gpuv1.RemediationState(n.Labels[gpuv1.LabelRemediationState])
+}
+
+// repairPolicy is the policy's remediation settings and the operator's
+// timers, as the transition table reads them.
+func (p *pass) repairPolicy() remediation.Policy {
+	spec, r := &p.cp.Spec.Operator.Remediation, p.r
+	return remediation.Policy{
+		AutoStart:            spec.AutoStarts(),
+		EvictionTimeout:      time.Duration(spec.EvictionTimeout()) * time.Second,
+		ValidationTimeout:    time.Duration(spec.ValidationTimeout()) * time.Second,
+		DriverReplaceTimeout: r.Timers.DriverReplaceTimeout,
+		RecurrenceWindow:     r.Timers.RepairRecurrenceWindow,
+	}
+}

@@ -1,0 +1,272 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// Field owners of a node's upgrade, apart from the node controller's
+// labels.
+const (
+	// FieldOwner manages the cordon the upgrade holds, written once when
+	// it cordons and dropped when it uncordons: a person who cordons the
+	// node meanwhile (uncordon, then cordon) takes the field over, and
+	// the cordon stays theirs. (It managed the label and annotations too
+	// before StateFieldOwner did; their first write moves them over.)
+	FieldOwner = "gpu-operator-upgrade"
+	// StateFieldOwner manages the upgrade label and annotations.
+	StateFieldOwner = "gpu-operator-upgrade-state"
+)
+
+// Annotations of a node's upgrade.
+const (
+	// AnnotationSince is when the node entered its upgrade state.
+	AnnotationSince = gpuv1.UpgradeAnnotationPrefix + "since"
+	// AnnotationCordoned is set when the upgrade cordoned the node; a node
+	// cordoned before stays cordoned after.
+	AnnotationCordoned = gpuv1.UpgradeAnnotationPrefix + "cordoned"
+)
+
+// upgradeEvent is the reason of the events on a node's upgrade.
+const upgradeEvent = "GPUDriverUpgrade"
+
+// upgrades is the driver upgrade's machine.
+type upgrades struct{}
+
+func (upgrades) operation() arbiter.Operation { return arbiter.DriverUpgrade }
+
+// runs: the operator's driver runs on the node. Nodes on their host's
+// driver have none to upgrade; one that moved there mid-upgrade is let go
+// (uncordoned).
+func (upgrades) runs(p *pass, n *corev1.Node) bool {
+	return p.cp != nil && p.cp.Spec.Driver.IsEnabled() && gating.IsGPUNode(n) &&
+		n.Labels[gpuv1.DeployLabel(string(state.Driver))] == gpuv1.LabelTrue &&
+		n.Labels[gpuv1.LabelDriverRoot] != string(gpuv1.DriverRootHost)
+}
+
+func (upgrades) position(_ context.Context, p *pass, n *corev1.Node, view *arbiter.Node) {
+	view.Ops[arbiter.DriverUpgrade] = arbiter.Position{
+		Phase: arbiter.UpgradePhase(stateOf(n), p.upgradePolicy().AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue),
+		Since: sinceOf(n, AnnotationSince),
+	}
+}
+
+func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
+	pol := p.upgradePolicy()
+	f, err := p.r.facts(ctx, p, n)
+	if err != nil {
+		return stepped{node: n}, err
+	}
+	f.Admitted = admitted
+	step := upgrade.Next(f, pol)
+	queued := pol.AutoUpgrade && !f.Skip
+	if ok, why := vet(arbiter.UpgradePhase(f.State, queued), arbiter.UpgradePhase(step.Next, queued)); !ok {
+		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		step = upgrade.Step{Next: f.State}
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
+		"action", step.Action.String(), "facts", f)
+	node, next, err := p.r.takeUpgrade(ctx, p, n, f, step)
+	p.tally.count(next)
+	return stepped{node: node, busy: upgrade.InProgress(next) || next == gpuv1.UpgradeRequired}, err
+}
+
+func (upgrades) forget(ctx context.Context, p *pass, n *corev1.Node) error {
+	if err := p.r.forgetUpgrade(ctx, n); err != nil {
+		return err
+	}
+	return p.r.deleteOrphan(ctx, p.obs, n)
+}
+
+// takeUpgrade performs a step's action and records the node's next state.
+// A failed action leaves the state as it is, to be retried.
+func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f upgrade.Facts,
+	step upgrade.Step) (*corev1.Node, gpuv1.UpgradeState, error) {
+	spec := &p.cp.Spec.Driver.UpgradePolicy
+	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
+	var err error
+	switch step.Action {
+	case upgrade.Cordon:
+		// The upgrade holds the cordon only if the node was schedulable:
+		// a node cordoned by someone before stays cordoned after.
+		cordoned = cordoned || !n.Spec.Unschedulable
+	case upgrade.EvictGPUPods:
+		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(p.cp, p.sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+	case upgrade.Drain:
+		err = r.evict(ctx, n, upgradeEvent, r.isDrainable(p.sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
+	case upgrade.DeleteDriverPod:
+		err = r.deleteDriverPod(ctx, &p.cp.Spec.Driver, n, p.obs)
+	case upgrade.Uncordon:
+		cordoned = false
+	}
+	if err != nil {
+		return n, f.State, fmt.Errorf("node %s, %s: %w", n.Name, step.Action, err)
+	}
+	held := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
+	if step.Next == f.State && cordoned == held {
+		return n, f.State, nil
+	}
+	// The cordon goes on before the label that says so, and comes off
+	// before the label that ends the upgrade: a restart between the two
+	// writes takes the same step again.
+	if cordoned != held {
+		written, err := r.writeCordon(ctx, n, cordoned)
+		if err != nil {
+			return n, f.State, err
+		}
+		n = written
+	}
+	written, err := r.writeUpgrade(ctx, n, step.Next, cordoned, f)
+	if err != nil {
+		return n, f.State, err
+	}
+	if step.Next != f.State {
+		kind := corev1.EventTypeNormal
+		if step.Next == gpuv1.UpgradeFailed {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(n, nil, kind, upgradeEvent, "Upgrade", "%s -> %s: %s", displayState(f.State), step.Next, step.Reason)
+	}
+	return written, step.Next, nil
+}
+
+// writeCordon cordons the node, or drops the cordon the upgrade holds, on
+// the version of the node the step was decided from. Server-side apply
+// uncordons by dropping the field: a person who took it over meanwhile
+// keeps the node cordoned.
+func (r *Reconciler) writeCordon(ctx context.Context, n *corev1.Node, cordon bool) (*corev1.Node, error) {
+	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion)
+	if cordon {
+		ac.WithSpec(corev1ac.NodeSpec().WithUnschedulable(true))
+	}
+	return r.apply(ctx, ac, FieldOwner, "the upgrade's cordon")
+}
+
+// writeUpgrade applies the node's upgrade label and annotations in one
+// request on the version of the node the step was decided from: a
+// decision taken on a stale cache (a second reconcile before the first
+// one's write arrived) fails with a conflict (errStale) and is taken
+// again, rather than undoing what the first wrote. It returns the node as
+// written.
+func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, st gpuv1.UpgradeState, cordoned bool, f upgrade.Facts) (*corev1.Node, error) {
+	since := f.Since
+	if st != f.State {
+		since = f.Now
+	}
+	annotations := map[string]string{AnnotationSince: since.UTC().Format(time.RFC3339)}
+	if cordoned {
+		annotations[AnnotationCordoned] = gpuv1.LabelTrue
+	}
+	labels := map[string]string{}
+	if st != "" {
+		labels[gpuv1.LabelUpgradeState] = string(st)
+	}
+	holdDomain(n, annotations, upgrade.InProgress(st) || st == gpuv1.UpgradeFailed)
+	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(annotations)
+	return r.apply(ctx, ac, StateFieldOwner, "the upgrade state")
+}
+
+// forgetUpgrade removes the upgrade label and annotations, and the cordon
+// the upgrade held, from a node it no longer upgrades: an empty apply of
+// each owner drops every field the upgrade owns.
+func (r *Reconciler) forgetUpgrade(ctx context.Context, n *corev1.Node) error {
+	_, labelled := n.Labels[gpuv1.LabelUpgradeState]
+	_, since := n.Annotations[AnnotationSince]
+	if !labelled && !since {
+		return nil
+	}
+	for _, owner := range []string{FieldOwner, StateFieldOwner} {
+		if err := r.Client.Apply(ctx, corev1ac.Node(n.Name), client.FieldOwner(owner), client.ForceOwnership); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("forgetting the upgrade of node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// apply applies a node's apply configuration, conditional on the version
+// it names, and returns the node as written: the next write of the same
+// look is conditional on it. A conflict or a deleted node is errStale.
+func (r *Reconciler) apply(ctx context.Context, ac *corev1ac.NodeApplyConfiguration, owner, what string) (*corev1.Node, error) {
+	name := *ac.Name
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(owner), client.ForceOwnership); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil, errStale // decided on a stale node: the watch brings it back fresh
+		}
+		return nil, fmt.Errorf("writing %s of node %s: %w", what, name, err)
+	}
+	return asNode(ac)
+}
+
+// holdDomain keeps the node's NVLink domain in an annotation while an
+// operation holds the node: GPU feature discovery's label goes with its
+// pod, which the operation may take off the node, and the domain cap
+// must still count the node in its domain. The annotation goes with the
+// last operation that held it.
+func holdDomain(n *corev1.Node, annotations map[string]string, holds bool) {
+	if !holds {
+		return
+	}
+	if d := domainOf(n); d != "" {
+		annotations[gpuv1.AnnotationNVLinkDomain] = d
+	}
+}
+
+// domainOf is the node's NVLink domain: GFD's label, or, while GFD is off
+// the node, the one an operation holding it kept.
+func domainOf(n *corev1.Node) string {
+	if d := n.Labels[gpuv1.LabelGPUClique]; d != "" {
+		return d
+	}
+	return n.Annotations[gpuv1.AnnotationNVLinkDomain]
+}
+
+func stateOf(n *corev1.Node) gpuv1.UpgradeState {
+	return gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+}
+
+// sinceOf reads a since annotation; zero when absent or unreadable.
+func sinceOf(n *corev1.Node, key string) time.Time {
+	t, _ := time.Parse(time.RFC3339, n.Annotations[key])
+	return t
+}
+
+func displayState(s gpuv1.UpgradeState) string {
+	if s == "" {
+		return "up to date"
+	}
+	return string(s)
+}
+
+// upgradePolicy is the policy's upgrade settings and the operator's
+// timers, as the transition table reads them.
+func (p *pass) upgradePolicy() upgrade.Policy {
+	spec := &p.cp.Spec.Driver.UpgradePolicy
+	seconds := func(v *int32) time.Duration {
+		if v == nil {
+			return 0
+		}
+		return time.Duration(*v) * time.Second
+	}
+	return upgrade.Policy{
+		AutoUpgrade:        spec.AutoUpgrade == nil || *spec.AutoUpgrade,
+		WaitTimeout:        seconds(spec.WaitForCompletion.TimeoutSeconds),
+		PodDeletionTimeout: seconds(spec.PodDeletion.TimeoutSeconds),
+		DrainEnabled:       spec.Drain.Enable != nil && *spec.Drain.Enable,
+		DrainTimeout:       seconds(spec.Drain.TimeoutSeconds),
+		ValidationTimeout:  p.r.Timers.DriverValidationTimeout,
+		PodRestartTimeout:  p.r.Timers.DriverReplaceTimeout,
+	}
+}

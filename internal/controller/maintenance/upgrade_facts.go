@@ -1,0 +1,63 @@
+package maintenance
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// facts gathers what the upgrade's table needs about a node. Workload pods
+// are listed live, and only in the steps that look at them.
+func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrade.Facts, error) {
+	cp, o, sel := p.cp, p.obs, p.sel
+	st := stateOf(n)
+	f := upgrade.Facts{State: st, Now: p.now, Skip: n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue,
+		Cordoned: n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue}
+	f.Since = f.Now
+	if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationSince]); err == nil {
+		f.Since = t
+	}
+	pod := o.driverPods[n.Name]
+	f.Outdated = (pod != nil && o.outdated(pod, &cp.Spec.Driver, n)) || (pod == nil && st == gpuv1.UpgradePodRestart)
+	f.DownstreamPods = o.downstream[n.Name]
+	var err error
+	switch st {
+	case gpuv1.UpgradeWaitForJobs:
+		if sel.waitFor != nil {
+			f.JobsRunning, err = r.countPods(ctx, n.Name, sel.waitFor, func(*corev1.Pod) bool { return true })
+		}
+	case gpuv1.UpgradePodDeletion:
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra))
+	case gpuv1.UpgradeDrainRequired:
+		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra)); err == nil {
+			f.DrainPods, err = r.countPods(ctx, n.Name, nil, r.isDrainable(sel.drain))
+		}
+	case gpuv1.UpgradeValidation:
+		f.Validated = r.validated(o, &cp.Spec.Driver, n, pod)
+	}
+	return f, err
+}
+
+// validated reports whether the new driver works on the node: its pod is
+// ready and current, the device plugin is ready again (unless disabled),
+// and the node advertises GPUs, whole, shared or MIG.
+func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.Node, pod *operandpods.Pod) bool {
+	if pod == nil || o.outdated(pod, spec, n) || !pod.Ready {
+		return false
+	}
+	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) {
+	case gpuv1.StateDisabled:
+		return true
+	case gpuv1.StateReady:
+		// Any GPU resource: a shared configuration may advertise
+		// nvidia.com/gpu.shared alone, MIG nvidia.com/mig-*.
+		return gpuTotal(n.Status.Allocatable) > 0
+	}
+	return false
+}

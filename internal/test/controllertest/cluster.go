@@ -1,0 +1,378 @@
+package controllertest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
+)
+
+// Behaviour is how the simulated kubelet runs an operand pod.
+type Behaviour int
+
+const (
+	// BecomesReady: the pod turns Ready once created (the default).
+	BecomesReady Behaviour = iota
+	// StaysNotReady: the pod runs but never turns Ready.
+	StaysNotReady
+	// CrashLoops: the pod's container crash-loops.
+	CrashLoops
+)
+
+// Cluster simulates the DaemonSet controller and the kubelets for the
+// operand DaemonSets in one namespace.
+type Cluster struct {
+	c         client.Client
+	namespace string
+
+	mu sync.Mutex
+	// behaviour of the pods of a state on a node; absent means BecomesReady.
+	behaviour map[string]Behaviour
+}
+
+func newCluster(c client.Client, namespace string) *Cluster {
+	return &Cluster{c: c, namespace: namespace, behaviour: map[string]Behaviour{}}
+}
+
+// Set sets the behaviour of a state's pods on a node; state "*" stands for
+// every state without a behaviour of its own, and resets those.
+func (s *Cluster) Set(node, state string, b Behaviour) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == "*" {
+		for k := range s.behaviour {
+			if strings.HasPrefix(k, node+"/") {
+				delete(s.behaviour, k)
+			}
+		}
+	}
+	s.behaviour[node+"/"+state] = b
+}
+
+func (s *Cluster) get(node, state string) Behaviour {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.behaviour[node+"/"+state]; ok {
+		return b
+	}
+	return s.behaviour[node+"/*"]
+}
+
+// run steps the simulation until ctx ends.
+func (s *Cluster) run(ctx context.Context) {
+	for {
+		if err := s.step(ctx); err != nil && ctx.Err() == nil {
+			fmt.Println("simulator:", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// step does what the DaemonSet controller and kubelets would: one pod per
+// matching node, none where the affinity no longer matches, statuses as
+// the behaviour says.
+func (s *Cluster) step(ctx context.Context) error {
+	dsList := &appsv1.DaemonSetList{}
+	if err := s.c.List(ctx, dsList, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	nodes := &corev1.NodeList{}
+	if err := s.c.List(ctx, nodes); err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := s.c.List(ctx, pods); err != nil {
+		return err
+	}
+	for i := range dsList.Items {
+		ds := &dsList.Items[i]
+		for j := range nodes.Items {
+			if err := s.syncNode(ctx, ds, &nodes.Items[j], pods.Items); err != nil {
+				return err
+			}
+		}
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	if err := s.collectOrphans(ctx, dsList.Items, pods.Items); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case p.Namespace == s.namespace:
+			if err := s.kubelet(ctx, p, byName[p.Spec.NodeName]); err != nil {
+				return err
+			}
+		case p.DeletionTimestamp != nil && p.Spec.NodeName != "":
+			// A workload pod being evicted: its kubelet would stop it.
+			if err := client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0))); err != nil {
+				return err
+			}
+		}
+	}
+	return s.nodes(ctx, nodes.Items, pods.Items)
+}
+
+// collectOrphans does what the garbage collector, which envtest does not
+// run, would: the pods of a DaemonSet deleted with the orphan policy lose
+// their owner and stay, then the DaemonSet goes; the pods of a DaemonSet
+// deleted otherwise are deleted.
+func (s *Cluster) collectOrphans(ctx context.Context, sets []appsv1.DaemonSet, pods []corev1.Pod) error {
+	live := map[types.UID]bool{}
+	for i := range sets {
+		ds := &sets[i]
+		if ds.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(ds, metav1.FinalizerOrphanDependents) {
+			live[ds.UID] = true
+			continue
+		}
+		for j := range pods {
+			if p := &pods[j]; metav1.IsControlledBy(p, ds) {
+				base := p.DeepCopy()
+				p.OwnerReferences = nil
+				if err := client.IgnoreNotFound(s.c.Patch(ctx, p, client.MergeFrom(base))); err != nil {
+					return err
+				}
+			}
+		}
+		base := ds.DeepCopy()
+		controllerutil.RemoveFinalizer(ds, metav1.FinalizerOrphanDependents)
+		if err := client.IgnoreNotFound(s.c.Patch(ctx, ds, client.MergeFrom(base))); err != nil {
+			return err
+		}
+	}
+	for i := range pods {
+		p := &pods[i]
+		owner := metav1.GetControllerOf(p)
+		if p.Namespace != s.namespace || owner == nil || owner.Kind != "DaemonSet" || live[owner.UID] {
+			continue
+		}
+		if err := client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodes makes each node show what its operand pods do there, as a real
+// GPU node would (internal/test/fakenode): GPUs while the device plugin
+// runs, GFD's labels while GFD runs, the NVIDIA runtime handler once the
+// toolkit configured the runtime.
+func (s *Cluster) nodes(ctx context.Context, nodes []corev1.Node, pods []corev1.Pod) error {
+	on := map[string][]*corev1.Pod{}
+	for i := range pods {
+		if p := &pods[i]; p.Namespace == s.namespace {
+			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
+		}
+	}
+	for i := range nodes {
+		n := nodes[i].DeepCopy()
+		if n.DeletionTimestamp != nil || n.Status.NodeInfo.BootID == "" {
+			continue // not booted yet
+		}
+		changed := fakenode.Apply(n, on[n.Name], s.configs(ctx))
+		var err error
+		switch {
+		case changed.Labels:
+			// Labels first; the status follows at the next step.
+			err = s.c.Update(ctx, n)
+		case changed.Status:
+			err = s.c.Status().Update(ctx, n)
+		}
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *corev1.Node, pods []corev1.Pod) error {
+	if ds.DeletionTimestamp != nil {
+		return nil
+	}
+	var existing *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == node.Name && metav1.IsControlledBy(p, ds) && p.DeletionTimestamp == nil {
+			existing = p
+		}
+	}
+	matches, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: ds.Spec.Template.Spec}).Match(node)
+	if err != nil {
+		return err
+	}
+	switch {
+	case matches && existing == nil && !repelled(ds, node.Name, pods):
+		return s.c.Create(ctx, s.podFor(ds, node.Name))
+	case !matches && existing != nil:
+		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
+	case existing != nil && outdated(ds, existing):
+		// A rolling update replaces a pod of an older template.
+		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
+	}
+	return nil
+}
+
+// repelled reports whether the scheduler would keep the DaemonSet's pod off
+// the node: a pod there, terminating or not, matches the template's
+// required anti-affinity by hostname (one driver per node). The real
+// DaemonSet controller creates the pod and it stays Pending, unbound,
+// which the operator does not see on the node; here it is not created.
+func repelled(ds *appsv1.DaemonSet, node string, pods []corev1.Pod) bool {
+	a := ds.Spec.Template.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return false
+	}
+	for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil || term.TopologyKey != corev1.LabelHostname {
+			continue
+		}
+		for i := range pods {
+			if p := &pods[i]; p.Spec.NodeName == node && sel.Matches(labels.Set(p.Labels)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// outdated reports whether a RollingUpdate DaemonSet's pod runs an older
+// template than the DaemonSet's.
+func outdated(ds *appsv1.DaemonSet, p *corev1.Pod) bool {
+	return ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType &&
+		p.Annotations[render.AnnotationTemplateHash] != ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
+}
+
+func (s *Cluster) podFor(ds *appsv1.DaemonSet, node string) *corev1.Pod {
+	tpl := ds.Spec.Template
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: ds.Name + "-",
+			Namespace:    ds.Namespace,
+			Labels:       tpl.Labels,
+			Annotations:  tpl.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: func() corev1.PodSpec {
+			spec := *tpl.Spec.DeepCopy()
+			spec.NodeName = node
+			return spec
+		}(),
+	}
+}
+
+// kubelet sets a pod's status as its behaviour says, writing only when it
+// changes.
+func (s *Cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node) error {
+	if p.DeletionTimestamp != nil {
+		// No kubelet confirms a graceful deletion here: finish it.
+		return client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0)))
+	}
+	if node != nil {
+		if st := fakenode.DriverCheck(node, p); st != nil {
+			// The host has its own driver: the pod's check says so.
+			if len(p.Status.InitContainerStatuses) > 0 {
+				return nil
+			}
+			p.Status = *st
+			return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
+		}
+	}
+	b := s.get(p.Spec.NodeName, p.Labels[render.LabelState])
+	ready := corev1.ConditionFalse
+	if b == BecomesReady {
+		ready = corev1.ConditionTrue
+	}
+	var waiting *corev1.ContainerStateWaiting
+	restarts := int32(0)
+	if b == CrashLoops {
+		waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off restarting failed container"}
+		restarts = 5
+	}
+	if cond := ReadyCondition(p); cond != nil && cond.Status == ready && p.Status.Phase == corev1.PodRunning &&
+		(waiting != nil) == hasWaiting(p) {
+		return nil
+	}
+	return s.setStatus(ctx, p, ready, waiting, restarts)
+}
+
+func (s *Cluster) setStatus(ctx context.Context, p *corev1.Pod, ready corev1.ConditionStatus, waiting *corev1.ContainerStateWaiting, restarts int32) error {
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: p.Spec.Containers[0].Name, Ready: ready == corev1.ConditionTrue, RestartCount: restarts,
+		State: corev1.ContainerState{Waiting: waiting},
+	}}
+	if err := s.c.Status().Update(ctx, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// Restart plays a kubelet restarting every operand pod on a node, as after
+// a reboot: each goes not Ready, then Ready again as its behaviour says.
+func (s *Cluster) Restart(ctx context.Context, node string) error {
+	pods := &corev1.PodList{}
+	if err := s.c.List(ctx, pods, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == node {
+			if err := s.setStatus(ctx, p, corev1.ConditionFalse, nil, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func ReadyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasWaiting(p *corev1.Pod) bool {
+	return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil
+}
+
+// configs looks up the device plugin's configuration files in the
+// simulated Cluster's ConfigMaps, as the kubelet mounts them.
+func (s *Cluster) configs(ctx context.Context) fakenode.ConfigLookup {
+	return func(namespace, name, key string) (string, bool) {
+		cm := &corev1.ConfigMap{}
+		if err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
+			return "", false
+		}
+		v, ok := cm.Data[key]
+		return v, ok
+	}
+}

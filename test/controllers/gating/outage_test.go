@@ -1,0 +1,137 @@
+package gating
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
+)
+
+// A NotReady blip shorter than the suite.Timers.ReadyGrace period keeps the chain.
+func TestShortBlipKeepsTheChain(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 1)
+	node := f.Nodes[0]
+	f.ExpectAllReady(node)
+	toolkit := f.PodOn(node, "container-toolkit").UID
+	driverState := f.WatchLabel(node, gpuv1.StateLabel("driver"))
+	pluginState := f.WatchLabel(node, gpuv1.StateLabel("device-plugin"))
+
+	suite.Sim.Set(node, "driver", controllertest.StaysNotReady)
+	g.Eventually(func() bool {
+		return controllertest.ReadyCondition(f.PodOn(node, "driver")).Status == corev1.ConditionFalse
+	}, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
+	time.Sleep(suite.Timers.ReadyGrace / 2)
+	suite.Sim.Set(node, "driver", controllertest.BecomesReady)
+	g.Eventually(func() bool {
+		return controllertest.ReadyCondition(f.PodOn(node, "driver")).Status == corev1.ConditionTrue
+	}, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
+	// Past the suite.Timers.ReadyGrace period counted from the blip: a reset would have
+	// happened by now. Every value the labels took is in the watch's
+	// history, however short.
+	time.Sleep(suite.Timers.ReadyGrace)
+	g.Expect(driverState.Seen()).To(Equal([]string{"ready"}))
+	g.Expect(pluginState.Seen()).To(Equal([]string{"ready"}))
+	g.Expect(f.PodOn(node, "container-toolkit").UID).To(Equal(toolkit), "the toolkit pod must not restart")
+}
+
+// An outage longer than the suite.Timers.ReadyGrace period resets everything after the
+// state, which then re-forms in order with fresh pods.
+func TestLongOutageResetsDownstream(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 1)
+	node := f.Nodes[0]
+	f.ExpectAllReady(node)
+	plugin := f.PodOn(node, "device-plugin").UID
+
+	suite.Sim.Set(node, "container-toolkit", controllertest.StaysNotReady)
+	f.ExpectState("pending", "container-toolkit", node)
+	f.ExpectState("pending", "device-plugin", node)
+	g.Expect(f.StateOf(node, "driver")()).To(Equal("ready"), "what comes before the outage is untouched")
+	g.Eventually(func() *corev1.Pod { return f.PodOn(node, "device-plugin") }, controllertest.Timeout, controllertest.Interval).Should(BeNil())
+
+	suite.Sim.Set(node, "container-toolkit", controllertest.BecomesReady)
+	f.ExpectAllReady(node)
+	g.Expect(f.PodOn(node, "device-plugin").UID).NotTo(Equal(plugin), "the device plugin restarted")
+}
+
+// A failed judgement resets the controllertest.States after it.
+func TestFailedStateResetsDownstream(t *testing.T) {
+	f := suite.Setup(t, 1)
+	node := f.Nodes[0]
+	f.ExpectAllReady(node)
+
+	suite.Sim.Set(node, "device-plugin", controllertest.CrashLoops)
+	f.ExpectState("failed", "device-plugin", node)
+	f.ExpectState("pending", "dcgm-exporter", node)
+	f.ExpectState("pending", "gpu-feature-discovery", node)
+	f.ExpectState("ready", "container-toolkit", node)
+
+	suite.Sim.Set(node, "device-plugin", controllertest.BecomesReady)
+	f.ExpectAllReady(node)
+}
+
+// Replacing the driver pod loads a new driver: everything after it
+// restarts, in order.
+func TestReplacedDriverRestartsDownstream(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 1)
+	node := f.Nodes[0]
+	f.ExpectAllReady(node)
+	oldDriver, oldToolkit, oldPlugin := f.PodOn(node, "driver"), f.PodOn(node, "container-toolkit").UID, f.PodOn(node, "device-plugin").UID
+
+	g.Expect(suite.Client.Delete(f.Ctx, oldDriver, client.GracePeriodSeconds(0))).To(Succeed())
+	f.ExpectState("pending", "device-plugin", node)
+	f.ExpectAllReady(node)
+	g.Expect(f.PodOn(node, "driver").UID).NotTo(Equal(oldDriver.UID))
+	g.Expect(f.PodOn(node, "device-plugin").UID).NotTo(Equal(oldPlugin), "what uses the driver restarts")
+	g.Expect(f.PodOn(node, "container-toolkit").UID).To(Equal(oldToolkit),
+		"the toolkit stays: tearing it down would revert the runtime's config and restart the runtime twice")
+}
+
+// A reboot (new boot ID) resets the node's chain from the driver down in one
+// label write, and the chain re-forms in order.
+func TestRebootResetsTheChainInOnePatch(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 2)
+	node, other := f.Nodes[0], f.Nodes[1]
+	f.ExpectAllReady(f.Nodes...)
+
+	w, err := suite.WatchClient.Watch(f.Ctx, &corev1.NodeList{}, client.MatchingFields{"metadata.name": node})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+
+	suite.Sim.Set(node, "*", controllertest.StaysNotReady)
+	f.SetBootID(node, "boot-2")
+	g.Expect(suite.Sim.Restart(f.Ctx, node)).To(Succeed())
+
+	// The first label change after the reboot has every state pending.
+	var first map[string]string
+	g.Eventually(func() bool {
+		select {
+		case ev := <-w.ResultChan():
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type == watch.Modified && n.Labels[gpuv1.StateLabel("driver")] != "ready" {
+				first = n.Labels
+				return true
+			}
+		default:
+		}
+		return false
+	}, controllertest.Timeout, 10*time.Millisecond).Should(BeTrue())
+	for _, s := range controllertest.States {
+		g.Expect(first).To(HaveKeyWithValue(gpuv1.StateLabel(s), "pending"), "state %s in the first write after the reboot", s)
+	}
+	g.Expect(f.Node(node).Annotations).To(HaveKeyWithValue("nvidia.com/gpu-operator.boot-id", "boot-2"))
+	for _, s := range controllertest.States {
+		g.Expect(f.StateOf(other, s)()).To(Equal("ready"), "the other node is untouched")
+	}
+
+	suite.Sim.Set(node, "*", controllertest.BecomesReady)
+	f.ExpectAllReady(node)
+}

@@ -1,0 +1,165 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
+)
+
+// userMarks are the node labels and annotations specs set as a person or
+// the simulator's fault injection would: each spec's are put back after
+// it.
+var userMarks = struct{ labels, annotations []string }{
+	labels: []string{gpuv1.LabelMIGConfig, gpuv1.LabelDevicePluginConfig, gpuv1.LabelUpgradeSkip, "gpu-pool"},
+	annotations: []string{fakenode.AnnotationUnhealthyGPUs, fakenode.AnnotationUnhealthyUntil, fakenode.AnnotationMIGApply,
+		fakenode.AnnotationMIGAnchor, gpuv1.AnnotationRemediationApproved},
+}
+
+// ensureInstalled installs the chart with args unless it is installed,
+// runs the operator, and waits until the nodes are ready.
+func ensureInstalled(ctx context.Context, args []string, nodes []string) {
+	if _, err := sh("bin/helm", "status", "gpu-operator", "-n", "gpu-operator"); err != nil {
+		InstallSpec(InstallInput{HelmArgs: args})
+	} else if op == nil {
+		op = startOperator()
+	}
+	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+}
+
+// ensureUninstalled uninstalls the chart if it is installed.
+func ensureUninstalled(ctx context.Context) {
+	if _, err := sh("bin/helm", "status", "gpu-operator", "-n", "gpu-operator"); err == nil {
+		if op == nil {
+			op = startOperator() // its cleanup hook waits for the operator
+		}
+		UninstallSpec(ctx)
+	}
+}
+
+// leavesTheClusterAsItFoundIt puts back, after each spec of an installed
+// container, what the spec changed: the release's values, the policy (but
+// for the driver version, which the upgrade specs move on), and the marks
+// specs set on nodes; then it waits until the nodes are ready. A spec
+// cleans up after itself; this is what makes the next one independent of
+// how it ended, a failure included.
+func leavesTheClusterAsItFoundIt(nodes []string) {
+	var before *snapshot
+	BeforeEach(func(ctx SpecContext) { before = takeSnapshot(ctx) })
+	AfterEach(func(ctx SpecContext) {
+		if op == nil {
+			op = startOperator()
+		}
+		before.restore(ctx)
+		AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+	})
+}
+
+// snapshot is what leavesTheClusterAsItFoundIt puts back.
+type snapshot struct {
+	values map[string]any
+	policy gpuv1.ClusterPolicySpec
+	// marks holds each node's user marks, by key; absent keys are absent.
+	labels, annotations map[string]map[string]string
+}
+
+func takeSnapshot(ctx context.Context) *snapshot {
+	s := &snapshot{values: releaseValues(), policy: policy(Default, ctx).Spec,
+		labels: map[string]map[string]string{}, annotations: map[string]map[string]string{}}
+	list := &corev1.NodeList{}
+	Expect(k8s.List(ctx, list)).To(Succeed())
+	for _, n := range list.Items {
+		s.labels[n.Name] = pick(n.Labels, userMarks.labels)
+		s.annotations[n.Name] = pick(n.Annotations, userMarks.annotations)
+	}
+	return s
+}
+
+func (s *snapshot) restore(ctx context.Context) {
+	if values := releaseValues(); !equality.Semantic.DeepEqual(values, s.values) {
+		raw, err := json.Marshal(s.values)
+		Expect(err).NotTo(HaveOccurred())
+		file := filepath.Join(simDir, "restore-values.json")
+		Expect(os.WriteFile(file, raw, 0o644)).To(Succeed())
+		_, err = sh("bin/helm", "upgrade", "gpu-operator", "deployments/gpu-operator", "-n", "gpu-operator", "--reset-values", "-f", file)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Eventually(func(g Gomega) {
+		cp := policy(g, ctx)
+		want := *s.policy.DeepCopy()
+		want.Driver.Version = cp.Spec.Driver.Version
+		if equality.Semantic.DeepEqual(cp.Spec, want) {
+			return
+		}
+		cp.Spec = want
+		g.Expect(k8s.Update(ctx, cp)).To(Succeed())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	for name, labels := range s.labels {
+		restoreMarks(ctx, name, func(n *corev1.Node) *map[string]string { return &n.Labels }, userMarks.labels, labels)
+	}
+	for name, annotations := range s.annotations {
+		restoreMarks(ctx, name, func(n *corev1.Node) *map[string]string { return &n.Annotations }, userMarks.annotations, annotations)
+	}
+}
+
+// restoreMarks sets the keys of one of a node's maps back to want.
+func restoreMarks(ctx context.Context, name string, field func(*corev1.Node) *map[string]string, keys []string, want map[string]string) {
+	Eventually(func(g Gomega) {
+		n := &corev1.Node{}
+		err := k8s.Get(ctx, client.ObjectKey{Name: name}, n)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		m := field(n)
+		if maps.Equal(pick(*m, keys), want) {
+			return
+		}
+		patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if *m == nil {
+			*m = map[string]string{}
+		}
+		for _, k := range keys {
+			if v, ok := want[k]; ok {
+				(*m)[k] = v
+			} else {
+				delete(*m, k)
+			}
+		}
+		g.Expect(k8s.Patch(ctx, n, patch)).To(Succeed())
+	}).WithTimeout(30*time.Second).Should(Succeed(), "node %s", name)
+}
+
+func pick(m map[string]string, keys []string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// releaseValues are the values the release was installed or upgraded with.
+func releaseValues() map[string]any {
+	out, err := output("bin/helm", "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "json")
+	Expect(err).NotTo(HaveOccurred())
+	values := map[string]any{}
+	Expect(json.Unmarshal([]byte(out), &values)).To(Succeed())
+	return values
+}
