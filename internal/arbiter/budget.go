@@ -12,11 +12,17 @@ import (
 )
 
 // Budget caps how many nodes, or NVLink domains, the operations may hold
-// out of service at once, in each driver pool or in the whole fleet. Every
-// budget counts a node held by any operation, once.
+// out of service at once, in each driver pool or in the whole fleet. A
+// budget counts each node once: one any operation acts on (active,
+// validating, releasing), and one its own operation left parked (failed,
+// or waiting for a reboot), as NVIDIA's upgrade counts a failed node in
+// progress; a shared budget (Op None) counts every hold.
 type Budget struct {
 	// Field is the policy field the limit comes from: errors name it.
 	Field string
+	// Op is the operation whose budget it is; None for one every
+	// operation shares (the NVLink domain cap).
+	Op Operation
 	// Limit is a count, or a percentage of the scope's nodes (domains)
 	// rounded up; Unlimited ignores it.
 	Limit     intstr.IntOrString
@@ -27,10 +33,26 @@ type Budget struct {
 	// the nodes: a node of a domain counted already starts without a
 	// place.
 	Domains bool
-	// Unavailable counts the nodes cordoned or not Ready too, and lets a
-	// node already unavailable start without a place: it has no
-	// availability to lose (driver.upgradePolicy.maxUnavailable).
+	// Unavailable counts every hold, and the nodes cordoned or not Ready,
+	// and lets a node already unavailable start without a place: it has
+	// no availability to lose (driver.upgradePolicy.maxUnavailable).
 	Unavailable bool
+}
+
+// Counts reports whether the budget counts the node as out of service.
+func (b Budget) Counts(n *Node) bool {
+	if b.Unavailable && (n.Unavailable || n.Held()) {
+		return true
+	}
+	for op := range NumOperations {
+		switch ph := n.Ops[op].Phase; {
+		case ph == Active || ph == Validating || ph == Releasing:
+			return true
+		case ph == Parked && (b.Op == op || b.Op == None):
+			return true
+		}
+	}
+	return false
 }
 
 // Budgets are the budgets each operation's starts must fit.
@@ -47,11 +69,13 @@ type Admission struct {
 
 // Admit decides which queued operations start this pass: on each node the
 // one the table and Precedence let start, then, longest waiting first (by
-// name at a tie), each within every budget of its operation. A start
-// within another's hold, or a MIG reconfiguration that costs nothing,
-// takes no place. A budget that cannot be read (a value stored before the
-// API server refused it) holds back the starts it covers, and is
-// returned as an error naming its field.
+// name at a tie), each within every budget of its operation. A node a
+// budget counts already (another operation acting on it, an unavailable
+// node for maxUnavailable, a domain out of service) takes no new place in
+// it; a MIG reconfiguration that costs nothing takes none at all. A budget
+// that cannot be read (a value stored before the API server refused it)
+// holds back the starts it covers, and is returned as an error naming its
+// field.
 func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
 	counts := newCounts(nodes, budgets)
@@ -139,7 +163,7 @@ func (c *counts) count(nodes []Node, b Budget) *budgetCount {
 			members[scope], bc.taken[scope] = map[string]bool{}, map[string]bool{}
 		}
 		members[scope][key] = true
-		if n.Held() || (b.Unavailable && n.Unavailable) {
+		if b.Counts(n) {
 			bc.taken[scope][key] = true
 		}
 	}
@@ -173,8 +197,7 @@ func (c *counts) full(n *Node, budgets []Budget) string {
 		case limit < 0:
 			return fmt.Sprintf("%s, which cannot be read", b.Field)
 		case bc.taken[scope][key]:
-			// Its domain is out of service already, or the node is
-			// unavailable already: no place more.
+			// The node, or its domain, is counted already: no place more.
 		case len(bc.taken[scope]) >= limit:
 			// Without the count of the moment: the reason is written on
 			// the node, and must not change with every node that moves.

@@ -26,10 +26,11 @@ func queued(op Operation, n int) []Node {
 
 func upgradeBudgets(parallel int32, unavailable intstr.IntOrString) Budgets {
 	var b Budgets
-	b[DriverUpgrade] = []Budget{{Field: "driver.upgradePolicy.maxParallelUpgrades", Limit: intstr.FromInt32(parallel), Unlimited: parallel == 0, PerPool: true},
-		{Field: "driver.upgradePolicy.maxUnavailable", Limit: unavailable, PerPool: true, Unavailable: true}}
-	b[Repair] = []Budget{{Field: "operator.remediation.maxParallel", Limit: intstr.FromInt32(1)}}
-	b[MIGReconfiguration] = []Budget{{Field: "migManager.maxParallel", Limit: intstr.FromInt32(1)}}
+	b[DriverUpgrade] = []Budget{{Field: "driver.upgradePolicy.maxParallelUpgrades", Op: DriverUpgrade, Limit: intstr.FromInt32(parallel),
+		Unlimited: parallel == 0, PerPool: true},
+		{Field: "driver.upgradePolicy.maxUnavailable", Op: DriverUpgrade, Limit: unavailable, PerPool: true, Unavailable: true}}
+	b[Repair] = []Budget{{Field: "operator.remediation.maxParallel", Op: Repair, Limit: intstr.FromInt32(1)}}
+	b[MIGReconfiguration] = []Budget{{Field: "migManager.maxParallel", Op: MIGReconfiguration, Limit: intstr.FromInt32(1)}}
 	return b
 }
 
@@ -72,6 +73,10 @@ func TestAdmitUpgrades(t *testing.T) {
 		"cordoned nodes count against maxUnavailable": {nodes: with(queued(DriverUpgrade, 3), cordoned), maxUnavailable: intstr.FromInt32(2),
 			want: []string{"n00"}},
 		"a failed cordoned node holds its place": {nodes: with(queued(DriverUpgrade, 3), failed), maxUnavailable: intstr.FromInt32(1)},
+		"a repair waiting for a reboot costs availability": {nodes: with(queued(DriverUpgrade, 3), node("rebooting", Idle, Parked)),
+			maxUnavailable: intstr.FromInt32(1)},
+		"but no upgrade place": {nodes: with(queued(DriverUpgrade, 3), node("rebooting", Idle, Parked)), maxParallel: 1,
+			maxUnavailable: intstr.FromInt32(2), want: []string{"n00"}},
 		"nodes under repair use the budget": {nodes: with(queued(DriverUpgrade, 3), repairing), maxParallel: 2, maxUnavailable: intstr.FromInt32(4),
 			want: []string{"n00"}},
 		"budget full": {nodes: with(queued(DriverUpgrade, 2), node("busy", Validating)), maxParallel: 1, maxUnavailable: intstr.FromString("100%")},
@@ -100,14 +105,19 @@ func TestAdmitLongestWaitingFirst(t *testing.T) {
 	NewWithT(t).Expect(admitted(t, nodes, upgradeBudgets(1, intstr.FromInt32(1)))).To(Equal([]string{"n01"}))
 }
 
-// Every budget counts a node held by any operation, once: repairs,
-// reconfigurations and upgrades share places.
-func TestBudgetsCountEveryHold(t *testing.T) {
+// A budget counts each node once: one any operation acts on, and one its
+// own operation left parked; repairs, reconfigurations and upgrades share
+// places.
+func TestBudgetsCountActingNodesAndTheirOwnParked(t *testing.T) {
 	g := NewWithT(t)
 	b := upgradeBudgets(1, intstr.FromString("100%"))
 	g.Expect(admitted(t, with(queued(Repair, 2), node("upgrading", Active)), b)).To(BeEmpty(), "the repair place is the upgrade's")
-	g.Expect(admitted(t, with(queued(MIGReconfiguration, 2), node("repairing", Idle, Parked)), b)).To(BeEmpty(),
-		"a node awaiting a reboot holds the MIG place")
+	g.Expect(admitted(t, with(queued(Repair, 2), node("rebooting", Idle, Parked)), b)).To(BeEmpty(),
+		"a node awaiting its reboot holds the repairs' place")
+	g.Expect(admitted(t, with(queued(MIGReconfiguration, 2), node("rebooting", Idle, Parked)), b)).To(Equal([]string{"n00"}),
+		"a repair parked holds no MIG place: nothing acts on the node")
+	g.Expect(admitted(t, with(queued(DriverUpgrade, 2), node("failed", Parked)), b)).To(BeEmpty(),
+		"a failed upgrade keeps its place, as NVIDIA's upgrade counts it")
 	g.Expect(admitted(t, queued(MIGReconfiguration, 2), b)).To(Equal([]string{"n00"}))
 	// One pass: a repair admitted takes the place an upgrade counts too.
 	mixed := []Node{node("a"), node("b")}
@@ -130,7 +140,7 @@ func TestAdmitFreeMIG(t *testing.T) {
 func TestAdmitWithinNVLinkDomains(t *testing.T) {
 	g := NewWithT(t)
 	b := upgradeBudgets(0, intstr.FromString("100%"))
-	cap := Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Limit: intstr.FromInt32(1), PerPool: true, Domains: true}
+	cap := Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Op: None, Limit: intstr.FromInt32(1), PerPool: true, Domains: true}
 	for op := range NumOperations {
 		b[op] = append(b[op], cap)
 	}

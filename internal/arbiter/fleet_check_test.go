@@ -194,21 +194,27 @@ func initial(size, faults uint8) world {
 // violations are what a state breaks, in a person's words.
 func violations(w world) []string {
 	var out []string
-	held := 0
-	for i := range w.size {
-		n := &w.n[i]
-		acting, place := 0, false
-		for op := range arbiter.NumOperations {
-			ph := n.phase(op)
-			if ph == arbiter.Active {
-				acting++
-			}
-			if ph.Holds() && !n.freeHold[op] {
-				place = true
+	// Every budget is 1: no operation holds more than one node but where
+	// it started free (a MIG reconfiguration of a node serving nothing).
+	// Each budget counts the others' acting too (startViolations).
+	for op := range arbiter.NumOperations {
+		held := 0
+		for i := range w.size {
+			if n := &w.n[i]; n.phase(op).Holds() && !n.freeHold[op] {
+				held++
 			}
 		}
-		if place {
-			held++
+		if held > 1 {
+			out = append(out, fmt.Sprintf("the %s holds %d nodes, its budget 1", op, held))
+		}
+	}
+	for i := range w.size {
+		n := &w.n[i]
+		acting := 0
+		for op := range arbiter.NumOperations {
+			if n.phase(op) == arbiter.Active {
+				acting++
+			}
 		}
 		if acting > 1 {
 			out = append(out, fmt.Sprintf("node %c: %d operations act on it", 'a'+i, acting))
@@ -219,8 +225,35 @@ func violations(w world) []string {
 			}
 		}
 	}
-	if held > 1 {
-		out = append(out, fmt.Sprintf("%d nodes hold places where every budget is 1", held))
+	return out
+}
+
+// startViolations are what a move from before to after breaks in its
+// starts: every budget is 1 and counts each node any operation acts on,
+// and those its own operation left parked, so an operation that starts on
+// a node (other than free) found every other node in service. That is
+// what makes maxParallelUpgrades the most nodes out of service at once
+// while upgrades run, whatever else holds nodes.
+func startViolations(before, after world) []string {
+	var out []string
+	for i := range after.size {
+		for op := range arbiter.NumOperations {
+			if before.n[i].phase(op).Holds() || !after.n[i].phase(op).Holds() || after.n[i].freeHold[op] {
+				continue
+			}
+			for j := range before.size {
+				if j == i {
+					continue
+				}
+				for other := range arbiter.NumOperations {
+					ph := before.n[j].phase(other)
+					if ph == arbiter.Active || ph == arbiter.Validating || ph == arbiter.Releasing || (other == op && ph == arbiter.Parked) {
+						out = append(out, fmt.Sprintf("the %s started on node %c while the %s held node %c (%s): its budget of 1 was taken",
+							op, 'a'+i, other, 'a'+j, ph))
+					}
+				}
+			}
+		}
 	}
 	return out
 }
@@ -345,6 +378,9 @@ func explore(t *testing.T, start world, limit int) *explored {
 			t.Fatalf("%s\nin:\n%s\nreached by:\n%s", strings.Join(v, "\n"), describe(w), e.path(id))
 		}
 		for _, m := range w.moves() {
+			if v := startViolations(w, m.to); len(v) > 0 {
+				t.Fatalf("%s\nin:\n%s\nreached by:\n%s  %s\n", strings.Join(v, "\n"), describe(m.to), e.path(id), m.name)
+			}
 			to := add(m.to, id, m.name)
 			if !m.progress {
 				continue

@@ -18,8 +18,8 @@ type effect func(*node)
 // each node, the arbiter's admission, then each node's machines in order,
 // each deciding on the node as the one before left it. skip names a node
 // whose writes all conflict, cut one whose look stops after its first
-// write (the operator killed); -1 for none. It also returns the starts
-// that took no place (within another's hold, or free), per node.
+// write (the operator killed); -1 for none. A start that took no place
+// (a free MIG reconfiguration) is marked on its node (node.freeHold).
 func (w world) pass(skip, cut int) world {
 	for i := range w.size {
 		w.n[i].judge()

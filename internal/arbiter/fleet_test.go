@@ -229,10 +229,10 @@ var (
 	budgets = func() arbiter.Budgets {
 		var b arbiter.Budgets
 		one := intstr.FromInt32(1)
-		b[arbiter.DriverUpgrade] = []arbiter.Budget{{Field: "maxParallelUpgrades", Limit: one, PerPool: true},
-			{Field: "maxUnavailable", Limit: one, PerPool: true, Unavailable: true}}
-		b[arbiter.Repair] = []arbiter.Budget{{Field: "remediation.maxParallel", Limit: one}}
-		b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Limit: one}}
+		b[arbiter.DriverUpgrade] = []arbiter.Budget{{Field: "maxParallelUpgrades", Op: arbiter.DriverUpgrade, Limit: one, PerPool: true},
+			{Field: "maxUnavailable", Op: arbiter.DriverUpgrade, Limit: one, PerPool: true, Unavailable: true}}
+		b[arbiter.Repair] = []arbiter.Budget{{Field: "remediation.maxParallel", Op: arbiter.Repair, Limit: one}}
+		b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Op: arbiter.MIGReconfiguration, Limit: one}}
 		return b
 	}()
 )

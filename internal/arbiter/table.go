@@ -108,20 +108,17 @@ func verdict(want, holder Operation, phase Phase, restore bool) (Verdict, string
 }
 
 // mayStart says whether op may start on the node as the others hold it,
-// whether it starts within another's hold (no new place in a budget),
 // and why not when it may not.
-func mayStart(n *Node, op Operation) (ok, within bool, why string) {
+func mayStart(n *Node, op Operation) (bool, string) {
 	restore := op == MIGReconfiguration && n.MIGRestore
 	for holder := range NumOperations {
 		ph := n.Ops[holder].Phase
 		if holder == op || !ph.Holds() {
 			continue
 		}
-		v, reason := verdict(op, holder, ph, restore)
-		if v == Wait {
-			return false, false, reason
+		if v, reason := verdict(op, holder, ph, restore); v == Wait {
+			return false, reason
 		}
-		within = true
 	}
-	return true, within, ""
+	return true, ""
 }

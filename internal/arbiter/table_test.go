@@ -107,15 +107,16 @@ func TestCandidate(t *testing.T) {
 		"a new node's MIG layout first": {node: func() Node { n := node("n", Queued, Idle, Queued); n.MIGFree = true; return n }(),
 			want: MIGReconfiguration, free: true},
 		// Finding 1 of issue 25: the upgrade starts on a node whose repair
-		// waits for a reboot, within its hold.
-		"an upgrade takes over a parked repair": {node: node("n", Queued, Parked), want: DriverUpgrade, free: true},
-		"a repair of a failed upgrade's node":   {node: node("n", Parked, Queued), want: Repair, free: true},
+		// waits for a reboot. It takes a place of its own: the parked
+		// repair holds none of the upgrade's.
+		"an upgrade takes over a parked repair": {node: node("n", Queued, Parked), want: DriverUpgrade},
+		"a repair of a failed upgrade's node":   {node: node("n", Parked, Queued), want: Repair},
 		"nothing while one acts":                {node: node("n", Active, Queued, Queued), want: None},
 		"the MIG devices a validation waits for": {node: func() Node {
 			n := node("n", Validating, Idle, Queued)
 			n.MIGRestore = true
 			return n
-		}(), want: MIGReconfiguration, free: true},
+		}(), want: MIGReconfiguration},
 		"no other MIG change while an upgrade validates": {node: node("n", Validating, Idle, Queued), want: None},
 		"a MIG change waits for a failed upgrade":        {node: node("n", Parked, Idle, Queued), want: None},
 	}
@@ -165,4 +166,17 @@ func TestVet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Finding 4 of issue 25: a failed upgrade replaces no driver on its own;
+// a repair of the node must not wait for it (required, eviction, plugin
+// restart, "the upgrade replaces it first", required, for ever) but ask for
+// a reboot.
+func TestUpgradeHeld(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(UpgradeHeld(gpuv1.UpgradeFailed, true, false)).To(BeTrue(), "failed, waiting for a person")
+	g.Expect(UpgradeHeld(gpuv1.UpgradeRequired, false, false)).To(BeTrue(), "autoUpgrade off")
+	g.Expect(UpgradeHeld(gpuv1.UpgradeRequired, true, true)).To(BeTrue(), "skipped")
+	g.Expect(UpgradeHeld(gpuv1.UpgradeRequired, true, false)).To(BeFalse(), "due: it goes first")
+	g.Expect(UpgradeHeld("", true, false)).To(BeFalse(), "not marked yet: it will be")
 }

@@ -6,9 +6,8 @@ import "fmt"
 // and Precedence say, before any budget.
 type Start struct {
 	Op Operation
-	// Free says the start takes no new place in any budget: the node is
-	// held by another operation already (Allow, TakeOver), or it is a
-	// MIG reconfiguration that costs nothing (Node.MIGFree).
+	// Free says the start takes no place in any budget: a MIG
+	// reconfiguration that costs nothing (Node.MIGFree).
 	Free bool
 }
 
@@ -27,7 +26,7 @@ func Candidate(n *Node) (Start, map[Operation]string) {
 			}
 			continue
 		}
-		ok, within, why := mayStart(n, op)
+		ok, why := mayStart(n, op)
 		if !ok {
 			// One that must wait for the holder does not hold back the
 			// others: a MIG configuration applied again may be what the
@@ -35,7 +34,7 @@ func Candidate(n *Node) (Start, map[Operation]string) {
 			waits[op] = why
 			continue
 		}
-		start = Start{Op: op, Free: within || (op == MIGReconfiguration && n.MIGFree)}
+		start = Start{Op: op, Free: op == MIGReconfiguration && n.MIGFree}
 		delete(waits, op)
 	}
 	return start, waits
@@ -77,7 +76,7 @@ func Vet(n *Node, op Operation, from, to Phase, admitted Operation) (bool, strin
 		if admitted != None && admitted != op {
 			return false, fmt.Sprintf("a %s starts on the node first", admitted)
 		}
-		if ok, _, why := mayStart(n, op); !ok {
+		if ok, why := mayStart(n, op); !ok {
 			return false, why
 		}
 		if c, _ := Candidate(n); c.Op != None && c.Op != op {

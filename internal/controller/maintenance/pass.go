@@ -110,13 +110,17 @@ func budgetsOf(cp *gpuv1.ClusterPolicy) arbiter.Budgets {
 	}
 	var b arbiter.Budgets
 	b[arbiter.DriverUpgrade] = []arbiter.Budget{
-		{Field: "driver.upgradePolicy.maxParallelUpgrades", Limit: intstr.FromInt32(parallel), Unlimited: parallel == 0, PerPool: true},
-		{Field: "driver.upgradePolicy.maxUnavailable", Limit: unavailable, PerPool: true, Unavailable: true},
+		{Field: "driver.upgradePolicy.maxParallelUpgrades", Op: arbiter.DriverUpgrade, Limit: intstr.FromInt32(parallel),
+			Unlimited: parallel == 0, PerPool: true},
+		{Field: "driver.upgradePolicy.maxUnavailable", Op: arbiter.DriverUpgrade, Limit: unavailable, PerPool: true, Unavailable: true},
 	}
-	b[arbiter.Repair] = []arbiter.Budget{{Field: "operator.remediation.maxParallel", Limit: cp.Spec.Operator.Remediation.MaxParallelOrDefault()}}
-	b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Limit: cp.Spec.MIGManager.MaxParallelOrDefault()}}
+	b[arbiter.Repair] = []arbiter.Budget{{Field: "operator.remediation.maxParallel", Op: arbiter.Repair,
+		Limit: cp.Spec.Operator.Remediation.MaxParallelOrDefault()}}
+	b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Op: arbiter.MIGReconfiguration,
+		Limit: cp.Spec.MIGManager.MaxParallelOrDefault()}}
 	if domains := cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains; domains != nil {
-		cap := arbiter.Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Limit: *domains, PerPool: true, Domains: true}
+		cap := arbiter.Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Op: arbiter.None, Limit: *domains,
+			PerPool: true, Domains: true}
 		for op := range arbiter.NumOperations {
 			b[op] = append(b[op], cap)
 		}
