@@ -117,8 +117,12 @@ const (
 	ReasonRollingOut      = "RollingOut"
 	// ReasonDriverUpgrade: nodes are moving to a new driver.
 	ReasonDriverUpgrade = "DriverUpgrade"
-	ReasonNoFailures    = "NoFailures"
-	ReasonApplyFailed   = "ApplyFailed"
+	// ReasonMaintenanceWaiting: a driver upgrade, a MIG reconfiguration
+	// or a repair waits to start on nodes, for its budget or for another
+	// operation holding the node; the message says which and why.
+	ReasonMaintenanceWaiting = "MaintenanceWaiting"
+	ReasonNoFailures         = "NoFailures"
+	ReasonApplyFailed        = "ApplyFailed"
 	// ReasonUpgradeFailed: a driver upgrade failed on some node, which stays
 	// cordoned until a person looks at it.
 	ReasonUpgradeFailed = "UpgradeFailed"

@@ -198,7 +198,7 @@ func notCleanedUp(n *corev1.Node) bool {
 func hasOperatorAnnotation(annotations map[string]string) bool {
 	for k := range annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
-			strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) {
+			strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MaintenanceAnnotationPrefix) {
 			return true
 		}
 		// A person's approval is theirs to remove.

@@ -116,12 +116,15 @@ func (r *Reconciler) allPolicies(ctx context.Context, _ client.Object) []reconci
 }
 
 // labelsChanged passes node updates that change what the status
-// summarises: labels, and the unhealthy GPUs the node controller records.
+// summarises: labels, the unhealthy GPUs the node controller records, and
+// why an operation waits to start on the node.
 func labelsChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, cur := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
 			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
-				e.ObjectOld.GetAnnotations()[gpuv1.AnnotationUnhealthyGPUs] != e.ObjectNew.GetAnnotations()[gpuv1.AnnotationUnhealthyGPUs]
+				old[gpuv1.AnnotationUnhealthyGPUs] != cur[gpuv1.AnnotationUnhealthyGPUs] ||
+				old[gpuv1.AnnotationMaintenanceWaiting] != cur[gpuv1.AnnotationMaintenanceWaiting]
 		},
 	}
 }

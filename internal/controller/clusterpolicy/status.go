@@ -111,6 +111,24 @@ func setProgressingCondition(conds *[]metav1.Condition, s summary, gen int64) {
 		// An upgrade is the longer story: it names how far it got.
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonDriverUpgrade, msg
 	}
+	if len(s.waiting) > 0 {
+		// The operations waiting to start say why: a full budget, or
+		// another operation holding the node.
+		slices.Sort(s.waiting)
+		if c.Status != metav1.ConditionTrue {
+			c.Status, c.Reason, c.Message = metav1.ConditionTrue, gpuv1.ReasonMaintenanceWaiting, ""
+		} else {
+			c.Message += "; "
+		}
+		verb := "nodes wait"
+		if len(s.waiting) == 1 {
+			verb = "node waits"
+		}
+		c.Message += fmt.Sprintf("%d %s for maintenance: %s", len(s.waiting), verb, nameNodes(s.waiting))
+		if len(c.Message) > maxMessage {
+			c.Message = c.Message[:maxMessage-3] + "..."
+		}
+	}
 	meta.SetStatusCondition(conds, c)
 }
 

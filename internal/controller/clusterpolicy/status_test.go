@@ -130,6 +130,27 @@ func TestSetProgressingCondition(t *testing.T) {
 			wantStatus:  metav1.ConditionTrue,
 			wantMessage: "driver upgrade: 1 of 3 nodes done, 1 in progress, 1 waiting, 0 failed",
 		},
+		"an upgrade names the nodes waiting, and why": {
+			nodes: func() []corev1.Node {
+				a, b := ready("a"), ready("b")
+				a.Labels[gpuv1.LabelUpgradeState] = "pod-deletion-required"
+				b.Labels[gpuv1.LabelUpgradeState] = "upgrade-required"
+				b.Annotations = map[string]string{gpuv1.AnnotationMaintenanceWaiting: "the driver upgrade waits for driver.upgradePolicy.maxParallelUpgrades"}
+				return []corev1.Node{a, b}
+			}(),
+			wantStatus: metav1.ConditionTrue,
+			wantMessage: "driver upgrade: 0 of 2 nodes done, 1 in progress, 1 waiting, 0 failed; " +
+				"1 node waits for maintenance: b (the driver upgrade waits for driver.upgradePolicy.maxParallelUpgrades)",
+		},
+		"a repair waiting for its place": {
+			nodes: func() []corev1.Node {
+				a := ready("a")
+				a.Annotations = map[string]string{gpuv1.AnnotationMaintenanceWaiting: "the repair waits for operator.remediation.maxParallel"}
+				return []corev1.Node{a}
+			}(),
+			wantStatus:  metav1.ConditionTrue,
+			wantMessage: "1 node waits for maintenance: a (the repair waits for operator.remediation.maxParallel)",
+		},
 		"upgrading counts as on its way": {
 			nodes:       []corev1.Node{gpuNode("a", r, gpuv1.StateUpgrading, r, r, r)},
 			wantStatus:  metav1.ConditionTrue,

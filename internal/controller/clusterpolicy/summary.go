@@ -39,6 +39,9 @@ type summary struct {
 	why map[string]map[state.Name]string
 	// unhealthy maps the GPU nodes with unhealthy GPUs to how many.
 	unhealthy map[string]int64
+	// waiting names, sorted, the nodes an operation waits to start on,
+	// each with why (gpuv1.AnnotationMaintenanceWaiting).
+	waiting []string
 }
 
 // summarize counts the GPU nodes per state from their labels. Cluster-wide
@@ -59,6 +62,9 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 		s.gpuNodes++
 		if u := gating.UnhealthyGPUsOf(n); u > 0 {
 			s.unhealthy[n.Name] = u
+		}
+		if why := n.Annotations[gpuv1.AnnotationMaintenanceWaiting]; why != "" {
+			s.waiting = append(s.waiting, fmt.Sprintf("%s (%s)", n.Name, why))
 		}
 		if u := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); u != "" {
 			s.upgrades[u]++
