@@ -1,0 +1,170 @@
+package maintenance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+)
+
+// staleNodes serves node lists from a snapshot while one is set: an
+// informer cache that has not yet delivered the last writes.
+type staleNodes struct {
+	client.Client
+	nodes *corev1.NodeList
+}
+
+func (s *staleNodes) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if l, ok := list.(*corev1.NodeList); ok && s.nodes != nil {
+		s.nodes.DeepCopyInto(l)
+		return nil
+	}
+	return s.Client.List(ctx, list, opts...)
+}
+
+// gpuNode is a GPU node whose stack is ready, on the container driver.
+func gpuNode(name string, labels, annotations map[string]string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{
+		"feature.node.kubernetes.io/pci-10de.present": "true",
+		gpuv1.DeployLabel(string(state.Driver)):       gpuv1.LabelTrue,
+		gpuv1.LabelDriverRoot:                         string(gpuv1.DriverRootContainer),
+	}}}
+	for k, v := range labels {
+		n.Labels[k] = v
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	n.Status.NodeInfo.BootID = "boot-1"
+	return n
+}
+
+// outdatedDriver is a driver pod on node of a DaemonSet whose template is
+// newer.
+func outdatedDriver(node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "driver-" + node, Namespace: fixture.Namespace, UID: types.UID("uid-driver-" + node),
+		Labels:          map[string]string{render.LabelState: string(state.Driver), render.LabelManagedBy: render.ManagedBy},
+		Annotations:     map[string]string{render.AnnotationTemplateHash: "old"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "nvidia-driver-daemonset", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+}
+
+// fixedPods lists a fixed list of pods, then watches nothing.
+type fixedPods []corev1.Pod
+
+func (f fixedPods) List(metav1.ListOptions) (runtime.Object, error) {
+	return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: f}, nil
+}
+
+func (f fixedPods) Watch(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil }
+
+// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
+func (f fixedPods) IsWatchListSemanticsUnSupported() bool { return true }
+
+// podIndex is an operand pods index of a fixed list.
+func podIndex(t *testing.T, pods ...corev1.Pod) *operandpods.Index {
+	t.Helper()
+	idx := operandpods.New(fixedPods(pods))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = idx.Start(ctx) }()
+	NewWithT(t).Eventually(func() error { _, err := idx.All(); return err }, 5*time.Second, 10*time.Millisecond).Should(Succeed())
+	return idx
+}
+
+// Finding 5 of issue 25: a look decided on a cache that has not seen the
+// last look's writes must admit no start. Here the last look started the
+// repair of node a, the one place of every budget; the cache still shows
+// a waiting, and shows b, its upgrade held by a person's skip label until
+// now and waiting the longest. Admitting from it would start b as well.
+func TestNoStartOnACacheBehindTheWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp.Spec.Operator.Remediation.Enabled = true
+	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	stamp := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
+	a := gpuNode("a", map[string]string{gpuv1.LabelRemediationState: string(gpuv1.RemediationRequired)},
+		map[string]string{AnnotationRemediationSince: stamp(time.Hour), gpuv1.AnnotationUnhealthyGPUs: "1"})
+	b := gpuNode("b", map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeRequired), gpuv1.LabelUpgradeSkip: gpuv1.LabelTrue},
+		map[string]string{AnnotationSince: stamp(2 * time.Hour)})
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-driver-daemonset", Namespace: fixture.Namespace,
+		Labels: map[string]string{render.LabelState: string(state.Driver)}}}
+	ds.Spec.Template.Annotations = map[string]string{render.AnnotationTemplateHash: "new"}
+	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, b, ds).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	// a's GPUs are unhealthy as its device plugin says.
+	a.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	a.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("7")}
+	g.Expect(c.Status().Update(ctx, a)).To(Succeed())
+
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	m, err := metrics.New(prometheus.NewRegistry())
+	g.Expect(err).NotTo(HaveOccurred())
+	reads := &staleNodes{Client: c}
+	r := &Reconciler{Client: reads, APIReader: c, Pods: podIndex(t, *outdatedDriver("b")), Graph: graph, Namespace: fixture.Namespace,
+		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
+
+	before := &corev1.NodeList{}
+	g.Expect(c.List(ctx, before)).To(Succeed())
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labelOf(ctx, g, c, "a", gpuv1.LabelRemediationState)).To(Equal(string(gpuv1.RemediationEviction)), "the repair of a started")
+
+	// A person lets b's upgrade go; the cache has that, not a's repair.
+	fresh := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "b"}, fresh)).To(Succeed())
+	delete(fresh.Labels, gpuv1.LabelUpgradeSkip)
+	g.Expect(c.Update(ctx, fresh)).To(Succeed())
+	for i := range before.Items {
+		if before.Items[i].Name == "b" {
+			before.Items[i] = *fresh
+		}
+	}
+	reads.nodes = before
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labelOf(ctx, g, c, "b", gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeRequired)),
+		"no upgrade starts on b while the cache has not seen that a's repair took the place")
+
+	// Once the cache caught up, the place is seen taken, and b waits for it.
+	reads.nodes = nil
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labelOf(ctx, g, c, "b", gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeRequired)))
+	waiting := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "b"}, waiting)).To(Succeed())
+	g.Expect(waiting.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMaintenanceWaiting, ContainSubstring("maxParallelUpgrades")))
+}
+
+func labelOf(ctx context.Context, g Gomega, c client.Client, node, key string) string {
+	n := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+	return n.Labels[key]
+}
