@@ -21,11 +21,15 @@ import (
 // Field owners of a node's upgrade, apart from the node controller's
 // labels.
 const (
-	// FieldOwner manages the cordon the upgrade holds, written once when
-	// it cordons and dropped when it uncordons: a person who cordons the
-	// node meanwhile (uncordon, then cordon) takes the field over, and
-	// the cordon stays theirs. (It managed the label and annotations too
-	// before StateFieldOwner did; their first write moves them over.)
+	// FieldOwner manages the cordon the upgrade holds and the annotation
+	// that says so (AnnotationCordoned), written together once when it
+	// cordons and dropped together when it uncordons: one write, so that
+	// no conflict between two writes (the node lifecycle controller
+	// taints a cordoned node at once) loses which cordon is the
+	// upgrade's. A person who cordons the node meanwhile (uncordon, then
+	// cordon) takes the field over, and the cordon stays theirs. (It
+	// managed the label and annotations too before StateFieldOwner did;
+	// its next write leaves them to StateFieldOwner.)
 	FieldOwner = "gpu-operator-upgrade"
 	// StateFieldOwner manages the upgrade label and annotations.
 	StateFieldOwner = "gpu-operator-upgrade-state"
@@ -129,7 +133,7 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		}
 		n = written
 	}
-	written, err := r.writeUpgrade(ctx, n, step.Next, cordoned, f)
+	written, err := r.writeUpgrade(ctx, n, step.Next, f)
 	if err != nil {
 		return n, f.State, err
 	}
@@ -143,14 +147,14 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 	return written, step.Next, nil
 }
 
-// writeCordon cordons the node, or drops the cordon the upgrade holds, on
-// the version of the node the step was decided from. Server-side apply
-// uncordons by dropping the field: a person who took it over meanwhile
-// keeps the node cordoned.
+// writeCordon cordons the node and marks the cordon the upgrade's, or
+// drops both, on the version of the node the step was decided from.
+// Server-side apply uncordons by dropping the field: a person who took it
+// over meanwhile keeps the node cordoned.
 func (r *Reconciler) writeCordon(ctx context.Context, n *corev1.Node, cordon bool) (*corev1.Node, error) {
 	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion)
 	if cordon {
-		ac.WithSpec(corev1ac.NodeSpec().WithUnschedulable(true))
+		ac.WithSpec(corev1ac.NodeSpec().WithUnschedulable(true)).WithAnnotations(map[string]string{AnnotationCordoned: gpuv1.LabelTrue})
 	}
 	return r.apply(ctx, ac, FieldOwner, "the upgrade's cordon")
 }
@@ -161,15 +165,12 @@ func (r *Reconciler) writeCordon(ctx context.Context, n *corev1.Node, cordon boo
 // one's write arrived) fails with a conflict (errStale) and is taken
 // again, rather than undoing what the first wrote. It returns the node as
 // written.
-func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, st gpuv1.UpgradeState, cordoned bool, f upgrade.Facts) (*corev1.Node, error) {
+func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, st gpuv1.UpgradeState, f upgrade.Facts) (*corev1.Node, error) {
 	since := f.Since
 	if st != f.State {
 		since = f.Now
 	}
 	annotations := map[string]string{AnnotationSince: since.UTC().Format(time.RFC3339)}
-	if cordoned {
-		annotations[AnnotationCordoned] = gpuv1.LabelTrue
-	}
 	labels := map[string]string{}
 	if st != "" {
 		labels[gpuv1.LabelUpgradeState] = string(st)

@@ -1,0 +1,102 @@
+package maintenance
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+)
+
+// conflictOnce answers the first apply of one field owner with a
+// conflict, as the API server does when another writer (the node
+// lifecycle controller tainting a node just cordoned) changed the node
+// between two writes of one look.
+type conflictOnce struct {
+	client.Client
+	owner string
+	done  bool
+}
+
+func (c *conflictOnce) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	o := &client.ApplyOptions{}
+	o.ApplyOptions(opts)
+	if !c.done && o.FieldManager == c.owner {
+		c.done = true
+		return apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "a", nil)
+	}
+	return c.Client.Apply(ctx, obj, opts...)
+}
+
+// The upgrade's cordon and the mark that it is the upgrade's go in one
+// write: a conflict on the state label's write after the cordon (the
+// node lifecycle controller taints a cordoned node at once) must not lose
+// which cordon is the upgrade's, or the node stays cordoned after its
+// upgrade. Found in the e2e pool spec: nodes upgrade-done and cordoned.
+func TestTheUpgradesCordonSurvivesAConflictAfterIt(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	a := gpuNode("a", map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeCordonRequired)}, nil)
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-driver-daemonset", Namespace: fixture.Namespace,
+		Labels: map[string]string{render.LabelState: string(state.Driver)}}}
+	ds.Spec.Template.Annotations = map[string]string{render.AnnotationTemplateHash: "new"}
+	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, ds).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	m, err := metrics.New(prometheus.NewRegistry())
+	g.Expect(err).NotTo(HaveOccurred())
+	writes := &conflictOnce{Client: c, owner: StateFieldOwner}
+	r := &Reconciler{Client: writes, APIReader: c, Pods: podIndex(t, *outdatedDriver("a")), Graph: graph, Namespace: fixture.Namespace,
+		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
+	node := func() *corev1.Node {
+		n := &corev1.Node{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+		return n
+	}
+
+	// The cordon lands; the state label's write conflicts.
+	_, _ = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(writes.done).To(BeTrue(), "the state write conflicted")
+	g.Expect(node().Spec.Unschedulable).To(BeTrue())
+	g.Expect(node().Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeCordonRequired)))
+
+	// The next look finds the node cordoned: by the upgrade, not a person.
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node().Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeWaitForJobs)))
+	g.Expect(node().Annotations).To(HaveKeyWithValue(AnnotationCordoned, gpuv1.LabelTrue))
+
+	// At its end the upgrade takes its cordon back.
+	n := node()
+	n.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeUncordon)
+	g.Expect(c.Update(ctx, n)).To(Succeed())
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(node().Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone)))
+	g.Expect(node().Spec.Unschedulable).To(BeFalse(), "uncordoned after the upgrade")
+	g.Expect(node().Annotations).NotTo(HaveKey(AnnotationCordoned))
+}
