@@ -110,7 +110,7 @@ func (f *Fixture) EnsureNamespace(name string) {
 
 // GPUPod creates a workload pod bound to a node, owned by a controller so
 // that it may be evicted, and running.
-func (f *Fixture) GpuPod(name, node string, mutate func(*corev1.Pod)) *corev1.Pod {
+func (f *Fixture) GPUPod(name, node string, mutate func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{}
 	p.Name, p.Namespace = name, "workloads"
 	p.Labels = map[string]string{"app": name}
@@ -134,7 +134,7 @@ func (f *Fixture) GpuPod(name, node string, mutate func(*corev1.Pod)) *corev1.Po
 // budget, which the test may delete to let the pod go.
 func (f *Fixture) HeldGPUPod(name, node string) *policyv1.PodDisruptionBudget {
 	f.EnsureNamespace("workloads")
-	f.GpuPod(name, node, func(p *corev1.Pod) {
+	f.GPUPod(name, node, func(p *corev1.Pod) {
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": ResourceOne}
 	})
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "workloads"},

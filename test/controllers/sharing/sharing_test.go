@@ -98,7 +98,7 @@ func TestNodeRunsItsDevicePluginConfig(t *testing.T) {
 	// from whole ones', and the kubelet would hand out a GPU a running pod
 	// holds.
 	f.EnsureNamespace("workloads")
-	gpuPod := f.GpuPod("trainer", plain, func(p *corev1.Pod) {
+	gpuPod := f.GPUPod("trainer", plain, func(p *corev1.Pod) {
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": controllertest.ResourceOne}
 	})
 	f.SetLabel(plain, gpuv1.LabelDevicePluginConfig, "ts-4")

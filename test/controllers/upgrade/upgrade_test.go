@@ -82,7 +82,7 @@ func TestRuntimeClassPodIsEvicted(t *testing.T) {
 	f := suite.Setup(t, 1)
 	f.ExpectAllReady(f.Nodes...)
 	f.EnsureNamespace("workloads")
-	pod := f.GpuPod("inference", f.Nodes[0], func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })
+	pod := f.GPUPod("inference", f.Nodes[0], func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })
 
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
 	f.ExpectLabel(f.Nodes[0], gpuv1.LabelUpgradeState, "upgrade-done")
@@ -115,7 +115,7 @@ func TestUpgradeResumesAfterOperatorRestart(t *testing.T) {
 	})
 	f.ExpectAllReady(f.Nodes...)
 	f.EnsureNamespace("workloads")
-	job := f.GpuPod("job", f.Nodes[0], func(*corev1.Pod) {})
+	job := f.GPUPod("job", f.Nodes[0], func(*corev1.Pod) {})
 	log := f.RecordUpgrades()
 
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
@@ -184,4 +184,51 @@ func TestDriverPoolsAndOperatingSystems(t *testing.T) {
 		"nvidia-driver-daemonset-rhel9.4":          "nvcr.io/nvidia/driver:570.172.08-rhel9.4",
 		"nvidia-driver-daemonset-a100-ubuntu22.04": "nvcr.io/nvidia/driver:550.54.15-ubuntu22.04",
 	}))
+}
+
+// Finding 7 of issue 25: a person who uncordons a node in the middle of
+// its upgrade, then cordons it again, keeps it cordoned after the upgrade.
+// The upgrade's cordon has a field owner of its own, written once when it
+// cordons and dropped at the end: the upgrade does not cordon the node
+// again at its next step, so kubectl cordon finds it schedulable and
+// writes, and the person's write owns the field. (Re-cordoned at every
+// step, the node looked cordoned to kubectl, which then writes nothing,
+// and the upgrade's uncordon took the person's cordon away.)
+func TestAPersonsCordonOutlivesTheUpgrade(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 1, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.Driver.UpgradePolicy.WaitForCompletion.PodSelector = "app=job"
+		cp.Spec.Driver.UpgradePolicy.PodDeletion.TimeoutSeconds = ptr.To[int32](600)
+	})
+	node := f.Nodes[0]
+	f.ExpectAllReady(node)
+	f.EnsureNamespace("workloads")
+	job := f.GPUPod("job", node, func(*corev1.Pod) {})
+	pdb := f.HeldGPUPod("training", node)
+	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
+	f.ExpectLabel(node, gpuv1.LabelUpgradeState, string(gpuv1.UpgradeWaitForJobs))
+	g.Expect(f.Node(node).Spec.Unschedulable).To(BeTrue(), "the upgrade cordoned it")
+
+	// kubectl uncordon; the job ends and the upgrade steps on; then
+	// kubectl cordon, which writes only where the node is schedulable.
+	kubectlCordon(f, node, false)
+	g.Expect(suite.Client.Delete(f.Ctx, job, client.GracePeriodSeconds(0))).To(Succeed())
+	f.ExpectLabel(node, gpuv1.LabelUpgradeState, string(gpuv1.UpgradePodDeletion))
+	kubectlCordon(f, node, true)
+	g.Expect(suite.Client.Delete(f.Ctx, pdb)).To(Succeed())
+	f.ExpectLabel(node, gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone))
+	g.Expect(f.Node(node).Spec.Unschedulable).To(BeTrue(), "the person's cordon stays")
+}
+
+// kubectlCordon does what kubectl cordon (or uncordon) does: nothing when
+// the node is as asked already, else a write of spec.unschedulable.
+func kubectlCordon(f *controllertest.Fixture, node string, cordon bool) {
+	NewWithT(f.T).Eventually(func() error {
+		n := f.Node(node)
+		if n.Spec.Unschedulable == cordon {
+			return nil
+		}
+		n.Spec.Unschedulable = cordon
+		return suite.Client.Update(f.Ctx, n)
+	}, controllertest.Timeout, controllertest.Interval).Should(Succeed())
 }
