@@ -1,0 +1,181 @@
+package arbiter_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// explored is the graph of every state reachable from a start.
+type explored struct {
+	states []world
+	index  map[world]int32
+	// progress holds, for each state, its progress moves to other states;
+	// enabled, the progress moves it has (to itself too), by name.
+	progress [][]edge
+	enabled  [][]int32
+	names    map[string]int32
+	parent   []int32
+	via      []string
+}
+
+// edge is a progress move to another state.
+type edge struct{ to, name int32 }
+
+func (e *explored) nameOf(s string) int32 {
+	id, ok := e.names[s]
+	if !ok {
+		id = int32(len(e.names))
+		e.names[s] = id
+	}
+	return id
+}
+
+// explore visits every state reachable from start, checking each, up to
+// limit states.
+func explore(t *testing.T, start world, limit int) *explored {
+	t.Helper()
+	e := &explored{index: map[world]int32{}, names: map[string]int32{}}
+	add := func(w world, from int32, name string) int32 {
+		if id, ok := e.index[w]; ok {
+			return id
+		}
+		id := int32(len(e.states))
+		e.index[w] = id
+		e.states, e.parent, e.via = append(e.states, w), append(e.parent, from), append(e.via, name)
+		e.progress, e.enabled = append(e.progress, nil), append(e.enabled, nil)
+		return id
+	}
+	add(start, -1, "start")
+	for id := int32(0); int(id) < len(e.states); id++ {
+		if len(e.states) > limit {
+			t.Fatalf("more than %d states: the model is too large to explore", limit)
+		}
+		w := e.states[id]
+		if v := violations(w); len(v) > 0 {
+			t.Fatalf("%s\nin:\n%s\nreached by:\n%s", strings.Join(v, "\n"), describe(w), e.path(id))
+		}
+		for _, m := range w.moves() {
+			if v := startViolations(w, m.to); len(v) > 0 {
+				t.Fatalf("%s\nin:\n%s\nreached by:\n%s  %s\n", strings.Join(v, "\n"), describe(m.to), e.path(id), m.name)
+			}
+			to := add(m.to, id, m.name)
+			if !m.progress {
+				continue
+			}
+			name := e.nameOf(m.name)
+			e.enabled[id] = append(e.enabled[id], name)
+			if to != id {
+				e.progress[id] = append(e.progress[id], edge{to, name})
+			}
+		}
+	}
+	return e
+}
+
+// path is how a state was first reached.
+func (e *explored) path(id int32) string {
+	var steps []string
+	for ; id >= 0; id = e.parent[id] {
+		steps = append(steps, e.via[id])
+	}
+	var b strings.Builder
+	for i := len(steps) - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "  %s\n", steps[i])
+	}
+	return b.String()
+}
+
+// livelocks returns the fair cycles of progress moves: progress that never
+// ends although every move that stays possible is taken (weak fairness:
+// a component of states is a fair cycle when each move possible in all
+// of its states is one of its own edges). It is Tarjan's strongly
+// connected components, iterative.
+func (e *explored) livelocks() [][]int32 {
+	n := len(e.states)
+	index, low := make([]int32, n), make([]int32, n)
+	for i := range index {
+		index[i] = -1
+	}
+	onStack := make([]bool, n)
+	var stack []int32
+	var out [][]int32
+	next := int32(0)
+	type frame struct{ v, edge int32 }
+	for root := int32(0); int(root) < n; root++ {
+		if index[root] >= 0 {
+			continue
+		}
+		calls := []frame{{root, 0}}
+		index[root], low[root] = next, next
+		next++
+		stack, onStack[root] = append(stack, root), true
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			if int(f.edge) < len(e.progress[f.v]) {
+				w := e.progress[f.v][f.edge].to
+				f.edge++
+				switch {
+				case index[w] < 0:
+					index[w], low[w] = next, next
+					next++
+					stack, onStack[w] = append(stack, w), true
+					calls = append(calls, frame{w, 0})
+				case onStack[w]:
+					low[f.v] = min(low[f.v], index[w])
+				}
+				continue
+			}
+			v := f.v
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				low[calls[len(calls)-1].v] = min(low[calls[len(calls)-1].v], low[v])
+			}
+			if low[v] != index[v] {
+				continue
+			}
+			var scc []int32
+			for {
+				w := stack[len(stack)-1]
+				stack, onStack[w] = stack[:len(stack)-1], false
+				scc = append(scc, w)
+				if w == v {
+					break
+				}
+			}
+			if len(scc) > 1 && e.fair(scc) {
+				out = append(out, scc)
+			}
+		}
+	}
+	return out
+}
+
+// fair reports whether a component of states holds a fair cycle: every
+// progress move possible in all of its states is an edge within it.
+func (e *explored) fair(scc []int32) bool {
+	in := map[int32]bool{}
+	for _, v := range scc {
+		in[v] = true
+	}
+	taken := map[int32]bool{}
+	for _, v := range scc {
+		for _, ed := range e.progress[v] {
+			if in[ed.to] {
+				taken[ed.name] = true
+			}
+		}
+	}
+	always := map[int32]int{}
+	for _, v := range scc {
+		for _, name := range e.enabled[v] {
+			always[name]++
+		}
+	}
+	for name, n := range always {
+		if n == len(scc) && !taken[name] {
+			return false
+		}
+	}
+	return true
+}

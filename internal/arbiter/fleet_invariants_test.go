@@ -1,0 +1,149 @@
+package arbiter_test
+
+import (
+	"fmt"
+	"strings"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
+)
+
+// violations are what a state breaks, in a person's words.
+func violations(w world) []string {
+	var out []string
+	// Every budget is 1: no operation holds more than one node but where
+	// it started free (a MIG reconfiguration of a node serving nothing).
+	// Each budget counts the others' acting too (startViolations).
+	for op := range arbiter.NumOperations {
+		held := 0
+		for i := range w.size {
+			if n := &w.n[i]; n.phase(op).Holds() && !n.freeHold[op] {
+				held++
+			}
+		}
+		if held > 1 {
+			out = append(out, fmt.Sprintf("the %s holds %d nodes, its budget 1", op, held))
+		}
+	}
+	for i := range w.size {
+		n := &w.n[i]
+		acting := 0
+		for op := range arbiter.NumOperations {
+			if n.phase(op) == arbiter.Active {
+				acting++
+			}
+		}
+		if acting > 1 {
+			out = append(out, fmt.Sprintf("node %c: %d operations act on it", 'a'+i, acting))
+		}
+		for op := range arbiter.NumOperations {
+			if timed(n, op) && !timesOut(*n, op) {
+				out = append(out, fmt.Sprintf("node %c: the %s's step %s has no timeout", 'a'+i, op, n.label(op)))
+			}
+		}
+	}
+	return out
+}
+
+// startViolations are what a move from before to after breaks in its
+// starts: every budget is 1 and counts each node any operation acts on,
+// and those its own operation left parked, so an operation that starts on
+// a node (other than free) found every other node in service. That is
+// what makes maxParallelUpgrades the most nodes out of service at once
+// while upgrades run, whatever else holds nodes.
+func startViolations(before, after world) []string {
+	var out []string
+	for i := range after.size {
+		for op := range arbiter.NumOperations {
+			if before.n[i].phase(op).Holds() || !after.n[i].phase(op).Holds() || after.n[i].freeHold[op] {
+				continue
+			}
+			for j := range before.size {
+				if j == i {
+					continue
+				}
+				for other := range arbiter.NumOperations {
+					ph := before.n[j].phase(other)
+					if ph == arbiter.Active || ph == arbiter.Validating || ph == arbiter.Releasing || (other == op && ph == arbiter.Parked) {
+						out = append(out, fmt.Sprintf("the %s started on node %c while the %s held node %c (%s): its budget of 1 was taken",
+							op, 'a'+i, other, 'a'+j, ph))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// timesOut reports whether the operation's step leaves its state once its
+// timeout passed, whatever else the node shows.
+func timesOut(n node, op arbiter.Operation) bool {
+	n.expired[op] = true
+	switch op {
+	case arbiter.DriverUpgrade:
+		st := n.up.label()
+		f := upgrade.Facts{State: st, Since: long, Now: now, Outdated: n.driverOld, GPUPods: count(n.pods)}
+		s := upgrade.Next(f, upgradePolicy)
+		return s.Next != st || s.Action != upgrade.None
+	case arbiter.Repair:
+		st := n.rep.label()
+		f := remediation.Facts{State: st, Since: long, Now: now, GPUPods: count(n.pods), PluginToReplace: n.repOldPlugin,
+			UnhealthyGPUs: 1, DriverReloadable: true, DownstreamPods: 1}
+		s := remediation.Next(f, repairPolicy)
+		return s.Next != st || s.Action != remediation.None
+	}
+	st := n.mig.label()
+	f := migreconfig.Facts{State: st, Since: long, Now: now, AttemptSince: long, Desired: n.desired.String(),
+		Target: n.migTarget.String(), Applied: n.applied.String(), GPUPods: count(n.pods), ClientPods: 1, ManagerPods: 1,
+		Attempt: int(n.migAttempt), Requeues: int(n.migRequeues), ConfigState: gpuv1.MIGConfigPending}
+	s := migreconfig.Next(f, migPolicy)
+	return s.Next != st || s.Action != migreconfig.None
+}
+
+func (n *node) label(op arbiter.Operation) string {
+	switch op {
+	case arbiter.DriverUpgrade:
+		return string(n.up.label())
+	case arbiter.Repair:
+		return string(n.rep.label())
+	}
+	return string(n.mig.label())
+}
+
+// final: no operation acts, validates or releases anywhere; an operation
+// that stopped failed has a fault to blame; every mark is its holder's.
+func final(w world) (bool, string) {
+	for i := range w.size {
+		n := &w.n[i]
+		for op := range arbiter.NumOperations {
+			switch ph := n.phase(op); {
+			case ph == arbiter.Active || ph == arbiter.Validating || ph == arbiter.Releasing:
+				return false, fmt.Sprintf("node %c: the %s is still %s (%s)", 'a'+i, op, ph, n.label(op))
+			case ph == arbiter.Parked && !n.excused && !(op == arbiter.Repair && n.unhealthy && n.heal == healsNever):
+				return false, fmt.Sprintf("node %c: the %s ended %s with no fault to blame", 'a'+i, op, n.label(op))
+			}
+		}
+		if n.upCordon != n.phase(arbiter.DriverUpgrade).Holds() {
+			return false, fmt.Sprintf("node %c: cordoned=%t with the upgrade %s", 'a'+i, n.upCordon, n.label(arbiter.DriverUpgrade))
+		}
+		if n.repTaint != remediation.Tainted(n.rep.label()) || n.migTaint != migreconfig.Tainted(n.mig.label()) {
+			return false, fmt.Sprintf("node %c: a taint outlives its operation", 'a'+i)
+		}
+	}
+	return true, ""
+}
+
+func describe(w world) string {
+	var b strings.Builder
+	for i := range w.size {
+		n := &w.n[i]
+		fmt.Fprintf(&b, "  node %c: upgrade=%q cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t "+
+			"driverOld=%t driverGone=%t restarting=%t plugin=%t unhealthy=%t heal=%d pods=%t pdb=%t expired=%v excused=%t\n",
+			'a'+i, n.up.label(), n.upCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(),
+			n.driverOld, n.driverGone, n.restarting, n.pluginReady, n.unhealthy, n.heal, n.pods, n.pdb, n.expired, n.excused)
+	}
+	return b.String()
+}
