@@ -127,6 +127,19 @@ func (h *labelHistory) forget(node string) {
 	}
 }
 
+// forgetValue drops when a node's state labels were first seen with value:
+// a spec that checks no state took it from now on keeps the rest, which
+// the order of the node's chain is checked against.
+func (h *labelHistory) forgetValue(node, value string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.times {
+		if strings.HasPrefix(k, node+"/") && strings.HasSuffix(k, "/"+value) {
+			delete(h.times, k)
+		}
+	}
+}
+
 // firstSeen returns when a node's state label was first seen with value.
 func (h *labelHistory) firstSeen(node, state, value string) (time.Time, bool) {
 	h.mu.Lock()

@@ -34,7 +34,21 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	}
 
 	Describe("installed with the documented helm command", Ordered, func() {
-		BeforeAll(func(ctx SpecContext) { ensureInstalled(ctx, documented, healthy) })
+		// The stuck nodes' owner keeps them out of driver upgrades: an
+		// upgrade of a node whose driver never loads would hold a place of
+		// every budget (MIG's and the repairs' too) until its validation
+		// times out.
+		BeforeAll(func(ctx SpecContext) {
+			ensureInstalled(ctx, documented, healthy)
+			for _, n := range stuck {
+				setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, gpuv1.LabelTrue)
+			}
+		})
+		AfterAll(func(ctx SpecContext) {
+			for _, n := range stuck {
+				setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, "")
+			}
+		})
 		leavesTheClusterAsItFoundIt(healthy)
 
 		It("rolls out in order", func(ctx SpecContext) {
@@ -102,6 +116,11 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 
 		It("repairs unhealthy nodes one at a time within maxParallel, through an operator crash", func(ctx SpecContext) {
 			RemediationBudgetSpec(ctx, healthy[:3])
+		})
+
+		It("upgrades the driver of a node whose repair waits for a reboot, and the reboot repairs it", func(ctx SpecContext) {
+			RepairThenUpgradeSpec(ctx, RepairThenUpgradeInput{Sick: healthy[0], Others: healthy[1:],
+				Versions: []string{"570.172.08", "575.57.08"}, Skip: stuck})
 		})
 
 		It("runs a time-slicing configuration per node, restarting only the device plugin and GFD", func(ctx SpecContext) {

@@ -220,7 +220,7 @@ func (b *bindWatch) all() map[string]bind {
 // records them on the node, says so in an event and in the ClusterPolicy's
 // status, and that it all clears when they are healthy again.
 func UnhealthyGPUsSpec(ctx context.Context, node string) {
-	history.forget(node)
+	history.forgetValue(node, string(gpuv1.StatePending))
 	setSimAnnotation(ctx, node, fakeUnhealthyGPUs, "2")
 	Eventually(func(g Gomega) {
 		n := &corev1.Node{}

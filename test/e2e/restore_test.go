@@ -36,10 +36,13 @@ var userMarks = struct{ labels, annotations []string }{
 func ensureInstalled(ctx context.Context, args []string, nodes []string) {
 	if _, err := sh("bin/helm", "status", "gpu-operator", "-n", "gpu-operator"); err != nil {
 		InstallSpec(InstallInput{HelmArgs: args})
-	} else if op == nil {
+		AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+		return
+	}
+	if op == nil {
 		op = startOperator()
 	}
-	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+	waitAllReady(ctx, nodes)
 }
 
 // ensureUninstalled uninstalls the chart if it is installed.
@@ -66,7 +69,9 @@ func leavesTheClusterAsItFoundIt(nodes []string) {
 			op = startOperator()
 		}
 		before.restore(ctx)
-		AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+		// Ready again; the order each chain formed in is the specs' to
+		// check, which know which history they kept.
+		waitAllReady(ctx, nodes)
 	})
 }
 

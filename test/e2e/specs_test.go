@@ -47,6 +47,14 @@ type AllReadyInput struct {
 // a rolling update replaces its pod), then checks that on each node every
 // operand pod was created only after its prerequisites were ready there.
 func AllReadySpec(ctx context.Context, in AllReadyInput) {
+	waitAllReady(ctx, in.Nodes)
+	expectOrder(ctx, in.Nodes)
+}
+
+// waitAllReady waits until every given node is ready on every state, with
+// a pod of each state there.
+func waitAllReady(ctx context.Context, nodes []string) {
+	in := AllReadyInput{Nodes: nodes}
 	Eventually(func(g Gomega) {
 		for _, n := range in.Nodes {
 			labels := node(g, ctx, n).Labels
@@ -56,7 +64,6 @@ func AllReadySpec(ctx context.Context, in AllReadyInput) {
 			}
 		}
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
-	expectOrder(ctx, in.Nodes)
 }
 
 // expectOrder checks the pods on the nodes against the label history.
