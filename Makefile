@@ -59,9 +59,13 @@ vet: ## Run go vet.
 verify: manifests generate bundle ## Fail when generated files are stale, gofmt/go vet complain, or a binary is tracked.
 	hack/verify.sh
 
+# Packages tested at once: the envtest ones mostly wait on their API
+# servers, so more than the cores.
+TEST_PARALLEL ?= 8
+
 .PHONY: test
 test: tools build ## Run the unit, envtest and packaging tests, then the end-to-end specs (builds the toolchain on first use).
-	go test ./... -count=1 -timeout 20m
+	go test ./... -count=1 -timeout 10m -p $(TEST_PARALLEL)
 	$(MAKE) --no-print-directory test-e2e
 
 # A regular expression of the e2e specs to run alone, e.g. FOCUS='MIG'.
@@ -69,7 +73,7 @@ FOCUS ?=
 
 .PHONY: test-e2e
 test-e2e: tools-sim build build-sim-agent ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5; FOCUS=regexp runs the matching specs alone).
-	go test -tags e2e ./test/e2e/... -count=1 -timeout 30m -v -ginkgo.v $(if $(FOCUS),-ginkgo.focus='$(FOCUS)')
+	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v -ginkgo.v $(if $(FOCUS),-ginkgo.focus='$(FOCUS)')
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
