@@ -15,7 +15,7 @@ import (
 )
 
 // driverOSes are the operating systems whose driver images a disconnected
-// cluster mirrors by default: the driver pools' OSes the README supports.
+// cluster mirrors by default: the driver pools' OSes docs/supported-nodes.md lists.
 var driverOSes = []state.OSRelease{{ID: "ubuntu", VersionID: "22.04"}, {ID: "ubuntu", VersionID: "24.04"}, {ID: "rhel", VersionID: "9.4"}}
 
 // relatedImages lists every image the operator runs with the CRD's
