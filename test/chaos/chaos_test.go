@@ -22,7 +22,7 @@ import (
 // The run's options, set after -args: make test-chaos passes
 // -nodes=$(NODES) and CHAOS_ARGS.
 var (
-	nodesFlag     = flag.Int("nodes", 100, "Fake GPU nodes; at least 3, as the churn phase replaces two.")
+	nodesFlag     = flag.Int("nodes", 100, "Fake GPU nodes; at least 6: the churn phase replaces two, the maintenance phase makes four unhealthy.")
 	killsFlag     = flag.Int("kills", 10, "Operator SIGKILLs during the rollout, and again during an upgrade.")
 	unrelatedFlag = flag.Int("unrelated-pods", 20, "Pods per node that have nothing to do with the operator.")
 	outFlag       = flag.String("out", "_output/bench/chaos.json", "Where to write the figures; a relative path is from the repository root.")
@@ -33,8 +33,8 @@ var (
 // invariant was breached or the run could not finish. The table goes to
 // standard output and the figures to -out, pass or fail.
 func TestChaos(t *testing.T) {
-	if *nodesFlag < 3 || *killsFlag < 0 || *unrelatedFlag < 0 {
-		t.Fatal("-nodes must be at least 3, -kills and -unrelated-pods at least 0")
+	if *nodesFlag < 6 || *killsFlag < 0 || *unrelatedFlag < 0 {
+		t.Fatal("-nodes must be at least 6, -kills and -unrelated-pods at least 0")
 	}
 	root := crdschema.RepoRoot()
 	if _, err := os.Stat(filepath.Join(root, "bin", "gpu-operator")); err != nil {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
@@ -35,7 +38,12 @@ type nodeVersion struct {
 	seen          time.Time
 	labels        map[string]string
 	unschedulable bool
-	gone          bool // deleted, or being deleted
+	// unhealthyTaint and migTaint: the operator's repair and MIG taints.
+	unhealthyTaint, migTaint bool
+	// domain is the node's NVLink domain: GFD's label, or the one the
+	// operation holding it kept.
+	domain string
+	gone   bool // deleted, or being deleted
 }
 
 // podEvent is an operand pod created, or starting to go, at revision rv.
@@ -92,8 +100,9 @@ func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 	defer r.mu.Unlock()
 	switch o := obj.(type) {
 	case *corev1.Node:
-		r.nodes[o.Name] = append(r.nodes[o.Name], nodeVersion{rv: rvOf(o), seen: time.Now(), labels: o.Labels,
-			unschedulable: o.Spec.Unschedulable, gone: t == watch.Deleted || o.DeletionTimestamp != nil})
+		v := versionOf(o)
+		v.gone = v.gone || t == watch.Deleted
+		r.nodes[o.Name] = append(r.nodes[o.Name], v)
 	case *corev1.Pod:
 		uid := string(o.UID)
 		e := podEvent{rv: rvOf(o), seen: time.Now(), uid: uid, name: o.Name, state: o.Labels[render.LabelState], node: targetNode(o)}
@@ -115,6 +124,18 @@ func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 		present := t != watch.Deleted && o.DeletionTimestamp == nil
 		r.policies = append(r.policies, policyVersion{rv: rvOf(o), present: present})
 	}
+}
+
+// versionOf is what the checks read of a node as stored.
+func versionOf(n *corev1.Node) nodeVersion {
+	domain := n.Labels[gpuv1.LabelGPUClique]
+	if domain == "" {
+		domain = n.Annotations[gpuv1.AnnotationNVLinkDomain]
+	}
+	return nodeVersion{rv: rvOf(n), seen: time.Now(), labels: n.Labels, unschedulable: n.Spec.Unschedulable,
+		gone: n.DeletionTimestamp != nil, domain: domain,
+		unhealthyTaint: slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint),
+		migTaint:       slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint)}
 }
 
 // watchGaps is how many times the recording listed again.
@@ -198,4 +219,16 @@ func (r *recorder) sortAll() {
 // upgradeState is a node version's driver upgrade state.
 func (v nodeVersion) upgradeState() gpuv1.UpgradeState {
 	return gpuv1.UpgradeState(v.labels[gpuv1.LabelUpgradeState])
+}
+
+// phase is where an operation stands in a node version, as the arbiter
+// reads its label.
+func (v nodeVersion) phase(op arbiter.Operation) arbiter.Phase {
+	switch op {
+	case arbiter.DriverUpgrade:
+		return arbiter.UpgradePhase(v.upgradeState(), true)
+	case arbiter.Repair:
+		return arbiter.RepairPhase(gpuv1.RemediationState(v.labels[gpuv1.LabelRemediationState]), true)
+	}
+	return arbiter.MIGPhase(gpuv1.MIGReconfigureState(v.labels[gpuv1.LabelMIGReconfigureState]), true)
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
-	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
 
 // Invariants are the counts that must all be zero after a chaos run.
@@ -18,15 +18,29 @@ type Invariants struct {
 	// state they wait for was not ready (or disabled) there.
 	PodsBeforePrerequisites int `json:"podsBeforePrerequisites"`
 	// DriverPodsDeletedOutsideUpgrade: driver pods that started going while
-	// their node was not at the upgrade's pod-restart-required step, the
-	// node still existed and a ClusterPolicy was active.
+	// their node was neither at the upgrade's pod-restart-required step
+	// nor at a repair's driver-reload step, the node still existed and a
+	// ClusterPolicy was active.
 	DriverPodsDeletedOutsideUpgrade int `json:"driverPodsDeletedOutsideUpgrade"`
 	// WorkloadPodsDeletedNotEvicted: pods outside the operator's namespace
 	// the operator deleted rather than evicted (its audit log).
 	WorkloadPodsDeletedNotEvicted int `json:"workloadPodsDeletedNotEvicted"`
-	// InstantsOverBudget: node versions after which more nodes were in an
-	// upgrade than maxParallelUpgrades allows.
+	// InstantsOverBudget: node versions after which an operation (a
+	// driver upgrade, a repair, a MIG reconfiguration) held more nodes
+	// than its budget allows. A MIG reconfiguration that restores a
+	// node's devices within another operation's hold takes no place.
 	InstantsOverBudget int `json:"instantsOverBudget"`
+	// InstantsOverDomainCap: node versions after which more NVLink
+	// domains had a node out of service than the cap allows.
+	InstantsOverDomainCap int `json:"instantsOverDomainCap"`
+	// InstantsActedOnByTwo: node versions in which two operations acted
+	// on one node.
+	InstantsActedOnByTwo int `json:"instantsActedOnByTwo"`
+	// NodesLeftTainted: nodes carrying the operator's repair or MIG taint
+	// at the end.
+	NodesLeftTainted int `json:"nodesLeftTainted"`
+	// NodesNotFinal: nodes an operation had not finished on at the end.
+	NodesNotFinal int `json:"nodesNotFinal"`
 	// NodesLeftCordoned: nodes unschedulable at the end.
 	NodesLeftCordoned int `json:"nodesLeftCordoned"`
 	// PhasesNotConverged: faults after which the fleet did not converge
@@ -41,7 +55,8 @@ type Invariants struct {
 // it is 0.
 func (i Invariants) total() int {
 	return i.PodsBeforePrerequisites + i.DriverPodsDeletedOutsideUpgrade + i.WorkloadPodsDeletedNotEvicted +
-		i.InstantsOverBudget + i.NodesLeftCordoned + i.PhasesNotConverged + i.UserMarksLost
+		i.InstantsOverBudget + i.InstantsOverDomainCap + i.InstantsActedOnByTwo + i.NodesLeftCordoned + i.NodesLeftTainted +
+		i.NodesNotFinal + i.PhasesNotConverged + i.UserMarksLost
 }
 
 // controllerLag is how long after a prerequisite left ready a DaemonSet
@@ -60,15 +75,19 @@ type Checked struct {
 	PodsCreatedOnStaleView int `json:"podsCreatedOnStaleView"`
 }
 
+// limits are the run's budgets: the most nodes each operation may hold,
+// and the most NVLink domains out of service (0: no cap).
+type limits struct {
+	ops     [arbiter.NumOperations]int
+	domains int
+}
+
 // check counts the breaches the recorded history holds, with up to a few
-// examples of each.
-func (r *recorder) check(graph *state.Graph, maxParallel int) (Invariants, Checked, []string, int) {
+// examples of each; peak is the most nodes in a driver upgrade at once.
+func (r *recorder) check(graph *state.Graph, l limits) (inv Invariants, seen Checked, examples []string, peak int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sortAll()
-	var inv Invariants
-	var seen Checked
-	var examples []string
 	example := func(format string, args ...any) {
 		if len(examples) < 20 {
 			examples = append(examples, fmt.Sprintf(format, args...))
@@ -109,19 +128,21 @@ func (r *recorder) check(graph *state.Graph, maxParallel int) (Invariants, Check
 		if e.state == string(state.Driver) {
 			seen.DriverPodsDeleted++
 		}
-		if e.state == string(state.Driver) && !n.gone && r.policyAt(e.rv) && n.upgradeState() != gpuv1.UpgradePodRestart {
+		if e.state == string(state.Driver) && !n.gone && r.policyAt(e.rv) && !n.replacesDriver() {
 			inv.DriverPodsDeletedOutsideUpgrade++
-			example("driver pod %s on %s started going at revision %d in upgrade state %q", e.name, e.node, e.rv, n.upgradeState())
+			example("driver pod %s on %s started going at revision %d in upgrade state %q, repair state %q",
+				e.name, e.node, e.rv, n.upgradeState(), n.labels[gpuv1.LabelRemediationState])
 		}
 	}
-	peak := r.replayBudget(maxParallel, &inv, example)
+	peak = r.replayMaintenance(l, &inv, example)
 	return inv, seen, examples, peak
 }
 
-// replayBudget walks every node version in revision order and counts the
-// instants more nodes were in an upgrade than the budget allows; it
-// returns the peak.
-func (r *recorder) replayBudget(maxParallel int, inv *Invariants, example func(string, ...any)) int {
+// replayMaintenance walks every node version in revision order and counts
+// the instants an operation held more nodes than its budget, more NVLink
+// domains were out of service than the cap, or two operations acted on
+// one node; it returns the most nodes in a driver upgrade at once.
+func (r *recorder) replayMaintenance(l limits, inv *Invariants, example func(string, ...any)) int {
 	type change struct {
 		node string
 		v    nodeVersion
@@ -133,22 +154,81 @@ func (r *recorder) replayBudget(maxParallel int, inv *Invariants, example func(s
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].v.rv < all[j].v.rv })
-	current := map[string]bool{}
+	current := map[string]nodeVersion{}
 	peak := 0
 	for _, c := range all {
-		busy := !c.v.gone && upgrade.InProgress(c.v.upgradeState())
-		if busy {
-			current[c.node] = true
-		} else {
+		if c.v.gone {
 			delete(current, c.node)
+		} else {
+			current[c.node] = c.v
 		}
-		peak = max(peak, len(current))
-		if len(current) > maxParallel {
-			inv.InstantsOverBudget++
-			example("%d nodes in an upgrade at revision %d (budget %d)", len(current), c.v.rv, maxParallel)
+		var held [arbiter.NumOperations]int
+		domains := map[string]bool{}
+		acting := 0
+		for name, v := range current {
+			holders, act := 0, 0
+			for op := range arbiter.NumOperations {
+				ph := v.phase(op)
+				if ph.Holds() {
+					holders++
+				}
+				if ph == arbiter.Active {
+					act++
+				}
+			}
+			for op := range arbiter.NumOperations {
+				if v.phase(op).Holds() && (op != arbiter.MIGReconfiguration || holders == 1) {
+					held[op]++
+				}
+			}
+			if holders > 0 {
+				domain := v.domain
+				if domain == "" {
+					domain = "node/" + name
+				}
+				domains[domain] = true
+			}
+			if act > 1 && name == c.node {
+				acting++
+			}
+		}
+		peak = max(peak, held[arbiter.DriverUpgrade])
+		for op := range arbiter.NumOperations {
+			if l.ops[op] > 0 && held[op] > l.ops[op] {
+				inv.InstantsOverBudget++
+				example("%d nodes held by the %s at revision %d (budget %d)", held[op], op, c.v.rv, l.ops[op])
+			}
+		}
+		if l.domains > 0 && len(domains) > l.domains {
+			inv.InstantsOverDomainCap++
+			example("%d NVLink domains out of service at revision %d (cap %d)", len(domains), c.v.rv, l.domains)
+		}
+		if acting > 0 {
+			inv.InstantsActedOnByTwo++
+			example("two operations act on %s at revision %d", c.node, c.v.rv)
 		}
 	}
 	return peak
+}
+
+// replacesDriver reports whether an operation may delete the node's
+// driver pod in this version: the upgrade at its pod restart, or a repair
+// reloading the driver.
+func (v nodeVersion) replacesDriver() bool {
+	return v.upgradeState() == gpuv1.UpgradePodRestart ||
+		v.labels[gpuv1.LabelRemediationState] == string(gpuv1.RemediationDriverReload)
+}
+
+// final reports whether every operation is where it ends in a node
+// version: nothing to do, or done. A node an operation wants (required)
+// is not final either.
+func (v nodeVersion) final() bool {
+	for op := range arbiter.NumOperations {
+		if v.phase(op) != arbiter.Idle {
+			return false
+		}
+	}
+	return true
 }
 
 // workloadDeletes counts the operator's deletes of pods outside its

@@ -14,35 +14,44 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
-// chaosPhase is one fault scenario; the fleet must converge after it.
+// chaosPhase is one fault scenario; the fleet must converge after it,
+// within limit (convergeLimit if 0).
 type chaosPhase struct {
 	name, faults string
 	run          func(ctx context.Context) error
+	limit        time.Duration
 }
 
 // Driver versions the phases move the fleet through, in order.
-var chaosVersions = []gpuv1.DriverVersion{"550.54.15", "570.172.08", "575.57.08", "580.82.07", "580.95.05", "590.44.01"}
+var chaosVersions = []gpuv1.DriverVersion{"550.54.15", "570.172.08", "575.57.08", "580.82.07", "580.95.05", "590.44.01", "590.48.01", "595.45.04"}
 
 // phases are the faults of issue 12, in an order that leaves each on a
 // converged fleet.
 func (r *chaosRun) phases(kills int) []chaosPhase {
 	return []chaosPhase{
-		{"rollout", fmt.Sprintf("%d operator SIGKILLs during the first rollout", kills), func(ctx context.Context) error {
+		{name: "rollout", faults: fmt.Sprintf("%d operator SIGKILLs during the first rollout", kills), run: func(ctx context.Context) error {
 			if err := r.s.Client.Create(ctx, policy(r.opts.nodes)); err != nil {
 				return err
 			}
 			return r.killOperator(ctx, kills)
 		}},
-		{"upgrade", fmt.Sprintf("%d operator SIGKILLs during a driver upgrade", kills), func(ctx context.Context) error {
+		{name: "upgrade", faults: fmt.Sprintf("%d operator SIGKILLs during a driver upgrade", kills), run: func(ctx context.Context) error {
 			if err := r.upgradeTo(ctx, chaosVersions[0]); err != nil {
 				return err
 			}
 			return r.killOperator(ctx, kills)
 		}},
-		{"failover", "two replicas; the leader SIGKILLed mid-upgrade", r.failover},
-		{"policy deleted", "ClusterPolicy deleted mid-upgrade and created again; kube-apiserver, then etcd, restarted mid-rollout", r.policyDeleted},
-		{"429s", "the API server refusing what exceeds 20 requests in flight for a minute, during a rolling update", r.refusing},
-		{"churn", "nodes deleted and added, a state label removed, a DaemonSet edited, a node cordoned and uncordoned, the version changed twice, all mid-upgrade", r.churn},
+		{name: "failover", faults: "two replicas; the leader SIGKILLed mid-upgrade", run: r.failover},
+		{name: "policy deleted", faults: "ClusterPolicy deleted mid-upgrade and created again; kube-apiserver, then etcd, restarted mid-rollout",
+			run: r.policyDeleted},
+		{name: "429s", faults: "the API server refusing what exceeds 20 requests in flight for a minute, during a rolling update", run: r.refusing},
+		{name: "churn", faults: "nodes deleted and added, a state label removed, a DaemonSet edited, a node cordoned and uncordoned, " +
+			"the version changed twice, all mid-upgrade", run: r.churn},
+		// Three operations' work within shared budgets: the upgrade alone
+		// takes about half the time.
+		{name: "maintenance", faults: fmt.Sprintf("repairs (plugin restart, reload, reboot), MIG reconfigurations and a driver upgrade "+
+			"at once, within %s each and %d NVLink domains; %d operator SIGKILLs; the version changed mid-flight", maintenanceBudget, domainCap, kills/2),
+			run: func(ctx context.Context) error { return r.maintenance(ctx, kills/2) }, limit: maintenanceLimit},
 	}
 }
 
@@ -161,6 +170,9 @@ func (r *chaosRun) churn(ctx context.Context) error {
 		}
 		r.names = append(r.names, name)
 		if err := r.markNodes(ctx, []string{name}); err != nil {
+			return err
+		}
+		if err := r.labelCliques(ctx, []string{name}); err != nil {
 			return err
 		}
 	}

@@ -26,11 +26,17 @@ type ChaosResult struct {
 	UnrelatedPodsPerNode int       `json:"unrelatedPodsPerNode"`
 	GPUWorkloadPods      int       `json:"gpuWorkloadPods"`
 	MaxParallelUpgrades  int       `json:"maxParallelUpgrades"`
+	MaxParallelRepairs   int       `json:"maxParallelRepairs"`
+	MaxParallelMIG       int       `json:"maxParallelMIG"`
+	MaxNVLinkDomains     int       `json:"maxUnavailableNVLinkDomains"`
+	NodesPerNVLinkDomain int       `json:"nodesPerNVLinkDomain"`
 	OperatorKills        int       `json:"operatorKills"`
 	// OperatorRestarts counts exits of the operator the run did not cause
 	// (a lost lease), each started again.
-	OperatorRestarts int          `json:"operatorRestarts"`
-	Phases           []ChaosPhase `json:"phases"`
+	OperatorRestarts int `json:"operatorRestarts"`
+	// Reboots counts the nodes the kured stand-in rebooted.
+	Reboots int          `json:"reboots"`
+	Phases  []ChaosPhase `json:"phases"`
 	// FailoverSeconds is from the leader's SIGKILL until the follower held
 	// the lease.
 	FailoverSeconds float64    `json:"failoverSeconds"`
@@ -46,8 +52,10 @@ type ChaosResult struct {
 // after each, then every invariant count.
 func printChaos(w io.Writer, r *ChaosResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "chaos, %d GPU nodes, %d unrelated pods each, %d GPU workload pods under a PDB, maxParallelUpgrades %d\n",
-		r.Nodes, r.UnrelatedPodsPerNode, r.GPUWorkloadPods, r.MaxParallelUpgrades)
+	fmt.Fprintf(tw, "chaos, %d GPU nodes, %d unrelated pods each, %d GPU workload pods under a PDB\n",
+		r.Nodes, r.UnrelatedPodsPerNode, r.GPUWorkloadPods)
+	fmt.Fprintf(tw, "budgets: %d upgrades, %d repairs, %d MIG reconfigurations, %d NVLink domains of %d nodes\n",
+		r.MaxParallelUpgrades, r.MaxParallelRepairs, r.MaxParallelMIG, r.MaxNVLinkDomains, r.NodesPerNVLinkDomain)
 	fmt.Fprintln(tw, "phase\tconverged after the last fault (s)\tfaults")
 	for _, p := range r.Phases {
 		conv := fmt.Sprintf("%.1f", p.ConvergedSeconds)
@@ -61,6 +69,7 @@ func printChaos(w io.Writer, r *ChaosResult) {
 	fmt.Fprintf(tw, "leader failover: SIGKILL to the follower holding the lease (s)\t%.1f\n", r.FailoverSeconds)
 	fmt.Fprintf(tw, "operator SIGKILLs; exits of its own, restarted\t%d; %d\n", r.OperatorKills, r.OperatorRestarts)
 	fmt.Fprintf(tw, "peak nodes in an upgrade at once (budget %d)\t%d\n", r.MaxParallelUpgrades, r.PeakInUpgrade)
+	fmt.Fprintf(tw, "nodes rebooted by the kured stand-in\t%d\n", r.Reboots)
 	fmt.Fprintln(tw, "invariant\tcount (must be 0)")
 	inv := r.Invariants
 	for _, row := range []struct {
@@ -68,11 +77,15 @@ func printChaos(w io.Writer, r *ChaosResult) {
 		n    int
 	}{
 		{"pods created on a node before a prerequisite was ready there", inv.PodsBeforePrerequisites},
-		{"driver pods deleted other than by the upgrade state machine", inv.DriverPodsDeletedOutsideUpgrade},
+		{"driver pods deleted other than by the upgrade's pod restart or a repair's reload", inv.DriverPodsDeletedOutsideUpgrade},
 		{"GPU workload pods deleted by the operator other than through the Eviction API", inv.WorkloadPodsDeletedNotEvicted},
-		{"instants with more nodes in an upgrade than the budget", inv.InstantsOverBudget},
+		{"instants with an operation holding more nodes than its budget", inv.InstantsOverBudget},
+		{"instants with more NVLink domains out of service than the cap", inv.InstantsOverDomainCap},
+		{"instants with two operations acting on one node", inv.InstantsActedOnByTwo},
 		{"nodes left cordoned", inv.NodesLeftCordoned},
-		{"faults not converged within 5 minutes", inv.PhasesNotConverged},
+		{"nodes left with the operator's repair or MIG taint", inv.NodesLeftTainted},
+		{"nodes left with an operation unfinished", inv.NodesNotFinal},
+		{"faults not converged within their limit (5 minutes; 10 after maintenance)", inv.PhasesNotConverged},
 		{"user labels or taints lost", inv.UserMarksLost},
 	} {
 		fmt.Fprintf(tw, "%s\t%d\n", row.name, row.n)

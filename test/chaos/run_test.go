@@ -3,12 +3,14 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
@@ -29,7 +32,8 @@ import (
 )
 
 const (
-	// convergeLimit is how long the fleet has to converge after a fault.
+	// convergeLimit is how long the fleet has to converge after a fault,
+	// unless the phase says otherwise.
 	convergeLimit = 5 * time.Minute
 	// workloadNamespace holds the GPU workloads the upgrades must evict.
 	workloadNamespace = "chaos-workloads"
@@ -67,6 +71,10 @@ type chaosRun struct {
 	names []string
 	// version is the driver version the fleet must end on.
 	version gpuv1.DriverVersion
+	// migNodes are the nodes given a MIG layout (the maintenance phase).
+	migNodes []string
+	// reboots counts the kured stand-in's reboots.
+	reboots atomic.Int32
 }
 
 // keyOf is a cluster-scoped object's key.
@@ -103,6 +111,12 @@ func runChaos(ctx context.Context, root string, log io.Writer, opts options) (*C
 	if err := r.markNodes(ctx, r.names); err != nil {
 		return res, err
 	}
+	if err := r.labelCliques(ctx, r.names); err != nil {
+		return res, err
+	}
+	l := r.limits()
+	res.MaxParallelRepairs, res.MaxParallelMIG, res.MaxNVLinkDomains = l.ops[arbiter.Repair], l.ops[arbiter.MIGReconfiguration], l.domains
+	res.NodesPerNVLinkDomain = rackSize
 	// As documented, except that the run creates the ClusterPolicy itself.
 	if err := s.InstallChart("clusterPolicy.create=false"); err != nil {
 		return res, err
@@ -136,7 +150,7 @@ func runChaos(ctx context.Context, root string, log io.Writer, opts options) (*C
 			return res, fmt.Errorf("phase %s: %w", p.name, err)
 		}
 		after := time.Now()
-		err := r.converge(ctx)
+		err := r.converge(ctx, cmp.Or(p.limit, convergeLimit))
 		phase.ConvergedSeconds = time.Since(after).Seconds()
 		phase.Converged = err == nil
 		if err != nil {
@@ -153,18 +167,33 @@ func runChaos(ctx context.Context, root string, log io.Writer, opts options) (*C
 func (r *chaosRun) finish(ctx context.Context, rec *recorder, graph *state.Graph) error {
 	// Let the last writes reach the watches.
 	time.Sleep(3 * time.Second)
-	inv, seen, examples, peak := rec.check(graph, r.res.MaxParallelUpgrades)
+	inv, seen, examples, peak := rec.check(graph, r.limits())
 	inv.PhasesNotConverged = r.res.Invariants.PhasesNotConverged
 	nodes := &corev1.NodeList{}
 	if err := r.s.Client.List(ctx, nodes); err != nil {
 		return err
 	}
-	for _, n := range nodes.Items {
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.DeletionTimestamp != nil {
+			continue
+		}
+		v := versionOf(n)
 		if n.Spec.Unschedulable {
 			inv.NodesLeftCordoned++
 			examples = append(examples, "node "+n.Name+" left cordoned")
 		}
+		if v.unhealthyTaint || v.migTaint {
+			inv.NodesLeftTainted++
+			examples = append(examples, "node "+n.Name+" left with the operator's repair or MIG taint")
+		}
+		if !v.final() {
+			inv.NodesNotFinal++
+			examples = append(examples, fmt.Sprintf("node %s left with an operation unfinished: upgrade %q, repair %q, MIG %q", n.Name,
+				n.Labels[gpuv1.LabelUpgradeState], n.Labels[gpuv1.LabelRemediationState], n.Labels[gpuv1.LabelMIGReconfigureState]))
+		}
 	}
+	r.res.Reboots = int(r.reboots.Load())
 	var err error
 	if inv.UserMarksLost, err = r.userMarksLost(ctx, r.names); err != nil {
 		return err
@@ -222,10 +251,11 @@ func (r *chaosRun) gpuWorkloads(ctx context.Context) (int, error) {
 }
 
 // converge waits until every GPU node runs every state on the expected
-// driver, out of any upgrade and schedulable.
-func (r *chaosRun) converge(ctx context.Context) error {
+// driver, out of any upgrade, repair or MIG reconfiguration, untainted by
+// the operator and schedulable.
+func (r *chaosRun) converge(ctx context.Context, limit time.Duration) error {
 	states := []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
-	return simcluster.Poll(ctx, convergeLimit, time.Second, func() (bool, string, error) {
+	return simcluster.Poll(ctx, limit, time.Second, func() (bool, string, error) {
 		if err := r.ensureOperator(ctx); err != nil {
 			return false, "restarting the operator", err
 		}
@@ -239,7 +269,7 @@ func (r *chaosRun) converge(ctx context.Context) error {
 			if n.Labels["feature.node.kubernetes.io/pci-10de.present"] != "true" || n.DeletionTimestamp != nil {
 				continue
 			}
-			ok := !n.Spec.Unschedulable && n.Labels[gpuv1.LabelDriverVersion] == string(r.version)
+			ok := !n.Spec.Unschedulable && n.Labels[gpuv1.LabelDriverVersion] == string(r.version) && r.maintenanceDone(&n) == ""
 			if st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); st != "" && st != gpuv1.UpgradeDone {
 				ok = false
 			}
@@ -343,12 +373,14 @@ func (r *chaosRun) startOperator(ctx context.Context, name string, l simcluster.
 }
 
 // policy is the ClusterPolicy the chart's documented install creates, with
-// a fleet upgrade budget of 10% of the nodes.
+// a fleet upgrade budget of 10% of the nodes and at most domainCap NVLink
+// domains out of service at once.
 func policy(nodes int) *gpuv1.ClusterPolicy {
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}
 	cp.Spec.Driver.Enabled = ptr.To(true)
 	cp.Spec.Driver.Version = driverVersion
 	cp.Spec.Driver.UpgradePolicy.MaxParallelUpgrades = ptr.To(int32(maxParallel(nodes)))
+	cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains = ptr.To(intstr.FromInt32(domainCap))
 	return cp
 }
 
