@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -99,4 +100,30 @@ func TestTheUpgradesCordonSurvivesAConflictAfterIt(t *testing.T) {
 	g.Expect(node().Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone)))
 	g.Expect(node().Spec.Unschedulable).To(BeFalse(), "uncordoned after the upgrade")
 	g.Expect(node().Annotations).NotTo(HaveKey(AnnotationCordoned))
+}
+
+// Turning remediation off removes the repair's label, annotations and
+// taint, and leaves a person's approval: it is theirs to remove.
+func TestForgettingARepairKeepsTheApproval(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	a := gpuNode("a", nil, nil)
+	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(a).Build()
+	r := &Reconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(10), Timers: fixture.Timers()}
+	n := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+	written, err := r.apply(ctx, corev1ac.Node("a").WithResourceVersion(n.ResourceVersion).
+		WithLabels(map[string]string{gpuv1.LabelRemediationState: string(gpuv1.RemediationEviction)}).
+		WithAnnotations(map[string]string{AnnotationRemediationSince: "2026-12-01T00:00:00Z"}), RemediationFieldOwner, "a repair")
+	g.Expect(err).NotTo(HaveOccurred())
+	tainted, err := r.patchTaint(ctx, written, true, false)
+	g.Expect(err).NotTo(HaveOccurred())
+	tainted.Annotations[gpuv1.AnnotationRemediationApproved] = gpuv1.LabelTrue
+	g.Expect(c.Update(ctx, tainted, client.FieldOwner("kubectl-annotate"))).To(Succeed())
+
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+	g.Expect(r.forgetRemediation(ctx, n)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+	g.Expect(hasRemediationMarks(n)).To(BeFalse(), "labels %v, annotations %v, taints %v", n.Labels, n.Annotations, n.Spec.Taints)
+	g.Expect(n.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue))
 }

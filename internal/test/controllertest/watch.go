@@ -73,3 +73,17 @@ func (f *Fixture) Reconciled() {
 		g.Expect(cp.Status.ObservedGeneration).To(Equal(cp.Generation))
 	}, Timeout, Interval).Should(Succeed())
 }
+
+// WatchOwnNodes calls see with every version of the test's own nodes
+// (f.Nodes), as WatchNodes does: the server holds other tests' nodes too.
+func (f *Fixture) WatchOwnNodes(see func(*corev1.Node)) context.CancelFunc {
+	own := map[string]bool{}
+	for _, n := range f.Nodes {
+		own[n] = true
+	}
+	return f.WatchNodes(func(n *corev1.Node) {
+		if own[n.Name] {
+			see(n)
+		}
+	})
+}

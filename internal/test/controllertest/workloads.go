@@ -29,21 +29,12 @@ type UpgradeLog struct {
 	lines      []string
 	current    map[string]gpuv1.UpgradeState
 	maxAtOnce  int
-	nodes      map[string]bool
 	cancelFunc context.CancelFunc
 }
 
 func (f *Fixture) RecordUpgrades() *UpgradeLog {
-	l := &UpgradeLog{start: time.Now(), seq: map[string][]gpuv1.UpgradeState{}, current: map[string]gpuv1.UpgradeState{},
-		nodes: map[string]bool{}}
-	for _, n := range f.Nodes {
-		l.nodes[n] = true
-	}
-	l.cancelFunc = f.WatchNodes(func(n *corev1.Node) {
-		if l.nodes[n.Name] {
-			l.observe(n)
-		}
-	})
+	l := &UpgradeLog{start: time.Now(), seq: map[string][]gpuv1.UpgradeState{}, current: map[string]gpuv1.UpgradeState{}}
+	l.cancelFunc = f.WatchOwnNodes(l.observe)
 	return l
 }
 

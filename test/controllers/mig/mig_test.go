@@ -33,15 +33,7 @@ type migLog struct {
 
 func recordMIG(f *controllertest.Fixture) *migLog {
 	l := &migLog{start: time.Now(), current: map[string]gpuv1.MIGReconfigureState{}, seq: map[string][]gpuv1.MIGReconfigureState{}}
-	ours := map[string]bool{}
-	for _, n := range f.Nodes {
-		ours[n] = true
-	}
-	f.WatchNodes(func(n *corev1.Node) {
-		if ours[n.Name] {
-			l.observe(n)
-		}
-	})
+	f.WatchOwnNodes(l.observe)
 	return l
 }
 

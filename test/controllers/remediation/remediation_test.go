@@ -10,8 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
@@ -41,15 +39,7 @@ type busyLog struct {
 
 func recordBusy(f *controllertest.Fixture) *busyLog {
 	l := &busyLog{busy: map[string]bool{}, last: map[string]string{}, start: time.Now()}
-	mine := map[string]bool{}
-	for _, n := range f.Nodes {
-		mine[n] = true
-	}
-	f.WatchNodes(func(n *corev1.Node) {
-		if mine[n.Name] {
-			l.observe(n)
-		}
-	})
+	f.WatchOwnNodes(l.observe)
 	return l
 }
 
@@ -83,15 +73,7 @@ func (l *busyLog) observe(n *corev1.Node) {
 // (maxParallelUpgrades 1), and the upgrade follows it.
 func TestRepairAndUpgradeShareTheBudget(t *testing.T) {
 	g := NewWithT(t)
-	f := suite.Setup(t, 2, func(cp *gpuv1.ClusterPolicy) {
-		cp.Spec.Operator.Remediation = gpuv1.RemediationSpec{Enabled: true, MaxParallel: ptr.To(intstr.FromInt32(1))}
-		cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
-	})
-	f.ExpectAllReady(f.Nodes...)
-	sick := f.Nodes[0]
-	log := recordBusy(f)
-	f.Annotate(sick, fakenode.AnnotationUnhealthyUntil, fakenode.HealOnDevicePluginRestart)
-	f.Annotate(sick, fakenode.AnnotationUnhealthyGPUs, "2")
+	f, sick, log := repairBeforeAnUpgrade(t, 2, fakenode.HealOnDevicePluginRestart)
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationDevicePluginRestart), repairTimeout)
 
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
@@ -129,10 +111,13 @@ func remediationMarks(f *controllertest.Fixture, node string) func() []string {
 }
 
 // A repair held in its eviction (a GPU pod under a PodDisruptionBudget)
-// leaves nothing behind when remediation is turned off, but a person's
-// approval; turned on again, the repair starts over; and the ClusterPolicy's
-// deletion removes it all before the policy goes (that the finalizer
-// counts the repair's marks is TestNotCleanedUp's).
+// leaves nothing behind when remediation is turned off; a person's
+// approval given meanwhile stays; turned on again, the repair starts over
+// and spends it; and the ClusterPolicy's deletion removes it all before
+// the policy goes (that the finalizer counts the repair's marks is
+// TestNotCleanedUp's; that turning remediation off leaves an approval the
+// cleanup finds is TestForgettingARepairKeepsTheApproval's: an approval
+// given during a repair here would race its spending).
 func TestRepairMarksGoWithTheOption(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 1, func(cp *gpuv1.ClusterPolicy) {
@@ -145,11 +130,10 @@ func TestRepairMarksGoWithTheOption(t *testing.T) {
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationEviction), repairTimeout)
 	g.Expect(remediationMarks(f, sick)()).To(ContainElements("taint", "label=eviction-required",
 		"nvidia.com/gpu-remediation.expected-gpus", "nvidia.com/gpu-remediation.since"))
-	f.Annotate(sick, gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue)
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.Remediation.Enabled = false })
 	g.Eventually(remediationMarks(f, sick), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
-	g.Expect(f.Node(sick).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue), "the person's")
+	f.Annotate(sick, gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue)
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.Remediation.Enabled = true })
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationEviction), controllertest.Timeout)

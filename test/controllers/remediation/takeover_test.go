@@ -22,15 +22,7 @@ import (
 // afterwards. Every node ends upgraded, uncordoned, untainted.
 func TestUpgradeTakesOverARepairWaitingForAReboot(t *testing.T) {
 	g := NewWithT(t)
-	f := suite.Setup(t, 3, func(cp *gpuv1.ClusterPolicy) {
-		cp.Spec.Operator.Remediation = gpuv1.RemediationSpec{Enabled: true, MaxParallel: ptr.To(intstr.FromInt32(1))}
-		cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
-	})
-	f.ExpectAllReady(f.Nodes...)
-	sick := f.Nodes[0]
-	log := recordBusy(f)
-	f.Annotate(sick, fakenode.AnnotationUnhealthyUntil, fakenode.HealOnReboot)
-	f.Annotate(sick, fakenode.AnnotationUnhealthyGPUs, "2")
+	f, sick, log := repairBeforeAnUpgrade(t, 3, fakenode.HealOnReboot)
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationRebootRequired), repairTimeout)
 
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
@@ -48,4 +40,21 @@ func TestUpgradeTakesOverARepairWaitingForAReboot(t *testing.T) {
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	t.Logf("as the nodes' labels went:\n%s", strings.Join(log.lines, "\n"))
+}
+
+// repairBeforeAnUpgrade starts nodes with remediation on (one repair at a
+// time) and maxUnavailable 100%, and makes the first node's GPUs unhealthy
+// until heal. It returns the fixture, the sick node and the log of the
+// nodes' repair and upgrade states.
+func repairBeforeAnUpgrade(t *testing.T, nodes int, heal string) (*controllertest.Fixture, string, *busyLog) {
+	f := suite.Setup(t, nodes, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.Operator.Remediation = gpuv1.RemediationSpec{Enabled: true, MaxParallel: ptr.To(intstr.FromInt32(1))}
+		cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	})
+	f.ExpectAllReady(f.Nodes...)
+	sick := f.Nodes[0]
+	log := recordBusy(f)
+	f.Annotate(sick, fakenode.AnnotationUnhealthyUntil, heal)
+	f.Annotate(sick, fakenode.AnnotationUnhealthyGPUs, "2")
+	return f, sick, log
 }
