@@ -14,6 +14,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
 // Options returns the cache options: by default only objects labelled as the
@@ -61,7 +62,8 @@ func NewNodeTrimmer() *NodeTrimmer {
 
 // Trim keeps what the operator reads of a node: name, labels, its own
 // annotations (the node controller's, the upgrade's, the repair's and the
-// MIG reconfiguration's, a person's approval included), whether it is
+// MIG reconfiguration's, a person's approval included), NFD's list of the
+// labels it set, whether it is
 // cordoned, the boot ID, the runtime and its
 // handlers, the GPU resources and the Ready condition. Images, managed
 // fields and other controllers' annotations can be most of a node's size.
@@ -78,13 +80,20 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = n.CreationTimestamp, n.DeletionTimestamp
 	trimmed.Labels = t.intern(n.Labels)
 	for k, v := range n.Annotations {
-		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
-			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) {
-			if trimmed.Annotations == nil {
-				trimmed.Annotations = map[string]string{}
-			}
-			trimmed.Annotations[k] = v
+		switch {
+		case strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
+			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix):
+		case k == nfd.FeatureLabelsAnnotation:
+			// Which labels NFD set: the ClusterPolicy's cleanup removes
+			// GFD's. Nodes share its value.
+			v = t.internOne(v)
+		default:
+			continue
 		}
+		if trimmed.Annotations == nil {
+			trimmed.Annotations = map[string]string{}
+		}
+		trimmed.Annotations[k] = v
 	}
 	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
 	trimmed.Spec.Taints = n.Spec.Taints
@@ -114,6 +123,12 @@ func (t *NodeTrimmer) intern(labels map[string]string) map[string]string {
 		out[t.internLocked(k)] = t.internLocked(v)
 	}
 	return out
+}
+
+func (t *NodeTrimmer) internOne(s string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.internLocked(s)
 }
 
 func (t *NodeTrimmer) internLocked(s string) string {

@@ -24,7 +24,8 @@ func TestTrim(t *testing.T) {
 			Labels: map[string]string{"a": "b"},
 			Annotations: map[string]string{"nvidia.com/gpu-operator.boot-id": "x", "other.io/big": "blob",
 				"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
-				"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb"},
+				"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb",
+				"nfd.node.kubernetes.io/feature-labels": "nvidia.com/gpu.product,pci-10de.present", "nfd.node.kubernetes.io/extended-resources": ""},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 		},
 		Spec: corev1.NodeSpec{Unschedulable: true, PodCIDR: "10.0.0.0/24"},
@@ -45,8 +46,9 @@ func TestTrim(t *testing.T) {
 	g.Expect(n.Labels).To(Equal(node.Labels))
 	g.Expect(n.Annotations).To(Equal(map[string]string{"nvidia.com/gpu-operator.boot-id": "x",
 		"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
-		"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb"}),
-		"the operator's own annotations, and the approval it reads")
+		"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb",
+		"nfd.node.kubernetes.io/feature-labels": "nvidia.com/gpu.product,pci-10de.present"}),
+		"the operator's own annotations, the approval it reads, and which labels NFD set")
 	g.Expect(n.ManagedFields).To(BeEmpty())
 	g.Expect(n.Status.Images).To(BeEmpty())
 	g.Expect(n.Status.NodeInfo).To(Equal(corev1.NodeSystemInfo{BootID: "boot"}))

@@ -82,9 +82,11 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Namespace: cfg.Namespace,
 		Applier: &apply.Applier{Client: mgr.GetClient(), Reader: mgr.GetClient(), Live: mgr.GetAPIReader(),
 			Owner: FieldOwner},
-		Recorder: recorder,
-		Metrics:  cfg.Metrics,
-		Explain:  nodes.Explain,
+		Recorder:      recorder,
+		Metrics:       cfg.Metrics,
+		Explain:       nodes.Explain,
+		GFDLabelsWait: cfg.Timers.GFDLabelsWait,
+		Now:           cfg.Now,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)

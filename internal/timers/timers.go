@@ -66,6 +66,12 @@ type Timers struct {
 	// one, how long the leader tries to renew before it gives up, and how
 	// often candidates try.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// GFDLabelsWait bounds how long the cleanup of a deleted ClusterPolicy
+	// waits, from the deletion, for GFD's pods to go and NFD to remove
+	// the labels they published (nfd-worker reads GFD's file once a
+	// minute) before it deletes NFD; where NFD is the operator's, it then
+	// removes the labels left itself.
+	GFDLabelsWait time.Duration
 }
 
 // Defaults returns the production timers.
@@ -88,6 +94,7 @@ func Defaults() Timers {
 		LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second,
 		RetryPeriod:   2 * time.Second,
+		GFDLabelsWait: 2 * time.Minute,
 	}
 }
 
@@ -156,5 +163,7 @@ func (t *Timers) flags() []timerFlag {
 			"How long a leader's lease lasts: a leader that stopped without releasing it blocks the next one this long."},
 		{"leader-elect-renew-deadline", &t.RenewDeadline, "How long the leader tries to renew its lease before it gives up leading; less than the lease duration."},
 		{"leader-elect-retry-period", &t.RetryPeriod, "How often leader candidates try to take or renew the lease."},
+		{"gfd-labels-wait", &t.GFDLabelsWait,
+			"How long the cleanup of a deleted ClusterPolicy waits for NFD to remove GFD's labels before it deletes NFD (and removes what is left, if NFD is the operator's)."},
 	}
 }

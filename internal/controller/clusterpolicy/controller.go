@@ -53,6 +53,11 @@ type Reconciler struct {
 	// Explain says why each state is not ready on a node, as the node
 	// controller decides it; the status quotes it for the nodes it names.
 	Explain func(ctx context.Context, node *corev1.Node) (map[state.Name]string, error)
+	// GFDLabelsWait bounds how long the cleanup waits for NFD to remove
+	// GFD's labels (timers.Timers.GFDLabelsWait).
+	GFDLabelsWait time.Duration
+	// Now is the clock of the cleanup; time.Now when nil.
+	Now func() time.Time
 
 	kindsOnce sync.Once
 	kinds     *servedKinds
@@ -101,7 +106,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 // reconcileDelete cleans up before letting the policy go: the node
 // controller removes the node labels as soon as no policy is active; once
-// no node carries one, the objects are deleted and the finalizer removed.
+// no node carries one and GFD's labels went with GFD (gfdlabels.go), the
+// objects are deleted and the finalizer removed.
 // If another policy takes over, it takes the nodes and objects as they are:
 // the finalizer goes only once the successor's applies made it the owner
 // of every object, or the garbage collector would delete every operand
@@ -130,8 +136,22 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 			ctrl.LoggerFrom(ctx).Info("waiting for the operator's node labels and cordons to be removed", "nodes", labelled)
 			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 		}
+		gfdLeft, err := r.gfdLeftoversNow(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !gfdLeft.none() && !r.gfdWaitOver(cp) {
+			ctrl.LoggerFrom(ctx).Info("waiting for GFD's pods to go and NFD to remove their labels",
+				"pods", gfdLeft.pods, "labelledNodes", len(gfdLeft.labels))
+			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
+		}
 		if err := r.deleteObjects(ctx, cp); err != nil {
 			return ctrl.Result{}, err
+		}
+		if len(gfdLeft.labels) > 0 {
+			if done, err := r.gfdLabelsLeft(ctx, cp, gfdLeft); !done || err != nil {
+				return ctrl.Result{RequeueAfter: cleanupPoll}, err
+			}
 		}
 	}
 	base := cp.DeepCopy()

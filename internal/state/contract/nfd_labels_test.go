@@ -11,6 +11,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
@@ -107,5 +108,22 @@ func TestNFDMasterAdmitsOnlyFeatureLabels(t *testing.T) {
 	}
 	for _, near := range []string{"gpu.count.x", "gpu.countx", "xgpu.count", "mig-x.count", "gpu", "gpu.state.driver"} {
 		g.Expect(admits("nvidia.com/"+near)).To(BeFalse(), "near miss %s", near)
+	}
+}
+
+// The cleanup of a deleted ClusterPolicy removes what GFD published and
+// nothing else: every name GFD writes, none of the operator's or NFD's own.
+func TestGFDLabelsAreTheNamesGFDWrites(t *testing.T) {
+	g := NewWithT(t)
+	for _, n := range gfdLabelNames {
+		g.Expect(gfd.IsLabel("nvidia.com/"+n)).To(BeTrue(), "GFD writes nvidia.com/%s (%s)", n, gfdLabelers)
+	}
+	for _, key := range []string{
+		gpuv1.LabelGPUPresent, gpuv1.LabelDeployOperands, gpuv1.LabelDriverPool, gpuv1.LabelUpgradeState,
+		"nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/device-plugin.config",
+		gpuv1.StateLabel(string(state.GPUFeatureDiscovery)), "feature.node.kubernetes.io/pci-10de.present",
+		"example.com/gpu.product", "gpu.product",
+	} {
+		g.Expect(gfd.IsLabel(key)).To(BeFalse(), "%s is not GFD's", key)
 	}
 }

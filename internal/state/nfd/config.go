@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
 )
 
 // workerConfig makes nfd-worker label NVIDIA devices by vendor alone, so
@@ -30,15 +31,7 @@ const workerConfig = `sources:
 const LabelWhiteList = `^(` +
 	// NFD's sources, and the rdma labels of its custom source.
 	`(cpu|kernel|memory|network|pci|storage|system|usb)-.+|rdma\.(capable|available)` +
-	// GFD: fixed keys.
-	`|gfd\.timestamp|cuda\.driver\.(major|minor|rev)|cuda\.runtime\.(major|minor)` +
-	`|cuda\.driver-version\.(major|minor|revision|full)|cuda\.runtime-version\.(major|minor|full)` +
-	`|mig\.(capable|strategy)|mps\.capable|vgpu\.(present|host-driver-version|host-driver-branch)` +
-	`|gpu\.(machine|mode|clique|family|compute\.(major|minor))` +
-	// GFD: per-GPU or per-MIG-profile attributes.
-	`|(gpu|mig-([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\.me)?)\.(product|count|replicas|sharing-strategy|memory|multiprocessors` +
-	`|slices\.(gi|ci)|engines\.(copy|decoder|encoder|jpeg|ofa))` +
-	`)$`
+	`|` + gfd.LabelNames + `)$`
 
 // masterConfig admits only LabelWhiteList's names, and no labels from
 // NodeFeature objects other than nfd-worker's own (where GFD's labels

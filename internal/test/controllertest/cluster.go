@@ -3,6 +3,7 @@ package controllertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
+	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
@@ -43,10 +47,56 @@ type Cluster struct {
 	mu sync.Mutex
 	// behaviour of the pods of a state on a node; absent means BecomesReady.
 	behaviour map[string]Behaviour
+	// published says, by node, whether NFD published for it at the last
+	// step; stranded lists the nodes NFD left while GFD's labels it had
+	// published were on them, labels nothing would remove on a real node.
+	published map[string]bool
+	stranded  []string
+	// unscanned are the nodes whose nfd-worker does not scan GFD's file
+	// again for now (a real one scans it once a minute).
+	unscanned map[string]bool
 }
 
 func newCluster(c client.Client, namespace string) *Cluster {
-	return &Cluster{c: c, namespace: namespace, behaviour: map[string]Behaviour{}}
+	return &Cluster{c: c, namespace: namespace, behaviour: map[string]Behaviour{},
+		published: map[string]bool{}, unscanned: map[string]bool{}}
+}
+
+// GFDLabelsStranded lists the nodes NFD left while GFD's labels it had
+// published were still on them.
+func (s *Cluster) GFDLabelsStranded() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.stranded)
+}
+
+// HoldNFDScan stops (true) or resumes (false) the scans of a node's
+// nfd-worker: GFD's labels stay as they are meanwhile, whatever GFD does.
+func (s *Cluster) HoldNFDScan(node string, hold bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unscanned[node] = hold
+}
+
+// NFDPublishedFor reports whether NFD published for a node at the
+// simulator's last step.
+func (s *Cluster) NFDPublishedFor(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.published[node]
+}
+
+// noteNFD records whether NFD publishes for a node now, and the node as
+// stranded if NFD just left it with GFD's labels on it. It says whether
+// the node's scans are held.
+func (s *Cluster) noteNFD(n *corev1.Node, publishes bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.published[n.Name] && !publishes && slices.ContainsFunc(nfd.PublishedLabels(n.Annotations), gfd.IsLabel) {
+		s.stranded = append(s.stranded, n.Name)
+	}
+	s.published[n.Name] = publishes
+	return s.unscanned[n.Name]
 }
 
 // Set sets the behaviour of a state's pods on a node; state "*" stands for
@@ -191,7 +241,13 @@ func (s *Cluster) nodes(ctx context.Context, nodes []corev1.Node, pods []corev1.
 		if n.DeletionTimestamp != nil || n.Status.NodeInfo.BootID == "" {
 			continue // not booted yet
 		}
-		changed := fakenode.Apply(n, on[n.Name], s.configs(ctx))
+		pods := on[n.Name]
+		if s.noteNFD(n, fakenode.NFDPublishes(n, pods)) {
+			pods = slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool {
+				return p.Labels[render.LabelState] == string(state.NodeFeatureDiscovery)
+			})
+		}
+		changed := fakenode.Apply(n, pods, s.configs(ctx))
 		var err error
 		switch {
 		case changed.Labels:

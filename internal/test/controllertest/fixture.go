@@ -107,7 +107,8 @@ func (f *Fixture) Teardown() {
 	for _, cp := range f.Policies() {
 		g.Expect(client.IgnoreNotFound(f.s.Client.Delete(f.Ctx, &cp))).To(Succeed())
 	}
-	g.Eventually(f.Policies, Timeout, Interval).Should(BeEmpty(), "ClusterPolicy cleanup did not finish")
+	// The cleanup may wait out GFD's labels on a node whose NFD is gone.
+	g.Eventually(f.Policies, Timeout+f.s.Timers.GFDLabelsWait, Interval).Should(BeEmpty(), "ClusterPolicy cleanup did not finish")
 	for _, n := range f.Nodes {
 		g.Expect(client.IgnoreNotFound(f.s.Client.Delete(f.Ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))).To(Succeed())
 		f.s.Sim.Set(n, "*", BecomesReady)

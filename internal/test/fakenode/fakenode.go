@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
 // Annotations that describe a fake GPU node.
@@ -45,6 +46,10 @@ const (
 	// stock paths (k3s, RKE2, microk8s).
 	AnnotationContainerdConfig = prefix + "containerd-config"
 	AnnotationContainerdSocket = prefix + "containerd-socket"
+	// AnnotationNFD is "external" where the cluster runs its own NFD for
+	// the node; otherwise only the operator's nfd-worker on the node
+	// publishes GFD's labels.
+	AnnotationNFD = prefix + "nfd"
 )
 
 // The stock containerd paths.
@@ -53,20 +58,13 @@ const (
 	stockSocket = "/run/containerd/containerd.sock"
 )
 
-// GFD's labels, as GFD on an H200 node writes them.
-var gfdLabels = []string{"nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
-	"nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy", "nvidia.com/mig.capable", "nvidia.com/mig.strategy", "nvidia.com/mps.capable"}
-
-// IsGFDLabel reports whether a label is one a fake node gets while GFD
-// runs on it.
-func IsGFDLabel(key string) bool { return slices.Contains(gfdLabels, key) }
-
 // Profile is what a fake node is.
 type Profile struct {
 	GPUs, Unhealthy int
 	HostDriver      string
 	Legacy          bool
 	NeverConfigured bool
+	ExternalNFD     bool
 	Config, Socket  string
 }
 
@@ -82,6 +80,7 @@ func ProfileOf(n *corev1.Node) Profile {
 	}
 	p.Legacy = a[AnnotationRuntime] == "legacy"
 	p.NeverConfigured = a[AnnotationRuntime] == "never-configured"
+	p.ExternalNFD = a[AnnotationNFD] == "external"
 	if c := a[AnnotationContainerdConfig]; c != "" {
 		p.Config = c
 	}
@@ -133,9 +132,22 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	}
 	r.Status = advertise(n, p, plugin, sharing)
 	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
-	gfd := running(state.GPUFeatureDiscovery)
-	r.Labels = labelGFD(n, p, gfd, SharingOf(gfd, configs)) || r.Labels
+	if NFDPublishes(n, pods) {
+		gfd := running(state.GPUFeatureDiscovery)
+		r.Labels = labelGFD(n, p, gfd, SharingOf(gfd, configs)) || r.Labels
+	}
 	return r
+}
+
+// NFDPublishes reports whether NFD publishes features for the node: the
+// cluster's own NFD, or the operator's nfd-worker running there.
+func NFDPublishes(n *corev1.Node, pods []*corev1.Pod) bool {
+	if ProfileOf(n).ExternalNFD {
+		return true
+	}
+	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp == nil && p.Labels[render.LabelState] == string(state.NodeFeatureDiscovery) && PodReady(p)
+	})
 }
 
 // heal makes unhealthy GPUs healthy again once what their recovery mode
@@ -304,10 +316,14 @@ func reaches(pod *corev1.Pod, inside, host string) bool {
 	return false
 }
 
-// labelGFD sets GFD's labels while GFD runs, as NFD does from GFD's feature
-// file, which GFD removes when it stops. Sharing labels follow GFD's own
-// configuration (k8s-device-plugin v0.17.2, internal/lm/resource.go): the
-// replicas, the strategy, and -SHARED after the product unless renamed.
+// labelGFD publishes GFD's labels as NFD does from GFD's feature file,
+// which GFD writes while it runs and removes when it stops (k8s-device-plugin
+// v0.17.2 cmd/gpu-feature-discovery/main.go): Apply calls it only while NFD
+// runs for the node, so that labels NFD published stay once NFD is gone, as
+// on a real node. Like nfd-master, it names the labels it set in
+// nfd.FeatureLabelsAnnotation, and removes only those. Sharing labels
+// follow GFD's own configuration (internal/lm/resource.go): the replicas,
+// the strategy, and -SHARED after the product unless renamed.
 func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing) bool {
 	want := map[string]string{}
 	if gfd != nil && p.GPUs > 0 {
@@ -329,22 +345,33 @@ func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing
 			"nvidia.com/mps.capable": strconv.FormatBool(s.Strategy == "mps"),
 		}
 	}
+	published := nfd.PublishedLabels(n.Annotations)
 	have := map[string]string{}
-	for _, l := range gfdLabels {
+	for _, l := range published {
 		if v, ok := n.Labels[l]; ok {
 			have[l] = v
 		}
 	}
-	if maps.Equal(have, want) {
+	annotation := nfd.Annotate(slices.Collect(maps.Keys(want)))
+	if maps.Equal(have, want) && n.Annotations[nfd.FeatureLabelsAnnotation] == annotation {
 		return false
 	}
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	for _, l := range gfdLabels {
+	for _, l := range published {
 		delete(n.Labels, l)
 	}
+	if len(want) > 0 && n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
 	maps.Copy(n.Labels, want)
+	switch {
+	case annotation != "":
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[nfd.FeatureLabelsAnnotation] = annotation
+	default:
+		delete(n.Annotations, nfd.FeatureLabelsAnnotation)
+	}
 	return true
 }
 

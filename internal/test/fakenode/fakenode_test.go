@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
@@ -82,14 +83,32 @@ func TestUnhealthyGPUsLeaveAllocatable(t *testing.T) {
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
 }
 
-func TestGFDLabelsFollowGFD(t *testing.T) {
+func nfdWorker() *corev1.Pod { return pod(state.NodeFeatureDiscovery, true, corev1.PodSpec{}) }
+
+// GFD's labels come and go with GFD's file while NFD runs, and NFD names
+// them in its annotation; once NFD is gone, they stay, as on a real node.
+func TestGFDLabelsFollowGFDThroughNFD(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{}
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil).Labels).To(BeTrue())
+	gfd := pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})
+	g.Expect(Apply(n, []*corev1.Pod{gfd}, nil).Labels).To(BeFalse(), "no NFD, no labels")
+	g.Expect(Apply(n, []*corev1.Pod{gfd, nfdWorker()}, nil).Labels).To(BeTrue())
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200"))
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.count", "8"))
-	g.Expect(Apply(n, nil, nil).Labels).To(BeTrue())
+	g.Expect(nfd.PublishedLabels(n.Annotations)).To(ContainElements("nvidia.com/gpu.product", "nvidia.com/gpu.count"))
+	g.Expect(Apply(n, []*corev1.Pod{nfdWorker()}, nil).Labels).To(BeTrue(), "GFD removed its file")
 	g.Expect(n.Labels).NotTo(HaveKey("nvidia.com/gpu.product"))
+	g.Expect(n.Annotations).NotTo(HaveKey(nfd.FeatureLabelsAnnotation))
+
+	g.Expect(Apply(n, []*corev1.Pod{gfd, nfdWorker()}, nil).Labels).To(BeTrue())
+	g.Expect(Apply(n, nil, nil).Labels).To(BeFalse(), "NFD went first: nothing removes the labels")
+	g.Expect(n.Labels).To(HaveKey("nvidia.com/gpu.product"))
+
+	external := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationNFD: "external"}}}
+	Apply(external, []*corev1.Pod{gfd}, nil)
+	g.Expect(external.Labels).To(HaveKey("nvidia.com/gpu.product"), "the cluster's own NFD publishes them")
+	Apply(external, nil, nil)
+	g.Expect(external.Labels).NotTo(HaveKey("nvidia.com/gpu.product"))
 }
 
 // The runtime reports the NVIDIA handler only when the toolkit writes the

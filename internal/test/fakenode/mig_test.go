@@ -55,7 +55,7 @@ func TestMIGManagerPartitionsTheGPUs(t *testing.T) {
 	g.Expect(n.Annotations).To(HaveKeyWithValue(AnnotationMIGLayout, "whole=0;1g.18gb=56"))
 	g.Expect(Apply(n, []*corev1.Pod{m}, defaultFile).Labels).To(BeFalse(), "done: it waits for a change of the label")
 
-	Apply(n, []*corev1.Pod{pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil)
+	Apply(n, []*corev1.Pod{pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{}), nfdWorker()}, nil)
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56))
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.count", "56"))
@@ -85,7 +85,7 @@ func TestMIGEnabledWithoutDevices(t *testing.T) {
 	Apply(n, []*corev1.Pod{m}, defaultFile)
 	Apply(n, []*corev1.Pod{m}, defaultFile)
 	g.Expect(n.Annotations).To(HaveKeyWithValue(AnnotationMIGLayout, "whole=0"))
-	Apply(n, []*corev1.Pod{pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil)
+	Apply(n, []*corev1.Pod{pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{}), nfdWorker()}, nil)
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero())
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-INVALID"))
 }
@@ -159,7 +159,7 @@ func TestMIGDevicesDoNotSurviveADriverReload(t *testing.T) {
 			driver := reload(n)
 			g.Expect(Apply(n, []*corev1.Pod{driver}, defaultFile).Labels).To(BeTrue())
 			g.Expect(n.Annotations).To(HaveKeyWithValue(AnnotationMIGLayout, "whole=0;emptied=8"))
-			Apply(n, []*corev1.Pod{driver, pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{})}, nil)
+			Apply(n, []*corev1.Pod{driver, pluginPod("single"), pod(state.GPUFeatureDiscovery, true, corev1.PodSpec{}), nfdWorker()}, nil)
 			g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero(), "the plugin fails to start")
 			g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-INVALID"))
 

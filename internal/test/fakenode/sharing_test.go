@@ -52,7 +52,7 @@ func TestSharedGPUs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationUnhealthyGPUs: "1"}}}
-			Apply(n, []*corev1.Pod{configured(state.DevicePlugin, tt.key), configured(state.GPUFeatureDiscovery, tt.key),
+			Apply(n, []*corev1.Pod{configured(state.DevicePlugin, tt.key), configured(state.GPUFeatureDiscovery, tt.key), nfdWorker(),
 				pod(state.MPSControlDaemon, true, corev1.PodSpec{})}, configs)
 			g.Expect(n.Status.Capacity.Name(tt.resource, "").Value()).To(Equal(tt.capacity))
 			g.Expect(n.Status.Allocatable.Name(tt.resource, "").Value()).To(Equal(tt.allocated))
@@ -68,7 +68,7 @@ func TestSharedGPUs(t *testing.T) {
 func TestMPSNeedsItsDaemon(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{}
-	Apply(n, []*corev1.Pod{configured(state.DevicePlugin, "mps-2"), configured(state.GPUFeatureDiscovery, "mps-2")}, configs)
+	Apply(n, []*corev1.Pod{configured(state.DevicePlugin, "mps-2"), configured(state.GPUFeatureDiscovery, "mps-2"), nfdWorker()}, configs)
 	g.Expect(n.Status.Allocatable.Name(resourceGPU, "").Value()).To(BeZero(), "no daemon: the plugin fails to start")
 	g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/mps.capable", "true"))
 	Apply(n, []*corev1.Pod{configured(state.DevicePlugin, "mps-2"), pod(state.MPSControlDaemon, true, corev1.PodSpec{})}, configs)
