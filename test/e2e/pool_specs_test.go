@@ -118,7 +118,8 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 		Eventually(func(g Gomega) {
 			g.Expect(nodeLabel(g, ctx, n, gpuv1.LabelMIGReconfigureState)).To(Equal(string(gpuv1.MIGReconfigureDone)))
 		}).WithTimeout(4*time.Minute).WithPolling(time.Second).Should(Succeed(), "node %s:\n%s", n, log)
-		Expect(log.sequence(n)).To(Equal(migSteps), "node %s:\n%s", n, log)
+		Eventually(func() []gpuv1.MIGReconfigureState { return log.sequence(n) }).WithTimeout(caughtUp).
+			Should(Equal(migSteps), "node %s (the log's watch catches up with the reads):\n%s", n, log)
 		expectMIGPartitioned(ctx, n)
 	}
 	log.stop()
@@ -143,9 +144,10 @@ func PoolSpec(ctx context.Context, in PoolInput) {
 			g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone)))
 			g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone)))
 		}).WithTimeout(6*time.Minute).WithPolling(time.Second).Should(Succeed(), "node %s:\n%s", n, log)
-		Expect(log.sequence(n)).To(Equal([]gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureDone, gpuv1.MIGReconfigureRequired,
-			gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}),
-			"node %s applies its configuration again, evicting nothing:\n%s", n, log)
+		Eventually(func() []gpuv1.MIGReconfigureState { return log.sequence(n) }).WithTimeout(caughtUp).
+			Should(Equal([]gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureDone, gpuv1.MIGReconfigureRequired,
+				gpuv1.MIGClientsOff, gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}),
+				"node %s applies its configuration again, evicting nothing:\n%s", n, log)
 		Expect(strings.Join(eventsOn(ctx, n), "\n")).To(ContainSubstring(`the MIG devices of "all-1g.18gb" are gone`))
 		expectMIGPartitioned(ctx, n)
 	}
@@ -233,10 +235,13 @@ func expectSharing(ctx context.Context, name string, gpus int64, replicas, strat
 }
 
 // expectMIGPartitioned checks a node advertises all-1g.18gb's 56 MIG
-// devices, untainted.
+// devices, untainted, and GFD's labels say so: GFD comes back after the
+// device plugin the end of a reconfiguration waits for.
 func expectMIGPartitioned(ctx context.Context, name string) {
-	n := getNode(ctx, name)
-	Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56), "node %s", name)
-	Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
-	Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+	Eventually(func(g Gomega) {
+		n := node(g, ctx, name)
+		g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56), "node %s", name)
+		g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
+		g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+	}).WithTimeout(time.Minute).Should(Succeed())
 }

@@ -89,13 +89,20 @@ func RemediationPathsSpec(ctx context.Context, in RemediationPathsInput) {
 	AddReportEntry("remediation timelines", log.String())
 	GinkgoWriter.Printf("remediation, as the nodes' labels went:\n%s\n", log)
 
-	Expect(log.sequence(in.PluginRestart)).To(Equal(steps(repairStart, one(gpuv1.RemediationDone))))
-	Expect(log.sequence(in.DriverReload)).To(Equal(steps(repairStart, reloadSteps, one(gpuv1.RemediationDone))))
-	Expect(log.sequence(in.Reboot)).To(Equal(steps(repairStart, reloadSteps,
-		one(gpuv1.RemediationRebootRequired), one(gpuv1.RemediationValidation), one(gpuv1.RemediationDone))))
-	Expect(log.sequence(in.Never)).To(Equal(steps(repairStart, reloadSteps,
-		one(gpuv1.RemediationRebootRequired), one(gpuv1.RemediationValidation), one(gpuv1.RemediationFailed))))
-	Expect(log.taintedOutside()).To(BeEmpty(), "the taint is on from the eviction until the GPUs are healthy, and only then")
+	// The log's watch delivers after the reads above returned: each check
+	// waits for it to catch up.
+	Eventually(func() []gpuv1.RemediationState { return log.sequence(in.PluginRestart) }).WithTimeout(caughtUp).
+		Should(Equal(steps(repairStart, one(gpuv1.RemediationDone))))
+	Eventually(func() []gpuv1.RemediationState { return log.sequence(in.DriverReload) }).WithTimeout(caughtUp).
+		Should(Equal(steps(repairStart, reloadSteps, one(gpuv1.RemediationDone))))
+	Eventually(func() []gpuv1.RemediationState { return log.sequence(in.Reboot) }).WithTimeout(caughtUp).
+		Should(Equal(steps(repairStart, reloadSteps,
+			one(gpuv1.RemediationRebootRequired), one(gpuv1.RemediationValidation), one(gpuv1.RemediationDone))))
+	Eventually(func() []gpuv1.RemediationState { return log.sequence(in.Never) }).WithTimeout(caughtUp).
+		Should(Equal(steps(repairStart, reloadSteps,
+			one(gpuv1.RemediationRebootRequired), one(gpuv1.RemediationValidation), one(gpuv1.RemediationFailed))))
+	Eventually(log.taintedOutside).WithTimeout(caughtUp).
+		Should(BeEmpty(), "the taint is on from the eviction until the GPUs are healthy, and only then")
 	for _, n := range nodes {
 		Expect(log.everTainted(n)).To(BeTrue(), "node %s was tainted while repaired", n)
 	}
@@ -137,13 +144,14 @@ func RemediationApprovalSpec(ctx context.Context, node string) {
 	Consistently(func(g Gomega) {
 		g.Expect(nodeLabel(g, ctx, node, gpuv1.LabelRemediationState)).To(Equal(string(gpuv1.RemediationRequired)))
 		g.Expect(slices.ContainsFunc(getNode(ctx, node).Spec.Taints, gating.IsOwnUnhealthyTaint)).To(BeFalse())
-	}).WithTimeout(15*time.Second).Should(Succeed(), "nothing starts without an approval")
+	}).WithTimeout(5*time.Second).Should(Succeed(), "nothing starts without an approval (five looks of the maintenance controller)")
 	setSimAnnotation(ctx, node, gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue)
 	Eventually(func(g Gomega) {
 		g.Expect(nodeLabel(g, ctx, node, gpuv1.LabelRemediationState)).To(Equal(string(gpuv1.RemediationDone)))
 	}).WithTimeout(3 * time.Minute).Should(Succeed())
 	GinkgoWriter.Printf("approved repair:\n%s\n", log)
-	Expect(log.sequence(node)).To(Equal(steps(repairStart, one(gpuv1.RemediationDone))))
+	Eventually(func() []gpuv1.RemediationState { return log.sequence(node) }).WithTimeout(caughtUp).
+		Should(Equal(steps(repairStart, one(gpuv1.RemediationDone))), "the log's watch catches up with the reads")
 	Expect(getNode(ctx, node).Annotations).NotTo(HaveKey(gpuv1.AnnotationRemediationApproved), "the approval was spent")
 	setRemediationOff(ctx)
 	expectNoRemediationMarks(ctx)
@@ -176,7 +184,8 @@ func RemediationBudgetSpec(ctx context.Context, nodes []string) {
 	GinkgoWriter.Printf("repairs one at a time:\n%s\n", log)
 	Expect(log.peak()).To(Equal(1), "maxParallel is 1")
 	for _, n := range nodes {
-		Expect(log.sequence(n)).To(Equal(steps(repairStart, one(gpuv1.RemediationDone))), "node %s", n)
+		Eventually(func() []gpuv1.RemediationState { return log.sequence(n) }).WithTimeout(caughtUp).
+			Should(Equal(steps(repairStart, one(gpuv1.RemediationDone))), "node %s (the log's watch catches up with the reads)", n)
 	}
 	setRemediationOff(ctx)
 	expectNoRemediationMarks(ctx)

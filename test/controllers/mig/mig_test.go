@@ -124,12 +124,15 @@ func TestMIGPoolReconfiguresWithinBudget(t *testing.T) {
 	want := []gpuv1.MIGReconfigureState{"", gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction, gpuv1.MIGClientsOff,
 		gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}
 	for _, n := range f.Nodes {
-		g.Expect(log.Sequence(n)).To(Equal(want), "%s\n%s", n, log)
+		g.Eventually(func() []gpuv1.MIGReconfigureState { return log.Sequence(n) }, controllertest.Timeout, controllertest.Interval).
+			Should(Equal(want), "%s (the log's watch catches up with the reads)\n%s", n, log)
+		// GFD is back after the device plugin the validation waits for.
+		g.Eventually(func() map[string]string { return f.Node(n).Labels }, controllertest.Timeout, controllertest.Interval).
+			Should(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
 		node := f.Node(n)
 		g.Expect(node.Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
 		g.Expect(node.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
 		g.Expect(node.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(56), "8 GPUs of 7 MIG devices, single strategy")
-		g.Expect(node.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200-MIG-1g.18gb"))
 		g.Expect(f.PodOn(n, "mig-manager")).To(BeNil(), "mig-manager runs only to apply")
 	}
 	f.ExpectAllReady(f.Nodes...)

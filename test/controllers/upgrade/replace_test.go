@@ -114,7 +114,8 @@ func TestDigestSwitchReplacesDriversThroughTheUpgrade(t *testing.T) {
 	t.Logf("digest switch of %d nodes, as the nodes' labels went:\n%s", len(f.Nodes), log)
 	g.Expect(log.Peak()).To(Equal(1), "maxParallelUpgrades is 1")
 	for _, n := range f.Nodes {
-		g.Expect(log.Sequence(n)).To(Equal(controllertest.FullUpgrade), "node %s", n)
+		g.Eventually(func() []gpuv1.UpgradeState { return log.Sequence(n) }, controllertest.Timeout, controllertest.Interval).
+			Should(Equal(controllertest.FullUpgrade), "node %s (the log's watch catches up with the reads)", n)
 		g.Expect(f.Node(n).Spec.Unschedulable).To(BeFalse())
 	}
 	g.Eventually(func() map[string]string { return driverOwners(f) }, controllertest.Timeout, controllertest.Interval).Should(HaveLen(len(f.Nodes)))
@@ -146,7 +147,8 @@ func TestPoolMoveReplacesTheDriverThroughTheUpgrade(t *testing.T) {
 	f.ExpectLabel(moved, gpuv1.LabelDriverVersion, "550.54.15")
 	f.ExpectAllReady(f.Nodes...)
 	t.Logf("pool move, as the nodes' labels went:\n%s", log)
-	g.Expect(log.Sequence(moved)).To(Equal(controllertest.FullUpgrade))
+	g.Eventually(func() []gpuv1.UpgradeState { return log.Sequence(moved) }, controllertest.Timeout, controllertest.Interval).
+		Should(Equal(controllertest.FullUpgrade), "the log's watch catches up with the reads")
 	g.Expect(log.Sequence(f.Nodes[0])).To(BeEmpty(), "the other node is not touched")
 	count, breaches := deletions.results()
 	g.Expect(breaches).To(BeEmpty())

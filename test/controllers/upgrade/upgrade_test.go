@@ -36,7 +36,8 @@ func TestDriverUpgradeRollsWithinBudget(t *testing.T) {
 	t.Logf("upgrade of %d nodes, as the nodes' labels went:\n%s", len(f.Nodes), log)
 	g.Expect(log.Peak()).To(Equal(1), "maxParallelUpgrades is 1")
 	for _, n := range f.Nodes {
-		g.Expect(log.Sequence(n)).To(Equal(controllertest.FullUpgrade), "node %s", n)
+		g.Eventually(func() []gpuv1.UpgradeState { return log.Sequence(n) }, controllertest.Timeout, controllertest.Interval).
+			Should(Equal(controllertest.FullUpgrade), "node %s (the log's watch catches up with the reads)", n)
 		g.Expect(f.Node(n).Spec.Unschedulable).To(BeFalse())
 	}
 }
@@ -61,7 +62,9 @@ func TestGPUPodWithPDBFailsTheNodeAtTheTimeout(t *testing.T) {
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
 	f.ExpectLabel(stuck, gpuv1.LabelUpgradeState, "upgrade-failed")
 	g.Expect(f.Node(stuck).Spec.Unschedulable).To(BeTrue(), "a failed node stays cordoned")
-	g.Expect(f.EventsOf(stuck)).To(ContainElement(ContainSubstring("1 GPU pods left after 3s and drain is disabled")))
+	// Events are written in the background, after the state.
+	g.Eventually(func() []string { return f.EventsOf(stuck) }, controllertest.Timeout, controllertest.Interval).
+		Should(ContainElement(ContainSubstring("1 GPU pods left after 3s and drain is disabled")))
 	g.Eventually(func() map[string]string { return f.Node(other).Annotations }, controllertest.Timeout, controllertest.Interval).
 		Should(HaveKeyWithValue(gpuv1.AnnotationMaintenanceWaiting, ContainSubstring("driver.upgradePolicy.maxParallelUpgrades")))
 	g.Expect(f.Node(other).Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-required"), "the failed node holds the place")
@@ -129,7 +132,8 @@ func TestUpgradeResumesAfterOperatorRestart(t *testing.T) {
 	}
 	t.Logf("upgrade across an operator restart:\n%s", log)
 	for _, n := range f.Nodes {
-		g.Expect(log.Sequence(n)).To(Equal(controllertest.FullUpgrade), "node %s", n)
+		g.Eventually(func() []gpuv1.UpgradeState { return log.Sequence(n) }, controllertest.Timeout, controllertest.Interval).
+			Should(Equal(controllertest.FullUpgrade), "node %s (the log's watch catches up with the reads)", n)
 	}
 }
 
