@@ -64,9 +64,12 @@ verify: manifests generate bundle ## Fail when generated files are stale, gofmt/
 TEST_PARALLEL ?= 8
 
 .PHONY: test
-test: tools build ## Run the unit, envtest and packaging tests, then the end-to-end specs (builds the toolchain on first use).
+test: tools build ## Run the unit, envtest and packaging tests and, side by side, the end-to-end specs (builds the toolchain on first use).
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-e2e
+
+.PHONY: test-go
+test-go: ## Run the unit, envtest and packaging tests (go test ./..., TEST_PARALLEL packages at once).
 	go test ./... -count=1 -timeout 10m -p $(TEST_PARALLEL)
-	$(MAKE) --no-print-directory test-e2e
 
 # A regular expression of the e2e specs to run alone, e.g. FOCUS='MIG'.
 FOCUS ?=
@@ -74,6 +77,10 @@ FOCUS ?=
 .PHONY: test-e2e
 test-e2e: tools-sim build build-sim-agent ## Run the end-to-end specs against a simulated GPU cluster (E2E_NODES=5; FOCUS=regexp runs the matching specs alone).
 	go test -tags e2e ./test/e2e/... -count=1 -timeout 20m -v -ginkgo.v $(if $(FOCUS),-ginkgo.focus='$(FOCUS)')
+
+.PHONY: flake-hunt
+flake-hunt: tools build build-sim-agent ## Run go test ./... GO_RUNS times (3) and the e2e specs E2E_RUNS times (2) under a CPU load on every core; failures listed in _output/flake-hunt/summary.txt.
+	hack/flake-hunt.sh
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
