@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
@@ -203,7 +205,9 @@ func UninstallSpec(ctx context.Context) {
 			Expect(strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix)).To(BeFalse(), "node %s kept %s", n.Name, k)
 		}
 		Expect(nfd.PublishedLabels(n.Annotations)).NotTo(ContainElement(HavePrefix("nvidia.com/")), "node %s", n.Name)
-		Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", HavePrefix("nvidia.com/"))), "node %s", n.Name)
+		for _, own := range []func(corev1.Taint) bool{gating.IsOwnReadinessTaint, gating.IsOwnUnhealthyTaint, gating.IsOwnMIGTaint} {
+			Expect(slices.ContainsFunc(n.Spec.Taints, own)).To(BeFalse(), "node %s kept the operator's taint: %v", n.Name, n.Spec.Taints)
+		}
 	}
 	for _, list := range []client.ObjectList{&appsv1.DaemonSetList{}, &appsv1.DeploymentList{}, &corev1.ServiceAccountList{}} {
 		Expect(k8s.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy})).To(Succeed())
