@@ -3,8 +3,8 @@ package clusterpolicy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -88,7 +88,7 @@ func (r *Reconciler) gfdWaitOver(cp *gpuv1.ClusterPolicy) bool {
 // where NFD is the cluster's own, it says on which nodes they stay. It
 // says whether it is done; false means wait for nfd-master to go.
 func (r *Reconciler) gfdLabelsLeft(ctx context.Context, cp *gpuv1.ClusterPolicy, left gfdLeftovers) (bool, error) {
-	nodes := sortedKeys(left.labels)
+	nodes := slices.Sorted(maps.Keys(left.labels))
 	if !cp.Spec.NFD.IsEnabled() {
 		r.Recorder.Eventf(cp, nil, corev1.EventTypeWarning, "GFDLabelsLeft", "Cleanup",
 			"GFD's labels are still on %d node(s) (%s): the cluster's NFD removes them once GFD's file is gone from each node's features.d",
@@ -145,15 +145,6 @@ func (r *Reconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
-}
-
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // firstFew returns at most five names, and how many more there are.
