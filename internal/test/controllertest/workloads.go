@@ -2,10 +2,6 @@ package controllertest
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -17,64 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
-
-// UpgradeLog records, from a watch on nodes, the sequence of upgrade States
-// of each node and the most nodes ever in an upgrade at once.
-type UpgradeLog struct {
-	mu         sync.Mutex
-	start      time.Time
-	seq        map[string][]gpuv1.UpgradeState
-	lines      []string
-	current    map[string]gpuv1.UpgradeState
-	maxAtOnce  int
-	cancelFunc context.CancelFunc
-}
-
-func (f *Fixture) RecordUpgrades() *UpgradeLog {
-	l := &UpgradeLog{start: time.Now(), seq: map[string][]gpuv1.UpgradeState{}, current: map[string]gpuv1.UpgradeState{}}
-	l.cancelFunc = f.WatchOwnNodes(l.observe)
-	return l
-}
-
-func (l *UpgradeLog) observe(n *corev1.Node) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
-	if l.current[n.Name] == st {
-		return
-	}
-	l.current[n.Name] = st
-	l.seq[n.Name] = append(l.seq[n.Name], st)
-	l.lines = append(l.lines, fmt.Sprintf("%6.1fs %-40s %-24s cordoned=%t driver=%s version=%s", time.Since(l.start).Seconds(),
-		n.Name, st, n.Spec.Unschedulable, n.Labels[gpuv1.StateLabel("driver")], n.Labels[gpuv1.LabelDriverVersion]))
-	busy := 0
-	for _, s := range l.current {
-		if upgrade.InProgress(s) {
-			busy++
-		}
-	}
-	l.maxAtOnce = max(l.maxAtOnce, busy)
-}
-
-func (l *UpgradeLog) Sequence(node string) []gpuv1.UpgradeState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]gpuv1.UpgradeState(nil), l.seq[node]...)
-}
-
-func (l *UpgradeLog) Peak() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxAtOnce
-}
-
-func (l *UpgradeLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
 
 // ResourceOne is a quantity of 1, as a GPU pod asks for.
 var ResourceOne = resource.MustParse("1")

@@ -2,8 +2,6 @@ package mig
 
 import (
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,59 +18,12 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
-// migLog records every node's reconfiguration state as a watch sees it,
-// and the most nodes out of service for one at once.
-type migLog struct {
-	mu        sync.Mutex
-	start     time.Time
-	current   map[string]gpuv1.MIGReconfigureState
-	seq       map[string][]gpuv1.MIGReconfigureState
-	lines     []string
-	maxAtOnce int
-}
-
-func recordMIG(f *controllertest.Fixture) *migLog {
-	l := &migLog{start: time.Now(), current: map[string]gpuv1.MIGReconfigureState{}, seq: map[string][]gpuv1.MIGReconfigureState{}}
-	f.WatchOwnNodes(l.observe)
-	return l
-}
-
-func (l *migLog) observe(n *corev1.Node) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := gpuv1.MIGReconfigureState(n.Labels[gpuv1.LabelMIGReconfigureState])
-	if cur, seen := l.current[n.Name]; seen && cur == st {
-		return
-	}
-	l.current[n.Name] = st
-	l.seq[n.Name] = append(l.seq[n.Name], st)
-	l.lines = append(l.lines, fmt.Sprintf("%6.1fs %-40s %-22s mig.config=%s state=%s", time.Since(l.start).Seconds(), n.Name, st,
-		n.Labels[gpuv1.LabelMIGConfig], n.Labels[gpuv1.LabelMIGConfigState]))
-	busy := 0
-	for _, s := range l.current {
-		if migreconfig.Tainted(s) {
-			busy++
-		}
-	}
-	l.maxAtOnce = max(l.maxAtOnce, busy)
-}
-
-func (l *migLog) Sequence(node string) []gpuv1.MIGReconfigureState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]gpuv1.MIGReconfigureState(nil), l.seq[node]...)
-}
-
-func (l *migLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-func (l *migLog) Peak() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxAtOnce
+// recordMIG logs the nodes' reconfiguration states; a node is out of
+// service while tainted.
+func recordMIG(f *controllertest.Fixture) *controllertest.StateLog[gpuv1.MIGReconfigureState] {
+	return controllertest.RecordStates(f, gpuv1.LabelMIGReconfigureState, migreconfig.Tainted, func(n *corev1.Node) string {
+		return fmt.Sprintf("mig.config=%s state=%s", n.Labels[gpuv1.LabelMIGConfig], n.Labels[gpuv1.LabelMIGConfigState])
+	})
 }
 
 // withMIGPool puts the fixture's nodes in a driver pool of all-1g.18gb,
@@ -121,7 +72,7 @@ func TestMIGPoolReconfiguresWithinBudget(t *testing.T) {
 	}
 	t.Logf("MIG reconfiguration of the pool:\n%s", log)
 	g.Expect(log.Peak()).To(Equal(1), "maxParallel 1:\n%s", log)
-	want := []gpuv1.MIGReconfigureState{"", gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction, gpuv1.MIGClientsOff,
+	want := []gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction, gpuv1.MIGClientsOff,
 		gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}
 	for _, n := range f.Nodes {
 		g.Eventually(func() []gpuv1.MIGReconfigureState { return log.Sequence(n) }, controllertest.Timeout, controllertest.Interval).
