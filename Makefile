@@ -63,18 +63,13 @@ verify: manifests generate bundle ## Fail when generated files are stale, gofmt/
 # servers, so more than the cores.
 TEST_PARALLEL ?= 8
 
-# make test runs go test under nice beside the e2e specs: the specs are the
-# longer half, and go test's builds and envtest servers fill the time the
-# simulated cluster waits.
-TEST_GO_NICE ?=
-
 .PHONY: test
 test: tools build ## Run the unit, envtest and packaging tests and, side by side, the end-to-end specs (builds the toolchain on first use).
-	$(MAKE) --no-print-directory -j2 --output-sync=target TEST_GO_NICE='nice -n 10' test-go test-e2e
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-e2e
 
 .PHONY: test-go
 test-go: ## Run the unit, envtest and packaging tests (go test ./..., TEST_PARALLEL packages at once).
-	$(TEST_GO_NICE) go test ./... -count=1 -timeout 10m -p $(TEST_PARALLEL)
+	go test ./... -count=1 -timeout 10m -p $(TEST_PARALLEL)
 
 # A regular expression of the e2e specs to run alone, e.g. FOCUS='MIG'.
 FOCUS ?=

@@ -5,14 +5,24 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dir=${SIM_DIR:-$root/_output/sim}
 if [[ -f $dir/pids ]]; then
-  # Reverse order: kwok and the controllers before the API server and etcd.
-  tac "$dir/pids" | while read -r name pid; do
+  # All at once: the cluster's state goes with it, so no process needs
+  # another to shut down cleanly. Those not gone within 5s are killed.
+  live=()
+  while read -r name pid; do
     if kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-      echo "stopped $name ($pid)"
+      live+=("$name:$pid")
     fi
+  done <"$dir/pids"
+  for _ in $(seq 50); do
+    left=()
+    for p in "${live[@]}"; do kill -0 "${p#*:}" 2>/dev/null && left+=("$p"); done
+    ((${#left[@]})) || break
+    sleep 0.1
+  done
+  for p in "${live[@]}"; do
+    kill -9 "${p#*:}" 2>/dev/null || true
+    echo "stopped ${p%%:*} (${p#*:})"
   done
 fi
 rm -rf "$dir"
