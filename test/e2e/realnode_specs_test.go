@@ -184,7 +184,10 @@ func RuntimeClassSpec(ctx context.Context, nodes []string) {
 		g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: "nvidia"}, &nodev1.RuntimeClass{}))).To(BeTrue())
 		for _, n := range nodes {
 			g.Expect(envOf(podOn(ctx, n, "container-toolkit"), "NVIDIA_RUNTIME_NAME")).To(Equal("nvidia-gpu"))
-			g.Expect(podOn(ctx, n, "device-plugin").Spec.RuntimeClassName).To(HaveValue(Equal("nvidia-gpu")))
+			// Nil while the rename replaces it: the poll must fail, not panic.
+			plugin := podOn(ctx, n, "device-plugin")
+			g.Expect(plugin).NotTo(BeNil(), "device plugin pod on %s", n)
+			g.Expect(plugin.Spec.RuntimeClassName).To(HaveValue(Equal("nvidia-gpu")))
 		}
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
 	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})

@@ -154,5 +154,12 @@ func TestRuntimeClassFollowsItsUsers(t *testing.T) {
 		return controllertest.EnvOf(p, "NVIDIA_RUNTIME_NAME")
 	}, controllertest.Timeout, controllertest.Interval).Should(Equal("nvidia-gpu"), "the toolkit registers the handler the class names")
 	f.ExpectAllReady(node)
-	g.Expect(*f.PodOn(node, "device-plugin").Spec.RuntimeClassName).To(Equal("nvidia-gpu"))
+	// The device plugin may stay ready on its old pod for the grace
+	// period while the new one starts.
+	g.Eventually(func() *string {
+		if p := f.PodOn(node, "device-plugin"); p != nil {
+			return p.Spec.RuntimeClassName
+		}
+		return nil
+	}, controllertest.Timeout, controllertest.Interval).Should(HaveValue(Equal("nvidia-gpu")))
 }
