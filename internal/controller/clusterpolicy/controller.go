@@ -149,8 +149,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 			return ctrl.Result{}, err
 		}
 		if len(gfdLeft.labels) > 0 {
-			if done, err := r.gfdLabelsLeft(ctx, cp, gfdLeft); !done || err != nil {
-				return ctrl.Result{RequeueAfter: cleanupPoll}, err
+			done, err := r.gfdLabelsLeft(ctx, cp, gfdLeft)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if !done {
+				return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 			}
 		}
 	}
