@@ -64,8 +64,9 @@ verify: manifests generate bundle ## Fail when generated files are stale, gofmt/
 TEST_PARALLEL ?= 8
 
 .PHONY: test
-test: tools build ## Run the unit, envtest and packaging tests and, side by side, the end-to-end specs (builds the toolchain on first use).
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-e2e
+test: tools build ## Run the unit, envtest and packaging tests, then the end-to-end specs (builds the toolchain on first use).
+	$(MAKE) --no-print-directory test-go
+	$(MAKE) --no-print-directory test-e2e
 
 .PHONY: test-go
 test-go: ## Run the unit, envtest and packaging tests (go test ./..., TEST_PARALLEL packages at once).

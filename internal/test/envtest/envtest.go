@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,10 @@ func Start(opts client.Options) (*Env, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "crd", "nfd")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+		// go test starts up to TEST_PARALLEL API servers at once on two
+		// cores; one starting behind the others needs more than
+		// envtest's default 20 s.
+		ControlPlaneStartTimeout: time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
