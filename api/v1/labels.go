@@ -130,6 +130,12 @@ const (
 	StateDisabled StateValue = "disabled"
 )
 
+// Up says whether the states after this one may proceed on its node: it is
+// ready, or disabled. A node is done rolling out when every per-node state
+// is up on it; the operator, its status and the benchmark all judge it
+// through this one method.
+func (v StateValue) Up() bool { return v == StateReady || v == StateDisabled }
+
 // DeployLabel returns the deploy label of an operand.
 func DeployLabel(operand string) string { return DeployLabelPrefix + operand }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,48 +10,92 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
-var testStates = []string{"driver", "container-toolkit"}
-
-func nodeWith(driver, toolkit string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
-		gpuv1.StateLabel("driver"): driver, gpuv1.StateLabel("container-toolkit"): toolkit,
-	}}}
+// nodeWith is a node whose every per-node state of the registry's graph has
+// the value all has, except those in set.
+func nodeWith(t *testing.T, name string, all gpuv1.StateValue, set map[state.Name]gpuv1.StateValue) *corev1.Node {
+	t.Helper()
+	labels := map[string]string{}
+	for _, s := range registryGraph(t).PerNode() {
+		v, ok := set[s]
+		if !ok {
+			v = all
+		}
+		if v != "" {
+			labels[gpuv1.StateLabel(string(s))] = string(v)
+		}
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
 
-func TestReadyAfterResetNeedsAResetFirst(t *testing.T) {
-	g := readyAfterReset(testStates)
-	if g(nodeWith("ready", "ready")) {
+func registryGraph(t *testing.T) *state.Graph {
+	t.Helper()
+	g, err := registry.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// The goals judge every state the registry declares, a state added later
+// included: disabled counts as done, as it does for the operator (mig-manager
+// and the MPS control daemon are disabled on most nodes), and every value
+// that holds the states after it back does not.
+func TestGoalsJudgeEveryRegisteredState(t *testing.T) {
+	g := registryGraph(t)
+	up := stackUp(g)
+	if !up(nodeWith(t, "n", gpuv1.StateReady, nil)) {
+		t.Fatal("a node ready on every state has not met the rollout goal")
+	}
+	for _, s := range g.PerNode() {
+		if !up(nodeWith(t, "n", gpuv1.StateReady, map[state.Name]gpuv1.StateValue{s: gpuv1.StateDisabled})) {
+			t.Errorf("a node with %s disabled and every other state ready has not met the rollout goal", s)
+		}
+		for _, v := range []gpuv1.StateValue{gpuv1.StatePending, gpuv1.StateFailed, gpuv1.StateUpgrading} {
+			if up(nodeWith(t, "n", gpuv1.StateReady, map[state.Name]gpuv1.StateValue{s: v})) {
+				t.Errorf("a node with %s %s has met the rollout goal", s, v)
+			}
+		}
+		st, _ := g.Get(s)
+		if got := up(nodeWith(t, "n", gpuv1.StateReady, map[state.Name]gpuv1.StateValue{s: ""})); got != st.GatesOnlyWhenLabelled {
+			t.Errorf("a node without the %s label met the rollout goal: %v, want %v (the state gates only once labelled: %v)",
+				s, got, st.GatesOnlyWhenLabelled, st.GatesOnlyWhenLabelled)
+		}
+	}
+}
+
+func TestUpAfterResetNeedsAResetFirst(t *testing.T) {
+	g := upAfterReset(registryGraph(t))
+	if g(nodeWith(t, "n", gpuv1.StateReady, nil)) {
 		t.Fatal("a node that was never seen reset counts as recovered")
 	}
-	if g(nodeWith("pending", "pending")) {
+	if g(nodeWith(t, "n", gpuv1.StatePending, nil)) {
 		t.Fatal("a reset node counts as recovered")
 	}
-	if g(nodeWith("ready", "pending")) {
+	if g(nodeWith(t, "n", gpuv1.StateReady, map[state.Name]gpuv1.StateValue{state.DevicePlugin: gpuv1.StatePending})) {
 		t.Fatal("a half re-formed chain counts as recovered")
 	}
-	if !g(nodeWith("ready", "ready")) {
+	if !g(nodeWith(t, "n", gpuv1.StateReady, map[state.Name]gpuv1.StateValue{state.MIGManager: gpuv1.StateDisabled})) {
 		t.Fatal("a re-formed chain does not count as recovered")
 	}
 }
 
 func TestTrackerTimesTheLastNodeToMeetTheGoal(t *testing.T) {
-	tr := &nodeTracker{nodes: map[string]*corev1.Node{}, metSince: map[string]time.Time{}, goal: allStatesReady(testStates)}
-	a, b := nodeWith("ready", "ready"), nodeWith("ready", "pending")
-	a.Name, b.Name = "a", "b"
+	tr := &nodeTracker{nodes: map[string]*corev1.Node{}, metSince: map[string]time.Time{}, goal: stackUp(registryGraph(t))}
+	notYet := map[state.Name]gpuv1.StateValue{state.ContainerToolkit: gpuv1.StatePending}
 	t0 := time.Now()
-	tr.judge(a, t0)
-	tr.judge(b, t0)
-	b = nodeWith("ready", "ready")
-	b.Name = "b"
-	tr.judge(b, t0.Add(time.Second))
+	tr.judge(nodeWith(t, "a", gpuv1.StateReady, nil), t0)
+	tr.judge(nodeWith(t, "b", gpuv1.StateReady, notYet), t0)
+	tr.judge(nodeWith(t, "b", gpuv1.StateReady, nil), t0.Add(time.Second))
 	// A node that stays ready keeps its first time.
-	tr.judge(a, t0.Add(2*time.Second))
+	tr.judge(nodeWith(t, "a", gpuv1.StateReady, nil), t0.Add(2*time.Second))
 	if tr.metSince["a"] != t0 || tr.metSince["b"] != t0.Add(time.Second) {
 		t.Errorf("metSince = %v", tr.metSince)
 	}
-	tr.judge(nodeWith("failed", "pending"), t0.Add(3*time.Second)) // node "n" never met it
+	tr.judge(nodeWith(t, "n", gpuv1.StateFailed, nil), t0.Add(3*time.Second)) // node "n" never met it
 	if _, ok := tr.metSince["n"]; ok {
 		t.Error("a failed node met the goal")
 	}
@@ -106,5 +151,60 @@ func TestSkippedPhasesAreNotFigures(t *testing.T) {
 		if skipped != wantSkipped {
 			t.Errorf("line %q: skipped=%v, want %v", line, skipped, wantSkipped)
 		}
+	}
+}
+
+// A phase no node moves in ends with an error that names the nodes left and
+// the states that hold them back, instead of waiting for ever; the clock is
+// the test's, a minute a look.
+func TestWaitEndsAPhaseThatStopsMoving(t *testing.T) {
+	tr := newTracker()
+	tr.goal = stackUp(registryGraph(t))
+	clock := time.Unix(0, 0)
+	tr.now = func() time.Time { clock = clock.Add(time.Minute); return clock }
+	tr.poll = time.Millisecond
+	held := map[state.Name]gpuv1.StateValue{state.DevicePlugin: gpuv1.StatePending}
+	tr.update(nodeWith(t, "a", gpuv1.StateReady, nil), clock)
+	tr.update(nodeWith(t, "b", gpuv1.StateReady, held), clock)
+	_, err := tr.wait(context.Background(), []string{"a", "b"}, time.Hour)
+	if err == nil {
+		t.Fatal("a wait that no node moves in did not end")
+	}
+	for _, want := range []string{"no node met the goal for 5m0s", "1 of 2 nodes", "device-plugin=pending on 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if clock.After(time.Unix(0, 0).Add(defaultStall + 2*time.Minute)) {
+		t.Errorf("the wait went on until %s, past the stall of %s", clock.Sub(time.Unix(0, 0)), defaultStall)
+	}
+}
+
+// A wait in which nodes keep arriving is not cut short by the stall.
+func TestWaitLetsAMovingPhaseFinish(t *testing.T) {
+	tr := newTracker()
+	tr.goal = stackUp(registryGraph(t))
+	clock := time.Unix(0, 0)
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	held := map[state.Name]gpuv1.StateValue{state.Driver: gpuv1.StatePending}
+	for _, n := range names {
+		tr.update(nodeWith(t, n, gpuv1.StateReady, held), clock)
+	}
+	// Each look is four minutes later, and one more node is up: slower
+	// than the stall twice over in all, never between two nodes.
+	next := 0
+	tr.now = func() time.Time {
+		clock = clock.Add(4 * time.Minute)
+		if next < len(names) {
+			tr.mu.Lock()
+			tr.update(nodeWith(t, names[next], gpuv1.StateReady, nil), clock)
+			tr.mu.Unlock()
+			next++
+		}
+		return clock
+	}
+	tr.poll = time.Millisecond
+	if _, err := tr.wait(context.Background(), names, time.Hour); err != nil {
+		t.Fatalf("a phase that kept moving ended: %v", err)
 	}
 }

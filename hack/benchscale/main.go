@@ -34,12 +34,13 @@ func main() {
 	flag.DurationVar(&cfg.churn, "churn", 2*time.Minute, "Kubelet churn after the quiet period, for idle figures under status reports; 0 skips it.")
 	flag.DurationVar(&cfg.churnEvery, "churn-every", 5*time.Minute,
 		"How often each node reports its status during the churn: a kubelet's nodeStatusReportFrequency (5m by default).")
+	flag.DurationVar(&cfg.stall, "stall", defaultStall, "End a phase with an error, naming the nodes left and why, once no node has made progress for this long.")
 	var skip string
 	flag.StringVar(&skip, "skip", "", "Phases to leave out, comma-separated: floor, reboot, upgrade (-churn 0 leaves out the churn); for runs that must fit in an hour, such as 5000 nodes.")
 	flag.StringVar(&out, "out", "_output/bench/scale.json", "Where to write the figures.")
 	flag.Parse()
-	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute || (cfg.churn != 0 && cfg.churn < time.Minute) || cfg.churnEvery < time.Second {
-		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m, -churn 0 or at least 1m, -churn-every at least 1s")
+	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < time.Minute || (cfg.churn != 0 && cfg.churn < time.Minute) || cfg.churnEvery < time.Second || cfg.stall <= 0 {
+		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 1m, -churn 0 or at least 1m, -churn-every at least 1s, -stall above 0")
 		os.Exit(2)
 	}
 	for _, phase := range strings.Split(skip, ",") {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // goal is what a phase waits for on each node. It is called under the
@@ -33,15 +34,31 @@ type nodeTracker struct {
 	// simulator's reason apart from the operator's.
 	explain func(ctx context.Context, missing []string) string
 	log     io.Writer
+	// stall ends a wait that no node has made progress in for this long.
+	stall time.Duration
+	// now and poll are the clock and how often a wait looks; a test makes
+	// them fast.
+	now  func() time.Time
+	poll time.Duration
 }
+
+// defaultStall is how long a phase may go without any node newly meeting its
+// goal. Every phase moves node by node, several a minute even at 5000
+// nodes; a rollout whose goal no node can meet stops at once.
+const defaultStall = 5 * time.Minute
 
 // stillWaiting is how often a long wait says which nodes it waits for.
 const stillWaiting = 2 * time.Minute
 
+func newTracker() *nodeTracker {
+	return &nodeTracker{nodes: map[string]*corev1.Node{}, metSince: map[string]time.Time{}, goal: func(*corev1.Node) bool { return false },
+		stall: defaultStall, now: time.Now, poll: 100 * time.Millisecond}
+}
+
 // trackNodes starts an informer on the cluster's GPU nodes; it stops with ctx.
 func trackNodes(ctx context.Context, cs kubernetes.Interface) (*nodeTracker, error) {
-	t := &nodeTracker{nodes: map[string]*corev1.Node{}, metSince: map[string]time.Time{}, goal: func(*corev1.Node) bool { return false },
-		explain: func(ctx context.Context, missing []string) string { return explainStuck(ctx, cs, missing) }}
+	t := newTracker()
+	t.explain = func(ctx context.Context, missing []string) string { return explainStuck(ctx, cs, missing) }
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -64,8 +81,13 @@ func (t *nodeTracker) observe(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.update(n, t.now())
+}
+
+// update records a node as seen at now; the caller holds the lock.
+func (t *nodeTracker) update(n *corev1.Node, now time.Time) {
 	t.nodes[n.Name] = n
-	t.judge(n, time.Now())
+	t.judge(n, now)
 }
 
 func (t *nodeTracker) judge(n *corev1.Node, now time.Time) {
@@ -100,18 +122,23 @@ func (t *nodeTracker) names() []string {
 }
 
 // wait blocks until every named node meets the goal, and returns when the
-// last of them started to; it fails after timeout, saying how many are left.
+// last of them started to. It fails, naming the nodes left and why, once no
+// node has newly met the goal for t.stall (the phase has stopped moving:
+// waiting longer would only hide a defect), or after timeout.
 func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Duration) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	nextReport := time.Now().Add(stillWaiting)
+	start := t.now()
+	deadline, nextReport := start.Add(timeout), start.Add(stillWaiting)
+	lastMoved, fewest := start, len(names)+1
 	for {
 		t.mu.Lock()
 		var last time.Time
 		var missing []string
+		var values map[string]int
 		for _, name := range names {
 			since, ok := t.metSince[name]
 			if !ok {
 				missing = append(missing, name)
+				values = countNotUp(values, t.nodes[name])
 			} else if since.After(last) {
 				last = since
 			}
@@ -120,46 +147,47 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 		if len(missing) == 0 {
 			return last, nil
 		}
+		now := t.now()
+		if len(missing) < fewest {
+			fewest, lastMoved = len(missing), now
+		}
 		why := func() string {
-			if t.explain == nil {
-				return ""
+			out := ": " + describeNotUp(values)
+			if t.explain != nil {
+				out += "; " + t.explain(ctx, missing)
 			}
-			return ": " + t.explain(ctx, missing)
+			return out
 		}
-		if time.Now().After(deadline) {
+		switch {
+		case now.Sub(lastMoved) >= t.stall:
+			return time.Time{}, fmt.Errorf("no node met the goal for %s, %d of %d nodes never did%s", t.stall, len(missing), len(names), why())
+		case now.After(deadline):
 			return time.Time{}, fmt.Errorf("%d of %d nodes still not there after %s%s", len(missing), len(names), timeout, why())
-		}
-		if t.log != nil && time.Now().After(nextReport) {
+		case t.log != nil && now.After(nextReport):
 			progress(t.log, "still waiting for %d of %d nodes%s", len(missing), len(names), why())
-			nextReport = time.Now().Add(stillWaiting)
+			nextReport = now.Add(stillWaiting)
 		}
 		select {
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(t.poll):
 		}
 	}
 }
 
-// allStatesReady is true when every per-node state is ready on the node.
-func allStatesReady(states []string) goal {
-	return func(n *corev1.Node) bool {
-		for _, s := range states {
-			if n.Labels[gpuv1.StateLabel(s)] != "ready" {
-				return false
-			}
-		}
-		return true
-	}
+// stackUp is met by a node whose GPU stack is complete: every per-node
+// state up (ready or disabled), judged as the operator judges it.
+func stackUp(g *state.Graph) goal {
+	return func(n *corev1.Node) bool { return g.AllUp(n.Labels) }
 }
 
-// readyAfterReset is met by a node once it has been seen not ready on some
-// state and then ready on all: a rebooted node whose chain re-formed.
-func readyAfterReset(states []string) goal {
-	ready := allStatesReady(states)
+// upAfterReset is met by a node once it has been seen with its stack
+// incomplete and then complete: a rebooted node whose chain re-formed.
+func upAfterReset(g *state.Graph) goal {
+	up := stackUp(g)
 	reset := map[string]bool{}
 	return func(n *corev1.Node) bool {
-		if !ready(n) {
+		if !up(n) {
 			reset[n.Name] = true
 			return false
 		}
@@ -168,12 +196,12 @@ func readyAfterReset(states []string) goal {
 }
 
 // upgraded is met by a node that runs the driver version, is done upgrading,
-// is no longer cordoned and is ready on every state.
-func upgraded(states []string, version string) goal {
-	ready := allStatesReady(states)
+// is no longer cordoned and has its stack complete.
+func upgraded(g *state.Graph, version string) goal {
+	up := stackUp(g)
 	return func(n *corev1.Node) bool {
 		return n.Labels[gpuv1.LabelDriverVersion] == version &&
 			n.Labels[gpuv1.LabelUpgradeState] == string(gpuv1.UpgradeDone) &&
-			!n.Spec.Unschedulable && ready(n)
+			!n.Spec.Unschedulable && up(n)
 	}
 }

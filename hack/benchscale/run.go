@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
@@ -37,6 +38,8 @@ type config struct {
 	churn     time.Duration // kubelet churn phase; 0 skips it
 	// churnEvery is how often each node reports its status in it.
 	churnEvery time.Duration
+	// stall ends a phase no node has made progress in for this long.
+	stall time.Duration
 	// Phases left out (-skip): their figures stay 0.
 	skipFloor, skipReboot, skipUpgrade bool
 }
@@ -60,12 +63,8 @@ func runOnce(ctx context.Context, cfg config) (*Result, error) {
 	if err != nil {
 		return &Result{}, err
 	}
-	var states []string
-	for _, s := range graph.PerNode() {
-		states = append(states, string(s))
-	}
 	r := &Result{Nodes: cfg.nodes, UnrelatedPodsPerNode: cfg.unrelated, QuietSeconds: cfg.quiet.Seconds(), Skipped: cfg.skipped()}
-	w, err := gated(ctx, cfg, states, r)
+	w, err := gated(ctx, cfg, graph, r)
 	if err != nil {
 		return r, err
 	}
@@ -81,7 +80,7 @@ func runOnce(ctx context.Context, cfg config) (*Result, error) {
 
 // gated runs the operator through a rollout, a quiet period, a reboot and a
 // fleet upgrade, and returns its workloads for the floor run.
-func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorWorkloads, error) {
+func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*floorWorkloads, error) {
 	// Informers on this cluster stop with it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -95,7 +94,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	if err != nil {
 		return nil, err
 	}
-	nodes.log = cfg.log
+	nodes.log, nodes.stall = cfg.log, cfg.stall
 	names := nodes.names()
 	slices.Sort(names)
 	progress(cfg.log, "creating %d unrelated pods", len(names)*cfg.unrelated)
@@ -114,7 +113,7 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 
 	// The rollout, from the ClusterPolicy's creation to every node ready on
 	// every state.
-	nodes.setGoal(allStatesReady(states))
+	nodes.setGoal(stackUp(graph))
 	cpu0, err := processUsage(op.Pid())
 	if err != nil {
 		return nil, err
@@ -194,12 +193,12 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 	}
 	var rebootWindow, upgradeWindow window
 	if !cfg.skipReboot {
-		if rebootWindow, err = rebootPhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+		if rebootWindow, err = rebootPhase(ctx, cfg, s, nodes, names, graph, r); err != nil {
 			return nil, err
 		}
 	}
 	if !cfg.skipUpgrade {
-		if upgradeWindow, err = upgradePhase(ctx, cfg, s, nodes, names, states, r); err != nil {
+		if upgradeWindow, err = upgradePhase(ctx, cfg, s, nodes, names, graph, r); err != nil {
 			return nil, err
 		}
 	}
@@ -210,10 +209,6 @@ func gated(ctx context.Context, cfg config, states []string, r *Result) (*floorW
 		return nil, err
 	}
 	r.Rollout = countRequests(reqs, t0, quietStart)
-	graph, err := registry.Graph()
-	if err != nil {
-		return nil, err
-	}
 	prerequisites, gatedStates := stateGraph(graph)
 	wv := waves(times, prerequisites, gatedStates, nodeWrites(reqs), t0)
 	r.Waves = &wv
@@ -245,13 +240,13 @@ type window struct{ from, to time.Time }
 
 // rebootPhase reboots every k-th node and times until their chains have
 // re-formed.
-func rebootPhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
+func rebootPhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *nodeTracker, names []string, graph *state.Graph, r *Result) (window, error) {
 	var rebooted []string
 	for i := 0; i < len(names) && len(rebooted) < cfg.rebooted; i += max(1, len(names)/cfg.rebooted) {
 		rebooted = append(rebooted, names[i])
 	}
 	progress(cfg.log, "rebooting %d nodes", len(rebooted))
-	nodes.setGoal(readyAfterReset(states))
+	nodes.setGoal(upAfterReset(graph))
 	start := time.Now()
 	if err := reboot(ctx, s.Clientset, rebooted); err != nil {
 		return window{}, err
@@ -268,10 +263,10 @@ func rebootPhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *
 }
 
 // upgradePhase changes driver.version and times the fleet upgrade.
-func upgradePhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *nodeTracker, names, states []string, r *Result) (window, error) {
+func upgradePhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *nodeTracker, names []string, graph *state.Graph, r *Result) (window, error) {
 	r.UpgradeParallel = maxParallel(cfg.nodes)
 	progress(cfg.log, "upgrading the driver to %s, %d nodes at a time", upgradedVersion, r.UpgradeParallel)
-	nodes.setGoal(upgraded(states, upgradedVersion))
+	nodes.setGoal(upgraded(graph, upgradedVersion))
 	start := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, upgradedVersion)
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}

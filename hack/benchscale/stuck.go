@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
 // simulatorStuck reports whether an operand pod is held back by the
@@ -70,4 +75,41 @@ func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string
 		parts[1] += " (" + first(op) + ")"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// countNotUp adds, for a node that has not met a goal, each per-node state
+// that holds its chain back, as "state=value", to counts.
+func countNotUp(counts map[string]int, n *corev1.Node) map[string]int {
+	if counts == nil {
+		counts = map[string]int{}
+	}
+	if n == nil {
+		counts["node not seen"]++
+		return counts
+	}
+	for k, v := range n.Labels {
+		if s, ok := strings.CutPrefix(k, gpuv1.StateLabelPrefix); ok && !gpuv1.StateValue(v).Up() {
+			counts[s+"="+v]++
+		}
+	}
+	return counts
+}
+
+// describeNotUp says how many nodes each state value holds back, most first.
+func describeNotUp(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "no state label holds them back"
+	}
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s on %d", k, counts[k]))
+	}
+	return "states not up: " + strings.Join(parts, ", ")
 }

@@ -248,7 +248,7 @@ func (d *decision) readCurrent() bool {
 	for _, name := range d.in.Graph.PerNode() {
 		v := d.in.Graph.ValueOf(name, d.in.Node.Labels)
 		d.current[name] = v
-		ready = ready && (v == gpuv1.StateReady || v == gpuv1.StateDisabled)
+		ready = ready && v.Up()
 	}
 	return ready
 }

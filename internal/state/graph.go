@@ -146,6 +146,17 @@ func (g *Graph) ValueOf(name Name, labels map[string]string) gpuv1.StateValue {
 	return gpuv1.StatePending
 }
 
+// AllUp says whether every per-node state is up (ready or disabled) on a
+// node with these labels: the node's GPU stack is complete.
+func (g *Graph) AllUp(labels map[string]string) bool {
+	for _, s := range g.states {
+		if s.Scope == PerNode && !g.ValueOf(s.Name, labels).Up() {
+			return false
+		}
+	}
+	return true
+}
+
 // Enabled says, for every state, whether the policy deploys it.
 func (g *Graph) Enabled(spec *gpuv1.ClusterPolicySpec) map[Name]bool {
 	enabled := make(map[Name]bool, len(g.states))

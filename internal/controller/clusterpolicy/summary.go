@@ -72,7 +72,6 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 				s.upgradeFailed = append(s.upgradeFailed, n.Name)
 			}
 		}
-		allReady := true
 		for _, name := range perNode {
 			v := g.ValueOf(name, n.Labels)
 			c := s.byState[name]
@@ -94,9 +93,8 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 				c.notReady = append(c.notReady, n.Name)
 			}
 			c.desired++
-			allReady = allReady && v == gpuv1.StateReady
 		}
-		if allReady {
+		if g.AllUp(n.Labels) {
 			s.readyNodes++
 		}
 	}
