@@ -177,22 +177,36 @@ func ToolkitDisabledSpec(ctx context.Context, nodes []string) {
 // old class is pruned.
 func RuntimeClassSpec(ctx context.Context, nodes []string) {
 	helmSet("operator.runtimeClass=nvidia-gpu")
+	expectRuntimeClass(ctx, nodes, "nvidia-gpu", "nvidia")
+	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+	// Back: every node was ready before the change reached it, so the
+	// rename is waited for first, or the order check reads pods the
+	// rollout is replacing.
+	helmSet("operator.runtimeClass=nvidia")
+	expectRuntimeClass(ctx, nodes, "nvidia", "nvidia-gpu")
+	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
+}
+
+// expectRuntimeClass waits until the RuntimeClass name exists with the
+// handler of its name, old is gone, the toolkit registers the handler and
+// every GPU operand's pod on the nodes names the class.
+func expectRuntimeClass(ctx context.Context, nodes []string, name, old string) {
 	Eventually(func(g Gomega) {
 		rc := &nodev1.RuntimeClass{}
-		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "nvidia-gpu"}, rc)).To(Succeed())
-		g.Expect(rc.Handler).To(Equal("nvidia-gpu"))
-		g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: "nvidia"}, &nodev1.RuntimeClass{}))).To(BeTrue())
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, rc)).To(Succeed())
+		g.Expect(rc.Handler).To(Equal(name))
+		g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Name: old}, &nodev1.RuntimeClass{}))).To(BeTrue())
 		for _, n := range nodes {
-			g.Expect(envOf(podOn(ctx, n, "container-toolkit"), "NVIDIA_RUNTIME_NAME")).To(Equal("nvidia-gpu"))
-			// Nil while the rename replaces it: the poll must fail, not panic.
-			plugin := podOn(ctx, n, "device-plugin")
-			g.Expect(plugin).NotTo(BeNil(), "device plugin pod on %s", n)
-			g.Expect(plugin.Spec.RuntimeClassName).To(HaveValue(Equal("nvidia-gpu")))
+			g.Expect(envOf(podOn(ctx, n, "container-toolkit"), "NVIDIA_RUNTIME_NAME")).To(Equal(name))
+			for _, s := range []string{"device-plugin", "dcgm-exporter", "gpu-feature-discovery"} {
+				// Nil while the rename replaces it: the poll must fail,
+				// not panic.
+				pod := podOn(ctx, n, s)
+				g.Expect(pod).NotTo(BeNil(), "%s pod on %s", s, n)
+				g.Expect(pod.Spec.RuntimeClassName).To(HaveValue(Equal(name)), "%s pod on %s", s, n)
+			}
 		}
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
-	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
-	helmSet("operator.runtimeClass=nvidia")
-	AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
 }
 
 // stateMessage returns what the policy's status says of a state.
