@@ -29,7 +29,7 @@ for tool in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl k
   [[ -x $bin/$tool ]] || { echo "bin/$tool is missing: run make tools-sim build build-sim-agent" >&2; exit 1; }
 done
 
-for port in $SIM_ETCD_PORT $SIM_APISERVER_PORT $SIM_KWOK_PORT; do
+for port in $SIM_ETCD_PORT $SIM_ETCD_PEER_PORT $SIM_APISERVER_PORT $SIM_SCHEDULER_PORT $SIM_KWOK_PORT $SIM_KWOK_NODE_PORT; do
   if (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "127.0.0.1:$port is in use: is another simulated cluster running? (make sim-down, or make demo-down)" >&2
     exit 1

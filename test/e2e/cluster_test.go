@@ -5,11 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -22,8 +22,11 @@ import (
 )
 
 var (
-	root   = crdschema.RepoRoot()
-	simDir = filepath.Join(root, "_output", "e2e")
+	root = crdschema.RepoRoot()
+	// simDir is this process's cluster's state directory, set by
+	// BeforeSuite: make test-e2e runs the specs in E2E_PROCS processes,
+	// each on a cluster of its own.
+	simDir string
 	states = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
 	// prerequisites of each state on a node, as the state graph declares:
 	// the driver and the toolkit start side by side.
@@ -51,6 +54,22 @@ func sh(name string, args ...string) (string, error) {
 	return out, nil
 }
 
+// portOffset shifts every port this process's cluster listens on, apart
+// from the other processes' (hack/sim/ports.env).
+func portOffset() int { return 100 * (GinkgoParallelProcess() - 1) }
+
+// The ports of the operator startOperator runs, for the first process;
+// each further one adds 10, short of the benchmark's 18280.
+const (
+	operatorMetricsPort = 18180
+	operatorProbePort   = 18181
+)
+
+// operatorAddr is where this process's operator listens on a port.
+func operatorAddr(port int) string {
+	return fmt.Sprintf("127.0.0.1:%d", port+10*(GinkgoParallelProcess()-1))
+}
+
 // operator is the operator process, run locally as its ServiceAccount.
 type operator struct{ p *simcluster.Operator }
 
@@ -61,7 +80,8 @@ func startOperator() *operator {
 	// replaced by a rolling update on the simulated nodes.
 	timers := fixture.Timers()
 	timers.ReadyGrace = 5 * time.Second
-	args := append([]string{"--leader-elect", "--metrics-bind-address=127.0.0.1:18180", "--health-probe-bind-address=127.0.0.1:18181",
+	args := append([]string{"--leader-elect", "--metrics-bind-address=" + operatorAddr(operatorMetricsPort),
+		"--health-probe-bind-address=" + operatorAddr(operatorProbePort),
 		"--zap-encoder=console"}, timers.Args()...)
 	p, err := sim.StartOperator(context.Background(), simcluster.OperatorOptions{Args: args})
 	Expect(err).NotTo(HaveOccurred())

@@ -21,10 +21,14 @@ var documented = []string{"--set", "driver.enabled=true", "--set", "driver.versi
 // Every container starts from what it needs (the chart installed as the
 // README says, or not installed), whatever ran before it, so that any one
 // spec runs alone: `make test-e2e FOCUS='MIG'`. Each spec in an installed
-// container leaves the cluster as it found it (restore.go). The outer
-// container only keeps the order of the ones inside it, which Ginkgo would
-// otherwise shuffle: the uninstalling ones last, so the chart is installed
-// once.
+// container leaves the cluster as it found it (restore.go). make test-e2e
+// runs the containers in E2E_PROCS processes, each on its own cluster, a
+// container on one process from its first spec to its last, each process
+// taking the next container when it is done with one. So the installed
+// containers come longest first (about two minutes each down to one), and
+// the processes finish together. The outer container only keeps that
+// order, which Ginkgo would otherwise shuffle: the uninstalling ones last,
+// so that each process installs the chart once.
 var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	var healthy []string
 	// stuck are the nodes that never get ready: out of driver upgrades.
@@ -32,67 +36,43 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	for i := range gpuNodes - 1 {
 		healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
 	}
-
-	Describe("installed with the documented helm command", Ordered, func() {
-		// The stuck nodes' owner keeps them out of driver upgrades: an
-		// upgrade of a node whose driver never loads would hold a place of
-		// every budget (MIG's and the repairs' too) until its validation
-		// times out.
-		BeforeAll(func(ctx SpecContext) {
-			ensureInstalled(ctx, documented, healthy)
-			for _, n := range stuck {
-				setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, gpuv1.LabelTrue)
-			}
-		})
-		AfterAll(func(ctx SpecContext) {
-			for _, n := range stuck {
-				setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, "")
-			}
-		})
-		leavesTheClusterAsItFoundIt(healthy)
-
-		It("rolls out in order", func(ctx SpecContext) {
-			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
-		})
-
-		It("serves its metrics over HTTPS only to callers allowed to read them", func(ctx SpecContext) {
-			MetricsAuthSpec(ctx)
-		})
-
-		It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
-			// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
-			// broken, k3s (wrong paths) and unconfigured nodes.
-			BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
-				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+4)})
-		})
-
-		It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {
-			HostDriverSpec(ctx)
-		})
-
-		It("configures CRI-O with the toolkit's OCI hook and runs its operands without the RuntimeClass", func(ctx SpecContext) {
-			CRIOSpec(ctx)
-		})
-
-		It("keeps the toolkit pending where the runtime reports no NVIDIA handler, and names the nodes", func(ctx SpecContext) {
-			RuntimeProofSpec(ctx, RuntimeProofInput{Nodes: []string{unconfiguredNode, k3sNode}})
-		})
-
-		It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
-			K3sPathsSpec(ctx, K3sPathsInput{
-				Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
-				Nodes: healthy,
+	// installed is an ordered container on the chart installed with the
+	// README's command.
+	installed := func(text string, body func()) bool {
+		// Offset: each container sorts at its caller's line, in this file's
+		// order, not by its text.
+		return Describe("installed with the documented helm command: "+text, Ordered, Offset(1), func() {
+			// The stuck nodes' owner keeps them out of driver upgrades: an
+			// upgrade of a node whose driver never loads would hold a place
+			// of every budget (MIG's and the repairs' too) until its
+			// validation times out.
+			BeforeAll(func(ctx SpecContext) {
+				ensureInstalled(ctx, documented, healthy)
+				for _, n := range stuck {
+					setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, gpuv1.LabelTrue)
+				}
 			})
+			AfterAll(func(ctx SpecContext) {
+				for _, n := range stuck {
+					setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, "")
+				}
+			})
+			leavesTheClusterAsItFoundIt(healthy)
+			body()
+		})
+	}
+
+	installed("node pools", func() {
+		It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
+			PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
 		})
 
-		It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
-			ToolkitDisabledSpec(ctx, healthy)
+		It("hands over to a second ClusterPolicy without replacing any operand, and back", func(ctx SpecContext) {
+			HandOverSpec(ctx, healthy)
 		})
+	})
 
-		It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
-			RuntimeClassSpec(ctx, healthy)
-		})
-
+	installed("reboots and GPU health", func() {
 		It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
 			RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})
 		})
@@ -122,7 +102,9 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			RepairThenUpgradeSpec(ctx, RepairThenUpgradeInput{Sick: healthy[0], Others: healthy[1:],
 				Versions: []string{"570.172.08", "575.57.08"}, Skip: stuck})
 		})
+	})
 
+	installed("GPU sharing", func() {
 		It("runs a time-slicing configuration per node, restarting only the device plugin and GFD", func(ctx SpecContext) {
 			TimeSlicingSpec(ctx, healthy[0], healthy[1], healthy[2])
 		})
@@ -130,11 +112,30 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("reconfigures MIG one node at a time, through failures, hangs and an operator crash", func(ctx SpecContext) {
 			MIGSpec(ctx, MIGInput{Nodes: healthy[:2], FailOnce: healthy[2], HangOnce: healthy[3]})
 		})
+	})
 
-		It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
-			PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
+	installed("runtime settings", func() {
+		It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
+			K3sPathsSpec(ctx, K3sPathsInput{
+				Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
+				Nodes: healthy,
+			})
 		})
 
+		It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
+			ToolkitDisabledSpec(ctx, healthy)
+		})
+
+		It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
+			RuntimeClassSpec(ctx, healthy)
+		})
+
+		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
+			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
+		})
+	})
+
+	installed("operator crashes and driver upgrades", func() {
 		It("resumes a rollout after the operator is killed in the middle of it", func(ctx SpecContext) {
 			OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 		})
@@ -150,13 +151,34 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			UpgradeSpec(ctx, UpgradeInput{Versions: []string{"580.82.07", "575.57.08"}, Nodes: healthy, Skip: stuck,
 				Workloads: 6, MaxInProgress: 1, KillAt: gpuv1.UpgradePodDeletion})
 		})
+	})
 
-		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
-			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
+	installed("rollout, and nodes of every kind", func() {
+		It("rolls out in order", func(ctx SpecContext) {
+			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
 		})
 
-		It("hands over to a second ClusterPolicy without replacing any operand, and back", func(ctx SpecContext) {
-			HandOverSpec(ctx, healthy)
+		It("serves its metrics over HTTPS only to callers allowed to read them", func(ctx SpecContext) {
+			MetricsAuthSpec(ctx)
+		})
+
+		It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
+			// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
+			// broken, k3s (wrong paths) and unconfigured nodes.
+			BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
+				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+4)})
+		})
+
+		It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {
+			HostDriverSpec(ctx)
+		})
+
+		It("configures CRI-O with the toolkit's OCI hook and runs its operands without the RuntimeClass", func(ctx SpecContext) {
+			CRIOSpec(ctx)
+		})
+
+		It("keeps the toolkit pending where the runtime reports no NVIDIA handler, and names the nodes", func(ctx SpecContext) {
+			RuntimeProofSpec(ctx, RuntimeProofInput{Nodes: []string{unconfiguredNode, k3sNode}})
 		})
 	})
 

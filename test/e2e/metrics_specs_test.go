@@ -19,7 +19,7 @@ import (
 )
 
 // operatorMetricsURL is where startOperator serves metrics.
-const operatorMetricsURL = "https://127.0.0.1:18180/metrics"
+func operatorMetricsURL() string { return "https://" + operatorAddr(operatorMetricsPort) + "/metrics" }
 
 // MetricsAuthSpec checks that the operator, run with the chart's RBAC,
 // serves its metrics over HTTPS only to callers the API server
@@ -37,7 +37,7 @@ func MetricsAuthSpec(ctx context.Context) {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed on loopback
 	}}
 	scrape := func(token string) (int, string) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, operatorMetricsURL, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, operatorMetricsURL(), nil)
 		Expect(err).NotTo(HaveOccurred())
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -59,7 +59,7 @@ func MetricsAuthSpec(ctx context.Context) {
 
 	// Go's TLS server answers a plain HTTP request with 400.
 	plainHTTP := &http.Client{Timeout: 5 * time.Second}
-	resp, err := plainHTTP.Get("http://127.0.0.1:18180/metrics")
+	resp, err := plainHTTP.Get("http://" + operatorAddr(operatorMetricsPort) + "/metrics")
 	Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), "plain HTTP must get no metrics")

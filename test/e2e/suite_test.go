@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -34,9 +36,11 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
+	simDir = filepath.Join(root, "_output", "e2e", fmt.Sprintf("p%d", GinkgoParallelProcess()))
 	sim, err = simcluster.Up(simcluster.Options{
 		Root: root, Dir: simDir, Nodes: gpuNodes,
-		Env:           []string{"SIM_BROKEN_DRIVER_NODES=" + brokenNode, "SIM_NODE_KINDS=" + nodeKinds},
+		Env: []string{"SIM_BROKEN_DRIVER_NODES=" + brokenNode, "SIM_NODE_KINDS=" + nodeKinds,
+			"SIM_PORT_OFFSET=" + strconv.Itoa(portOffset())},
 		KeepOnFailure: os.Getenv("E2E_KEEP_CLUSTER") != "",
 	})
 	Expect(err).NotTo(HaveOccurred())
