@@ -15,6 +15,7 @@ GO_RUNS=${GO_RUNS:-3}
 E2E_RUNS=${E2E_RUNS:-2}
 LOAD_LIMIT=${LOAD_LIMIT:-7200}
 TEST_PARALLEL=${TEST_PARALLEL:-8}
+E2E_PROCS=${E2E_PROCS:-3}
 out=_output/flake-hunt
 mkdir -p "$out"
 rm -f "$out"/*.log
@@ -52,7 +53,7 @@ for i in $(seq "$GO_RUNS"); do
 	run "go-test-$i" go test ./... -count=1 -timeout 20m -p "$TEST_PARALLEL"
 done
 for i in $(seq "$E2E_RUNS"); do
-	run "e2e-$i" go test -tags e2e ./test/e2e/... -count=1 -timeout 40m -v -ginkgo.v
+	run "e2e-$i" bin/ginkgo run --tags e2e --procs "$E2E_PROCS" --timeout 40m -v ./test/e2e
 done
 echo "summary: $summary"
 ! grep -q ': exit [^0]' "$summary"

@@ -33,8 +33,7 @@ func churnPhase(ctx context.Context, cfg config, s *simcluster.Cluster, names []
 	}
 	start := time.Now()
 	end := start.Add(cfg.churn)
-	go saveProfile(ctx, cfg.log, filepath.Join(cfg.root, "_output", "bench", "profiles"), "cpu-churn.pprof",
-		fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(cfg.churn.Seconds())))
+	cfg.cpuProfiles.save(ctx, cfg.log, filepath.Join(cfg.root, "_output", "bench", "profiles"), "cpu-churn.pprof", int(cfg.churn.Seconds()))
 	gap := cfg.churnEvery / time.Duration(len(names))
 	tick := time.NewTicker(gap)
 	defer tick.Stop()

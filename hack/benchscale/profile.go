@@ -7,8 +7,27 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
+
+// cpuProfiles lets one CPU profile run at a time, as the operator's pprof
+// endpoint does: a second one would fail there.
+type cpuProfiles struct{ running sync.Mutex }
+
+// save takes a CPU profile over the next seconds, in the background, unless
+// one still runs (a phase shorter than the rollout's profile): then it says
+// so and takes none.
+func (c *cpuProfiles) save(ctx context.Context, log io.Writer, dir, name string, seconds int) {
+	if !c.running.TryLock() {
+		progress(log, "profile %s: not taken, an earlier CPU profile still runs", name)
+		return
+	}
+	go func() {
+		defer c.running.Unlock()
+		saveProfile(ctx, log, dir, name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds))
+	}()
+}
 
 // saveProfile fetches one pprof profile from the operator into dir/name;
 // a CPU profile covers the next seconds. Failing to profile does not fail

@@ -38,6 +38,8 @@ type config struct {
 	churn     time.Duration // kubelet churn phase; 0 skips it
 	// churnEvery is how often each node reports its status in it.
 	churnEvery time.Duration
+	// cpuProfiles takes the operator's CPU profiles, one at a time.
+	cpuProfiles *cpuProfiles
 	// stall ends a phase no node has made progress in for this long.
 	stall time.Duration
 	// Phases left out (-skip): their figures stay 0.
@@ -89,7 +91,9 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	if err != nil {
 		return nil, err
 	}
-	defer s.Down()
+	// The informers stop before the cluster does: a watch that loses its
+	// server only logs noise.
+	defer func() { cancel(); s.Down() }()
 	nodes, err := trackNodes(ctx, s.Clientset)
 	if err != nil {
 		return nil, err
@@ -131,7 +135,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	// Profiles of the rollout, for whoever wants to know where the time
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
 	profiles := filepath.Join(cfg.root, "_output", "bench", "profiles")
-	go saveProfile(ctx, cfg.log, profiles, "cpu-rollout.pprof", "/debug/pprof/profile?seconds=60")
+	cfg.cpuProfiles.save(ctx, cfg.log, profiles, "cpu-rollout.pprof", 60)
 	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
@@ -294,7 +298,9 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	if err != nil {
 		return err
 	}
-	defer s.Down()
+	// The informers stop before the cluster does: a watch that loses its
+	// server only logs noise.
+	defer func() { cancel(); s.Down() }()
 	nodes, err := trackNodes(ctx, s.Clientset)
 	if err != nil {
 		return err
