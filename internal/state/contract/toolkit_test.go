@@ -21,6 +21,10 @@ const (
 	toolkitCRIO       = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/runtime/crio/crio.go"
 	toolkitInstall    = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/toolkit/toolkit.go"
 	toolkitEntrypoint = "NVIDIA/gpu-operator@v25.3.4:assets/state-container-toolkit/0400_configmap.yaml"
+	// From v1.18 on the image's sh is busybox (v1.20.0 installs Debian's
+	// busybox-static, with every applet, into /busybox), whose test
+	// compares modification times in whole seconds (coreutils/test.c).
+	toolkitShell = "NVIDIA/nvidia-container-toolkit@v1.20.0:deployments/container/Dockerfile"
 )
 
 const tk = toolkit.ContainerName
@@ -61,9 +65,10 @@ var toolkitContract = []requirement{
 				return mount{host: p.variant.DriverRoot.Path(), at: toolkit.DriverRootInContainer(p.variant.DriverRoot),
 					readOnly: true, propagation: corev1.MountPropagationHostToContainer}
 			}))},
-	{source: toolkitRun + " (pid file before install; the runtime's config written by setup, then the runtime signalled)",
-		need:  "is ready once this run wrote the runtime's config (or hook) naming the NVIDIA runtime",
-		check: probe(tk, "readiness", execProbeHas(`grep -qs `+toolkit.RuntimeBinary+` "$f" && [ "$f" -nt "$TOOLKIT_PID_FILE" ]`))},
+	{source: toolkitRun + " (pid file before install; the runtime's config written by setup, then the runtime signalled); " +
+		toolkitShell + " (busybox sh: -nt and -ot compare whole seconds)",
+		need:  "is ready once this run wrote the runtime's config (or hook) naming the NVIDIA runtime, in the pid file's second or later",
+		check: probe(tk, "readiness", execProbeHas(`grep -qs `+toolkit.RuntimeBinary+` "$f" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$f" -ot "$TOOLKIT_PID_FILE" ]`))},
 	{source: toolkitEntrypoint + " (sleep 5 before nvidia-toolkit: containerd since 1.6.9 SIGTERMs a toolkit started right after its restart)",
 		need:  "waits 5 s before it starts",
 		check: commandPrefix(tk, `sh -c sleep 5 && exec nvidia-toolkit "$@" nvidia-toolkit`)},

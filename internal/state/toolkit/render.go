@@ -45,14 +45,18 @@ var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
 // configuredProbe passes once this run of the toolkit has configured the
 // runtime: the file it writes (the runtime's config, or the OCI hook on
-// CRI-O) names the NVIDIA runtime and is newer than the pid file the
+// CRI-O) names the NVIDIA runtime and is not older than the pid file the
 // toolkit writes when it starts. The toolkit itself signals nothing else.
+// "Not older", not "newer": busybox's test, the image's sh from toolkit
+// v1.20 on, compares whole seconds, and the config is written in the
+// pid file's second more often than not; a config of an earlier run is
+// older by the 5 s the start waits at least.
 const configuredProbe = `if [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
   f="$CRIO_HOOKS_DIR/${CRIO_HOOK_FILENAME:-oci-nvidia-hook.json}"
 else
   f="$RUNTIME_CONFIG"
 fi
-grep -qs ` + RuntimeBinary + ` "$f" && [ "$f" -nt "$TOOLKIT_PID_FILE" ]`
+grep -qs ` + RuntimeBinary + ` "$f" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$f" -ot "$TOOLKIT_PID_FILE" ]`
 
 // start waits 5 s before the toolkit runs: NVIDIA found that containerd
 // since 1.6.9 can send a toolkit started right after a containerd restart
