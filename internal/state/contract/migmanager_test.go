@@ -20,6 +20,8 @@ const (
 	migScript     = "NVIDIA/mig-parted@v0.12.1:deployments/container/reconfigure-mig.sh"
 	migDaemonSet  = "NVIDIA/gpu-operator@v25.3.1:assets/state-mig-manager/0600_daemonset.yaml"
 	migEntrypoint = "NVIDIA/gpu-operator@v25.3.1:assets/state-mig-manager/0420_configmap.yaml (sources the validator's driver-ready file)"
+	migImage      = "NVIDIA/mig-parted@v0.12.1:deployments/container/Dockerfile.ubuntu"
+	migRuntime    = "NVIDIA/gpu-operator@v25.3.1:controllers/object_controls.go (setRuntimeClassName on mig-manager's DaemonSet)"
 )
 
 const mm = migmanager.ContainerName
@@ -34,8 +36,11 @@ var migManagerContract = []requirement{
 		need: "reads the host's GPU clients to stop from their ConfigMap",
 		check: all(env(mm, "GPU_CLIENTS_FILE", "/gpu-clients/"+migmanager.GPUClientsKey),
 			configMapAtBy(mm, "/gpu-clients", func(s *gpuv1.ClusterPolicySpec) string { return s.MIGManager.GPUClientsConfigMapName() }))},
-	{source: migMain + " (--nvidia-driver-root, env NVIDIA_DRIVER_ROOT; --driver-root-ctr-path, env DRIVER_ROOT_CTR_PATH); " + migEntrypoint,
-		need: "loads NVML from the node's driver root: the driver container's at /driver-root, the host's at /host",
+	{source: migImage + " (ENV NVIDIA_VISIBLE_DEVICES=all, NVIDIA_MIG_CONFIG_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=utility; NVML loaded by name); " + migRuntime,
+		need:  "gets NVML from the NVIDIA runtime: the RuntimeClass where the runtime has the NVIDIA handler, whatever the runtime's default",
+		check: runtimeClass},
+	{source: migMain + " (--nvidia-driver-root, env NVIDIA_DRIVER_ROOT; --driver-root-ctr-path, env DRIVER_ROOT_CTR_PATH: read only with --cdi-enabled, getPathsForCDI); " + migEntrypoint,
+		need: "is told the node's driver root, for CDI: the driver container's at /driver-root, the host's at /host",
 		check: all(
 			envBy(mm, "NVIDIA_DRIVER_ROOT", func(p *podCase) string {
 				if p.variant.DriverRoot == gpuv1.DriverRootHost {

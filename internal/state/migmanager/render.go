@@ -32,9 +32,11 @@ const (
 	driverRootCtr = "/driver-root"
 )
 
-// dimensions: mig-manager loads NVML from the node's driver root, and
-// stops the host's GPU clients only where the driver is the host's.
-var dimensions = state.Dimensions{DriverRoot: true}
+// dimensions: mig-manager gets NVML from the NVIDIA runtime, through the
+// RuntimeClass where the node's runtime has the handler; it is told the
+// node's driver root, and stops the host's GPU clients only where the
+// driver is the host's.
+var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
 // Operand renders the mig-manager state.
 type Operand struct{}
@@ -146,6 +148,11 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	}
 	return corev1.PodSpec{
 		ServiceAccountName: ServiceAccountName,
+		// mig-parted loads libnvidia-ml.so.1 by name: the image asks the
+		// NVIDIA runtime for every GPU with the utility capability, so the
+		// runtime must be the NVIDIA one even where it is not the node's
+		// default (mig-parted v0.12.1 deployments/container/Dockerfile.ubuntu).
+		RuntimeClassName: state.RuntimeClassName(&cp.Spec, v.Runtime),
 		// mig-manager watches its node and labels it through the API.
 		AutomountServiceAccountToken: ptr.To(true),
 		HostPID:                      true,
