@@ -25,6 +25,10 @@ const (
 	operatorPlugin = "NVIDIA/gpu-operator@v25.3.1:controllers/object_controls.go (setRuntimeClass: containerd only)"
 	devCharCmd     = "NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-ctk/system/create-dev-char-symlinks/all.go"
 	devCharUse     = "NVIDIA/gpu-operator@v25.3.2:validator/main.go (createDevCharSymlinks, dev root per driver)"
+	devNodesCmd    = "NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-ctk/system/create-device-nodes/create-device-nodes.go " +
+		"(--load-kernel-modules: chroot <root> /sbin/modprobe nvidia, nvidia-uvm, nvidia-modeset; --control-devices: mknod under <dev-root>/dev)"
+	devCharPrep = "NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/main.go (createDevCharSymlinks: modules loaded, control nodes made, then linked); " +
+		"NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-ctk/system/create-dev-char-symlinks/all.go (needs nvidia-uvm's major in /proc/devices)"
 )
 
 const dp = deviceplugin.ContainerName
@@ -58,6 +62,18 @@ var devicePluginContract = []requirement{
 			scriptHas(deviceplugin.DevCharContainerName, `ln -sfn "$DEV_ROOT$(readlink "$link")"`),
 			envBy(deviceplugin.DevCharContainerName, "DEV_ROOT", devRoot),
 			hostMount(deviceplugin.DevCharContainerName, mount{host: "/dev/char", at: "/host-dev-char"}))},
+	{source: devNodesCmd + "; " + devCharPrep,
+		need: "beside a host's driver, loads its modules through the host's modprobe and makes their control nodes in the host's /dev before linking",
+		check: all(
+			scriptHas(deviceplugin.DevCharContainerName, `nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --driver-root="$HOST_ROOT" --dev-root="$HOST_ROOT"`),
+			func(p *podCase) error {
+				if p.variant.DriverRoot != gpuv1.DriverRootHost {
+					// A driver container loads its own modules.
+					return envAbsent(deviceplugin.DevCharContainerName, "HOST_ROOT")(p)
+				}
+				return all(env(deviceplugin.DevCharContainerName, "HOST_ROOT", "/host"),
+					hostMount(deviceplugin.DevCharContainerName, mount{host: "/", at: "/host", propagation: corev1.MountPropagationHostToContainer}))(p)
+			})},
 }
 
 // devRoot is where the node's driver keeps its device nodes on the host,

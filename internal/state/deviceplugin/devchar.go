@@ -22,7 +22,18 @@ const DevCharContainerName = "create-dev-char-symlinks"
 // nodes on the host ($DEV_ROOT/dev). It runs before each start of the
 // device plugin, so after every load of a driver. A failure to link is
 // reported and does not keep the plugin from starting.
+//
+// A driver container loads its modules itself. A host's driver may have
+// left nvidia-uvm unloaded (it is loaded on first use) and its control
+// nodes uncreated, and the listing needs nvidia-uvm's major: as NVIDIA's
+// validator does, the modules are loaded through the host's modprobe and
+// the control nodes made in the host's /dev first ($HOST_ROOT is the host's
+// / then). Loading a loaded module does nothing.
 const devCharScript = `staging=$(mktemp -d)
+if [ -n "$HOST_ROOT" ]; then
+  nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --driver-root="$HOST_ROOT" --dev-root="$HOST_ROOT" ||
+    echo "could not load the host's NVIDIA modules or create their control device nodes"
+fi
 if nvidia-ctk system create-dev-char-symlinks --create-all --dev-char-path="$staging"; then
   for link in "$staging"/*; do
     [ -L "$link" ] || continue
@@ -33,16 +44,22 @@ else
 fi
 exit 0`
 
-// devCharLinks is the init container that makes the links. It runs the
-// toolkit image, which carries nvidia-ctk, privileged as the plugin is:
-// under SELinux a confined container may not write the host's /dev/char.
-func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) corev1.Container {
+// hostRootMount is where the /dev/char step sees the host's /, beside a
+// host driver.
+const hostRootMount = "/host"
+
+// devCharLinks is the init container that makes the links, and the
+// volumes it needs. It runs the toolkit image, which carries nvidia-ctk,
+// privileged as the plugin is: under SELinux a confined container may not
+// write the host's /dev/char, and loading modules and making device nodes
+// take privileges too.
+func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) (corev1.Container, []corev1.Volume) {
 	devRoot := ""
 	if root == gpuv1.DriverRootContainer {
 		devRoot = root.Path()
 	}
 	tk := &cp.Spec.Toolkit
-	return corev1.Container{
+	c := corev1.Container{
 		Name:            DevCharContainerName,
 		Image:           render.Image(string(tk.Repository), string(tk.Image), string(tk.Version)),
 		ImagePullPolicy: tk.ImagePullPolicy,
@@ -51,4 +68,13 @@ func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) corev1.Contain
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 		VolumeMounts:    []corev1.VolumeMount{{Name: "host-dev-char", MountPath: "/host-dev-char"}},
 	}
+	if root == gpuv1.DriverRootHost {
+		// The plugin's driver root volume is the host's / here. Writable
+		// in this container: the control nodes are made in the host's
+		// /dev, which the host's / carries as a submount.
+		c.Env = append(c.Env, corev1.EnvVar{Name: "HOST_ROOT", Value: hostRootMount})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: driverRootVolume, MountPath: hostRootMount,
+			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
+	}
+	return c, []corev1.Volume{render.HostPathVolume("host-dev-char", "/dev/char", corev1.HostPathDirectoryOrCreate)}
 }

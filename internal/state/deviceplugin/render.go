@@ -31,6 +31,10 @@ const kubeletDir = "/var/lib/kubelet/device-plugins"
 // configDir is where the devicePlugin.config ConfigMap is mounted.
 const configDir = "/config"
 
+// driverRootVolume is the node's driver root on the host: a driver
+// container's, or the host's /.
+const driverRootVolume = "driver-root"
+
 // dimensions: the plugin loads NVML from the node's driver root, needs
 // the RuntimeClass only where the runtime has the NVIDIA handler, and runs
 // the node's configuration (time-slicing, MPS).
@@ -85,13 +89,14 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	env = append(env, toolkit.DriverRootEnv(v.DriverRoot)...)
 	mounts := []corev1.VolumeMount{
 		{Name: "device-plugins", MountPath: kubeletDir},
-		render.ReadOnlyHostMount("driver-root", root),
+		render.ReadOnlyHostMount(driverRootVolume, root),
 	}
 	volumes := []corev1.Volume{
 		render.HostPathVolume("device-plugins", kubeletDir, corev1.HostPathDirectory),
-		render.HostPathVolume("driver-root", v.DriverRoot.Path(), driverRootType(v.DriverRoot)),
+		render.HostPathVolume(driverRootVolume, v.DriverRoot.Path(), driverRootType(v.DriverRoot)),
 	}
 	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp, v)
+	devChar, devCharVolumes := devCharLinks(cp, v.DriverRoot)
 	var secrets []corev1.LocalObjectReference
 	for _, s := range cp.Spec.Toolkit.ImagePullSecrets {
 		// The /dev/char step runs the toolkit's image.
@@ -102,7 +107,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
-		InitContainers:               []corev1.Container{devCharLinks(cp, v.DriverRoot)},
+		InitContainers:               []corev1.Container{devChar},
 		Containers: []corev1.Container{{
 			Name:            ContainerName,
 			Command:         []string{"nvidia-device-plugin"},
@@ -110,7 +115,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 			VolumeMounts:    append(mounts, cfgMounts...),
 		}},
-		Volumes: append(append(volumes, cfgVolumes...), render.HostPathVolume("host-dev-char", "/dev/char", corev1.HostPathDirectoryOrCreate)),
+		Volumes: append(append(volumes, cfgVolumes...), devCharVolumes...),
 	}
 }
 
