@@ -22,6 +22,11 @@ const (
 	driverManager  = "NVIDIA/k8s-driver-manager@v0.8.0:driver-manager (uninstall_driver)"
 	operatorDriver = "NVIDIA/gpu-operator@v25.3.2:assets/state-driver/0500_daemonset.yaml"
 	operatorCtl    = "NVIDIA/gpu-operator@v25.3.2:controllers/object_controls.go"
+	// The driver scripts pass nvidia-installer --no-nouveau-check and never
+	// unload nouveau; the driver manager does, before every install.
+	nouveauScript  = "NVIDIA/gpu-driver-container@06a208ca:ubuntu22.04/nvidia-driver (_install_driver: --no-nouveau-check)"
+	nouveauManager = "NVIDIA/k8s-driver-manager@v0.12.0:cmd/driver-manager/main.go " +
+		"(isNouveauLoaded: /sys/module/nouveau/refcnt; unloadNouveau: delete_module, its failure fails the init container)"
 )
 
 var driverContract = []requirement{
@@ -53,6 +58,13 @@ var driverContract = []requirement{
 			scriptHas(driver.HostDriverCheckName, fmt.Sprintf("exit %d", driver.HostDriverExitCode)),
 			privileged(driver.HostDriverCheckName, true),
 			hostMount(driver.HostDriverCheckName, mount{host: "/", at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}))},
+	{source: nouveauManager + "; " + nouveauScript,
+		need: "unloads nouveau before the driver loads, after the host driver check, and fails saying why when it is in use",
+		check: all(scriptHas(driver.UnloadNouveauName, "if [ -e /sys/module/nouveau/refcnt ]; then"),
+			scriptHas(driver.UnloadNouveauName, "if ! rmmod nouveau; then"),
+			scriptHas(driver.UnloadNouveauName, "| tee /dev/termination-log\n    exit 1"),
+			privileged(driver.UnloadNouveauName, true),
+			initOrder(driver.HostDriverCheckName, driver.UnloadNouveauName))},
 	{source: operatorDriver + " (podAntiAffinity on the driver component)", need: "two driver pods never share a node",
 		check: antiAffine},
 	{source: operatorCtl + " (SubscriptionPathMap: rhel only, not on CRI-O)", need: "a RHEL build reads the host's subscription under /run/secrets",
@@ -148,4 +160,18 @@ func rhelEntitlement(p *podCase) error {
 		return fmt.Errorf("mounts a RHEL subscription where none is read")
 	}
 	return nil
+}
+
+// initOrder checks the pod's init containers run in this order.
+func initOrder(names ...string) func(*podCase) error {
+	return func(p *podCase) error {
+		var got []string
+		for _, c := range p.pod.InitContainers {
+			got = append(got, c.Name)
+		}
+		if !slices.Equal(got, names) {
+			return fmt.Errorf("init containers %v, want %v", got, names)
+		}
+		return nil
+	}
 }

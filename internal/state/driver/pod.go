@@ -17,6 +17,9 @@ const (
 	// HostDriverCheckName is the init container that looks for a driver
 	// installed on the host before the driver container starts.
 	HostDriverCheckName = "host-driver-check"
+	// UnloadNouveauName is the init container that unloads nouveau before
+	// the driver container loads nvidia.
+	UnloadNouveauName = "unload-nouveau"
 	// HostDriverExitCode is how the check says the host runs its own
 	// driver; its termination message says which. Any other failure of the
 	// check is an ordinary crash.
@@ -48,6 +51,21 @@ if [ -s "$smi" ] || [ -L "$smi" ]; then
 fi
 echo "no NVIDIA driver on the host: installing the driver container"
 `
+
+// unloadNouveau unloads nouveau, which holds the GPUs where the host loaded
+// it: nvidia then never binds them, and the driver container crash-loops
+// after its startup budget. The driver images leave nouveau alone (they run
+// nvidia-installer --no-nouveau-check); NVIDIA's driver manager unloads it
+// before every install, by /sys/module/nouveau/refcnt and delete_module,
+// failing its init container when the module is in use. rmmod is that
+// syscall.
+const unloadNouveau = `if [ -e /sys/module/nouveau/refcnt ]; then
+  echo "unloading nouveau, which keeps the NVIDIA driver from the GPUs"
+  if ! rmmod nouveau; then
+    echo "nouveau is loaded and in use (a console or display on a GPU): the NVIDIA driver cannot load. Blacklist it on the host (modprobe.blacklist=nouveau on the kernel command line) and reboot" | tee /dev/termination-log
+    exit 1
+  fi
+fi`
 
 // withConfigs adds the policy's repository files and CA certificates to the
 // image's own directories, then starts the driver: copied rather than
@@ -130,6 +148,14 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 			// Privileged to run the host's nvidia-smi against the GPUs.
 			SecurityContext: privileged,
 			VolumeMounts:    []corev1.VolumeMount{render.ReadOnlyHostMount("host-root", hostRoot)},
+		}, {
+			// After the check: a host's own driver keeps nouveau away
+			// itself, and its node never gets this far.
+			Name:    UnloadNouveauName,
+			Command: []string{"sh", "-c", unloadNouveau},
+			// Privileged: unloading a module takes CAP_SYS_MODULE, and a
+			// privileged container sees the host's /sys read-write.
+			SecurityContext: privileged,
 		}},
 		Containers: []corev1.Container{main},
 		Volumes:    volumes,
