@@ -99,6 +99,20 @@ func (e GPUEntry) indexes() ([]int, error) {
 // Names returns the configurations' names, sorted.
 func (f *File) Names() []string { return slices.Sorted(maps.Keys(f.MIGConfigs)) }
 
+// namesShown is how many names a message lists: the default file holds
+// about ninety.
+const namesShown = 12
+
+// Holds lists the configurations' names for a message, sorted, the first
+// few of a long list and how many there are in all.
+func (f *File) Holds() string {
+	names := f.Names()
+	if len(names) <= namesShown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, ... (%d in all)", strings.Join(names[:namesShown], ", "), len(names))
+}
+
 // Filtered reports whether any entry of a configuration applies to some
 // GPU models only: what it gives a node then depends on the node's GPUs.
 func (f *File) Filtered(name string) bool {
@@ -134,7 +148,7 @@ type Layout struct {
 func (f *File) LayoutOf(name string, gpus int) (Layout, error) {
 	entries, ok := f.MIGConfigs[name]
 	if !ok {
-		return Layout{}, fmt.Errorf("no configuration %q; the file holds: %s", name, strings.Join(f.Names(), ", "))
+		return Layout{}, fmt.Errorf("no configuration %q; the file holds: %s", name, f.Holds())
 	}
 	perGPU := make([]*GPUEntry, gpus)
 	for i := range entries {

@@ -1,6 +1,7 @@
 package migconfig
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -99,5 +100,23 @@ func TestRefusedFiles(t *testing.T) {
 			_, err := Parse(tt.data)
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.want)))
 		})
+	}
+}
+
+// A long list of names is cut for a message, saying how many there are.
+func TestHoldsCutsALongList(t *testing.T) {
+	f := &File{MIGConfigs: map[string][]GPUEntry{}}
+	for i := range 20 {
+		f.MIGConfigs[fmt.Sprintf("c%02d", i)] = nil
+	}
+	if got, want := f.Holds(), "c00, c01, c02, c03, c04, c05, c06, c07, c08, c09, c10, c11, ... (20 in all)"; got != want {
+		t.Errorf("Holds() = %q, want %q", got, want)
+	}
+	delete(f.MIGConfigs, "c19")
+	for i := 12; i < 19; i++ {
+		delete(f.MIGConfigs, fmt.Sprintf("c%02d", i))
+	}
+	if got := f.Holds(); got != "c00, c01, c02, c03, c04, c05, c06, c07, c08, c09, c10, c11" {
+		t.Errorf("Holds() = %q, want every name", got)
 	}
 }

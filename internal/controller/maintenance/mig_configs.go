@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,7 +67,7 @@ func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config stri
 	layout, err := c.file.LayoutOf(config, max(knownGPUs(n), 1))
 	if err != nil {
 		return fmt.Sprintf("%s names MIG configuration %q, which ConfigMap %s (migManager.config.name) does not hold; it holds: %s",
-			from, config, cp.Spec.MIGManager.ConfigMapName(), strings.Join(c.file.Names(), ", "))
+			from, config, cp.Spec.MIGManager.ConfigMapName(), c.file.Holds())
 	}
 	if _, err := layout.Resources(string(cp.Spec.MIG.StrategyOrDefault())); err != nil && !c.file.Filtered(config) {
 		return fmt.Sprintf("MIG configuration %q under mig.strategy %s: %v", config, cp.Spec.MIG.StrategyOrDefault(), err)

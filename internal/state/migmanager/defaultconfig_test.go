@@ -1,6 +1,7 @@
 package migmanager
 
 import (
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -8,22 +9,99 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 )
 
-// The default file parses as mig-parted reads it, holds NVIDIA's names
-// for the single-profile layouts of the H100 80GB and H200 141GB, and
-// every configuration in it can be advertised under either strategy.
-func TestDefaultConfig(t *testing.T) {
+// entryFor is the entry of a configuration mig-parted applies to a GPU of
+// a device ID: one whose device filter names it, or that has none.
+func entryFor(g Gomega, f *migconfig.File, config, id string) migconfig.GPUEntry {
+	for _, e := range f.MIGConfigs[config] {
+		switch filter := e.DeviceFilter.(type) {
+		case nil:
+			return e
+		case []any:
+			if slices.Contains(filter, any(id)) {
+				return e
+			}
+		default:
+			g.Expect(filter).To(BeNil(), "%s: a device filter mig-parted reads is a list", config)
+		}
+	}
+	g.Expect(config).To(BeEmpty(), "configuration %s has no entry for GPU %s", config, id)
+	return migconfig.GPUEntry{}
+}
+
+// The default file parses as mig-parted reads it and gives every GPU
+// family mig-manager v0.15 makes a configuration for each of its profiles
+// alone, as many as fit, and a balanced layout, under NVIDIA's names:
+// the A100 40GB, the A30, the H100 NVL, GH200 and B200 among them, which
+// the file once refused.
+func TestDefaultConfigCoversEveryMIGGPU(t *testing.T) {
 	g := NewWithT(t)
 	f, err := migconfig.Parse(DefaultConfig)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(f.Names()).To(ContainElements("all-disabled", "all-enabled", "all-1g.10gb", "all-7g.80gb", "all-1g.18gb", "all-7g.141gb"))
+	g.Expect(f.Names()).To(ContainElements("all-disabled", "all-enabled", "all-balanced",
+		"all-1g.5gb", "all-1g.6gb", "all-1g.12gb", "all-1g.10gb", "all-7g.80gb", "all-1g.18gb", "all-7g.141gb", "all-1g.23gb", "all-1g.10gb.me"))
+	named := map[string]string{"A100-SXM4-40GB": "0x20B010DE", "A100-PCIE-40GB": "0x20B110DE", "A30": "0x20B710DE",
+		"H100-NVL": "0x232110DE", "GH200-96GB": "0x234210DE", "GH200-144GB": "0x234810DE", "B200": "0x290110DE",
+		"H100-80GB": "0x233010DE", "H200": "0x233510DE"}
+	for gpu, id := range named {
+		g.Expect(slices.ContainsFunc(migGPUs, func(m migGPU) bool { return slices.Contains(m.ids, id) })).To(BeTrue(), "%s (%s) is covered", gpu, id)
+	}
+	for _, gpu := range migGPUs {
+		for _, id := range gpu.ids {
+			for _, p := range gpu.profiles {
+				e := entryFor(g, f, "all-"+migconfig.ProfileName(p.name), id)
+				g.Expect(e.MIGEnabled).To(BeTrue())
+				g.Expect(e.MIGDevices).To(Equal(map[string]int{p.name: p.max}), "%s on %s (%s)", p.name, gpu.name, id)
+			}
+			e := entryFor(g, f, "all-balanced", id)
+			g.Expect(e.MIGDevices).To(Equal(gpu.balanced), "all-balanced on %s (%s)", gpu.name, id)
+		}
+	}
+	// all-enabled enables MIG without devices; all-disabled disables it.
+	g.Expect(f.MIGConfigs["all-enabled"]).To(Equal([]migconfig.GPUEntry{{Devices: "all", MIGEnabled: true, MIGDevices: map[string]int{}}}))
+	g.Expect(f.MIGConfigs["all-disabled"]).To(Equal([]migconfig.GPUEntry{{Devices: "all"}}))
+}
+
+// A configuration of one profile can be advertised under either strategy
+// on every family that has it; a balanced one only under mixed.
+func TestDefaultConfigUnderBothStrategies(t *testing.T) {
+	g := NewWithT(t)
+	f, err := migconfig.Parse(DefaultConfig)
+	g.Expect(err).NotTo(HaveOccurred())
 	for _, name := range f.Names() {
-		l, err := f.LayoutOf(name, 8)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, strategy := range []string{"single", "mixed"} {
-			_, err := l.Resources(strategy)
-			g.Expect(err).NotTo(HaveOccurred(), "%s under %s", name, strategy)
+		for _, e := range f.MIGConfigs[name] {
+			l := migconfig.Layout{MIGDevices: map[string]int{}}
+			for p, n := range e.MIGDevices {
+				l.MIGDevices[p] = 8 * n
+			}
+			if !e.MIGEnabled {
+				l.WholeGPUs = 8
+			}
+			_, err := l.Resources("mixed")
+			g.Expect(err).NotTo(HaveOccurred(), "%s under mixed", name)
+			_, err = l.Resources("single")
+			if name == "all-balanced" {
+				g.Expect(err).To(HaveOccurred(), "a balanced layout under single")
+			} else {
+				g.Expect(err).NotTo(HaveOccurred(), "%s under single", name)
+			}
 		}
 	}
 	l, _ := f.LayoutOf("all-1g.18gb", 8)
 	g.Expect(l.MIGDevices).To(Equal(map[string]int{"1g.18gb": 56}))
+}
+
+// Every profile name is one mig-parted and the device plugin read: a slice
+// count, "g.", the memory, and at most an attribute.
+func TestDefaultConfigProfileNames(t *testing.T) {
+	g := NewWithT(t)
+	for _, gpu := range migGPUs {
+		for _, p := range gpu.profiles {
+			g.Expect(p.name).To(MatchRegexp(`^[1-8]g\.[0-9]+gb([+-](me|gfx|me\.all))?$`), gpu.name)
+			g.Expect(p.max).To(BeNumerically(">", 0), gpu.name)
+		}
+		for p := range gpu.balanced {
+			g.Expect(slices.ContainsFunc(gpu.profiles, func(m migProfile) bool { return m.name == p })).To(BeTrue(),
+				"%s: balanced profile %s is one of its profiles", gpu.name, p)
+		}
+	}
 }
