@@ -219,13 +219,30 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // wait returns when the target was first reached.
-func (r *readyPods) wait(ctx context.Context, timeout time.Duration) (time.Time, error) {
-	var at time.Time
-	err := simcluster.Poll(ctx, timeout, 100*time.Millisecond, func() (bool, string, error) {
+func (r *readyPods) wait(ctx context.Context, timeout, stall time.Duration) (time.Time, error) {
+	start := time.Now()
+	most, moved := -1, start
+	for {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		at = r.reached
-		return !at.IsZero(), fmt.Sprintf("%d of %d operand pods ready", len(r.ready), r.target), nil
-	})
-	return at, err
+		at, ready := r.reached, len(r.ready)
+		r.mu.Unlock()
+		if !at.IsZero() {
+			return at, nil
+		}
+		now := time.Now()
+		if ready > most {
+			most, moved = ready, now
+		}
+		switch {
+		case now.Sub(moved) >= stall:
+			return time.Time{}, fmt.Errorf("no operand pod got ready for %s: %d of %d ready", stall, ready, r.target)
+		case now.Sub(start) >= timeout:
+			return time.Time{}, fmt.Errorf("after %s: %d of %d operand pods ready", timeout, ready, r.target)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -317,7 +317,7 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	if err != nil {
 		return err
 	}
-	done, err := pods.wait(ctx, 30*time.Minute)
+	done, err := pods.wait(ctx, 30*time.Minute, cfg.stall)
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
