@@ -69,7 +69,7 @@ var devicePluginContract = []requirement{
 			func(p *podCase) error {
 				if p.variant.DriverRoot != gpuv1.DriverRootHost {
 					// A driver container loads its own modules.
-					return envAbsent(deviceplugin.DevCharContainerName, "HOST_ROOT")(p)
+					return noEnv(deviceplugin.DevCharContainerName, "HOST_ROOT")(p)
 				}
 				return all(env(deviceplugin.DevCharContainerName, "HOST_ROOT", "/host"),
 					hostMount(deviceplugin.DevCharContainerName, mount{host: "/", at: "/host", propagation: corev1.MountPropagationHostToContainer}))(p)

@@ -216,22 +216,6 @@ func envIs(p *podCase, ctr, name string, want func(string) string) error {
 	return fmt.Errorf("%s is not set in %s", name, ctr)
 }
 
-// envAbsent checks a variable is not set.
-func envAbsent(ctr, name string) func(*podCase) error {
-	return func(p *podCase) error {
-		c, err := container(p, ctr)
-		if err != nil {
-			return err
-		}
-		for _, e := range c.Env {
-			if e.Name == name {
-				return fmt.Errorf("%s=%q is set in %s", name, e.Value, ctr)
-			}
-		}
-		return nil
-	}
-}
-
 // fieldEnv checks a variable set from a pod field.
 func fieldEnv(ctr, name, field string) func(*podCase) error {
 	return func(p *podCase) error {
