@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -68,6 +69,42 @@ func (e GPUEntry) check() error {
 	for profile, n := range e.MIGDevices {
 		if n < 0 {
 			return fmt.Errorf("mig-devices.%s is negative", profile)
+		}
+	}
+	return nil
+}
+
+// CheckProfileV012 refuses a MIG profile name mig-parted v0.12.1 cannot
+// parse, which makes it refuse the whole file it is in (vendored go-nvlib
+// pkg/nvlib/device/mig_profile.go, parseMigProfile): [<c>c.]<g>g.<gb>gb,
+// then optionally + and a comma-separated list of alphanumeric attributes
+// (1g.10gb+me). v0.13.0 reads more (1g.24gb-me, 1g.24gb+me.all), so a
+// user's file is not held to it: the operator's own file, which the
+// mig-manager it ships reads, is.
+func CheckProfileV012(profile string) error {
+	fields, attrs, hasAttrs := strings.Cut(profile, "+")
+	parts := strings.Split(fields, ".")
+	suffixes := []string{"g", "gb"}
+	if len(parts) == 3 {
+		suffixes = []string{"c", "g", "gb"}
+	}
+	if len(parts) != len(suffixes) {
+		return fmt.Errorf("not a MIG profile: want [<c>c.]<g>g.<gb>gb[+<attribute>,...], such as 1g.10gb or 1g.10gb+me")
+	}
+	for i, part := range parts {
+		n, ok := strings.CutSuffix(part, suffixes[i])
+		if _, err := strconv.Atoi(n); !ok || err != nil {
+			return fmt.Errorf("not a MIG profile: %q is not a number followed by %q; want [<c>c.]<g>g.<gb>gb[+<attribute>,...]", part, suffixes[i])
+		}
+	}
+	if !hasAttrs {
+		return nil
+	}
+	for _, a := range strings.Split(attrs, ",") {
+		if a == "" || (a[0] >= '0' && a[0] <= '9') || strings.IndexFunc(a, func(r rune) bool {
+			return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+		}) >= 0 {
+			return fmt.Errorf("attribute %q: mig-parted reads letters and digits only, not starting with a digit", a)
 		}
 	}
 	return nil

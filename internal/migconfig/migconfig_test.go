@@ -120,3 +120,17 @@ func TestHoldsCutsALongList(t *testing.T) {
 		t.Errorf("Holds() = %q, want every name", got)
 	}
 }
+
+// A profile name mig-parted v0.12.1 cannot parse makes it refuse the whole
+// file: CheckProfileV012 refuses it.
+func TestCheckProfileV012(t *testing.T) {
+	for profile, ok := range map[string]bool{
+		"1g.10gb": true, "1g.10gb+me": true, "1c.2g.10gb": true, "1g.24gb+gfx": true, "1g.5gb+me,gfx": true,
+		"1g.24gb-me": false, "1g.24gb+me.all": false, "1g": false, "g.10gb": false, "1g.10": false, "1g.10gb+": false,
+		"1g.10gb+2x": false, "a.b.c.d": false,
+	} {
+		if err := CheckProfileV012(profile); (err == nil) != ok {
+			t.Errorf("CheckProfileV012(%q) = %v, want ok=%v", profile, err, ok)
+		}
+	}
+}

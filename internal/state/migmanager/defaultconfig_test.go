@@ -90,18 +90,39 @@ func TestDefaultConfigUnderBothStrategies(t *testing.T) {
 	g.Expect(l.MIGDevices).To(Equal(map[string]int{"1g.18gb": 56}))
 }
 
-// Every profile name is one mig-parted and the device plugin read: a slice
-// count, "g.", the memory, and at most an attribute.
+// Every profile is one the mig-manager shipped reads (one it cannot makes
+// it refuse the whole file, all-disabled included); every family's are
+// distinct and fit at least once, and its balanced layout uses its own.
 func TestDefaultConfigProfileNames(t *testing.T) {
 	g := NewWithT(t)
 	for _, gpu := range migGPUs {
+		seen := map[string]bool{}
 		for _, p := range gpu.profiles {
-			g.Expect(p.name).To(MatchRegexp(`^[1-8]g\.[0-9]+gb([+-](me|gfx|me\.all))?$`), gpu.name)
+			g.Expect(migconfig.CheckProfileV012(p.name)).To(Succeed(), gpu.name)
+			g.Expect(seen[p.name]).To(BeFalse(), "%s lists %s twice", gpu.name, p.name)
+			seen[p.name] = true
 			g.Expect(p.max).To(BeNumerically(">", 0), gpu.name)
 		}
 		for p := range gpu.balanced {
 			g.Expect(slices.ContainsFunc(gpu.profiles, func(m migProfile) bool { return m.name == p })).To(BeTrue(),
 				"%s: balanced profile %s is one of its profiles", gpu.name, p)
+		}
+	}
+}
+
+// A family without device IDs can have no filtered entry: none of its
+// profiles may be another family's.
+func TestDefaultConfigUnnamedProfilesAreTheirOwn(t *testing.T) {
+	for _, unnamed := range migGPUs {
+		if len(unnamed.ids) > 0 {
+			continue
+		}
+		for _, p := range unnamed.profiles {
+			for _, gpu := range migGPUs {
+				if len(gpu.ids) > 0 && slices.ContainsFunc(gpu.profiles, func(m migProfile) bool { return m.name == p.name }) {
+					t.Errorf("%s, listed without a device, is also %s's", p.name, gpu.name)
+				}
+			}
 		}
 	}
 }
