@@ -65,7 +65,7 @@ var devicePluginContract = []requirement{
 	{source: devNodesCmd + "; " + devCharPrep,
 		need: "beside a host's driver, loads its modules through the host's modprobe and makes their control nodes in the host's /dev before linking",
 		check: all(
-			scriptHas(deviceplugin.DevCharContainerName, `nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --driver-root="$HOST_ROOT" --dev-root="$HOST_ROOT"`),
+			scriptHas(deviceplugin.DevCharContainerName, `nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT"`),
 			func(p *podCase) error {
 				if p.variant.DriverRoot != gpuv1.DriverRootHost {
 					// A driver container loads its own modules.

@@ -31,7 +31,7 @@ const DevCharContainerName = "create-dev-char-symlinks"
 // / then). Loading a loaded module does nothing.
 const devCharScript = `staging=$(mktemp -d)
 if [ -n "$HOST_ROOT" ]; then
-  nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --driver-root="$HOST_ROOT" --dev-root="$HOST_ROOT" ||
+  nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT" ||
     echo "could not load the host's NVIDIA modules or create their control device nodes"
 fi
 if nvidia-ctk system create-dev-char-symlinks --create-all --dev-char-path="$staging"; then
