@@ -167,12 +167,13 @@ BENCH_ARGS ?=
 bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, kubelet churn, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
 	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
-# The smoke run's cluster listens apart from the e2e processes' clusters,
-# beside which make test runs it.
+# The smoke run keeps its clusters, profiles and ports apart from a
+# bench-scale run's and from the e2e processes', beside which make test
+# runs it.
 .PHONY: bench-smoke
-bench-smoke: tools-sim build build-sim-agent ## Run bench-scale small (20 nodes, every phase, 10 s quiet and churn): fails when the harness hangs or crashes; figures in _output/bench/smoke.json.
-	SIM_PORT_OFFSET=1000 go run ./hack/benchscale -nodes 20 -unrelated-pods 2 -quiet 10s -churn 10s -churn-every 5s -stall 2m \
-		-out _output/bench/smoke.json
+bench-smoke: tools-sim build build-sim-agent ## Run bench-scale small (20 nodes, every phase, 10 s quiet and churn): fails when the harness hangs or crashes; figures in _output/bench-smoke/smoke.json.
+	go run ./hack/benchscale -nodes 20 -unrelated-pods 2 -quiet 10s -churn 10s -churn-every 5s -stall 2m \
+		-work _output/bench-smoke -port-offset 1000 -out _output/bench-smoke/smoke.json
 
 # Options of test-chaos, e.g. CHAOS_ARGS="-kills=5 -unrelated-pods=2"; the
 # flags are TestChaos's, in test/chaos/chaos_test.go.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +32,7 @@ func churnPhase(ctx context.Context, cfg config, s *simcluster.Cluster, names []
 	}
 	start := time.Now()
 	end := start.Add(cfg.churn)
-	cfg.cpuProfiles.save(ctx, cfg.log, filepath.Join(cfg.root, "_output", "bench", "profiles"), "cpu-churn.pprof", int(cfg.churn.Seconds()))
+	cfg.cpuProfiles.save(ctx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "cpu-churn.pprof", int(cfg.churn.Seconds()))
 	gap := cfg.churnEvery / time.Duration(len(names))
 	tick := time.NewTicker(gap)
 	defer tick.Stop()

@@ -170,7 +170,7 @@ func TestWaitEndsAPhaseThatStopsMoving(t *testing.T) {
 	if err == nil {
 		t.Fatal("a wait that no node moves in did not end")
 	}
-	for _, want := range []string{"no node met the goal for 5m0s", "1 of 2 nodes", "device-plugin=pending on 1"} {
+	for _, want := range []string{"no node met the goal and no state changed for 5m0s", "1 of 2 nodes", "device-plugin=pending on 1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -206,5 +206,45 @@ func TestWaitLetsAMovingPhaseFinish(t *testing.T) {
 	tr.poll = time.Millisecond
 	if _, err := tr.wait(context.Background(), names, time.Hour); err != nil {
 		t.Fatalf("a phase that kept moving ended: %v", err)
+	}
+}
+
+// A rollout whose nodes' chains move, all of them, state by state, is not
+// cut short while no node has its whole chain up yet: at thousands of
+// nodes the first one does minutes in.
+func TestWaitLetsChainsThatMoveFinish(t *testing.T) {
+	tr := newTracker()
+	tr.goal = stackUp(registryGraph(t))
+	clock := time.Unix(0, 0)
+	names := []string{"a", "b"}
+	chain := registryGraph(t).PerNode()
+	held := func(upTo int) map[state.Name]gpuv1.StateValue {
+		m := map[state.Name]gpuv1.StateValue{}
+		for _, s := range chain[upTo:] {
+			m[s] = gpuv1.StatePending
+		}
+		return m
+	}
+	for _, n := range names {
+		tr.update(nodeWith(t, n, gpuv1.StateReady, held(0)), clock)
+	}
+	// Each look is four minutes later and one more state is up on every
+	// node: no node meets the goal until the last look.
+	up := 0
+	tr.now = func() time.Time {
+		clock = clock.Add(4 * time.Minute)
+		if up < len(chain) {
+			up++
+			tr.mu.Lock()
+			for _, n := range names {
+				tr.update(nodeWith(t, n, gpuv1.StateReady, held(up)), clock)
+			}
+			tr.mu.Unlock()
+		}
+		return clock
+	}
+	tr.poll = time.Millisecond
+	if _, err := tr.wait(context.Background(), names, 10*time.Hour); err != nil {
+		t.Fatalf("a rollout whose chains kept moving ended: %v", err)
 	}
 }

@@ -38,13 +38,16 @@ func main() {
 	var skip string
 	flag.StringVar(&skip, "skip", "", "Phases to leave out, comma-separated: floor, reboot, upgrade (-churn 0 leaves out the churn); for runs that must fit in an hour, such as 5000 nodes.")
 	flag.StringVar(&out, "out", "_output/bench/scale.json", "Where to write the figures.")
+	flag.StringVar(&cfg.ws.dir, "work", "_output/bench", "Where the clusters keep their state (sim/) and the profiles go (profiles/).")
+	flag.IntVar(&cfg.ws.portOffset, "port-offset", 0,
+		"Shift the clusters' ports (SIM_PORT_OFFSET) and the operator's (18280-18282) by this much, to run beside another run.")
 	flag.Parse()
 	// Quiet and churn phases shorter than a minute give per-minute figures
 	// too noisy to compare; the smoke run (make bench-smoke) checks only
 	// that every phase runs to its end.
 	if cfg.nodes < 1 || runs < 1 || cfg.unrelated < 0 || cfg.quiet < 10*time.Second || (cfg.churn != 0 && cfg.churn < 10*time.Second) ||
-		cfg.churnEvery < time.Second || cfg.stall <= 0 {
-		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 10s, -churn 0 or at least 10s, -churn-every at least 1s, -stall above 0")
+		cfg.churnEvery < time.Second || cfg.stall <= 0 || cfg.ws.portOffset < 0 || cfg.ws.portOffset > 40000 {
+		fmt.Fprintln(os.Stderr, "bench-scale: -nodes and -runs must be at least 1, -unrelated-pods at least 0, -quiet at least 10s, -churn 0 or at least 10s, -churn-every at least 1s, -stall above 0, -port-offset 0 to 40000")
 		os.Exit(2)
 	}
 	for _, phase := range strings.Split(skip, ",") {
@@ -74,6 +77,9 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.root, cfg.log, cfg.cpuProfiles = root, os.Stderr, &cpuProfiles{}
+	if !filepath.IsAbs(cfg.ws.dir) {
+		cfg.ws.dir = filepath.Join(root, cfg.ws.dir)
+	}
 	// The benchmark's own clients log nothing worth reading; client-go's
 	// errors still reach stderr through klog.
 	ctrllog.SetLogger(logr.Discard())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,8 +35,10 @@ type nodeTracker struct {
 	// simulator's reason apart from the operator's.
 	explain func(ctx context.Context, missing []string) string
 	log     io.Writer
-	// stall ends a wait that no node has made progress in for this long.
-	stall time.Duration
+	// stall ends a wait that no node has made progress in for this long;
+	// labelsChanged is when a node's state labels last changed.
+	stall         time.Duration
+	labelsChanged time.Time
 	// now and poll are the clock and how often a wait looks; a test makes
 	// them fast.
 	now  func() time.Time
@@ -84,10 +87,30 @@ func (t *nodeTracker) observe(obj any) {
 	t.update(n, t.now())
 }
 
-// update records a node as seen at now; the caller holds the lock.
+// update records a node as seen at now; the caller holds the lock. A
+// change of any of its state labels is progress, even before the node
+// meets the goal: at thousands of nodes the first one to has its whole
+// chain up minutes into a rollout.
 func (t *nodeTracker) update(n *corev1.Node, now time.Time) {
+	if old, ok := t.nodes[n.Name]; !ok || stateLabelsChanged(old, n) {
+		t.labelsChanged = now
+	}
 	t.nodes[n.Name] = n
 	t.judge(n, now)
+}
+
+func stateLabelsChanged(old, n *corev1.Node) bool {
+	for k, v := range n.Labels {
+		if strings.HasPrefix(k, gpuv1.StateLabelPrefix) && old.Labels[k] != v {
+			return true
+		}
+	}
+	for k := range old.Labels {
+		if _, ok := n.Labels[k]; strings.HasPrefix(k, gpuv1.StateLabelPrefix) && !ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *nodeTracker) judge(n *corev1.Node, now time.Time) {
@@ -122,9 +145,10 @@ func (t *nodeTracker) names() []string {
 }
 
 // wait blocks until every named node meets the goal, and returns when the
-// last of them started to. It fails, naming the nodes left and why, once no
-// node has newly met the goal for t.stall (the phase has stopped moving:
-// waiting longer would only hide a defect), or after timeout.
+// last of them started to. It fails, naming the nodes left and why, once
+// for t.stall no node has newly met the goal and no state label changed
+// (the phase has stopped moving: waiting longer would only hide a
+// defect), or after timeout.
 func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Duration) (time.Time, error) {
 	start := t.now()
 	deadline, nextReport := start.Add(timeout), start.Add(stillWaiting)
@@ -133,16 +157,15 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 		t.mu.Lock()
 		var last time.Time
 		var missing []string
-		var values map[string]int
 		for _, name := range names {
 			since, ok := t.metSince[name]
 			if !ok {
 				missing = append(missing, name)
-				values = countNotUp(values, t.nodes[name])
 			} else if since.After(last) {
 				last = since
 			}
 		}
+		changed := t.labelsChanged
 		t.mu.Unlock()
 		if len(missing) == 0 {
 			return last, nil
@@ -151,8 +174,11 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 		if len(missing) < fewest {
 			fewest, lastMoved = len(missing), now
 		}
+		if changed.After(lastMoved) {
+			lastMoved = changed
+		}
 		why := func() string {
-			out := ": " + describeNotUp(values)
+			out := ": " + t.describeNotUp(missing)
 			if t.explain != nil {
 				out += "; " + t.explain(ctx, missing)
 			}
@@ -160,7 +186,8 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 		}
 		switch {
 		case now.Sub(lastMoved) >= t.stall:
-			return time.Time{}, fmt.Errorf("no node met the goal for %s, %d of %d nodes never did%s", t.stall, len(missing), len(names), why())
+			return time.Time{}, fmt.Errorf("no node met the goal and no state changed for %s, %d of %d nodes never met it%s",
+				t.stall, len(missing), len(names), why())
 		case now.After(deadline):
 			return time.Time{}, fmt.Errorf("%d of %d nodes still not there after %s%s", len(missing), len(names), timeout, why())
 		case t.log != nil && now.After(nextReport):

@@ -18,25 +18,25 @@ type cpuProfiles struct{ running sync.Mutex }
 // save takes a CPU profile over the next seconds, in the background, unless
 // one still runs (a phase shorter than the rollout's profile): then it says
 // so and takes none.
-func (c *cpuProfiles) save(ctx context.Context, log io.Writer, dir, name string, seconds int) {
+func (c *cpuProfiles) save(ctx context.Context, log io.Writer, pprof, dir, name string, seconds int) {
 	if !c.running.TryLock() {
 		progress(log, "profile %s: not taken, an earlier CPU profile still runs", name)
 		return
 	}
 	go func() {
 		defer c.running.Unlock()
-		saveProfile(ctx, log, dir, name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds))
+		saveProfile(ctx, log, pprof, dir, name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds))
 	}()
 }
 
 // saveProfile fetches one pprof profile from the operator into dir/name;
 // a CPU profile covers the next seconds. Failing to profile does not fail
 // the benchmark: it is logged.
-func saveProfile(ctx context.Context, log io.Writer, dir, name, path string) {
+func saveProfile(ctx context.Context, log io.Writer, pprof, dir, name, path string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	err := func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen.Pprof+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprof+path, nil)
 		if err != nil {
 			return err
 		}

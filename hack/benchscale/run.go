@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -40,6 +39,8 @@ type config struct {
 	churnEvery time.Duration
 	// cpuProfiles takes the operator's CPU profiles, one at a time.
 	cpuProfiles *cpuProfiles
+	// ws is where the run keeps its clusters and profiles, and its ports.
+	ws workspace
 	// stall ends a phase no node has made progress in for this long.
 	stall time.Duration
 	// Phases left out (-skip): their figures stay 0.
@@ -87,7 +88,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	progress(cfg.log, "ordered rollout: a fresh cluster of %d GPU nodes, audit log of the operator's user", cfg.nodes)
-	s, err := startSim(cfg.root, cfg.log, cfg.nodes, true)
+	s, err := startSim(cfg, cfg.nodes, true)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,8 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	if err := installChart(s); err != nil {
 		return nil, err
 	}
-	op, err := startOperator(ctx, s)
+	listen := cfg.ws.listen()
+	op, err := startOperator(ctx, s, listen)
 	if err != nil {
 		return nil, err
 	}
@@ -134,14 +136,14 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	statusReady := watchPolicyReady(ctx, s.Client)
 	// Profiles of the rollout, for whoever wants to know where the time
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
-	profiles := filepath.Join(cfg.root, "_output", "bench", "profiles")
-	cfg.cpuProfiles.save(ctx, cfg.log, profiles, "cpu-rollout.pprof", 60)
+	profiles := cfg.ws.profiles()
+	cfg.cpuProfiles.save(ctx, cfg.log, listen.Pprof, profiles, "cpu-rollout.pprof", 60)
 	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	r.RolloutSeconds = allReady.Sub(t0).Seconds()
-	saveProfile(ctx, cfg.log, profiles, "heap-ready.pprof", "/debug/pprof/heap")
+	saveProfile(ctx, cfg.log, listen.Pprof, profiles, "heap-ready.pprof", "/debug/pprof/heap")
 	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
 	// The pods as the rollout left them, before reboots and the upgrade
 	// replace some: where each wave's time went.
@@ -294,7 +296,7 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	progress(cfg.log, "floor: the same %d DaemonSets without gates on a fresh cluster", len(w.DaemonSets))
-	s, err := startSim(cfg.root, cfg.log, cfg.nodes, false)
+	s, err := startSim(cfg, cfg.nodes, false)
 	if err != nil {
 		return err
 	}

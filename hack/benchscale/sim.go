@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
@@ -12,15 +13,32 @@ import (
 // namespace is the operator's, where the chart installs it.
 const namespace = simcluster.Namespace
 
-// listen is where the benchmarked operator serves, apart from the demo's
-// and e2e's ports.
-var listen = simcluster.Listen{Metrics: "127.0.0.1:18280", Probe: "127.0.0.1:18281", Pprof: "127.0.0.1:18282"}
+// workspace is where a run keeps its clusters and profiles and which
+// ports they listen on, apart from another run's (make bench-smoke beside
+// make bench-scale) and from the demo's and the e2e processes'.
+type workspace struct {
+	// dir holds the cluster's state (sim/) and the profiles (profiles/).
+	dir string
+	// portOffset shifts the cluster's ports (SIM_PORT_OFFSET) and the
+	// operator's.
+	portOffset int
+}
 
-// startSim tears down any earlier benchmark cluster and starts a fresh one
-// with n GPU nodes; audit turns on the audit log of the operator's user.
-func startSim(root string, log io.Writer, n int, audit bool) (*simcluster.Cluster, error) {
+// listen is where the benchmarked operator serves: 18280-18282 shifted.
+func (w workspace) listen() simcluster.Listen {
+	at := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port+w.portOffset) }
+	return simcluster.Listen{Metrics: at(18280), Probe: at(18281), Pprof: at(18282)}
+}
+
+func (w workspace) profiles() string { return filepath.Join(w.dir, "profiles") }
+
+// startSim tears down any earlier cluster of this workspace and starts a
+// fresh one with n GPU nodes; audit turns on the audit log of the
+// operator's user.
+func startSim(cfg config, n int, audit bool) (*simcluster.Cluster, error) {
 	return simcluster.Up(simcluster.Options{
-		Root: root, Dir: filepath.Join(root, "_output", "bench", "sim"), Nodes: n, AuditOperator: audit, Log: log,
+		Root: cfg.root, Dir: filepath.Join(cfg.ws.dir, "sim"), Nodes: n, AuditOperator: audit, Log: cfg.log,
+		Env: []string{"SIM_PORT_OFFSET=" + strconv.Itoa(cfg.ws.portOffset)},
 		// The benchmark creates tens of thousands of pods; the simulated
 		// API server runs without rate limits, so the client should not
 		// add one.
@@ -37,7 +55,7 @@ func installChart(s *simcluster.Cluster) error {
 // startOperator runs the operator with the arguments and environment of
 // the chart's Deployment, so that the operator measured is the one
 // installed, and returns once it leads.
-func startOperator(ctx context.Context, s *simcluster.Cluster) (*simcluster.Operator, error) {
+func startOperator(ctx context.Context, s *simcluster.Cluster, listen simcluster.Listen) (*simcluster.Operator, error) {
 	args, env, err := s.ChartOperator()
 	if err != nil {
 		return nil, err

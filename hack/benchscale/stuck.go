@@ -79,24 +79,27 @@ func explainStuck(ctx context.Context, cs kubernetes.Interface, missing []string
 
 // countNotUp adds, for a node that has not met a goal, each per-node state
 // that holds its chain back, as "state=value", to counts.
-func countNotUp(counts map[string]int, n *corev1.Node) map[string]int {
-	if counts == nil {
-		counts = map[string]int{}
-	}
+func countNotUp(counts map[string]int, n *corev1.Node) {
 	if n == nil {
 		counts["node not seen"]++
-		return counts
+		return
 	}
 	for k, v := range n.Labels {
 		if s, ok := strings.CutPrefix(k, gpuv1.StateLabelPrefix); ok && !gpuv1.StateValue(v).Up() {
 			counts[s+"="+v]++
 		}
 	}
-	return counts
 }
 
-// describeNotUp says how many nodes each state value holds back, most first.
-func describeNotUp(counts map[string]int) string {
+// describeNotUp says how many of the missing nodes each state value holds
+// back, most first; counted only when said, not at every look.
+func (t *nodeTracker) describeNotUp(missing []string) string {
+	counts := map[string]int{}
+	t.mu.Lock()
+	for _, name := range missing {
+		countNotUp(counts, t.nodes[name])
+	}
+	t.mu.Unlock()
 	if len(counts) == 0 {
 		return "no state label holds them back"
 	}

@@ -29,12 +29,19 @@ var (
 	op         *operator
 )
 
+// maxProcs is how many processes the suite runs in at most: each shifts
+// its ports (portOffset, operatorAddr).
+const maxProcs = 9
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "gpu-operator end-to-end")
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	// Ten processes and more would reach the benchmark's ports (18280,
+	// and SIM_PORT_OFFSET=1000 for its smoke run).
+	Expect(GinkgoParallelProcess()).To(BeNumerically("<=", maxProcs), "E2E_PROCS: at most %d processes", maxProcs)
 	var err error
 	simDir = filepath.Join(root, "_output", "e2e", fmt.Sprintf("p%d", GinkgoParallelProcess()))
 	sim, err = simcluster.Up(simcluster.Options{
