@@ -72,8 +72,10 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 				s.upgradeFailed = append(s.upgradeFailed, n.Name)
 			}
 		}
+		allUp := true
 		for _, name := range perNode {
 			v := g.ValueOf(name, n.Labels)
+			allUp = allUp && v.Up()
 			c := s.byState[name]
 			c.phases[v]++
 			switch v {
@@ -94,7 +96,7 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 			}
 			c.desired++
 		}
-		if g.AllUp(n.Labels) {
+		if allUp {
 			s.readyNodes++
 		}
 	}
