@@ -221,7 +221,7 @@ func podReady(p *corev1.Pod) bool {
 // wait returns when the target was first reached.
 func (r *readyPods) wait(ctx context.Context, timeout, stall time.Duration) (time.Time, error) {
 	start := time.Now()
-	most, moved := -1, start
+	moved := sinceMoved(start)
 	for {
 		r.mu.Lock()
 		at, ready := r.reached, len(r.ready)
@@ -230,11 +230,8 @@ func (r *readyPods) wait(ctx context.Context, timeout, stall time.Duration) (tim
 			return at, nil
 		}
 		now := time.Now()
-		if ready > most {
-			most, moved = ready, now
-		}
 		switch {
-		case now.Sub(moved) >= stall:
+		case moved.see(ready, now, time.Time{}) >= stall:
 			return time.Time{}, fmt.Errorf("no operand pod got ready for %s: %d of %d ready", stall, ready, r.target)
 		case now.Sub(start) >= timeout:
 			return time.Time{}, fmt.Errorf("after %s: %d of %d operand pods ready", timeout, ready, r.target)

@@ -152,7 +152,7 @@ func (t *nodeTracker) names() []string {
 func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Duration) (time.Time, error) {
 	start := t.now()
 	deadline, nextReport := start.Add(timeout), start.Add(stillWaiting)
-	lastMoved, fewest := start, len(names)+1
+	moved := sinceMoved(start)
 	for {
 		t.mu.Lock()
 		var last time.Time
@@ -171,12 +171,7 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 			return last, nil
 		}
 		now := t.now()
-		if len(missing) < fewest {
-			fewest, lastMoved = len(missing), now
-		}
-		if changed.After(lastMoved) {
-			lastMoved = changed
-		}
+		still := moved.see(len(names)-len(missing), now, changed)
 		why := func() string {
 			out := ": " + t.describeNotUp(missing)
 			if t.explain != nil {
@@ -185,7 +180,7 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 			return out
 		}
 		switch {
-		case now.Sub(lastMoved) >= t.stall:
+		case still >= t.stall:
 			return time.Time{}, fmt.Errorf("no node met the goal and no state changed for %s, %d of %d nodes never met it%s",
 				t.stall, len(missing), len(names), why())
 		case now.After(deadline):
@@ -200,6 +195,27 @@ func (t *nodeTracker) wait(ctx context.Context, names []string, timeout time.Dur
 		case <-time.After(t.poll):
 		}
 	}
+}
+
+// movement is when a phase last moved: its count of things done grew, or
+// something else changed that leads to more.
+type movement struct {
+	most  int
+	moved time.Time
+}
+
+func sinceMoved(start time.Time) *movement { return &movement{most: -1, moved: start} }
+
+// see records how many things are done at now, and when something else
+// last changed; it returns how long the phase has not moved.
+func (m *movement) see(done int, now, changed time.Time) time.Duration {
+	if done > m.most {
+		m.most, m.moved = done, now
+	}
+	if changed.After(m.moved) {
+		m.moved = changed
+	}
+	return now.Sub(m.moved)
 }
 
 // stackUp is met by a node whose GPU stack is complete: every per-node
