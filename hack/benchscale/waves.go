@@ -156,12 +156,12 @@ func stat(v []float64) Stat {
 	return Stat{N: len(v), Mean: sum / float64(len(v)), P90: p90}
 }
 
-// stateGraph returns each per-node state's prerequisites and whether a
+// stateGraph returns each per-node state's prerequisites of its first start, and whether a
 // node gate opens it.
 func stateGraph(g *state.Graph) (prerequisites map[string][]string, gated map[string]bool) {
 	prerequisites, gated = map[string][]string{}, map[string]bool{}
 	for _, s := range g.PerNode() {
-		for _, q := range g.Prerequisites(s) {
+		for _, q := range g.StartPrerequisites(s) {
 			prerequisites[string(s)] = append(prerequisites[string(s)], string(q))
 		}
 		gated[string(s)] = len(g.Gate(s)) > 0

@@ -285,7 +285,8 @@ func TestWaitsForPrerequisites(t *testing.T) {
 	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now), tk: readyPod("t", now), dp: readyPod("p", now)}
 	r := decide(t, node(nil, nil), pods)
 	g.Expect(stateOf(r, drv)).To(Equal("pending"))
-	g.Expect(stateOf(r, tk)).To(Equal("ready"), "the toolkit needs no driver to configure the runtime")
+	g.Expect(stateOf(r, tk)).To(Equal("pending"), "the toolkit's first start waits for the driver, whose files its CDI spec names")
+	g.Expect(r.Why).To(HaveKeyWithValue(tk, "waiting for driver"))
 	g.Expect(stateOf(r, dp)).To(Equal("pending"), "the device plugin waits for the driver")
 	g.Expect(r.Why).To(HaveKeyWithValue(dp, "waiting for driver"))
 	g.Expect(r.Why).To(HaveKeyWithValue(drv, "its pod is not ready"))
@@ -294,6 +295,25 @@ func TestWaitsForPrerequisites(t *testing.T) {
 	r = decide(t, node(nil, nil), pods)
 	g.Expect(stateOf(r, dp)).To(Equal("pending"), "and for the toolkit")
 	g.Expect(r.Why).To(HaveKeyWithValue(dp, "waiting for container-toolkit"))
+}
+
+// The toolkit starts after the driver but stays when the driver leaves:
+// a ready toolkit keeps its state, and so its pod, through a driver that
+// is not ready; one that is not ready yet waits for the driver again.
+func TestToolkitStaysWhenTheDriverLeaves(t *testing.T) {
+	g := NewWithT(t)
+	old := now.Add(-time.Hour)
+	labels := variantLabels(states(allStates(gpuv1.StateReady)))
+	pods := map[state.Name]*state.PodFacts{drv: notReadyPod(now.Add(-time.Hour)), tk: readyPod("t1", old)}
+	r := decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
+	g.Expect(stateOf(r, drv)).To(Equal("pending"), "its pod has been unready past the grace period")
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
+
+	labels[gpuv1.StateLabel(string(tk))] = string(gpuv1.StatePending)
+	r = decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
+	g.Expect(stateOf(r, tk)).To(Equal("pending"), "a toolkit not ready starts again after the driver")
+	g.Expect(r.Why).To(HaveKeyWithValue(tk, "waiting for driver"))
 }
 
 func TestOutages(t *testing.T) {

@@ -33,7 +33,13 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		}
 		return d.because(name, gpuv1.StateFailed, why)
 	}
-	for _, p := range d.in.Graph.Prerequisites(name) {
+	prereqs := d.in.Graph.Prerequisites(name)
+	if cur != gpuv1.StateReady {
+		// Not started yet, or started again: it waits for what it starts
+		// after too.
+		prereqs = d.in.Graph.StartPrerequisites(name)
+	}
+	for _, p := range prereqs {
 		if v := d.values[p]; v != gpuv1.StateReady && v != gpuv1.StateDisabled {
 			return d.because(name, gpuv1.StatePending, "waiting for "+string(p))
 		}

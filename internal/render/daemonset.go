@@ -62,6 +62,9 @@ type Workload struct {
 	// Gate is the node affinity from the state graph; empty selects every
 	// node.
 	Gate []corev1.NodeSelectorRequirement
+	// GateEither are alternatives, one of which must hold beside Gate:
+	// one node selector term each. Empty when Gate alone decides.
+	GateEither [][]corev1.NodeSelectorRequirement
 	// Pod is the operand's own pod spec. Its first container is the main
 	// one, to which the policy's image, env, args and resources are added.
 	Pod corev1.PodSpec
@@ -172,7 +175,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		// (anti-)affinity stays.
 		pod.Affinity.NodeAffinity = &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: w.Gate}},
+				NodeSelectorTerms: gateTerms(w.Gate, w.GateEither),
 			},
 		}
 	}
@@ -272,4 +275,17 @@ func sortVolumes(pod *corev1.PodSpec) {
 			})
 		}
 	}
+}
+
+// gateTerms returns the node selector terms of a gate: the gate alone, or
+// the gate and each alternative, any of which selects a node.
+func gateTerms(gate []corev1.NodeSelectorRequirement, either [][]corev1.NodeSelectorRequirement) []corev1.NodeSelectorTerm {
+	if len(either) == 0 {
+		return []corev1.NodeSelectorTerm{{MatchExpressions: gate}}
+	}
+	terms := make([]corev1.NodeSelectorTerm, 0, len(either))
+	for _, alt := range either {
+		terms = append(terms, corev1.NodeSelectorTerm{MatchExpressions: append(slices.Clone(gate), alt...)})
+	}
+	return terms
 }

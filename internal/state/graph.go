@@ -23,7 +23,7 @@ func NewGraph(states ...State) (*Graph, error) {
 		if _, dup := g.index[s.Name]; dup {
 			return nil, fmt.Errorf("state %q is declared twice", s.Name)
 		}
-		for _, p := range s.After {
+		for _, p := range slices.Concat(s.After, s.StartsAfter) {
 			if _, ok := g.index[p]; !ok {
 				return nil, fmt.Errorf("state %q must come after its prerequisite %q", s.Name, p)
 			}
@@ -78,6 +78,24 @@ func (g *Graph) Prerequisites(name Name) []Name {
 	return g.inOrder(seen, PerNode)
 }
 
+// StartPrerequisites returns every per-node state that must be ready or
+// disabled on a node before name is first started there: its
+// prerequisites, and those it starts after with theirs, in graph order.
+func (g *Graph) StartPrerequisites(name Name) []Name {
+	s, _ := g.Get(name)
+	seen := map[Name]bool{}
+	for _, p := range g.Prerequisites(name) {
+		seen[p] = true
+	}
+	for _, p := range s.StartsAfter {
+		seen[p] = true
+		for _, q := range g.Prerequisites(p) {
+			seen[q] = true
+		}
+	}
+	return g.inOrder(seen, PerNode)
+}
+
 // Downstream returns every per-node state that has name among its
 // prerequisites, direct or not, in graph order.
 func (g *Graph) Downstream(name Name) []Name {
@@ -118,18 +136,45 @@ func (g *Graph) Gate(name Name) []corev1.NodeSelectorRequirement {
 		{Key: gpuv1.DeployLabel(string(name)), Operator: corev1.NodeSelectorOpIn, Values: []string{gpuv1.LabelTrue}},
 	}
 	for _, p := range g.Prerequisites(name) {
-		req := corev1.NodeSelectorRequirement{
-			Key:      gpuv1.StateLabel(string(p)),
-			Operator: corev1.NodeSelectorOpIn,
-			Values:   []string{string(gpuv1.StateDisabled), string(gpuv1.StateReady)},
-		}
-		if ps, _ := g.Get(p); ps.GatesOnlyWhenLabelled {
-			req.Operator = corev1.NodeSelectorOpNotIn
-			req.Values = []string{string(gpuv1.StateFailed), string(gpuv1.StatePending), string(gpuv1.StateUpgrading)}
-		}
-		reqs = append(reqs, req)
+		reqs = append(reqs, g.upRequirement(p))
 	}
 	return reqs
+}
+
+// GateEither returns the alternatives that must hold beside Gate for a
+// state that starts after others (StartsAfter): those states up, for its
+// first start, or the state itself ready on the node, so that its pod
+// stays when they leave. Nil for any other state.
+func (g *Graph) GateEither(name Name) [][]corev1.NodeSelectorRequirement {
+	s, ok := g.Get(name)
+	if !ok || s.Scope != PerNode || len(s.StartsAfter) == 0 {
+		return nil
+	}
+	var start []corev1.NodeSelectorRequirement
+	for _, p := range g.StartPrerequisites(name) {
+		if !slices.Contains(g.Prerequisites(name), p) {
+			start = append(start, g.upRequirement(p))
+		}
+	}
+	keep := []corev1.NodeSelectorRequirement{{
+		Key: gpuv1.StateLabel(string(name)), Operator: corev1.NodeSelectorOpIn, Values: []string{string(gpuv1.StateReady)},
+	}}
+	return [][]corev1.NodeSelectorRequirement{start, keep}
+}
+
+// upRequirement selects the nodes on which a state is up: ready or
+// disabled, or not labelled yet for a state that gates only once labelled.
+func (g *Graph) upRequirement(name Name) corev1.NodeSelectorRequirement {
+	req := corev1.NodeSelectorRequirement{
+		Key:      gpuv1.StateLabel(string(name)),
+		Operator: corev1.NodeSelectorOpIn,
+		Values:   []string{string(gpuv1.StateDisabled), string(gpuv1.StateReady)},
+	}
+	if s, _ := g.Get(name); s.GatesOnlyWhenLabelled {
+		req.Operator = corev1.NodeSelectorOpNotIn
+		req.Values = []string{string(gpuv1.StateFailed), string(gpuv1.StatePending), string(gpuv1.StateUpgrading)}
+	}
+	return req
 }
 
 // ValueOf is a per-node state's value on a node from its label, the value

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,4 +61,31 @@ func TestDiamond(t *testing.T) {
 	g.Expect(graph.Prerequisites("d")).To(Equal([]Name{"a", "b", "c"}))
 	g.Expect(graph.Downstream("a")).To(Equal([]Name{"b", "c", "d"}))
 	g.Expect(graph.Downstream("b")).To(Equal([]Name{"d"}))
+}
+
+// A state that starts after another is gated on either: the other up for
+// its first start, or itself ready, so that it stays when the other
+// leaves; the other's leaving does not reach it.
+func TestStartsAfter(t *testing.T) {
+	g := NewWithT(t)
+	op := fakeOperand{}
+	graph, err := NewGraph(
+		State{Name: "nfd", Scope: ClusterWide, Operand: op},
+		State{Name: "a", After: []Name{"nfd"}, Operand: op},
+		State{Name: "b", After: []Name{"nfd"}, StartsAfter: []Name{"a"}, Operand: op},
+		State{Name: "c", After: []Name{"a", "b"}, Operand: op},
+	)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(graph.Prerequisites("b")).To(BeEmpty())
+	g.Expect(graph.StartPrerequisites("b")).To(Equal([]Name{"a"}))
+	g.Expect(graph.StartPrerequisites("c")).To(Equal([]Name{"a", "b"}))
+	g.Expect(graph.Downstream("a")).To(Equal([]Name{"c"}), "b is not torn down when a leaves")
+	g.Expect(graph.GateEither("c")).To(BeNil())
+	g.Expect(graph.GateEither("b")).To(Equal([][]corev1.NodeSelectorRequirement{
+		{{Key: "nvidia.com/gpu.state.a", Operator: corev1.NodeSelectorOpIn, Values: []string{"disabled", "ready"}}},
+		{{Key: "nvidia.com/gpu.state.b", Operator: corev1.NodeSelectorOpIn, Values: []string{"ready"}}},
+	}))
+
+	_, err = NewGraph(State{Name: "b", StartsAfter: []Name{"a"}, Operand: op}, State{Name: "a", Operand: op})
+	g.Expect(err).To(MatchError(`state "b" must come after its prerequisite "a"`))
 }

@@ -64,6 +64,10 @@ type RenderInput struct {
 	// is a GPU node, the operand may run there and every prerequisite is
 	// ready or disabled there. Empty for cluster-wide states.
 	Gate []corev1.NodeSelectorRequirement
+	// GateEither are alternatives, one of which must hold beside Gate:
+	// a state that starts after others but stays once ready is gated on
+	// either. Empty when Gate alone decides.
+	GateEither [][]corev1.NodeSelectorRequirement
 	// DriverPools are the driver node pools with the operating systems of
 	// their GPU nodes: the driver runs one DaemonSet per pool and OS, each
 	// with its own image tag.
@@ -129,7 +133,14 @@ type State struct {
 	Name    Name
 	Scope   Scope
 	After   []Name // direct prerequisites
-	Operand Operand
+	// StartsAfter are prerequisites of the state's start on a node alone:
+	// the state waits for them to be ready or disabled there before its
+	// pod is first created, but once it is ready it stays when they stop
+	// being ready. The container toolkit starts after the driver, whose
+	// files its CDI spec names, and is not torn down (its runtime config
+	// reverted, the runtime restarted) when the driver is replaced.
+	StartsAfter []Name
+	Operand     Operand
 	// GatesOnlyWhenLabelled makes a node without the state's label pass
 	// the gates of the states after it: a state added to the graph after
 	// nodes were labelled must not take their operands off them before
@@ -142,7 +153,7 @@ type State struct {
 // its own.
 func (in RenderInput) Workload(name string, st Name, c *gpuv1.ContainerSettings, image string, pod corev1.PodSpec) render.Workload {
 	return render.Workload{
-		Policy: in.Policy, Namespace: in.Namespace, Gate: in.Gate,
+		Policy: in.Policy, Namespace: in.Namespace, Gate: in.Gate, GateEither: in.GateEither,
 		Name: name, State: string(st), Component: c, Image: image, Pod: pod,
 	}
 }

@@ -28,9 +28,10 @@ var (
 	// each on a cluster of its own.
 	simDir string
 	states = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
-	// prerequisites of each state on a node, as the state graph declares:
-	// the driver and the toolkit start side by side.
+	// prerequisites of each state's first start on a node, as the state
+	// graph declares: driver, toolkit, device plugin, then the rest.
 	prerequisites = map[string][]string{
+		"container-toolkit":     {"driver"},
 		"device-plugin":         {"driver", "container-toolkit"},
 		"dcgm-exporter":         {"driver", "container-toolkit", "device-plugin"},
 		"gpu-feature-discovery": {"driver", "container-toolkit", "device-plugin"},

@@ -65,7 +65,7 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 		if !s.Operand.Enabled(&cp.Spec) {
 			continue
 		}
-		in.Gate = r.Graph.Gate(s.Name)
+		in.Gate, in.GateEither = r.Graph.Gate(s.Name), r.Graph.GateEither(s.Name)
 		objs, err := s.Operand.Render(in)
 		if err != nil {
 			return nil, fmt.Errorf("rendering state %s: %w", s.Name, err)

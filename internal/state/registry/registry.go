@@ -17,24 +17,24 @@ import (
 // states is the order of the GPU node stack: each state after the states it
 // needs ready on a node first.
 //
-// The container toolkit does not wait for the driver: it installs the
-// NVIDIA runtime and configures the node's container runtime, which needs
-// nothing of the driver but the node's driver root, known from its labels
-// (the NVIDIA runtime runs runc unchanged until the nvidia module is
-// loaded). Kept off the driver's chain, it is not torn down when a driver
-// is replaced, which would revert the runtime's config and restart the
-// runtime twice. mig-manager partitions the GPUs once both are ready, and
-// the device plugin, the first state that uses the GPUs, waits for it:
-// the device plugin, GFD and dcgm-exporter leave a node whose MIG
-// devices are being reconfigured. mig-manager came after nodes were
-// labelled, so a node without its label is not held back by it. The MPS
-// control daemon runs before the device plugin on nodes that share GPUs
-// with MPS: the plugin checks it is up when it starts.
+// The container toolkit starts after the driver: with CDI it generates the
+// node's device specs from the driver's files. It is not torn down when
+// the driver is replaced (StartsAfter, not After): that would revert the
+// runtime's config and restart the runtime twice; it refreshes the CDI
+// spec for the new driver in place, and the states after the driver start
+// again only once it has. mig-manager partitions the GPUs once both are
+// ready, and the device plugin, the first state that hands out GPUs,
+// waits for it: the device plugin, GFD and dcgm-exporter leave a node
+// whose MIG devices are being reconfigured. mig-manager came after nodes
+// were labelled, so a node without its label is not held back by it. The
+// MPS control daemon runs before the device plugin on nodes that share
+// GPUs with MPS: the plugin checks it is up when it starts.
 func states() []state.State {
 	return []state.State{
 		{Name: state.NodeFeatureDiscovery, Scope: state.ClusterWide, Operand: nfd.Operand{}},
 		{Name: state.Driver, After: []state.Name{state.NodeFeatureDiscovery}, Operand: driver.Operand{}},
-		{Name: state.ContainerToolkit, After: []state.Name{state.NodeFeatureDiscovery}, Operand: toolkit.Operand{}},
+		{Name: state.ContainerToolkit, After: []state.Name{state.NodeFeatureDiscovery}, StartsAfter: []state.Name{state.Driver},
+			Operand: toolkit.Operand{}},
 		{Name: state.MIGManager, After: []state.Name{state.Driver, state.ContainerToolkit}, Operand: migmanager.Operand{},
 			GatesOnlyWhenLabelled: true},
 		{Name: state.MPSControlDaemon, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}, Operand: mps.Operand{},

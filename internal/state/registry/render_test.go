@@ -32,7 +32,7 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.ClusterPolicy) []client.Object {
 	t.Helper()
 	objs, err := s.Operand.Render(state.RenderInput{
-		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), DriverPools: fixture.DriverPools(cp),
+		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), GateEither: g.GateEither(s.Name), DriverPools: fixture.DriverPools(cp),
 		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
 		// The full policy's files; time-slicing-4's content is unknown.
 		DevicePluginConfigDigests: map[string]string{"a100": "0123456789abcdef", "H200_MPS.x2": "fedcba9876543210"},
@@ -119,7 +119,9 @@ func TestGraph(t *testing.T) {
 		state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
-	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "the toolkit does not wait for the driver")
+	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "a driver replacement does not tear the toolkit down")
+	g.Expect(graph.StartPrerequisites(state.ContainerToolkit)).To(Equal([]state.Name{state.Driver}),
+		"the toolkit first starts after the driver, whose files its CDI spec names")
 	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
 		state.MPSControlDaemon, state.DevicePlugin}))
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,10 +13,10 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
 )
 
-// On a node, each state's DaemonSet selects the node only once the controllertest.States
-// before it are ready there, and each pod is created only after its
-// prerequisites' pods were ready. The driver and the toolkit start side by
-// side; the device plugin waits for both.
+// On a node, each state's DaemonSet selects the node only once the
+// states before it are ready there, and each pod is created only after
+// its prerequisites' pods were ready: the driver, then the toolkit, then
+// the device plugin.
 func TestChainFormsInOrderOnANode(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 1)
@@ -24,10 +25,8 @@ func TestChainFormsInOrderOnANode(t *testing.T) {
 		suite.Sim.Set(node, s, controllertest.StaysNotReady)
 	}
 	f.ExpectState("pending", "driver", node)
-	g.Eventually(func() bool { return f.PodOn(node, "driver") != nil && f.PodOn(node, "container-toolkit") != nil },
-		controllertest.Timeout, controllertest.Interval).Should(BeTrue(), "the driver and the toolkit start together")
+	g.Eventually(func() *corev1.Pod { return f.PodOn(node, "driver") }, controllertest.Timeout, controllertest.Interval).ShouldNot(BeNil())
 
-	// The device plugin waits for the driver and for the toolkit.
 	waits := func(next string, why string) {
 		g.Eventually(func() int { return len(f.DaemonSets(next)) }, controllertest.Timeout, controllertest.Interval).Should(Equal(1), "%s DaemonSet", next)
 		// The node's labels say pending (checked before each call), and the
@@ -35,17 +34,19 @@ func TestChainFormsInOrderOnANode(t *testing.T) {
 		g.Expect(f.DaemonSetMatches(next, node)).To(BeFalse(), "%s: %s", next, why)
 		g.Expect(f.PodOn(node, next)).To(BeNil())
 	}
+	waits("container-toolkit", "the driver is not ready")
 	waits("device-plugin", "neither the driver nor the toolkit is ready")
-	suite.Sim.Set(node, "container-toolkit", controllertest.BecomesReady)
-	f.ExpectState("ready", "container-toolkit", node)
-	waits("device-plugin", "the driver is not ready")
 	suite.Sim.Set(node, "driver", controllertest.BecomesReady)
 	f.ExpectState("ready", "driver", node)
+	g.Eventually(func() *corev1.Pod { return f.PodOn(node, "container-toolkit") }, controllertest.Timeout, controllertest.Interval).ShouldNot(BeNil())
+	waits("device-plugin", "the toolkit is not ready")
+	suite.Sim.Set(node, "container-toolkit", controllertest.BecomesReady)
+	f.ExpectState("ready", "container-toolkit", node)
 	g.Eventually(func() bool { return f.PodOn(node, "device-plugin") != nil }, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
-	for _, prereq := range []string{"driver", "container-toolkit"} {
-		readyAt := controllertest.ReadyCondition(f.PodOn(node, prereq)).LastTransitionTime
-		g.Expect(f.PodOn(node, "device-plugin").CreationTimestamp.Before(&readyAt)).To(BeFalse(),
-			"device-plugin pod created before %s was ready", prereq)
+	for _, order := range [][2]string{{"container-toolkit", "driver"}, {"device-plugin", "driver"}, {"device-plugin", "container-toolkit"}} {
+		readyAt := controllertest.ReadyCondition(f.PodOn(node, order[1])).LastTransitionTime
+		g.Expect(f.PodOn(node, order[0]).CreationTimestamp.Before(&readyAt)).To(BeFalse(),
+			"%s pod created before %s was ready", order[0], order[1])
 	}
 
 	waits("dcgm-exporter", "the device plugin is not ready")
@@ -87,8 +88,9 @@ func TestFailingNodeHoldsNobodyBack(t *testing.T) {
 
 	f.ExpectAllReady(good...)
 	f.ExpectState("failed", "driver", bad)
-	f.ExpectState("ready", "container-toolkit", bad)
+	f.ExpectState("pending", "container-toolkit", bad)
 	f.ExpectState("pending", "device-plugin", bad)
+	g.Expect(f.PodOn(bad, "container-toolkit")).To(BeNil(), "the toolkit starts after the driver")
 	g.Expect(f.PodOn(bad, "device-plugin")).To(BeNil())
 
 	cp := &gpuv1.ClusterPolicy{}
