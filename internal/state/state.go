@@ -130,9 +130,9 @@ func OSReleaseOf(labels map[string]string) (OSRelease, bool) {
 
 // State is one node of the graph.
 type State struct {
-	Name    Name
-	Scope   Scope
-	After   []Name // direct prerequisites
+	Name  Name
+	Scope Scope
+	After []Name // direct prerequisites
 	// StartsAfter are prerequisites of the state's start on a node alone:
 	// the state waits for them to be ready or disabled there before its
 	// pod is first created, but once it is ready it stays when they stop
