@@ -100,6 +100,17 @@ type ClusterPolicySpec struct {
 	// +optional
 	MIGManager MIGManagerSpec `json:"migManager,omitempty"`
 
+	// CDI says whether containers get their GPUs through the Container
+	// Device Interface, as by default.
+	// +kubebuilder:default={}
+	// +optional
+	CDI CDISpec `json:"cdi,omitempty"`
+
+	// HostPaths says where nodes keep what the operands reach on the host.
+	// +kubebuilder:default={}
+	// +optional
+	HostPaths HostPathsSpec `json:"hostPaths,omitempty"`
+
 	UnsupportedSections `json:",inline"`
 }
 
@@ -143,9 +154,6 @@ type UnsupportedSections struct {
 	// CCManager is accepted for compatibility and not acted on.
 	// +optional
 	CCManager *apiextensionsv1.JSON `json:"ccManager,omitempty"`
-	// CDI is accepted for compatibility and not acted on.
-	// +optional
-	CDI *apiextensionsv1.JSON `json:"cdi,omitempty"`
 	// PSP is accepted for compatibility and not acted on.
 	// +optional
 	PSP *apiextensionsv1.JSON `json:"psp,omitempty"`
@@ -153,9 +161,6 @@ type UnsupportedSections struct {
 	// pod-security labels are set by the helm chart.
 	// +optional
 	PSA *apiextensionsv1.JSON `json:"psa,omitempty"`
-	// HostPaths is accepted for compatibility and not acted on.
-	// +optional
-	HostPaths *apiextensionsv1.JSON `json:"hostPaths,omitempty"`
 }
 
 // OperatorSpec holds settings of the operator itself.

@@ -156,7 +156,7 @@ const (
 
 // LabelGPUClique is GPU feature discovery's NVLink domain of a node's
 // GPUs, <cluster UUID>.<clique ID>: the nodes of one GB200 NVL72 rack
-// share it (k8s-device-plugin v0.17.2, internal/lm/imex.go). The
+// share it (k8s-device-plugin v0.20.0, internal/lm/imex.go). The
 // maintenance budget can cap the domains disrupted at once.
 const LabelGPUClique = "nvidia.com/gpu.clique"
 

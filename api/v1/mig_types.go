@@ -62,7 +62,7 @@ type MIGManagerSpec struct {
 	// +optional
 	Image ImageName `json:"image,omitempty"`
 	// Version is the mig-manager image tag or digest.
-	// +kubebuilder:default="v0.12.1-ubuntu20.04"
+	// +kubebuilder:default="v0.15.0"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
@@ -260,7 +260,7 @@ const (
 	// and the driver the applied configuration's MIG devices were created
 	// under; absent when it has none (whole GPUs, MIG mode alone). MIG
 	// mode survives a reboot and a driver reload, MIG devices do not
-	// (mig-parted v0.12.1 README; NVIDIA's driver manager restarts
+	// (mig-parted v0.15.0 README; NVIDIA's driver manager restarts
 	// mig-manager across a reload for this reason): another boot or
 	// driver pod means they are gone, and the operator applies the
 	// configuration again before the device plugin starts.
@@ -270,12 +270,14 @@ const (
 	// AnnotationMIGRefused says why the node's configuration cannot be
 	// applied; absent when it can.
 	AnnotationMIGRefused = MIGReconfigureAnnotationPrefix + "refused"
-	// DeployPausedForMIG is the value mig-manager v0.12 gives the GPU
+	// DeployPausedForMIG is the value mig-manager v0.15 gives the GPU
 	// clients' deploy labels while it applies a configuration, and puts
-	// back to "true" when it is done (mig-parted v0.12.1,
-	// deployments/container/reconfigure-mig.sh). The operator takes it
-	// for "true": its own gates hold the clients off during an apply, and
-	// a mig-manager killed mid-apply must not leave them off for good.
+	// back to "true" when it reports a state (mig-parted v0.15.0,
+	// pkg/mig/reconfigure/reconfigure.go: maybeSetPaused, setState), and
+	// leaves there when it gives up waiting for the clients' pods, with no
+	// state reported. The operator takes it for "true": its own gates hold
+	// the clients off during an apply, and a mig-manager killed or stopped
+	// mid-apply must not leave them off for good.
 	DeployPausedForMIG = "paused-for-mig-change"
 	// TaintMIGReconfiguring is the key of the NoSchedule taint the
 	// operator keeps on a node from the eviction of its GPU pods until

@@ -25,9 +25,17 @@ type DriverSpec struct {
 	// Version pins the driver: a driver version such as 535.154.05, to which
 	// the operator appends each node pool's OS (535.154.05-ubuntu22.04), or
 	// an image digest.
-	// +kubebuilder:default="570.172.08"
+	// +kubebuilder:default="595.91.07"
 	// +optional
 	Version DriverVersion `json:"version,omitempty"`
+
+	// KernelModuleType chooses the driver's kernel modules: open, proprietary,
+	// or auto, the one the driver recommends for the node's GPUs (open
+	// from Turing on, with driver 560 and later).
+	// +kubebuilder:default=auto
+	// +kubebuilder:validation:Enum=auto;open;proprietary
+	// +optional
+	KernelModuleType string `json:"kernelModuleType,omitempty"`
 
 	// UpgradePolicy says how nodes move to a new driver.
 	// +kubebuilder:default={}
@@ -141,8 +149,6 @@ type UnsupportedDriverFields struct {
 	// +optional
 	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty"`
 	// +optional
-	KernelModuleType *apiextensionsv1.JSON `json:"kernelModuleType,omitempty"`
-	// +optional
 	StartupProbe *apiextensionsv1.JSON `json:"startupProbe,omitempty"`
 	// +optional
 	LivenessProbe *apiextensionsv1.JSON `json:"livenessProbe,omitempty"`
@@ -176,13 +182,18 @@ type ToolkitSpec struct {
 	// +optional
 	Image ImageName `json:"image,omitempty"`
 	// Version is the toolkit image tag or digest.
-	// +kubebuilder:default="v1.17.8"
+	// +kubebuilder:default="v1.20.0"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
-	// InstallDir is accepted for compatibility and not acted on.
+	// InstallDir is where the toolkit installs the NVIDIA runtime on the
+	// host; the runtime's config names it, so it must be a directory the
+	// host keeps and may run binaries from (GKE's Container-Optimized OS:
+	// /home/kubernetes/bin/nvidia).
+	// +kubebuilder:default="/usr/local/nvidia"
+	// +kubebuilder:validation:Pattern=`^/`
 	// +optional
-	InstallDir *apiextensionsv1.JSON `json:"installDir,omitempty"`
+	InstallDir string `json:"installDir,omitempty"`
 }
 
 // DevicePluginSpec is the NVIDIA device plugin.
@@ -199,7 +210,7 @@ type DevicePluginSpec struct {
 	// +optional
 	Image ImageName `json:"image,omitempty"`
 	// Version is the device plugin image tag or digest.
-	// +kubebuilder:default="v0.17.2"
+	// +kubebuilder:default="v0.20.0"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
@@ -271,7 +282,7 @@ type DCGMExporterSpec struct {
 	// +optional
 	Image ImageName `json:"image,omitempty"`
 	// Version is the dcgm-exporter image tag or digest.
-	// +kubebuilder:default="4.2.3-4.1.3-ubuntu22.04"
+	// +kubebuilder:default="4.6.0-4.8.3-distroless"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
@@ -341,7 +352,7 @@ type GFDSpec struct {
 	// +optional
 	Image ImageName `json:"image,omitempty"`
 	// Version is the GFD image tag or digest.
-	// +kubebuilder:default="v0.17.2"
+	// +kubebuilder:default="v0.20.0"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 }
@@ -360,7 +371,7 @@ type NFDSpec struct {
 	// +optional
 	Image ImageName `json:"image,omitempty"`
 	// Version is the NFD image tag or digest.
-	// +kubebuilder:default="v0.17.3"
+	// +kubebuilder:default="v0.19.0"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 }

@@ -52,7 +52,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		},
 		Driver: gpuv1.DriverSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "570.172.08",
+			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "595.91.07",
 			UpgradePolicy: gpuv1.DriverUpgradePolicySpec{
 				AutoUpgrade:         ptr.To(true),
 				MaxParallelUpgrades: ptr.To[int32](1),
@@ -68,30 +68,30 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		},
 		Toolkit: gpuv1.ToolkitSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.17.8",
+			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.20.0",
 		},
 		DevicePlugin: gpuv1.DevicePluginSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.17.2",
+			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.20.0",
 			MPS: gpuv1.DevicePluginMPS{Root: "/run/nvidia/mps"},
 		},
 		DCGMExporter: gpuv1.DCGMExporterSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia/k8s", Image: "dcgm-exporter", Version: "4.2.3-4.1.3-ubuntu22.04",
+			Repository:    "nvcr.io/nvidia/k8s", Image: "dcgm-exporter", Version: "4.6.0-4.8.3-distroless",
 		},
 		GFD: gpuv1.GFDSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.17.2",
+			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.20.0",
 		},
 		NFD: gpuv1.NFDSpec{
 			ComponentSpec: enabled,
-			Repository:    "registry.k8s.io/nfd", Image: "node-feature-discovery", Version: "v0.17.3",
+			Repository:    "registry.k8s.io/nfd", Image: "node-feature-discovery", Version: "v0.19.0",
 		},
 		MIG: gpuv1.MIGSpec{Strategy: gpuv1.MIGStrategySingle},
 		// Off unless enabled: turning it on reconfigures MIG-capable nodes.
 		MIGManager: gpuv1.MIGManagerSpec{
 			Enabled:    ptr.To(false),
-			Repository: "nvcr.io/nvidia/cloud-native", Image: "k8s-mig-manager", Version: "v0.12.1-ubuntu20.04",
+			Repository: "nvcr.io/nvidia/cloud-native", Image: "k8s-mig-manager", Version: "v0.15.0",
 			Config:      gpuv1.MIGManagerConfig{Default: "all-disabled"},
 			MaxParallel: ptr.To(intstr.FromInt32(1)), EvictionTimeoutSeconds: ptr.To[int32](300),
 			ApplyTimeoutSeconds: ptr.To[int32](600), ValidationTimeoutSeconds: ptr.To[int32](600),

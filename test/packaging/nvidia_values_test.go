@@ -15,41 +15,74 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// nvidiaValues is NVIDIA's chart's default values at the release whose
-// operands we ship (the file says where it comes from).
-var nvidiaValues = filepath.Join("testdata", "nvidia-v25.3.1-values.yaml")
+// NVIDIA's chart's default values: at the release whose operands we ship,
+// and at the one before CDI became the default (each file says where it
+// comes from).
+var (
+	nvidiaValues       = filepath.Join("testdata", "nvidia-v26.7.0-values.yaml")
+	nvidiaValuesBefore = filepath.Join("testdata", "nvidia-v25.3.1-values.yaml")
+)
 
-// NVIDIA's default values file renders unchanged, every object passes the
-// API server's validation, and what it says that we implement reaches the
-// objects under NVIDIA's names (issue 13, item 5).
+// NVIDIA's default values files render unchanged, every object passes the
+// API server's validation, and what they say that we implement reaches the
+// objects under NVIDIA's names (issue 13, item 5; issue 27, item 1).
 func TestNVIDIAValuesFileInstalls(t *testing.T) {
-	g := NewWithT(t)
-	objs := template(t, "-f", nvidiaValues)
-	checked := 0
-	for _, o := range objs {
-		err := k8sClient.Create(context.Background(), o, client.DryRunAll)
-		if meta.IsNoMatchError(err) {
-			continue
-		}
-		g.Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
-		checked++
+	for file, want := range map[string]struct {
+		driver string
+		cdi    bool
+	}{nvidiaValues: {"595.91.07", true}, nvidiaValuesBefore: {"570.148.08", false}} {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			g := NewWithT(t)
+			objs := template(t, "-f", file)
+			checked := 0
+			for _, o := range objs {
+				err := k8sClient.Create(context.Background(), o, client.DryRunAll)
+				if meta.IsNoMatchError(err) {
+					continue
+				}
+				g.Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
+				checked++
+			}
+			g.Expect(checked).To(BeNumerically(">=", 15))
+
+			pod := operatorDeployment(g, objs).Spec.Template.Spec
+			c := pod.Containers[0]
+			g.Expect(c.Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v"+version(t)), "NVIDIA's operator image is not this operator")
+			g.Expect(c.Args).To(ContainElements("--zap-log-level=info", "--zap-time-encoding=epoch"))
+			g.Expect(pod.PriorityClassName).To(Equal("system-node-critical"))
+
+			cp := &gpuv1.ClusterPolicy{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterPolicy", "cluster-policy").Object, cp)).To(Succeed())
+			g.Expect(string(cp.Spec.Driver.Version)).To(Equal(want.driver))
+			g.Expect(cp.Spec.CDI.IsEnabled()).To(Equal(want.cdi), "cdi.enabled")
+			g.Expect(cp.Spec.HostPaths).To(Equal(gpuv1.HostPathsSpec{RootFS: "/", DriverInstallDir: "/run/nvidia/driver", KubeletRootDir: "/var/lib/kubelet"}))
+			g.Expect(cp.Spec.Toolkit.InstallDir).To(Equal("/usr/local/nvidia"))
+			g.Expect(cp.Spec.Driver.KernelModuleType).To(Equal("auto"))
+			g.Expect(cp.Spec.DevicePlugin.Config).To(BeNil(), "an empty config name means none")
+			g.Expect(cp.Spec.IgnoredFields()).To(BeEmpty(), "NVIDIA-only values are listed by the notes, not passed on")
+		})
 	}
-	g.Expect(checked).To(BeNumerically(">=", 15))
+}
 
-	pod := operatorDeployment(g, objs).Spec.Template.Spec
-	c := pod.Containers[0]
-	g.Expect(c.Image).To(Equal("ghcr.io/gpu-operator/gpu-operator:v"+version(t)), "NVIDIA's operator image is not this operator")
-	g.Expect(c.Args).To(ContainElements("--zap-log-level=info", "--zap-time-encoding=epoch"))
-	g.Expect(operatorDeployment(g, objs).Spec.Template.Annotations).To(HaveKeyWithValue("openshift.io/scc", "restricted-readonly"))
-	g.Expect(pod.Tolerations).To(ContainElement(HaveField("Key", "node-role.kubernetes.io/control-plane")))
-	g.Expect(pod.PriorityClassName).To(Equal("system-node-critical"))
-
+// NVIDIA's clusterPolicy.deployCR: false leaves the ClusterPolicy out, as
+// clusterPolicy.create: false does; GKE's settings from NVIDIA's guide
+// reach the policy.
+func TestNVIDIAPolicyValues(t *testing.T) {
+	g := NewWithT(t)
+	for _, o := range template(t, "-f", nvidiaValues, "--set", "clusterPolicy.deployCR=false") {
+		g.Expect(o.GetKind()).NotTo(Equal("ClusterPolicy"))
+	}
+	objs := template(t, "-f", nvidiaValues, "--set", "hostPaths.driverInstallDir=/home/kubernetes/bin/nvidia",
+		"--set", "toolkit.installDir=/home/kubernetes/bin/nvidia", "--set", "cdi.enabled=true", "--set", "cdi.default=true",
+		"--set", "driver.enabled=false", "--set", "driver.kernelModuleType=open")
 	cp := &gpuv1.ClusterPolicy{}
 	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterPolicy", "cluster-policy").Object, cp)).To(Succeed())
-	g.Expect(string(cp.Spec.Driver.Version)).To(Equal("570.148.08"))
-	g.Expect(cp.Spec.DevicePlugin.Env).To(ContainElement(gpuv1.EnvVar{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"}))
-	g.Expect(cp.Spec.DevicePlugin.Config).To(BeNil(), "an empty config name means none")
-	g.Expect(cp.Spec.IgnoredFields()).To(BeEmpty(), "NVIDIA-only values are listed by the notes, not passed on")
+	g.Expect(cp.Spec.HostPaths.DriverInstallDir).To(Equal("/home/kubernetes/bin/nvidia"))
+	g.Expect(cp.Spec.Toolkit.InstallDir).To(Equal("/home/kubernetes/bin/nvidia"))
+	g.Expect(cp.Spec.Driver.KernelModuleType).To(Equal("open"))
+	g.Expect(cp.Spec.DriverRootPath(gpuv1.DriverRootHost)).To(Equal("/home/kubernetes/bin/nvidia"))
+	_, err := helm("template", "gpu-operator", chartPath, "--set", "driver.kernelModuleType=closed")
+	g.Expect(err).To(MatchError(ContainSubstring("kernelModuleType")))
 }
 
 // Keys of NVIDIA's chart are accepted; keys of neither chart are typos.
