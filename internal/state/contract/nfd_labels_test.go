@@ -19,12 +19,13 @@ import (
 
 // Sources of the label names nfd-master must let through.
 const (
-	gfdLabelers   = "NVIDIA/k8s-device-plugin@v0.17.2:internal/lm (labelers run with the repo's device mocks: MIG none, single, mixed; time-slicing; MPS; IMEX)"
-	nfdLabelCheck = "kubernetes-sigs/node-feature-discovery@v0.17.3:pkg/nfd-master/nfd-master.go:559-581 (labelWhiteList matches the name after the prefix)"
-	nfdConfig     = "kubernetes-sigs/node-feature-discovery@v0.17.3:pkg/nfd-master/nfd-master.go:80-96 (NFDConfig)"
+	gfdLabelers   = "NVIDIA/k8s-device-plugin@v0.20.0:internal/lm (labelers run with the repo's device mocks: MIG none, single, mixed; time-slicing; MPS; IMEX)"
+	nfdLabelCheck = nfdMaster + ":522-554 (filterFeatureLabel: labelWhiteList matches the name after the prefix, 536 and 549)"
+	nfdConfig     = nfdMaster + ":73-95 (Restrictions, NFDConfig; read with sigs.k8s.io/yaml, 1338)"
+	nfdDenyLabels = nfdMaster + ":676-690, 709-711 (denyNodeFeatureLabels drops the labels of any NodeFeature but the worker's own)"
 )
 
-// gfdLabelNames are the names (after nvidia.com/) GFD v0.17.2 writes; MIG
+// gfdLabelNames are the names (after nvidia.com/) GFD v0.20.0 writes; MIG
 // profile names vary, so the mixed strategy's keys are checked for a few.
 var gfdLabelNames = []string{"cuda.driver-version.full", "cuda.driver-version.major", "cuda.driver-version.minor", "cuda.driver-version.revision", "cuda.driver.major", "cuda.driver.minor", "cuda.driver.rev", "cuda.runtime-version.full", "cuda.runtime-version.major", "cuda.runtime-version.minor", "cuda.runtime.major", "cuda.runtime.minor", "gfd.timestamp", "gpu.clique", "gpu.compute.major", "gpu.compute.minor", "gpu.count", "gpu.engines.copy", "gpu.engines.decoder", "gpu.engines.encoder", "gpu.engines.jpeg", "gpu.engines.ofa", "gpu.family", "gpu.machine", "gpu.memory", "gpu.mode", "gpu.multiprocessors", "gpu.product", "gpu.replicas", "gpu.sharing-strategy", "gpu.slices.ci", "gpu.slices.gi", "mig-1g.10gb.count", "mig-1g.10gb.engines.copy", "mig-1g.10gb.engines.decoder", "mig-1g.10gb.engines.encoder", "mig-1g.10gb.engines.jpeg", "mig-1g.10gb.engines.ofa", "mig-1g.10gb.multiprocessors", "mig-1g.10gb.product", "mig-1g.10gb.replicas", "mig-1g.10gb.sharing-strategy", "mig-1g.10gb.slices.ci", "mig-1g.10gb.slices.gi", "mig.capable", "mig.strategy", "mps.capable", "vgpu.host-driver-branch", "vgpu.host-driver-version", "vgpu.present"}
 
@@ -32,7 +33,7 @@ var gfdMIGAttributes = []string{"count", "engines.copy", "engines.decoder", "eng
 	"memory", "multiprocessors", "product", "replicas", "sharing-strategy", "slices.ci", "slices.gi"}
 
 // masterConf is the part of nfd-master's config the operator sets, read as
-// nfd-master reads it (sigs.k8s.io/yaml into a *regexp.Regexp; ).
+// nfd-master reads it (sigs.k8s.io/yaml into a *regexp.Regexp; nfdConfig).
 type masterConf struct {
 	LabelWhiteList *regexp.Regexp `json:"labelWhiteList"`
 	Restrictions   struct {
@@ -55,7 +56,7 @@ func renderedMasterConf(t *testing.T) masterConf {
 		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == nfd.MasterName+"-conf" {
 			var conf masterConf
 			if err := yaml.UnmarshalStrict([]byte(cm.Data["nfd-master.conf"]), &conf); err != nil {
-				t.Fatalf("nfd-master.conf does not parse as nfd-master reads it: %v", err)
+				t.Fatalf("nfd-master.conf does not parse as nfd-master reads it (%s): %v", nfdConfig, err)
 			}
 			return conf
 		}
@@ -71,7 +72,7 @@ func TestNFDMasterAdmitsOnlyFeatureLabels(t *testing.T) {
 	g := NewWithT(t)
 	conf := renderedMasterConf(t)
 	g.Expect(conf.LabelWhiteList).NotTo(BeNil())
-	g.Expect(conf.Restrictions.DenyNodeFeatureLabels).To(BeTrue(), "other namespaces' NodeFeatures must not label nodes")
+	g.Expect(conf.Restrictions.DenyNodeFeatureLabels).To(BeTrue(), "other namespaces' NodeFeatures must not label nodes (%s)", nfdDenyLabels)
 	admits := func(key string) bool {
 		_, name, _ := strings.Cut(key, "/")
 		return conf.LabelWhiteList.MatchString(name)

@@ -2,10 +2,14 @@ package contract
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
@@ -13,10 +17,13 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
 
-// Where NFD's own chart grants its components their access, at v0.17.3.
+// Where NFD's own chart grants its components their access, at v0.19.0:
+// nfd-master's ClusterRole at lines 1-58, nfd-worker's (only with node
+// owner references) at 60-77 and nfd-gc's at 133-163; nfd-worker's Role
+// at role.yaml:1-25.
 const (
-	nfdClusterRoles = "kubernetes-sigs/node-feature-discovery@v0.17.3:deployment/helm/node-feature-discovery/templates/clusterrole.yaml"
-	nfdRoles        = "kubernetes-sigs/node-feature-discovery@v0.17.3:deployment/helm/node-feature-discovery/templates/role.yaml"
+	nfdClusterRoles = nfdRepo + "deployment/helm/node-feature-discovery/templates/clusterrole.yaml"
+	nfdRoles        = nfdRepo + "deployment/helm/node-feature-discovery/templates/role.yaml"
 )
 
 // grant is one verb on one resource, optionally on one named object.
@@ -50,13 +57,20 @@ func covers(have map[grant]bool, g grant) bool {
 
 // upstreamNFDAccess is NFD's chart's grants per component (cluster-wide and
 // in its namespace together), less what our deployment of it does not use:
-//   - nfd-master's namespaces list/watch: nfd-master v0.17.3 lists
+//   - nfd-master's namespaces list/watch: nfd-master v0.19.0 lists
 //     namespaces only for restrictions.nodeFeatureNamespaceSelector
-//     (pkg/nfd-master/nfd-api-controller.go:75-81), which we do not set;
-//   - nfd-master's get and list on nodes/status: it only patches and
-//     updates the subresource (pkg/nfd-master/nfd-master.go:1456);
-//   - nfd-gc's nodes/proxy get: nfd-gc v0.17.3 only watches nodes' metadata
-//     (pkg/nfd-gc/nfd-gc.go:217-220).
+//     (pkg/nfd-master/nfd-api-controller.go:164-178), which we do not set
+//     (the labels test reads nfd-master.conf strictly: no other key);
+//   - nfd-master's get and list on nodes/status: it only patches the
+//     subresource (pkg/nfd-master/nfd-master.go:1230, 1581-1583);
+//   - nfd-worker's ClusterRole, get on nodes: the chart ships it only when
+//     the worker's owner references include the node
+//     (pkg/nfd-worker/nfd-worker.go:408-423); ours keep the default, pod
+//     and DaemonSet (cmd/nfd-worker/main.go:128, nfd-worker.go:367), which
+//     TestNFDWorkerOwnersNeedNoNodeAccess holds.
+//
+// nfd-gc's chart no longer grants nodes/proxy get, which v0.17.3's did: it
+// only watches nodes' metadata (pkg/nfd-gc/nfd-gc.go:82, 226).
 var upstreamNFDAccess = map[string][]rbacv1.PolicyRule{
 	nfd.MasterName: {
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch", "update", "list"}},
@@ -109,4 +123,44 @@ func TestNFDAccessContract(t *testing.T) {
 			g.Expect(covers(want, h)).To(BeTrue(), "%s is granted %+v, which NFD's chart does not grant (%s, %s)", component, h, nfdClusterRoles, nfdRoles)
 		}
 	}
+}
+
+// nfd-worker reads its Node, for which the chart grants a ClusterRole, only
+// to make the Node an owner of its NodeFeature: it must keep the default
+// owners, its pod and DaemonSet, which its Role covers. Owners come from
+// -owner-refs or the config's core.ownerRefs.
+func TestNFDWorkerOwnersNeedNoNodeAccess(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	s, _ := graph.Get(state.NodeFeatureDiscovery)
+	objs, err := s.Operand.Render(state.RenderInput{Policy: policies(t)["default"], Namespace: fixture.Namespace})
+	g.Expect(err).NotTo(HaveOccurred())
+	seen := 0
+	for _, o := range objs {
+		switch w := o.(type) {
+		case *appsv1.DaemonSet:
+			for _, c := range w.Spec.Template.Spec.Containers {
+				for _, a := range append(slices.Clone(c.Command[1:]), c.Args...) {
+					name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+					g.Expect(name).NotTo(Equal("owner-refs"), "%s runs with %q (%s:134)", c.Name, a, nfdWorkerMain)
+				}
+				seen++
+			}
+		case *corev1.ConfigMap:
+			data, ok := w.Data["nfd-worker.conf"]
+			if !ok {
+				continue
+			}
+			var conf struct {
+				Core struct {
+					OwnerRefs []string `json:"ownerRefs"`
+				} `json:"core"`
+			}
+			g.Expect(yaml.Unmarshal([]byte(data), &conf)).To(Succeed())
+			g.Expect(conf.Core.OwnerRefs).NotTo(ContainElement("node"), "nfd-worker.conf makes the Node an owner (%s:80-88, 367-370)", nfdWorker)
+			seen++
+		}
+	}
+	g.Expect(seen).To(Equal(2), "want the nfd-worker container and its config")
 }

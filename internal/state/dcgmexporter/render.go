@@ -1,6 +1,8 @@
 package dcgmexporter
 
 import (
+	"path"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,8 +27,9 @@ const (
 // MetricsPort is where dcgm-exporter serves metrics.
 const MetricsPort = 9400
 
-// podResources is the kubelet's pod-resources socket directory, from which
-// the exporter learns which pod uses which GPU.
+// podResources is where the exporter looks for the kubelet's pod-resources
+// socket, from which it learns which pod uses which GPU: the kubelet's
+// root's pod-resources on the host.
 const podResources = "/var/lib/kubelet/pod-resources"
 
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=services,verbs=get;list;watch;create;patch;delete
@@ -103,7 +106,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			LivenessProbe:  probe(45),
 			VolumeMounts:   []corev1.VolumeMount{{Name: "pod-gpu-resources", MountPath: podResources, ReadOnly: true}},
 		}},
-		Volumes: []corev1.Volume{render.HostPathVolume("pod-gpu-resources", podResources, corev1.HostPathDirectory)},
+		Volumes: []corev1.Volume{render.HostPathVolume("pod-gpu-resources", path.Join(cp.Spec.KubeletRoot(), "pod-resources"), corev1.HostPathDirectory)},
 	}
 }
 

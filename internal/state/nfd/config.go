@@ -21,8 +21,8 @@ const workerConfig = `sources:
 `
 
 // LabelWhiteList is every label name (the part after the prefix, which is
-// what nfd-master v0.17.3 matches: pkg/nfd-master/nfd-master.go:574-581)
-// nfd-master may set: NFD's own feature labels, and the labels GFD v0.17.2
+// what nfd-master v0.19.0 matches: pkg/nfd-master/nfd-master.go:536-551)
+// nfd-master may set: NFD's own feature labels, and the labels GFD v0.20.0
 // writes (k8s-device-plugin internal/lm), with MIG profiles in the mixed
 // strategy's keys. nfd-master denies only kubernetes.io prefixes by
 // itself, so without it any file in a node's features.d, or any
@@ -36,7 +36,7 @@ const LabelWhiteList = `^(` +
 // masterConfig admits only LabelWhiteList's names, and no labels from
 // NodeFeature objects other than nfd-worker's own (where GFD's labels
 // arrive, read from features.d): another namespace's NodeFeature cannot
-// label nodes (pkg/nfd-master/nfd-master.go:700-735).
+// label nodes (v0.19.0 pkg/nfd-master/nfd-master.go:676-690, 709-711).
 var masterConfig = "labelWhiteList: '" + LabelWhiteList + "'\n" +
 	"restrictions:\n  denyNodeFeatureLabels: true\n"
 
@@ -57,7 +57,7 @@ func configMaps(in state.RenderInput) []client.Object {
 const nfdGroup = "nfd.k8s-sigs.io"
 
 // masterLease is the Lease nfd-master elects its leader with
-// (node-feature-discovery v0.17.3 pkg/nfd-master/nfd-master.go); its Role
+// (node-feature-discovery v0.19.0 pkg/nfd-master/nfd-master.go:1494); its Role
 // may read and renew that one and no other, such as the operator's own.
 const masterLease = "nfd-master.nfd.kubernetes.io"
 

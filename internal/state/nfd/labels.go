@@ -7,9 +7,10 @@ import (
 
 // FeatureLabelsAnnotation is where nfd-master keeps the names of the
 // labels it set on a node, the default namespace's without their prefix
-// (node-feature-discovery v0.17.3 api/nfd/v1alpha1/annotations_labels.go,
-// pkg/nfd-master/nfd-master.go updateNodeObject): it removes a label only
-// if the annotation names it, and so does anyone cleaning up after it.
+// (node-feature-discovery v0.19.0 api/nfd/v1alpha1/annotations_labels.go:51,
+// pkg/nfd-master/nfd-master.go:1159-1168 updateNodeObject): it removes a
+// label only if the annotation names it, and so does anyone cleaning up
+// after it.
 const FeatureLabelsAnnotation = "nfd.node.kubernetes.io/feature-labels"
 
 // featureLabelNamespace is the namespace FeatureLabelsAnnotation leaves out.

@@ -3,6 +3,7 @@ package nfd
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,8 +69,10 @@ func masterPod() corev1.PodSpec {
 			Name:            "nfd-master",
 			Command:         []string{"nfd-master"},
 			Env:             []corev1.EnvVar{render.FieldEnv("NODE_NAME", "spec.nodeName")},
+			Ports:           healthPorts(),
 			SecurityContext: restricted(),
-			// nfd-master serves gRPC health once it watches NodeFeatures.
+			// nfd-master serves /healthz once its NodeFeature caches
+			// have synced.
 			StartupProbe:   healthProbe(0, 30),
 			LivenessProbe:  healthProbe(0, 3),
 			ReadinessProbe: healthProbe(0, 10),
@@ -95,9 +98,10 @@ func workerPod() corev1.PodSpec {
 			Env: []corev1.EnvVar{
 				render.FieldEnv("NODE_NAME", "spec.nodeName"), render.FieldEnv("POD_NAME", "metadata.name"), render.FieldEnv("POD_UID", "metadata.uid"),
 			},
+			Ports:           healthPorts(),
 			SecurityContext: restricted(),
-			// nfd-worker serves gRPC health once its first discovery
-			// succeeded.
+			// nfd-worker starts serving /healthz only once its first
+			// discovery succeeded.
 			LivenessProbe:  healthProbe(10, 3),
 			ReadinessProbe: healthProbe(5, 10),
 			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
@@ -130,18 +134,32 @@ func gcPod() corev1.PodSpec {
 			Name:            "nfd-gc",
 			Command:         []string{"nfd-gc"},
 			Env:             []corev1.EnvVar{render.FieldEnv("NODE_NAME", "spec.nodeName")},
+			Ports:           healthPorts(),
 			SecurityContext: restricted(),
+			// nfd-gc serves /healthz from its start, before its node
+			// informer has synced.
+			LivenessProbe:  healthProbe(10, 3),
+			ReadinessProbe: healthProbe(5, 3),
 		}},
 	}
 }
 
-// healthPort is where nfd-master and nfd-worker serve the standard gRPC
-// health service.
-const healthPort = 8082
+// healthPort is where nfd-master, nfd-worker and nfd-gc serve /healthz
+// and /metrics over HTTP: the -port default, which none of them is given.
+// NFD v0.19.0 dropped the gRPC health service the probes used before.
+const healthPort = 8080
+
+// healthPorts declares the HTTP port, named as NFD's chart names it, so
+// that a metrics scraper can find it.
+func healthPorts() []corev1.ContainerPort {
+	return []corev1.ContainerPort{{Name: "http", ContainerPort: healthPort}}
+}
 
 func healthProbe(delay, failures int32) *corev1.Probe {
 	return &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: healthPort}},
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromInt32(healthPort),
+		}},
 		InitialDelaySeconds: delay, PeriodSeconds: 10, TimeoutSeconds: 1, FailureThreshold: failures,
 	}
 }
