@@ -13,7 +13,7 @@ import (
 // FileKey is the ConfigMap key mig-manager reads (CONFIG_FILE).
 const FileKey = "config.yaml"
 
-// File is mig-parted's configuration file (mig-parted v0.12.1,
+// File is mig-parted's configuration file (mig-parted v0.15.0,
 // api/spec/v1/spec.go): named configurations, each a list of settings
 // for some of a node's GPUs.
 type File struct {
@@ -74,38 +74,81 @@ func (e GPUEntry) check() error {
 	return nil
 }
 
-// CheckProfileV012 refuses a MIG profile name mig-parted v0.12.1 cannot
-// parse, which makes it refuse the whole file it is in (vendored go-nvlib
-// pkg/nvlib/device/mig_profile.go, parseMigProfile): [<c>c.]<g>g.<gb>gb,
-// then optionally + and a comma-separated list of alphanumeric attributes
-// (1g.10gb+me). v0.13.0 reads more (1g.24gb-me, 1g.24gb+me.all), so a
-// user's file is not held to it: the operator's own file, which the
-// mig-manager it ships reads, is.
-func CheckProfileV012(profile string) error {
-	fields, attrs, hasAttrs := strings.Cut(profile, "+")
-	parts := strings.Split(fields, ".")
-	suffixes := []string{"g", "gb"}
-	if len(parts) == 3 {
-		suffixes = []string{"c", "g", "gb"}
+// CheckProfile refuses a MIG profile name mig-parted v0.15.0 cannot parse.
+// mig-parted checks every mig-devices key as it reads the file
+// (api/spec/v1/spec.go, through the vendored go-nvlib v0.12.0,
+// pkg/nvlib/device/mig_profile.go: parseMigProfile), so one such name
+// makes it refuse the whole file, all-disabled included. A name is
+// [<c>c.]<g>g.<gb>gb, then optionally '+' and the attributes the profile
+// has, or '-' and those it lacks, never both: a comma-separated list of
+// distinct attributes of letters, digits and dots that neither start with
+// a digit or a dot nor end with a dot (1g.10gb+me, 1g.24gb+me.all,
+// 1g.24gb-me). A user's file is not held to it, since a later mig-parted
+// may read more; the operator's own file, which the mig-manager it ships
+// reads, is.
+func CheckProfile(profile string) error {
+	const want = "want [<c>c.]<g>g.<gb>gb, then optionally +<attribute>,... or -<attribute>,... (1g.10gb, 1g.10gb+me, 1g.24gb-me)"
+	plus, minus := strings.Contains(profile, "+"), strings.Contains(profile, "-")
+	if plus && minus {
+		return fmt.Errorf("MIG profile %q has both '+' and '-' attributes; %s", profile, want)
 	}
-	if len(parts) != len(suffixes) {
-		return fmt.Errorf("not a MIG profile: want [<c>c.]<g>g.<gb>gb[+<attribute>,...], such as 1g.10gb or 1g.10gb+me")
+	sep := "+"
+	if minus {
+		sep = "-"
 	}
-	for i, part := range parts {
-		n, ok := strings.CutSuffix(part, suffixes[i])
-		if _, err := strconv.Atoi(n); !ok || err != nil {
-			return fmt.Errorf("not a MIG profile: %q is not a number followed by %q; want [<c>c.]<g>g.<gb>gb[+<attribute>,...]", part, suffixes[i])
-		}
+	fields, attrs, hasAttrs := strings.Cut(profile, sep)
+	if err := checkProfileFields(fields); err != nil {
+		return fmt.Errorf("MIG profile %q: %w; %s", profile, err, want)
 	}
 	if !hasAttrs {
 		return nil
 	}
-	for _, a := range strings.Split(attrs, ",") {
-		if a == "" || (a[0] >= '0' && a[0] <= '9') || strings.IndexFunc(a, func(r rune) bool {
-			return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9')
-		}) >= 0 {
-			return fmt.Errorf("attribute %q: mig-parted reads letters and digits only, not starting with a digit", a)
+	if err := checkProfileAttributes(attrs); err != nil {
+		return fmt.Errorf("MIG profile %q: %w; %s", profile, err, want)
+	}
+	return nil
+}
+
+// checkProfileFields checks [<c>c.]<g>g.<gb>gb: each a decimal number
+// followed by its unit.
+func checkProfileFields(fields string) error {
+	parts := strings.Split(fields, ".")
+	units := []string{"g", "gb"}
+	if len(parts) == 3 {
+		units = []string{"c", "g", "gb"}
+	}
+	if len(parts) != len(units) {
+		return fmt.Errorf("%q is not 2 or 3 fields separated by '.'", fields)
+	}
+	for i, part := range parts {
+		n, ok := strings.CutSuffix(part, units[i])
+		if _, err := strconv.Atoi(n); !ok || err != nil {
+			return fmt.Errorf("%q is not a number followed by %q", part, units[i])
 		}
+	}
+	return nil
+}
+
+// checkProfileAttributes checks a comma-separated attribute list as
+// go-nvlib's parseMigProfileAttributes does.
+func checkProfileAttributes(attrs string) error {
+	seen := map[string]bool{}
+	for _, a := range strings.Split(attrs, ",") {
+		switch {
+		case a == "":
+			return fmt.Errorf("an attribute is empty")
+		case seen[a]:
+			return fmt.Errorf("attribute %q is listed twice", a)
+		case a[0] >= '0' && a[0] <= '9':
+			return fmt.Errorf("attribute %q starts with a digit", a)
+		case a[0] == '.' || a[len(a)-1] == '.':
+			return fmt.Errorf("attribute %q starts or ends with '.'", a)
+		case strings.IndexFunc(a, func(r rune) bool {
+			return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '.'
+		}) >= 0:
+			return fmt.Errorf("attribute %q holds a character other than a letter, a digit or '.'", a)
+		}
+		seen[a] = true
 	}
 	return nil
 }
@@ -217,7 +260,7 @@ func (f *File) LayoutOf(name string, gpus int) (Layout, error) {
 }
 
 // Resources returns the resources the device plugin advertises for a
-// layout under a MIG strategy (k8s-device-plugin v0.17.2,
+// layout under a MIG strategy (k8s-device-plugin v0.20.0,
 // internal/rm/device_map.go): under mixed, whole GPUs as nvidia.com/gpu
 // and each profile as nvidia.com/mig-<profile>; under single, whole GPUs
 // or MIG devices of one profile as nvidia.com/gpu, never both. An error
@@ -250,13 +293,15 @@ func (l Layout) Resources(strategy string) (map[string]int64, error) {
 }
 
 // MIGResource is the resource of a MIG profile under the mixed strategy:
-// the profile, with '+' (media extensions, 1g.10gb+me) as '.', which a
-// resource name cannot hold (k8s-device-plugin v0.17.2,
+// nvidia.com/mig-<ProfileName> (k8s-device-plugin v0.20.0,
 // internal/rm/rm.go).
 func MIGResource(profile string) string { return "nvidia.com/mig-" + ProfileName(profile) }
 
 // ProfileName is a MIG profile as the device plugin and GFD name it in
-// resources and labels: '+' written '.'.
+// resources and labels, which cannot hold a '+': '+' written '.', '-'
+// kept (1g.10gb+me is 1g.10gb.me, 1g.24gb+me.all 1g.24gb.me.all,
+// 1g.24gb-me stays; k8s-device-plugin v0.20.0, internal/rm/rm.go and
+// internal/resource/nvml-mig-device.go).
 func ProfileName(profile string) string { return strings.ReplaceAll(profile, "+", ".") }
 
 // Profiles returns the MIG profiles of a layout, sorted.

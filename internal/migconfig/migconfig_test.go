@@ -2,6 +2,7 @@ package migconfig
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -121,16 +122,58 @@ func TestHoldsCutsALongList(t *testing.T) {
 	}
 }
 
-// A profile name mig-parted v0.12.1 cannot parse makes it refuse the whole
-// file: CheckProfileV012 refuses it.
-func TestCheckProfileV012(t *testing.T) {
+// A profile name mig-parted v0.15.0 cannot parse makes it refuse the whole
+// file: CheckProfile refuses it, and accepts every name NVIDIA's default
+// configuration holds, the RTX PRO 6000's +gfx, +me.all and -me included.
+func TestCheckProfile(t *testing.T) {
 	for profile, ok := range map[string]bool{
-		"1g.10gb": true, "1g.10gb+me": true, "1c.2g.10gb": true, "1g.24gb+gfx": true, "1g.5gb+me,gfx": true,
-		"1g.24gb-me": false, "1g.24gb+me.all": false, "1g": false, "g.10gb": false, "1g.10": false, "1g.10gb+": false,
-		"1g.10gb+2x": false, "a.b.c.d": false,
+		// Read by v0.12.1 already.
+		"1g.10gb": true, "1g.10gb+me": true, "1c.2g.10gb": true, "1c.1g.5gb+me": true, "1g.24gb+gfx": true, "1g.5gb+me,gfx": true,
+		// Read from v0.13.0: attributes with dots, and the attributes a
+		// profile lacks.
+		"1g.24gb+me.all": true, "2g.48gb+me.all": true, "1g.24gb-me": true, "2g.48gb-me": true, "1g.24gb-me,gfx": true,
+		"1g.5gb+A1.b2": true,
+		// Not profiles.
+		"": false, "1g": false, "g.10gb": false, "1g.10": false, "1g.10gb.": false, "a.b.c.d": false, "1c.2g.10gb.5": false,
+		"1x.1g.5gb": false, " 1g.10gb": false, "1g.10gb ": false,
+		// Bad attributes.
+		"1g.10gb+": false, "1g.10gb-": false, "1g.10gb+2x": false, "1g.10gb+.me": false, "1g.10gb+me.": false,
+		"1g.10gb+me,": false, "1g.10gb+me,me": false, "1g.10gb-me,me": false, "1g.10gb+m_e": false, "1g.10gb+m e": false,
+		// '+' and '-' together, however placed.
+		"1g.10gb+me-gfx": false, "1g.10gb-me+gfx": false, "1g.10gb+me.all-x": false,
 	} {
-		if err := CheckProfileV012(profile); (err == nil) != ok {
-			t.Errorf("CheckProfileV012(%q) = %v, want ok=%v", profile, err, ok)
+		if err := CheckProfile(profile); (err == nil) != ok {
+			t.Errorf("CheckProfile(%q) = %v, want ok=%v", profile, err, ok)
 		}
 	}
+}
+
+// '+' cannot be in a resource name: the device plugin writes it '.', and
+// keeps '-'.
+func TestMIGResourceNames(t *testing.T) {
+	for profile, want := range map[string]string{
+		"1g.10gb": "nvidia.com/mig-1g.10gb", "1g.10gb+me": "nvidia.com/mig-1g.10gb.me",
+		"1g.24gb+me.all": "nvidia.com/mig-1g.24gb.me.all", "1g.24gb-me": "nvidia.com/mig-1g.24gb-me",
+		"2g.48gb+gfx": "nvidia.com/mig-2g.48gb.gfx",
+	} {
+		if got := MIGResource(profile); got != want {
+			t.Errorf("MIGResource(%q) = %q, want %q", profile, got, want)
+		}
+	}
+}
+
+// CheckProfile reads names users write: it never panics, and what it
+// accepts has no space and attributes of one sign.
+func FuzzCheckProfile(f *testing.F) {
+	for _, seed := range []string{"1g.10gb", "1c.2g.10gb+me", "1g.24gb+me.all", "1g.24gb-me", "1g.5gb+me,gfx", "1g.10gb+-", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, profile string) {
+		if CheckProfile(profile) != nil {
+			return
+		}
+		if strings.ContainsAny(profile, " \t\n") || (strings.Contains(profile, "+") && strings.Contains(profile, "-")) {
+			t.Errorf("CheckProfile accepts %q", profile)
+		}
+	})
 }

@@ -50,7 +50,7 @@ func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, pr
 	}
 	if strategy != "mixed" && product != "" {
 		// GFD names the MIG profile in the product under the single
-		// strategy (k8s-device-plugin v0.17.2, internal/lm/mig-strategy.go):
+		// strategy (k8s-device-plugin v0.20.0, internal/lm/mig-strategy.go):
 		// whole GPUs and MIG devices both count as nvidia.com/gpu.
 		// MIG enabled without devices on every GPU is INVALID to GFD.
 		profiles := l.Profiles()

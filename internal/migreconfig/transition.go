@@ -197,8 +197,8 @@ func Next(f Facts, p Policy) Step {
 			// No eviction: the devices the GPU pods used are gone, or,
 			// where the new driver pod did not reload the driver (the
 			// same version), still there, and mig-manager finds them
-			// applied and touches nothing (mig-parted v0.12.1,
-			// reconfigure-mig.sh asserts first).
+			// applied and touches nothing (mig-parted v0.15.0,
+			// pkg/mig/reconfigure/reconfigure.go asserts first).
 			return Step{Next: gpuv1.MIGClientsOff, Target: f.Desired,
 				Reason: fmt.Sprintf("applying %q again: tainted, the device plugin, GFD and dcgm-exporter leave the node; no GPU pod is evicted", f.Desired)}
 		}

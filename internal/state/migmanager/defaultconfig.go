@@ -13,14 +13,14 @@ import (
 // DefaultConfig is the configuration file of default-mig-parted-config,
 // under NVIDIA's names: MIG off, or on without devices, on every GPU; each
 // profile of each GPU family in migGPUs alone, as many as fit
-// (all-1g.10gb, all-1g.10gb.me, ...); and all-balanced. A configuration
-// whose profile fits a different number of times on different families
-// (1g.10gb: 7 on an 80GB A100 or H100, 4 on a 40GB A100) has an entry per
-// family, filtered by device ID, as all-balanced has; the others carry no
-// filter, as in NVIDIA's file: a configuration names its GPU's memory, and
-// one applied to another GPU fails with mig-manager's error rather than
-// doing nothing. Name a ConfigMap of your own in migManager.config.name for
-// other layouts.
+// (all-1g.10gb, all-1g.10gb.me, all-1g.24gb-me, ...: '+' written '.');
+// and all-balanced. A configuration whose profile fits a different number
+// of times on different families (1g.10gb: 7 on an 80GB A100 or H100, 4
+// on a 40GB A100) has an entry per family, filtered by device ID, as
+// all-balanced has; the others carry no filter, as in NVIDIA's file: a
+// configuration names its GPU's memory, and one applied to another GPU
+// fails with mig-manager's error rather than doing nothing. Name a
+// ConfigMap of your own in migManager.config.name for other layouts.
 var DefaultConfig = defaultConfig(migGPUs)
 
 // defaultConfig writes mig-parted's file by hand, in migGPUs' order, each
@@ -97,7 +97,7 @@ const GPUClientsKey = "clients.yaml"
 // DefaultGPUClients is the file of default-gpu-clients: the host's
 // services that hold the GPUs and that mig-manager stops while it applies
 // a configuration on a node with the host's driver, as NVIDIA's lists them
-// (gpu-operator v25.3.1, assets/state-mig-manager/0410_configmap.yaml).
+// (gpu-operator v26.7.0, assets/state-mig-manager/0410_configmap.yaml).
 const DefaultGPUClients = `version: v1
 systemd-services:
   - nvsm.service

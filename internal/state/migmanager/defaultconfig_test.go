@@ -38,10 +38,11 @@ func TestDefaultConfigCoversEveryMIGGPU(t *testing.T) {
 	f, err := migconfig.Parse(DefaultConfig)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.Names()).To(ContainElements("all-disabled", "all-enabled", "all-balanced",
-		"all-1g.5gb", "all-1g.6gb", "all-1g.12gb", "all-1g.10gb", "all-7g.80gb", "all-1g.18gb", "all-7g.141gb", "all-1g.23gb", "all-1g.10gb.me"))
+		"all-1g.5gb", "all-1g.6gb", "all-1g.12gb", "all-1g.10gb", "all-7g.80gb", "all-1g.18gb", "all-7g.141gb", "all-1g.23gb", "all-1g.10gb.me",
+		"all-1g.24gb.gfx", "all-1g.24gb-me", "all-1g.24gb.me.all", "all-2g.48gb-me", "all-2g.48gb.me.all"))
 	named := map[string]string{"A100-SXM4-40GB": "0x20B010DE", "A100-PCIE-40GB": "0x20B110DE", "A30": "0x20B710DE",
 		"H100-NVL": "0x232110DE", "GH200-96GB": "0x234210DE", "GH200-144GB": "0x234810DE", "B200": "0x290110DE",
-		"H100-80GB": "0x233010DE", "H200": "0x233510DE"}
+		"H100-80GB": "0x233010DE", "H200": "0x233510DE", "RTX-PRO-6000": "0x2BB510DE"}
 	for gpu, id := range named {
 		g.Expect(slices.ContainsFunc(migGPUs, func(m migGPU) bool { return slices.Contains(m.ids, id) })).To(BeTrue(), "%s (%s) is covered", gpu, id)
 	}
@@ -59,6 +60,34 @@ func TestDefaultConfigCoversEveryMIGGPU(t *testing.T) {
 	// all-enabled enables MIG without devices; all-disabled disables it.
 	g.Expect(f.MIGConfigs["all-enabled"]).To(Equal([]migconfig.GPUEntry{{Devices: "all", MIGEnabled: true, MIGDevices: map[string]int{}}}))
 	g.Expect(f.MIGConfigs["all-disabled"]).To(Equal([]migconfig.GPUEntry{{Devices: "all"}}))
+}
+
+// The RTX PRO 6000's configurations NVIDIA's default file holds since
+// mig-manager v0.13 are there, under NVIDIA's names ('+' written '.', '-'
+// kept) and counts, for every GPU (gpu-operator v26.7.0,
+// assets/state-mig-manager/0400_configmap.yaml; mig-parted v0.15.0,
+// deployments/systemd/config-default.yaml): with v0.12.1 gone, the file
+// covers every configuration NVIDIA's does.
+func TestDefaultConfigHasRTXPROMediaConfigs(t *testing.T) {
+	g := NewWithT(t)
+	f, err := migconfig.Parse(DefaultConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, devices := range map[string]map[string]int{
+		"all-1g.24gb-me": {"1g.24gb-me": 4}, "all-1g.24gb.me.all": {"1g.24gb+me.all": 1},
+		"all-2g.48gb-me": {"2g.48gb-me": 2}, "all-2g.48gb.me.all": {"2g.48gb+me.all": 1},
+		"all-1g.24gb.gfx": {"1g.24gb+gfx": 4}, "all-2g.48gb.gfx": {"2g.48gb+gfx": 2}, "all-4g.96gb.gfx": {"4g.96gb+gfx": 1},
+	} {
+		g.Expect(f.MIGConfigs[name]).To(Equal([]migconfig.GPUEntry{{Devices: "all", MIGEnabled: true, MIGDevices: devices}}), name)
+		g.Expect(f.Filtered(name)).To(BeFalse(), name)
+	}
+	l, err := f.LayoutOf("all-1g.24gb-me", 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	res, err := l.Resources("mixed")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/mig-1g.24gb-me": 8}))
+	l, _ = f.LayoutOf("all-1g.24gb.me.all", 2)
+	res, _ = l.Resources("mixed")
+	g.Expect(res).To(Equal(map[string]int64{"nvidia.com/mig-1g.24gb.me.all": 2}))
 }
 
 // A configuration of one profile can be advertised under either strategy
@@ -98,7 +127,7 @@ func TestDefaultConfigProfileNames(t *testing.T) {
 	for _, gpu := range migGPUs {
 		seen := map[string]bool{}
 		for _, p := range gpu.profiles {
-			g.Expect(migconfig.CheckProfileV012(p.name)).To(Succeed(), gpu.name)
+			g.Expect(migconfig.CheckProfile(p.name)).To(Succeed(), gpu.name)
 			g.Expect(seen[p.name]).To(BeFalse(), "%s lists %s twice", gpu.name, p.name)
 			seen[p.name] = true
 			g.Expect(p.max).To(BeNumerically(">", 0), gpu.name)

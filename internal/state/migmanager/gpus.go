@@ -64,11 +64,13 @@ var migGPUs = []migGPU{
 		profiles: []migProfile{{"1g.23gb", 7}, {"1g.23gb+me", 1}, {"1g.47gb", 4}, {"2g.47gb", 3}, {"3g.93gb", 2}, {"4g.93gb", 1},
 			{"7g.186gb", 1}},
 		balanced: map[string]int{"1g.23gb": 2, "2g.47gb": 1, "3g.93gb": 1}},
-	// Without its 1g.24gb-me, 1g.24gb+me.all and their 2g kin: the
-	// mig-parted of the mig-manager shipped (v0.12.1) refuses a file that
-	// names them; v0.13.0 reads them.
+	// Its +me.all (every media engine, so one instance per GPU) and -me
+	// (none) profiles need mig-parted v0.13.0 or later, which the
+	// mig-manager shipped (v0.15.0) is: an older one refuses a whole file
+	// that names them.
 	{name: "RTX PRO 6000 Blackwell Server Edition", ids: []string{"0x2BB510DE"},
-		profiles: []migProfile{{"1g.24gb", 4}, {"1g.24gb+gfx", 4}, {"2g.48gb", 2}, {"2g.48gb+gfx", 2}, {"4g.96gb", 1}, {"4g.96gb+gfx", 1}},
+		profiles: []migProfile{{"1g.24gb", 4}, {"1g.24gb+gfx", 4}, {"1g.24gb+me.all", 1}, {"1g.24gb-me", 4},
+			{"2g.48gb", 2}, {"2g.48gb+gfx", 2}, {"2g.48gb+me.all", 1}, {"2g.48gb-me", 2}, {"4g.96gb", 1}, {"4g.96gb+gfx", 1}},
 		balanced: map[string]int{"1g.24gb": 2, "2g.48gb": 1}},
 	{name: "B300", ids: []string{"0x318210DE"},
 		profiles: []migProfile{{"1g.34gb", 7}, {"1g.34gb+me", 1}, {"1g.67gb", 4}, {"2g.67gb", 3}, {"3g.135gb", 2}, {"4g.135gb", 1},

@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
 
 // Names users know from the NVIDIA GPU Operator.
@@ -24,12 +25,11 @@ const (
 )
 
 // Where the ConfigMaps are mounted, as NVIDIA's manifests mount them
-// (gpu-operator v25.3.1, assets/state-mig-manager/0600_daemonset.yaml).
+// (gpu-operator v26.7.0, assets/state-mig-manager/0600_daemonset.yaml).
 const (
 	configDir     = "/mig-parted-config"
 	gpuClientsDir = "/gpu-clients"
 	hostRoot      = "/host"
-	driverRootCtr = "/driver-root"
 )
 
 // dimensions: mig-manager gets NVML from the NVIDIA runtime, through the
@@ -78,27 +78,43 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // ApplyGate keeps mig-manager off every node but those whose
 // reconfiguration is at its apply step, by then without GPU pods, device
 // plugin, GFD or dcgm-exporter. mig-manager applies the node's
-// nvidia.com/mig.config when it starts (mig-parted v0.12.1,
-// cmd/nvidia-mig-manager/main.go: the informer's add event), so a pod is
-// an attempt, and a new pod a retry.
+// nvidia.com/mig.config when it starts (mig-parted v0.15.0,
+// cmd/nvidia-mig-manager/main.go: the informer's add event wakes the
+// loop in start), so a pod is an attempt, and a new pod a retry.
 var ApplyGate = corev1.NodeSelectorRequirement{Key: gpuv1.LabelMIGReconfigureState, Operator: corev1.NodeSelectorOpIn,
 	Values: []string{string(gpuv1.MIGApply)}}
 
-// namespaceRules: reconfigure-mig.sh waits for the GPU clients' pods to
-// go and deletes the validators' pods in its namespace (mig-parted
-// v0.12.1, deployments/container/reconfigure-mig.sh), as NVIDIA's Role
-// grants (assets/state-mig-manager/0200_role.yaml).
+// namespaceRules: in DEFAULT_GPU_CLIENTS_NAMESPACE, our namespace,
+// mig-manager polls with a list until NVIDIA's GPU clients' pods are gone
+// from its node, and lists and deletes the validators' pods there
+// (mig-parted v0.15.0, pkg/mig/reconfigure/reconfigure.go:
+// waitForPodDeletion, deletePod). It neither gets nor watches pods any
+// more (v0.12.1's kubectl wait did), so of NVIDIA's Role
+// (gpu-operator v26.7.0, assets/state-mig-manager/0200_role.yaml) only
+// these remain: its configmaps rules serve a configuration mig-manager
+// generates when CONFIG_FILE is empty, which ours never is, and its
+// securitycontextconstraints rule is for OpenShift.
 var namespaceRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete"}},
 }
 
-// ClusterRules are mig-manager's cluster-wide rules: it watches its node
-// and writes nvidia.com/mig.config.state and the deploy labels it pauses
-// (NVIDIA's ClusterRole, assets/state-mig-manager/0210_clusterrole.yaml).
-// The install ships them, bound to ServiceAccountName.
+// ClusterRules are mig-manager's cluster-wide rules. It watches its node
+// and patches nvidia.com/mig.config.state and the deploy labels it pauses
+// (mig-parted v0.15.0, cmd/nvidia-mig-manager/main.go: the node informer;
+// pkg/mig/reconfigure/reconfigure.go: getCurrentNodeLabels,
+// setNodeLabels); it never updates a node, which NVIDIA's ClusterRole
+// also grants. Before it applies, it lists the pods of every namespace on
+// its node, waiting for any DaemonSet's pod selected by
+// nvidia.com/gpu.deploy.client to go (waitForPodsWithNodeSelector): a
+// failed list ends the attempt with no state reported and the deploy
+// labels left paused, so pods list is granted cluster-wide, as NVIDIA's
+// ClusterRole does (gpu-operator v26.7.0,
+// assets/state-mig-manager/0210_clusterrole.yaml). The install ships
+// these rules, bound to ServiceAccountName.
 func ClusterRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 	}
 }
 
@@ -106,19 +122,21 @@ func ClusterRules() []rbacv1.PolicyRule {
 // run it, without their validator's marker files: the operator starts it
 // only once the driver and the toolkit are ready on the node, and gives it
 // the driver root the validator's driver-ready file would (gpu-operator
-// v25.3.1, validator/main.go; assets/state-mig-manager/0420_configmap.yaml
+// v26.7.0, cmd/nvidia-validator/main.go; assets/state-mig-manager/0420_configmap.yaml
 // sources it). It is privileged with the host's PID and IPC namespaces:
 // it stops the host's GPU clients and, if asked to (WITH_REBOOT), reboots
 // the node.
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	spec := &cp.Spec.MIGManager
 	host := v.DriverRoot == gpuv1.DriverRootHost
-	root, rootCtr := gpuv1.DriverRootContainer.Path(), driverRootCtr
-	if host {
-		root, rootCtr = "/", hostRoot
-	}
+	root, rootCtr := cp.Spec.DriverRootPath(v.DriverRoot), toolkit.DriverRootInContainer(&cp.Spec, v.DriverRoot)
 	env := []corev1.EnvVar{
 		render.FieldEnv("NODE_NAME", "spec.nodeName"),
+		// Always set: mig-manager v0.15.0 reads the file it names, and
+		// only without one generates a configuration from the node's
+		// GPUs into a ConfigMap of its own (cmd/nvidia-mig-manager/main.go:
+		// setupMigConfig), which would make the operator's checks of the
+		// name against migManager.config's file wrong.
 		{Name: "CONFIG_FILE", Value: configDir + "/" + migconfig.FileKey},
 		render.FieldEnv("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace"),
 		{Name: "NVIDIA_DRIVER_ROOT", Value: root},
@@ -129,29 +147,57 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		{Name: "GPU_CLIENTS_FILE", Value: gpuClientsDir + "/" + GPUClientsKey},
 	}
 	mounts := []corev1.VolumeMount{
-		// Writable: mig-manager chroots into it to stop the host's GPU
-		// clients and to reboot.
+		// The host's / (mig-parted v0.15.0: --host-root-mount, /host).
+		// mig-manager reaches the host's systemd through
+		// /host/run/dbus/system_bus_socket on every node, to stop GPU
+		// clients and to persist the configuration; where it stops them it
+		// also copies nvidia-mig-parted and the configuration under
+		// /host/usr/local/nvidia/mig-manager and runs them chrooted there,
+		// and WITH_REBOOT reboots through chroot. Hence writable; the
+		// hostPath bind is recursive, so the host's /run, a mount of its
+		// own, is in it.
 		{Name: "host-root", MountPath: hostRoot, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
 		{Name: "host-sys", MountPath: "/sys"},
 		{Name: "mig-parted-config", MountPath: configDir, ReadOnly: true},
 		{Name: "gpu-clients", MountPath: gpuClientsDir, ReadOnly: true},
 	}
 	volumes := []corev1.Volume{
-		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
+		render.HostPathVolume("host-root", cp.Spec.HostRoot(), corev1.HostPathDirectory),
 		render.HostPathVolume("host-sys", "/sys", corev1.HostPathDirectory),
 		render.ConfigMapVolume("mig-parted-config", spec.ConfigMapName()),
 		render.ConfigMapVolume("gpu-clients", spec.GPUClientsConfigMapName()),
 	}
-	if !host {
-		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", driverRootCtr))
+	cdi := cp.Spec.CDI.IsEnabled() && cp.Spec.Toolkit.IsEnabled()
+	if rootCtr != hostRoot {
+		driverRoot := render.ReadOnlyHostMount("driver-root", rootCtr)
+		// With CDI, mig-manager runs the driver's nvidia-smi chrooted in
+		// the driver root, which makes the new MIG devices' nodes there.
+		driverRoot.ReadOnly = !cdi
+		mounts = append(mounts, driverRoot)
 		volumes = append(volumes, render.HostPathVolume("driver-root", root, corev1.HostPathDirectoryOrCreate))
+	}
+	if cdi {
+		// After a change it writes the management CDI spec again, naming
+		// the new MIG devices, as the toolkit writes it (mig-parted
+		// v0.15.0, pkg/mig/reconfigure/reconfigure.go: createCDISpec,
+		// runNvidiaSMI; NVIDIA's operator sets the same, gpu-operator
+		// v26.7.0 controllers/object_controls.go). Its devices are in the
+		// driver root here, as the toolkit's spec has them.
+		env = append(env,
+			corev1.EnvVar{Name: "CDI_ENABLED", Value: "true"},
+			corev1.EnvVar{Name: "NVIDIA_CDI_HOOK_PATH", Value: toolkit.CDIHook(cp.Spec.ToolkitInstallDir())},
+			corev1.EnvVar{Name: "NVIDIA_DEV_ROOT", Value: root},
+			corev1.EnvVar{Name: "DEV_ROOT_CTR_PATH", Value: rootCtr},
+		)
+		mounts = append(mounts, corev1.VolumeMount{Name: "cdi-root", MountPath: toolkit.CDISpecDir})
+		volumes = append(volumes, render.HostPathVolume("cdi-root", toolkit.CDISpecDir, corev1.HostPathDirectoryOrCreate))
 	}
 	return corev1.PodSpec{
 		ServiceAccountName: ServiceAccountName,
 		// mig-parted loads libnvidia-ml.so.1 by name: the image asks the
 		// NVIDIA runtime for every GPU with the utility capability, so the
 		// runtime must be the NVIDIA one even where it is not the node's
-		// default (mig-parted v0.12.1 deployments/container/Dockerfile.ubuntu).
+		// default (mig-parted v0.15.0 deployments/container/Dockerfile).
 		RuntimeClassName: state.RuntimeClassName(&cp.Spec, v.Runtime),
 		// mig-manager watches its node and labels it through the API.
 		AutomountServiceAccountToken: ptr.To(true),

@@ -26,7 +26,9 @@ func NFDPublishes(n *corev1.Node, pods []*corev1.Pod) bool {
 
 // labelGFD publishes GFD's labels as NFD does from GFD's feature file,
 // which GFD writes while it runs and removes when it stops (k8s-device-plugin
-// v0.17.2 cmd/gpu-feature-discovery/main.go): Apply calls it only while NFD
+// v0.20.0 cmd/gpu-feature-discovery/main.go: run, with
+// GFD_USE_NODE_FEATURE_API=false, as the operator sets it; v0.20.0's
+// default publishes a NodeFeature instead): Apply calls it only while NFD
 // runs for the node, so that labels NFD published stay once NFD is gone, as
 // on a real node. Like nfd-master, it names the labels it set in
 // nfd.FeatureLabelsAnnotation, and removes only those. Sharing labels
@@ -48,7 +50,7 @@ func labelGFD(n *corev1.Node, p Profile, gfd *corev1.Pod, s pluginconfig.Sharing
 			"nvidia.com/gpu.memory": "143771", "nvidia.com/gpu.family": "hopper",
 			"nvidia.com/gpu.replicas": strconv.Itoa(s.Replicas), "nvidia.com/gpu.sharing-strategy": s.Strategy,
 			"nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": strategy,
-			// GFD's sharing labeler (k8s-device-plugin v0.17.2,
+			// GFD's sharing labeler (k8s-device-plugin v0.20.0,
 			// internal/lm/nvml.go): capable under an MPS configuration.
 			"nvidia.com/mps.capable": strconv.FormatBool(s.Strategy == "mps"),
 		}

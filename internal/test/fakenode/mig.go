@@ -52,7 +52,7 @@ type gpuLayout struct {
 	migconfig.Layout
 	// Emptied counts the GPUs in MIG mode whose MIG devices a reboot or a
 	// driver reload destroyed: MIG mode survives both, the devices do not
-	// (mig-parted v0.12.1 README).
+	// (mig-parted v0.15.0 README).
 	Emptied int
 }
 
@@ -124,8 +124,8 @@ func loseMIG(n *corev1.Node, p Profile, driver *corev1.Pod) bool {
 	return true
 }
 
-// applyMIG plays mig-manager v0.12 on the node while its pod runs
-// (mig-parted v0.12.1, deployments/container/reconfigure-mig.sh): for
+// applyMIG plays mig-manager v0.15 on the node while its pod runs
+// (mig-parted v0.15.0, pkg/mig/reconfigure/reconfigure.go: Run): for
 // each configuration the pod has not handled, it checks the name
 // (failed if the file does not hold it), reports success at once if the
 // GPUs are partitioned so already, and otherwise goes pending, then, at
@@ -234,7 +234,7 @@ func migStrategyOf(pod *corev1.Pod) string {
 
 // migProduct is GFD's product label for a layout under the single
 // strategy: the MIG profile after the GPU's name (k8s-device-plugin
-// v0.17.2, internal/lm/mig-strategy.go); INVALID for a layout the
+// v0.20.0, internal/lm/mig-strategy.go); INVALID for a layout the
 // strategy cannot label.
 func migProduct(l gpuLayout, gpus int, strategy string) (string, int, bool) {
 	if strategy == string(gpuv1.MIGStrategyMixed) || l.WholeGPUs == gpus {
@@ -248,7 +248,7 @@ func migProduct(l gpuLayout, gpus int, strategy string) (string, int, bool) {
 }
 
 // migResources are the resources a layout advertises, as the device
-// plugin's (k8s-device-plugin v0.17.2, internal/rm/device_map.go and
+// plugin's (k8s-device-plugin v0.20.0, internal/rm/device_map.go and
 // rm.go), written here apart from the operator's migconfig so that the
 // simulator checks it: whole GPUs as nvidia.com/gpu; MIG devices as
 // nvidia.com/mig-<profile> ('+' as '.') under mixed, as nvidia.com/gpu
