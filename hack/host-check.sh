@@ -86,7 +86,7 @@ head -n 12 "$scratch/smi"
 grep -E '^  (->|!!)' "$scratch/smi"
 
 section "3. toolkit readiness probe, around the toolkit's config writer"
-export RUNTIME=containerd RUNTIME_CONFIG=$scratch/containerd/config.toml TOOLKIT_PID_FILE=$scratch/toolkit.pid
+export RUNTIME=containerd ROOT=/usr/local/nvidia RUNTIME_CONFIG=$scratch/containerd/config.toml TOOLKIT_PID_FILE=$scratch/toolkit.pid
 mkdir -p "$scratch/containerd"
 touch "$TOOLKIT_PID_FILE" && sleep 1
 expect failure "before the toolkit configured containerd" sh "$dir/toolkit-ready.sh"
@@ -104,7 +104,7 @@ expect 0 "nvidia-ctk runtime configure --runtime=crio --config-mode=oci-hook" "$
   --config-mode=oci-hook --oci-hook-path="$CRIO_HOOKS_DIR/oci-nvidia-hook.json" \
   --nvidia-runtime-hook-path=/usr/local/nvidia/toolkit/nvidia-container-runtime-hook
 expect 0 "CRI-O, after" sh "$dir/toolkit-ready.sh"
-unset RUNTIME RUNTIME_CONFIG TOOLKIT_PID_FILE CRIO_HOOKS_DIR
+unset RUNTIME ROOT RUNTIME_CONFIG TOOLKIT_PID_FILE CRIO_HOOKS_DIR
 
 section "4. /dev/char links (device plugin's init container)"
 scratch_mount /host-dev-char

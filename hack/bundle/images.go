@@ -70,7 +70,7 @@ func relatedImages(version string) ([]map[string]string, error) {
 }
 
 // imageName names a related image by its repository's last element and
-// tag: k8s-device-plugin-v0.17.2, driver-570.172.08-ubuntu22.04.
+// tag: k8s-device-plugin-v0.20.0, driver-595.91.07-ubuntu22.04.
 func imageName(ref string) string {
 	last := ref[strings.LastIndex(ref, "/")+1:]
 	return strings.NewReplacer(":", "-", "@sha256", "", ".", "-").Replace(last)

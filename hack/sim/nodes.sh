@@ -13,10 +13,14 @@
 #          crio         (gpu-crio: CRI-O 1.31)
 #          k3s          (gpu-k3s: k3s's containerd, config and socket under k3s's paths)
 #          unconfigured (gpu-unconfigured: its runtime never loads the NVIDIA handler)
+#          gke-cos      (gpu-cos: GKE's Container-Optimized OS: Google's driver in
+#                        /home/kubernetes/bin/nvidia, /usr read-only, the driver
+#                        container opted out with nvidia.com/gpu.deploy.driver=false)
+#          kubelet-root (gpu-kubelet-root: the kubelet's root is /data/kubelet)
 set -euo pipefail
 n=$1
 
-# node NAME GPU OS VERSION RUNTIME [ANNOTATION=VALUE...]
+# node NAME GPU OS VERSION RUNTIME [ANNOTATION=VALUE | label:LABEL=VALUE...]
 node() {
   local name=$1 gpu=$2 os=$3 version=$4 runtime=$5
   shift 5
@@ -30,6 +34,7 @@ metadata:
     kwok.x-k8s.io/node: fake
 YAML
   for a in "$@"; do
+    [[ $a == label:* ]] && continue
     echo "    ${a%%=*}: \"${a#*=}\""
   done
   cat <<YAML
@@ -41,6 +46,11 @@ YAML
     feature.node.kubernetes.io/system-os_release.ID: "$os"
     feature.node.kubernetes.io/system-os_release.VERSION_ID: "$version"
 YAML
+  for a in "$@"; do
+    [[ $a == label:* ]] || continue
+    a=${a#label:}
+    echo "    ${a%%=*}: \"${a#*=}\""
+  done
   if [[ $gpu == true ]]; then
     cat <<YAML
     feature.node.kubernetes.io/pci-10de.present: "true"
@@ -93,6 +103,9 @@ for kind in $(echo "${SIM_NODE_KINDS:-}" | tr , " "); do
       "$sim/containerd-config=/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl" \
       "$sim/containerd-socket=/run/k3s/containerd/containerd.sock" ;;
     unconfigured) node gpu-unconfigured true ubuntu 22.04 containerd://2.1.4 "$sim/runtime=never-configured" ;;
-    *) echo "unknown node kind $kind (host-driver, crio, k3s, unconfigured)" >&2; exit 1 ;;
+    gke-cos) node gpu-cos true cos 121 containerd://2.0.4 "$sim/driver-dir=/home/kubernetes/bin/nvidia" \
+      "$sim/read-only-usr=true" "label:nvidia.com/gpu.deploy.driver=false" ;;
+    kubelet-root) node gpu-kubelet-root true ubuntu 22.04 containerd://2.1.4 "$sim/kubelet-root=/data/kubelet" ;;
+    *) echo "unknown node kind $kind (host-driver, crio, k3s, unconfigured, gke-cos, kubelet-root)" >&2; exit 1 ;;
   esac
 done

@@ -107,7 +107,7 @@ func (d *decision) configProblem(cfg *gpuv1.DevicePluginConfig, name string) str
 }
 
 // mpsProblem says why the node cannot share its GPUs with MPS, "" when it
-// can: k8s-device-plugin v0.17.2 refuses MPS under mig.strategy mixed
+// can: k8s-device-plugin v0.20.0 refuses MPS under mig.strategy mixed
 // (cmd/nvidia-device-plugin/main.go, validateFlags) and on MIG devices
 // (internal/plugin/mps.go), and needs the MPS control daemon up.
 func (d *decision) mpsProblem() string {

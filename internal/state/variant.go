@@ -240,7 +240,7 @@ func (in RenderInput) Effective(d Dimensions) Dimensions {
 }
 
 // AnnotationConfigDigest, on the pods of a DaemonSet that reads a device
-// plugin configuration, is a digest of the file: k8s-device-plugin v0.17.2
+// plugin configuration, is a digest of the file: k8s-device-plugin v0.20.0
 // reads it at start (or on SIGHUP, which nothing sends here), so a new
 // content must restart the pods. It counts in the template hash.
 const AnnotationConfigDigest = "nvidia.com/gpu-operator.config-digest"

@@ -13,7 +13,7 @@ import (
 
 // nvidiaValues is NVIDIA's chart's default values file (test/packaging keeps
 // it, and says where it comes from).
-const nvidiaValues = "test/packaging/testdata/nvidia-v25.3.1-values.yaml"
+const nvidiaValues = "test/packaging/testdata/nvidia-v26.7.0-values.yaml"
 
 // documented is the README's install command.
 var documented = []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"}
@@ -32,7 +32,10 @@ var documented = []string{"--set", "driver.enabled=true", "--set", "driver.versi
 var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	var healthy []string
 	// stuck are the nodes that never get ready: out of driver upgrades.
-	stuck := []string{brokenNode, k3sNode, unconfiguredNode}
+	// Nodes whose stack does not come up under the default values: the
+	// driver never loads, the runtime is elsewhere or never configured,
+	// the host keeps the driver or the kubelet elsewhere.
+	stuck := []string{brokenNode, k3sNode, unconfiguredNode, cosNode, kubeletRootNode}
 	for i := range gpuNodes - 1 {
 		healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
 	}
@@ -130,6 +133,14 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			RuntimeClassSpec(ctx, healthy)
 		})
 
+		It("runs GKE's Container-Optimized OS nodes with NVIDIA's documented host paths", func(ctx SpecContext) {
+			GKECOSSpec(ctx, healthy)
+		})
+
+		It("registers the device plugin with a kubelet whose root is moved", func(ctx SpecContext) {
+			KubeletRootSpec(ctx, healthy)
+		})
+
 		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
 			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
 		})
@@ -164,9 +175,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 
 		It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
 			// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
-			// broken, k3s (wrong paths) and unconfigured nodes.
+			// broken, k3s (wrong paths), unconfigured, GKE COS and moved
+			// kubelet root nodes, under the default values.
 			BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
-				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+4)})
+				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+6)})
 		})
 
 		It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {
@@ -196,11 +208,11 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("installs unchanged, saying what it ignores", func(ctx SpecContext) {
 			InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
 				"These values of NVIDIA's chart are accepted and ignored:", "  validator: each state proves itself ready; no validator pods run",
-				"name NVIDIA's operator image", "DEVICE_LIST_STRATEGY=envvar (NVIDIA's default)",
+				"  draDriver: the DRA driver is not deployed by this operator yet", "name NVIDIA's operator image",
 			}})
 			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
 			for _, n := range healthy {
-				Expect(podOn(ctx, n, "driver").Spec.Containers[0].Image).To(HavePrefix("nvcr.io/nvidia/driver:570.148.08-"),
+				Expect(podOn(ctx, n, "driver").Spec.Containers[0].Image).To(HavePrefix("nvcr.io/nvidia/driver:595.91.07-"),
 					"NVIDIA's values pin their driver")
 			}
 			UninstallSpec(ctx)

@@ -24,10 +24,12 @@ const (
 	crioNode         = "gpu-crio"
 	k3sNode          = "gpu-k3s"
 	unconfiguredNode = "gpu-unconfigured"
+	cosNode          = "gpu-cos"
+	kubeletRootNode  = "gpu-kubelet-root"
 )
 
 // nodeKinds are the kinds of extra nodes the suite's cluster has.
-var nodeKinds = "host-driver,crio,k3s,unconfigured"
+var nodeKinds = "host-driver,crio,k3s,unconfigured,gke-cos,kubelet-root"
 
 // HostDriverSpec checks a node whose host runs its own driver: the driver
 // pod's check finds it, the node uses it (driver disabled, the toolkit and
@@ -263,4 +265,53 @@ func owner(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// GKECOSSpec checks a node of GKE's Container-Optimized OS: Google's driver
+// lives in /home/kubernetes/bin/nvidia and /usr is read-only, so with the
+// default host paths its toolkit cannot configure the runtime. With
+// NVIDIA's documented settings (hostPaths.driverInstallDir and
+// toolkit.installDir in /home/kubernetes/bin/nvidia) the node comes up on
+// its host's driver, and the other nodes stay up. Setting them back
+// restores the defaults.
+func GKECOSSpec(ctx context.Context, nodes []string) {
+	const dir = "/home/kubernetes/bin/nvidia"
+	Eventually(func(g Gomega) {
+		g.Expect(node(g, ctx, cosNode).Labels).To(HaveKeyWithValue(gpuv1.StateLabel("container-toolkit"), "pending"))
+	}).WithTimeout(rolloutTimeout).Should(Succeed())
+	helmUpgrade("--set", "hostPaths.driverInstallDir="+dir, "toolkit.installDir="+dir)
+	Eventually(func(g Gomega) {
+		labels := node(g, ctx, cosNode).Labels
+		g.Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel("driver"), "disabled"))
+		for _, s := range states[1:] {
+			g.Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), "ready"), "state %s", s)
+		}
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	tk, dp := podOn(ctx, cosNode, "container-toolkit"), podOn(ctx, cosNode, "device-plugin")
+	Expect(envOf(tk, "ROOT")).To(Equal(dir))
+	Expect(envOf(tk, "NVIDIA_DRIVER_ROOT")).To(Equal(dir))
+	Expect(envOf(dp, "NVIDIA_DRIVER_ROOT")).To(Equal(dir))
+	Expect(envOf(dp, "NVIDIA_CDI_HOOK_PATH")).To(Equal(dir + "/toolkit/nvidia-cdi-hook"))
+	Expect(hostPaths(tk)).To(ContainElement(dir))
+	waitAllReady(ctx, nodes)
+
+	helmUpgrade("--set", "hostPaths.driverInstallDir=/run/nvidia/driver", "toolkit.installDir=/usr/local/nvidia")
+	waitAllReady(ctx, nodes)
+}
+
+// KubeletRootSpec checks a node whose kubelet keeps its root in
+// /data/kubelet: the device plugin registers there only once
+// hostPaths.kubeletRootDir says so. Setting it back restores the other
+// nodes.
+func KubeletRootSpec(ctx context.Context, nodes []string) {
+	Eventually(func(g Gomega) {
+		g.Expect(stateMessage(g, ctx, "device-plugin")).To(ContainSubstring(kubeletRootNode + " (the device plugin runs, but the node advertises no GPU"))
+	}).WithTimeout(rolloutTimeout).Should(Succeed())
+	helmSet("hostPaths.kubeletRootDir=/data/kubelet")
+	waitAllReady(ctx, []string{kubeletRootNode})
+	Expect(hostPaths(podOn(ctx, kubeletRootNode, "device-plugin"))).To(ContainElement("/data/kubelet/device-plugins"))
+	Expect(hostPaths(podOn(ctx, kubeletRootNode, "dcgm-exporter"))).To(ContainElement("/data/kubelet/pod-resources"))
+
+	helmSet("hostPaths.kubeletRootDir=/var/lib/kubelet")
+	waitAllReady(ctx, nodes)
 }

@@ -21,7 +21,7 @@ import (
 
 // GFD publishes its labels through NFD: it writes a file nfd-worker reads
 // once a minute, and removes the file when it stops (k8s-device-plugin
-// v0.17.2 cmd/gpu-feature-discovery/main.go, removeOutputFile); nfd-master
+// v0.20.0 cmd/gpu-feature-discovery/main.go, removeOutputFile); nfd-master
 // then removes the labels. Nothing removes them once NFD is gone, and
 // workloads selecting nvidia.com/gpu.product would land on nodes without a
 // GPU stack. So the cleanup of a deleted policy keeps NFD until GFD's pods

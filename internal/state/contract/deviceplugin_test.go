@@ -2,6 +2,7 @@ package contract
 
 import (
 	"cmp"
+	"path"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,38 +15,49 @@ import (
 )
 
 // Sources of the device plugin's and GFD's requirements:
-// k8s-device-plugin v0.17.2, which ships both.
+// k8s-device-plugin v0.20.0, which ships both.
 const (
-	pluginMain     = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/nvidia-device-plugin/main.go"
-	pluginRoot     = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/nvidia-device-plugin/root.go"
-	pluginServer   = "NVIDIA/k8s-device-plugin@v0.17.2:internal/plugin/server.go"
-	gfdMain        = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/gpu-feature-discovery/main.go"
-	gfdManifest    = "NVIDIA/k8s-device-plugin@v0.17.2:deployments/static/gpu-feature-discovery-daemonset.yaml"
-	pluginFlags    = "NVIDIA/k8s-device-plugin@v0.17.2:api/config/v1/flags.go"
-	operatorPlugin = "NVIDIA/gpu-operator@v25.3.1:controllers/object_controls.go (setRuntimeClass: containerd only)"
-	devCharCmd     = "NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-ctk/system/create-dev-char-symlinks/all.go"
-	devCharUse     = "NVIDIA/gpu-operator@v25.3.2:validator/main.go (createDevCharSymlinks, dev root per driver)"
-	devNodesCmd    = "NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-ctk/system/create-device-nodes/create-device-nodes.go " +
+	dpv            = "NVIDIA/k8s-device-plugin@v0.20.0:"
+	pluginMain     = dpv + "cmd/nvidia-device-plugin/main.go"
+	pluginRoot     = dpv + "cmd/nvidia-device-plugin/root.go"
+	pluginServer   = dpv + "internal/plugin/server.go"
+	pluginCDI      = dpv + "internal/cdi/cdi.go"
+	pluginManager  = dpv + "cmd/nvidia-device-plugin/plugin-manager.go"
+	gfdMain        = dpv + "cmd/gpu-feature-discovery/main.go"
+	gfdOutput      = dpv + "internal/lm/output.go"
+	gfdManifest    = dpv + "deployments/static/gpu-feature-discovery-daemonset.yaml"
+	pluginFlags    = dpv + "api/config/v1/flags.go"
+	operatorPlugin = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (setRuntimeClassName: none on CRI-O without CDI; " +
+		"here CRI-O keeps the OCI hook with CDI too, so it has no NVIDIA handler to name)"
+	operatorCDI = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (transformDevicePluginCtrForCDI)"
+	devCharCmd  = tkv + "cmd/nvidia-ctk/system/create-dev-char-symlinks/create-dev-char-symlinks.go"
+	devCharUse  = "NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/main.go (createDevCharSymlinks, dev root per driver)"
+	devNodesCmd = tkv + "cmd/nvidia-ctk/system/create-device-nodes/create-device-nodes.go " +
 		"(--load-kernel-modules: chroot <root> /sbin/modprobe nvidia, nvidia-uvm, nvidia-modeset; --control-devices: mknod under <dev-root>/dev)"
 	devCharPrep = "NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/main.go (createDevCharSymlinks: modules loaded, control nodes made, then linked); " +
-		"NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-ctk/system/create-dev-char-symlinks/all.go (needs nvidia-uvm's major in /proc/devices)"
+		tkv + "cmd/nvidia-ctk/system/create-dev-char-symlinks/create-dev-char-symlinks.go (needs nvidia-uvm's major in /proc/devices)"
+	ctkInImage = toolkitImage + " (nvidia-ctk is not on the image's PATH from v1.18: only unpacked under /artifacts); " +
+		toolkitInstall + " (installs nvidia-ctk to <install dir>/toolkit, a wrapper that runs nvidia-ctk.real)"
 )
 
 const dp = deviceplugin.ContainerName
 
 var devicePluginContract = []requirement{
-	{source: pluginMain + " (--driver-root: the host path, for device specs); " + pluginRoot + " (NVML loaded from --container-driver-root)",
+	{source: pluginMain + " (--driver-root: the host path, for device specs and its CDI spec); " + pluginRoot + " (NVML loaded from --container-driver-root)",
 		need: "knows the node's driver root on the host, and sees it read-only where it loads NVML from",
 		check: all(
-			envBy(dp, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.variant.DriverRoot.Path() }),
-			envBy(dp, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.variant.DriverRoot) }),
+			envBy(dp, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
+			envBy(dp, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) }),
 			hostMountBy(dp, func(p *podCase) mount {
-				return mount{host: p.variant.DriverRoot.Path(), at: toolkit.DriverRootInContainer(p.variant.DriverRoot),
+				return mount{host: toolkit.DriverRootSource(p.spec, p.variant.DriverRoot), at: toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot),
 					readOnly: true, propagation: corev1.MountPropagationHostToContainer}
 			}))},
-	{source: pluginServer + " (sockets under the kubelet's device-plugins directory)", need: "registers with the kubelet",
-		check: hostMount(dp, mount{host: "/var/lib/kubelet/device-plugins", at: "/var/lib/kubelet/device-plugins"})},
-	{source: pluginServer + " (apiDeviceSpecs stats /dev in its own container)", need: "passes device specs: privileged, to see /dev",
+	{source: pluginServer + " (sockets under pluginapi.DevicePluginPath, /var/lib/kubelet/device-plugins in its container)",
+		need: "registers with the kubelet, whose root hostPaths.kubeletRootDir names",
+		check: hostMountBy(dp, func(p *podCase) mount {
+			return mount{host: path.Join(p.spec.KubeletRoot(), "device-plugins"), at: "/var/lib/kubelet/device-plugins"}
+		})},
+	{source: pluginServer + " (apiDeviceSpecs stats /dev in its own container, unless every strategy is CDI)", need: "passes device specs: privileged, to see /dev",
 		check: all(env(dp, "PASS_DEVICE_SPECS", "true"), privileged(dp, true))},
 	{source: pluginMain + " (watches kubelet.sock and registers again; creates no socket when it finds no GPU)",
 		need:  "no liveness probe on its socket, which would crash-loop a node without usable GPUs",
@@ -55,24 +67,49 @@ var devicePluginContract = []requirement{
 	{source: pluginMain + " (--config-file, env CONFIG_FILE: read at start and on SIGHUP)",
 		need:  "reads the node's configuration (time-slicing), the file its DaemonSet was rendered for",
 		check: nodeConfig(dp)},
-	{source: devCharCmd + "; " + devCharUse,
-		need: "links /dev/char to every node the driver can have, at the node's driver root on the host, before it starts",
+	{source: pluginMain + " (--device-list-strategy cdi-annotations, cdi-cri); " + pluginServer + " (Allocate: CDI device names in annotations and in the CRI response); " + operatorCDI,
+		need:  "with CDI, hands out GPUs by CDI name, in the annotations containerd and CRI-O read",
+		check: all(env(dp, "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri"), env(dp, "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")),
+		where: cdiOn},
+	{source: pluginManager + " (writes k8s.device-plugin.nvidia.com-gpu.json when it starts); " + pluginCDI + " (to /var/run/cdi, naming --nvidia-cdi-hook-path, a host path)",
+		need: "with CDI, writes its spec to the host's CDI directory, naming the hook the toolkit installed",
+		check: all(hostMount(dp, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
+			envBy(dp, "NVIDIA_CDI_HOOK_PATH", func(p *podCase) string { return toolkit.CDIHook(p.spec.ToolkitInstallDir()) })),
+		where: cdiOn},
+	{source: toolkitInstall + " (the management spec, which the runtime hands the plugin for every GPU, is written when the toolkit starts; the toolkit stays through a driver upgrade)",
+		need: "with CDI, starts only once the management spec names the driver that runs",
+		check: all(scriptHas(deviceplugin.WaitForCDISpecName, `grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"`),
+			env(deviceplugin.WaitForCDISpecName, "SPEC", toolkit.ManagementSpec),
+			env(deviceplugin.WaitForCDISpecName, "DRIVER_VERSION_FILE", toolkit.DriverVersionFile),
+			hostMount(deviceplugin.WaitForCDISpecName, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir, readOnly: true})),
+		where: cdiOn},
+	{source: pluginMain + " (--device-list-strategy, default envvar)", need: "without CDI, passes GPU lists as volume mounts, which only an allocation creates",
+		check: env(dp, "DEVICE_LIST_STRATEGY", "volume-mounts"), where: cdiOff},
+	{source: devCharCmd + "; " + devCharUse + "; " + ctkInImage,
+		need: "links /dev/char to every node the driver can have, at the node's driver root on the host, before it starts, with the toolkit's installed nvidia-ctk",
 		check: all(
-			scriptHas(deviceplugin.DevCharContainerName, "nvidia-ctk system create-dev-char-symlinks --create-all"),
+			scriptHas(deviceplugin.DevCharContainerName, `"$ctk" system create-dev-char-symlinks --create-all`),
+			scriptHas(deviceplugin.DevCharContainerName, `ctk=$(command -v nvidia-ctk || echo "$TOOLKIT_DIR/nvidia-ctk")`),
+			envBy(deviceplugin.DevCharContainerName, "TOOLKIT_DIR", func(p *podCase) string { return path.Join(p.spec.ToolkitInstallDir(), "toolkit") }),
+			hostMountBy(deviceplugin.DevCharContainerName, func(p *podCase) mount {
+				return mount{host: p.spec.ToolkitInstallDir(), at: p.spec.ToolkitInstallDir(), readOnly: true}
+			}),
 			scriptHas(deviceplugin.DevCharContainerName, `ln -sfn "$DEV_ROOT$(readlink "$link")"`),
 			envBy(deviceplugin.DevCharContainerName, "DEV_ROOT", devRoot),
 			hostMount(deviceplugin.DevCharContainerName, mount{host: "/dev/char", at: "/host-dev-char"}))},
 	{source: devNodesCmd + "; " + devCharPrep,
 		need: "beside a host's driver, loads its modules through the host's modprobe and makes their control nodes in the host's /dev before linking",
 		check: all(
-			scriptHas(deviceplugin.DevCharContainerName, `nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT"`),
+			scriptHas(deviceplugin.DevCharContainerName, `"$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT"`),
 			func(p *podCase) error {
 				if p.variant.DriverRoot != gpuv1.DriverRootHost {
 					// A driver container loads its own modules.
 					return noEnv(deviceplugin.DevCharContainerName, "HOST_ROOT")(p)
 				}
 				return all(env(deviceplugin.DevCharContainerName, "HOST_ROOT", "/host"),
-					hostMount(deviceplugin.DevCharContainerName, mount{host: "/", at: "/host", propagation: corev1.MountPropagationHostToContainer}))(p)
+					hostMountBy(deviceplugin.DevCharContainerName, func(p *podCase) mount {
+						return mount{host: toolkit.DriverRootSource(p.spec, p.variant.DriverRoot), at: "/host", propagation: corev1.MountPropagationHostToContainer}
+					}))(p)
 			})},
 }
 
@@ -80,7 +117,7 @@ var devicePluginContract = []requirement{
 // without /dev: the driver container's root, or the host's.
 func devRoot(p *podCase) string {
 	if p.variant.DriverRoot == gpuv1.DriverRootContainer {
-		return p.variant.DriverRoot.Path()
+		return p.spec.DriverRootPath(p.variant.DriverRoot)
 	}
 	return ""
 }
@@ -90,8 +127,10 @@ func TestDevicePluginContract(t *testing.T) { checkAll(t, state.DevicePlugin, de
 const gfdCtr = gfd.ContainerName
 
 var gfdContract = []requirement{
-	{source: gfdMain + " (--output-file)", need: "writes its labels where nfd-worker reads feature files",
-		check: all(env(gfdCtr, "GFD_OUTPUT_FILE", gfd.FeaturesDir+"/gfd"), hostMount(gfdCtr, mount{host: gfd.FeaturesDir, at: gfd.FeaturesDir}))},
+	{source: gfdMain + " (--output-file; --use-node-feature-api, env GFD_USE_NODE_FEATURE_API, defaults to true from v0.19 and needs an API token); " + gfdOutput,
+		need: "writes its labels to a file where nfd-worker reads feature files, not to the NodeFeature API",
+		check: all(env(gfdCtr, "GFD_USE_NODE_FEATURE_API", "false"), env(gfdCtr, "GFD_OUTPUT_FILE", gfd.FeaturesDir+"/gfd"),
+			hostMount(gfdCtr, mount{host: gfd.FeaturesDir, at: gfd.FeaturesDir}))},
 	{source: gfdManifest + " (privileged, host /sys)", need: "reads PCI config space and the machine type from the host's /sys",
 		check: all(privileged(gfdCtr, true), hostMount(gfdCtr, mount{host: "/sys", at: "/sys", readOnly: true}))},
 	{source: operatorPlugin, need: "gets NVML from the runtime: the RuntimeClass where the runtime has the NVIDIA handler",

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,14 +15,14 @@ import (
 )
 
 // Sources of the driver's requirements: the driver container at the commit
-// that moved it to 570.172.08, NVIDIA's driver manager and GPU Operator of
-// the same era.
+// that moved it to 595.91.07, NVIDIA's driver manager and GPU Operator that
+// ship it (v0.12.0, v26.7.0).
 const (
-	driverScript   = "NVIDIA/gpu-driver-container@3089b232:ubuntu22.04/nvidia-driver (same in rhel9/nvidia-driver)"
-	driverImage    = "NVIDIA/gpu-driver-container@3089b232:ubuntu22.04/Dockerfile"
-	driverManager  = "NVIDIA/k8s-driver-manager@v0.8.0:driver-manager (uninstall_driver)"
-	operatorDriver = "NVIDIA/gpu-operator@v25.3.2:assets/state-driver/0500_daemonset.yaml"
-	operatorCtl    = "NVIDIA/gpu-operator@v25.3.2:controllers/object_controls.go"
+	driverScript   = "NVIDIA/gpu-driver-container@d10b41a:ubuntu22.04/nvidia-driver (same in ubuntu24.04 and rhel9/nvidia-driver)"
+	driverImage    = "NVIDIA/gpu-driver-container@d10b41a:ubuntu22.04/Dockerfile"
+	driverManager  = "NVIDIA/k8s-driver-manager@v0.12.0:cmd/driver-manager/main.go (isHostDriver: chroot /host nvidia-smi --query-gpu=driver_version)"
+	operatorDriver = "NVIDIA/gpu-operator@v26.7.0:assets/state-driver/0500_daemonset.yaml"
+	operatorCtl    = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go"
 	// The driver scripts pass nvidia-installer --no-nouveau-check and never
 	// unload nouveau; the driver manager does, before every install.
 	nouveauScript  = "NVIDIA/gpu-driver-container@06a208ca:ubuntu22.04/nvidia-driver (_install_driver: --no-nouveau-check)"
@@ -50,14 +51,20 @@ var driverContract = []requirement{
 	{source: driverScript + " (never references /dev/log or /host-etc/os-release)",
 		need:  "no socket-typed /dev/log mount that fails nodes without one, and no host os-release",
 		check: all(noHostPath("/dev/log"), noHostPath("/etc/os-release"))},
-	{source: driverScript + " (installs nvidia-smi; the 570 script never creates /run/nvidia/validations)",
+	{source: driverScript + " (KERNEL_MODULE_TYPE: auto asks nvidia-installer --print-recommended-kernel-module-type; open; proprietary); " +
+		operatorCtl + " (driver.kernelModuleType becomes KERNEL_MODULE_TYPE)",
+		need:  "installs the kernel modules driver.kernelModuleType names",
+		check: envBy(driver.ContainerName, "KERNEL_MODULE_TYPE", func(p *podCase) string { return cmp.Or(p.spec.Driver.KernelModuleType, "auto") })},
+	{source: driverScript + " (installs nvidia-smi; the script at d10b41a never creates /run/nvidia/validations)",
 		need:  "is ready once nvidia-smi answers, without touching a directory nothing creates",
 		check: probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))},
 	{source: driverManager, need: "a driver on the host is found by the host's nvidia-smi answering, from the host's / read-only",
 		check: all(scriptHas(driver.HostDriverCheckName, "timeout 60 chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
 			scriptHas(driver.HostDriverCheckName, fmt.Sprintf("exit %d", driver.HostDriverExitCode)),
 			privileged(driver.HostDriverCheckName, true),
-			hostMount(driver.HostDriverCheckName, mount{host: "/", at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}))},
+			hostMountBy(driver.HostDriverCheckName, func(p *podCase) mount {
+				return mount{host: p.spec.HostRoot(), at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}
+			}))},
 	{source: nouveauManager + "; " + nouveauScript,
 		need: "unloads nouveau before the driver loads, after the host driver check, and fails saying why when it is in use",
 		check: all(scriptHas(driver.UnloadNouveauName, "if [ -e /sys/module/nouveau/refcnt ]; then"),

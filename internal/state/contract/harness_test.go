@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -27,6 +28,8 @@ type requirement struct {
 	check func(p *podCase) error
 	// only limits the requirement to some variants; nil means all.
 	only func(v state.Variant) bool
+	// where limits the requirement to some policies; nil means all.
+	where func(spec *gpuv1.ClusterPolicySpec) bool
 }
 
 // podCase is one rendered pod: a policy, a node variant and the pod the
@@ -64,6 +67,19 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	certs := ps["default"].DeepCopy()
 	certs.Spec.Driver.CertConfig = &gpuv1.DriverCertConfig{Name: "mirror-ca"}
 	ps["cert-only"] = certs
+	// CDI off, as NVIDIA's chart before v25.10.
+	legacy := ps["default"].DeepCopy()
+	legacy.Spec.CDI.Enabled = new(bool)
+	legacy.Spec.MIGManager.Enabled = ptr.To(true)
+	ps["cdi-off"] = legacy
+	// GKE's Container-Optimized OS, as NVIDIA documents it: Google's
+	// driver under /home/kubernetes/bin/nvidia, the toolkit installed
+	// there too, and a kubelet root elsewhere.
+	cos := host.DeepCopy()
+	cos.Spec.HostPaths.DriverInstallDir = "/home/kubernetes/bin/nvidia"
+	cos.Spec.Toolkit.InstallDir = "/home/kubernetes/bin/nvidia"
+	cos.Spec.HostPaths.KubeletRootDir = "/var/lib/kubelet-custom"
+	ps["gke-cos"] = cos
 	return ps
 }
 
@@ -162,7 +178,7 @@ func checkAll(t *testing.T, name state.Name, reqs []requirement) {
 		}
 		checked := 0
 		for _, c := range cases {
-			if r.only != nil && !r.only(c.variant) {
+			if (r.only != nil && !r.only(c.variant)) || (r.where != nil && !r.where(c.spec)) {
 				continue
 			}
 			checked++
@@ -431,15 +447,6 @@ func execProbeHas(part string) func(*corev1.Probe) error {
 	return func(pr *corev1.Probe) error {
 		if pr.Exec == nil || !strings.Contains(strings.Join(pr.Exec.Command, " "), part) {
 			return fmt.Errorf("probe %v does not run %q", pr.Exec, part)
-		}
-		return nil
-	}
-}
-
-func grpcProbe(port int32) func(*corev1.Probe) error {
-	return func(pr *corev1.Probe) error {
-		if pr.GRPC == nil || pr.GRPC.Port != port {
-			return fmt.Errorf("probe %+v is not gRPC health on port %d", pr.ProbeHandler, port)
 		}
 		return nil
 	}

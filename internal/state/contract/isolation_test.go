@@ -12,33 +12,44 @@ import (
 
 // Sources of how a container is given GPUs, at the versions we ship.
 const (
-	toolkitAccept   = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/toolkit/toolkit.go:165-176,455-456 (written to the runtime's config)"
-	hookDeviceList  = "NVIDIA/nvidia-container-toolkit@v1.17.8:cmd/nvidia-container-runtime-hook/container_config.go:160-182 (mounts first; the variable only when privileged or accepted)"
-	hookPrivileged  = "NVIDIA/nvidia-container-toolkit@v1.17.8:internal/config/image/privileged.go:37-41 (privileged: CAP_SYS_ADMIN in the bounding set)"
-	pluginListFlags = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/nvidia-device-plugin/main.go (--device-list-strategy, env DEVICE_LIST_STRATEGY)"
+	toolkitAccept   = tkv + "cmd/nvidia-ctk-installer/toolkit/toolkit.go (ACCEPT_NVIDIA_VISIBLE_DEVICES_* written to the runtime's config)"
+	hookDeviceList  = tkv + "internal/config/image/cuda_image.go (VisibleDevices: CDI annotations, then mounts; the variable only when privileged or accepted; read by the hook and the CDI mode alike)"
+	hookPrivileged  = tkv + "internal/config/image/privileged.go (privileged: CAP_SYS_ADMIN in the bounding set)"
+	pluginListFlags = "NVIDIA/k8s-device-plugin@v0.20.0:cmd/nvidia-device-plugin/main.go (--device-list-strategy, env DEVICE_LIST_STRATEGY)"
 )
 
-// The safe default: the device plugin passes GPU lists as volume mounts,
-// which only an allocation creates, and the runtime ignores
+// The safe default, with CDI or without: the device plugin passes GPU lists
+// only in ways an allocation creates (CDI names in the container's
+// annotations and CRI request, or volume mounts), and the runtime ignores
 // NVIDIA_VISIBLE_DEVICES in unprivileged containers, so that a pod cannot
 // use GPUs it did not request.
 func TestGPUIsolationByDefault(t *testing.T) {
+	want := map[string]string{"default": "cdi-annotations,cdi-cri", "cdi-off": "volume-mounts"}
+	checked := map[string]int{}
 	for _, p := range pods(t, state.DevicePlugin) {
-		if p.policy != "default" {
+		strategy, ok := want[p.policy]
+		if !ok {
 			continue
 		}
-		if err := env(dp, "DEVICE_LIST_STRATEGY", "volume-mounts")(p); err != nil {
+		checked[p.policy]++
+		if err := env(dp, "DEVICE_LIST_STRATEGY", strategy)(p); err != nil {
 			t.Errorf("%s: %v (%s, %s)", p, err, pluginListFlags, hookDeviceList)
 		}
 	}
 	for _, p := range pods(t, state.ContainerToolkit) {
-		if p.policy != "default" {
+		if _, ok := want[p.policy]; !ok {
 			continue
 		}
+		checked[p.policy]++
 		check := all(env(toolkit.ContainerName, "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "false"),
 			env(toolkit.ContainerName, "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "true"))
 		if err := check(p); err != nil {
 			t.Errorf("%s: %v (%s, %s)", p, err, toolkitAccept, hookDeviceList)
+		}
+	}
+	for policy := range want {
+		if checked[policy] == 0 {
+			t.Errorf("no pod of the %s policy checked", policy)
 		}
 	}
 }

@@ -12,14 +12,14 @@ import (
 )
 
 // Sources of the MPS control daemon's requirements: k8s-device-plugin
-// v0.17.2, which ships it, and NVIDIA's operator's manifest of it.
+// v0.20.0, which ships it, and NVIDIA's operator's manifest of it.
 const (
-	mpsChart    = "NVIDIA/k8s-device-plugin@v0.17.2:deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml"
-	mpsShm      = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/mps-control-daemon/mount/mount-shm.go"
-	mpsRoot     = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/mps-control-daemon/mps/root.go (ContainerRoot /mps, pipes under <root>/<resource>/pipe)"
-	mpsReady    = "NVIDIA/k8s-device-plugin@v0.17.2:cmd/mps-control-daemon/main.go (starts a daemon per resource; /mps/.ready)"
-	mpsOperator = "NVIDIA/gpu-operator@v25.3.1:assets/state-mps-control-daemon/0400_daemonset.yaml (hostPID)"
-	pluginMPS   = "NVIDIA/k8s-device-plugin@v0.17.2:internal/plugin/mps.go (waitForDaemon; mounts <root> pipes and shm into pods)"
+	mpsChart    = "NVIDIA/k8s-device-plugin@v0.20.0:deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml"
+	mpsShm      = "NVIDIA/k8s-device-plugin@v0.20.0:cmd/mps-control-daemon/mount/mount-shm.go"
+	mpsRoot     = "NVIDIA/k8s-device-plugin@v0.20.0:cmd/mps-control-daemon/mps/root.go (ContainerRoot /mps, pipes under <root>/<resource>/pipe)"
+	mpsReady    = "NVIDIA/k8s-device-plugin@v0.20.0:cmd/mps-control-daemon/main.go (starts a daemon per resource; /mps/.ready)"
+	mpsOperator = "NVIDIA/gpu-operator@v26.7.0:assets/state-mps-control-daemon/0400_daemonset.yaml (hostPID)"
+	pluginMPS   = "NVIDIA/k8s-device-plugin@v0.20.0:internal/plugin/mps.go (waitForDaemon; mounts <root> pipes and shm into pods)"
 )
 
 const mpsCtr = mps.ContainerName
@@ -45,8 +45,9 @@ var mpsContract = []requirement{
 	{source: mpsChart + " (CONFIG_FILE)", need: "runs the node's configuration, the one its device plugin runs", check: nodeConfig(mpsCtr)},
 	{source: mpsReady + " (flags --config-file and --mig-strategy only)", need: "gets none of the device plugin's args, which it would exit on",
 		check: noArgs(mpsCtr)},
-	{source: mpsReady, need: "is ready once its daemons started, not when its container did",
-		check: probe(mpsCtr, "readiness", execProbe("test", "-f", "/mps/.ready"))},
+	{source: mpsReady + "; NVIDIA/k8s-device-plugin@v0.20.0:deployments/container/Dockerfile (distroless, /bin/sh a static busybox)",
+		need:  "is ready once its daemons started, not when its container did",
+		check: probe(mpsCtr, "readiness", execProbe("sh", "-c", "test -f /mps/.ready"))},
 	{source: mpsOperator, need: "starts MPS's daemons in the host's PID namespace", check: hostPID(true)},
 	{source: operatorPlugin, need: "gets the driver's binaries from the runtime: the RuntimeClass where it has the NVIDIA handler", check: runtimeClass},
 }

@@ -11,69 +11,118 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
 
-// Sources of the toolkit's requirements: nvidia-container-toolkit v1.17.8,
-// whose image runs tools/container/nvidia-toolkit.
+// Sources of the toolkit's requirements: nvidia-container-toolkit v1.20.0,
+// whose image runs cmd/nvidia-ctk-installer (also named nvidia-toolkit).
 const (
-	toolkitRun        = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/nvidia-toolkit/run.go"
-	toolkitRuntime    = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/runtime/runtime.go"
-	toolkitContainerd = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/runtime/containerd/containerd.go"
-	toolkitSignal     = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/runtime/containerd/containerd_linux.go"
-	toolkitCRIO       = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/runtime/crio/crio.go"
-	toolkitInstall    = "NVIDIA/nvidia-container-toolkit@v1.17.8:tools/container/toolkit/toolkit.go"
-	toolkitEntrypoint = "NVIDIA/gpu-operator@v25.3.4:assets/state-container-toolkit/0400_configmap.yaml"
-	// From v1.18 on the image's sh is busybox (v1.20.0 installs Debian's
-	// busybox-static, with every applet, into /busybox), whose test
-	// compares modification times in whole seconds (coreutils/test.c).
-	toolkitShell = "NVIDIA/nvidia-container-toolkit@v1.20.0:deployments/container/Dockerfile"
+	tkv              = "NVIDIA/nvidia-container-toolkit@v1.20.0:"
+	toolkitMain      = tkv + "cmd/nvidia-ctk-installer/main.go"
+	toolkitRuntime   = tkv + "cmd/nvidia-ctk-installer/container/runtime/runtime.go"
+	toolkitCtrd      = tkv + "cmd/nvidia-ctk-installer/container/runtime/containerd/containerd.go"
+	toolkitDropIn    = tkv + "pkg/config/engine/containerd/config_drop_in.go"
+	toolkitSignal    = tkv + "cmd/nvidia-ctk-installer/container/runtime/containerd/containerd_linux.go"
+	toolkitContainer = tkv + "cmd/nvidia-ctk-installer/container/container.go"
+	toolkitCRIO      = tkv + "cmd/nvidia-ctk-installer/container/runtime/crio/crio.go"
+	toolkitInstall   = tkv + "cmd/nvidia-ctk-installer/toolkit/toolkit.go"
+	toolkitImage     = tkv + "deployments/container/Dockerfile"
+	toolkitCDIGen    = tkv + "cmd/nvidia-ctk/cdi/generate/generate.go"
+	toolkitCDIRoot   = tkv + "cmd/nvidia-ctk/cdi/transform/root/root.go"
+	toolkitCUDAImage = tkv + "internal/config/image/cuda_image.go"
+	toolkitEntry     = "NVIDIA/gpu-operator@v26.7.0:assets/state-container-toolkit/0400_configmap.yaml"
+	toolkitCDIOp     = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (transformToolkitCtrForCDI)"
 )
 
 const tk = toolkit.ContainerName
 
+func cdiOn(spec *gpuv1.ClusterPolicySpec) bool  { return spec.CDI.IsEnabled() }
+func cdiOff(spec *gpuv1.ClusterPolicySpec) bool { return !spec.CDI.IsEnabled() }
+
+func installDir(p *podCase) string { return p.spec.ToolkitInstallDir() }
+
 var toolkitContract = []requirement{
-	{source: toolkitRun + " (--runtime defaults to docker)", need: "is told the node's runtime",
+	{source: toolkitMain + " (--runtime, env RUNTIME, defaults to docker)", need: "is told the node's runtime",
 		check: envBy(tk, "RUNTIME", func(p *podCase) string { return string(p.variant.Runtime) })},
-	{source: toolkitRun + " (--root has no default); " + toolkitInstall + " (runtime configs name ROOT/toolkit/...)",
-		need: "installs the NVIDIA runtime to a host directory mounted at the same path, which the runtime's config names",
-		check: all(env(tk, "ROOT", toolkit.InstallDir),
-			hostMount(tk, mount{host: toolkit.InstallDir, at: toolkit.InstallDir}))},
-	{source: toolkitRun + " (--pid-file, taken when it starts)", need: "writes its pid file on the host, where the probe reads it",
+	{source: toolkitMain + " (--toolkit-install-dir, env TOOLKIT_INSTALL_DIR or ROOT; the toolkit goes to <dir>/toolkit, whose paths the runtime's config names)",
+		need: "installs the NVIDIA runtime to a host directory mounted at the same path, toolkit.installDir",
+		check: all(envBy(tk, "ROOT", installDir),
+			hostMountBy(tk, func(p *podCase) mount { return mount{host: installDir(p), at: installDir(p)} }))},
+	{source: toolkitMain + " (--pid-file, env TOOLKIT_PID_FILE, taken when it starts; the file must be named toolkit.pid)",
+		need:  "writes its pid file on the host, where the probe reads it",
 		check: all(env(tk, "TOOLKIT_PID_FILE", toolkit.PIDFile), hostMount(tk, mount{host: "/run/nvidia/toolkit", at: "/run/nvidia/toolkit"}))},
-	{source: toolkitRuntime + " (--runtime-name, env NVIDIA_RUNTIME_NAME)", need: "registers the handler the RuntimeClass names",
+	{source: toolkitRuntime + " (--nvidia-runtime-name, env NVIDIA_RUNTIME_NAME, then CONTAINERD_RUNTIME_CLASS)", need: "registers the handler the RuntimeClass names",
 		check: envBy(tk, "NVIDIA_RUNTIME_NAME", func(p *podCase) string { return string(p.spec.Operator.RuntimeClass) })},
-	{source: toolkitRuntime + " (--host-root, default /host); NVIDIA/nvidia-container-toolkit@v1.17.8:pkg/config/engine/containerd/containerd.go (chroot <host-root> containerd config dump)",
-		need: "reads the runtime's effective config (imports and defaults included) by running the host's runtime, from the host's / read-only",
+	{source: toolkitRuntime + " (--host-root, env HOST_ROOT_MOUNT, default /host); " + tkv + "pkg/config/engine/containerd/containerd.go (chroot <host-root> containerd config dump)",
+		need: "reads the runtime's effective config (imports and defaults included) by running the host's runtime, from the host's root filesystem read-only",
 		check: all(env(tk, "HOST_ROOT_MOUNT", toolkit.HostRoot),
-			hostMount(tk, mount{host: "/", at: toolkit.HostRoot, readOnly: true, propagation: corev1.MountPropagationHostToContainer}))},
-	{source: toolkitContainerd + " (defaults /etc/containerd/config.toml, /run/containerd/containerd.sock)",
-		need:  "writes containerd's config file through a host mount of its directory",
+			hostMountBy(tk, func(p *podCase) mount {
+				return mount{host: p.spec.HostRoot(), at: toolkit.HostRoot, readOnly: true, propagation: corev1.MountPropagationHostToContainer}
+			}))},
+	{source: toolkitCtrd + " (config default /etc/containerd/config.toml: read, and written only to import the drop-in)",
+		need:  "reads containerd's config through a host mount of its directory",
 		check: runtimeFile("RUNTIME_CONFIG", "/etc/containerd", "/runtime/config-dir/config.toml"),
 		only:  onRuntime(gpuv1.RuntimeContainerd)},
-	{source: toolkitSignal + " (SIGHUP to the PID read from the socket's peer credentials)",
+	{source: toolkitCtrd + " (drop-in default /etc/containerd/conf.d/99-nvidia.toml, a path in the container); " + toolkitDropIn +
+		" (the config imports the drop-in's host path, RUNTIME_DROP_IN_CONFIG_HOST_PATH; without a drop-in a version 2 or 3 config loses its runtimes)",
+		need: "writes its runtimes to containerd's drop-in directory on the host, and has the config import it by its host path",
+		check: all(runtimeFile("RUNTIME_DROP_IN_CONFIG", "/etc/containerd/conf.d", "/runtime/config-dir.d/99-nvidia.toml"),
+			env(tk, "RUNTIME_DROP_IN_CONFIG_HOST_PATH", "/etc/containerd/conf.d/99-nvidia.toml")),
+		only: onRuntime(gpuv1.RuntimeContainerd)},
+	{source: toolkitSignal + " (SIGHUP to the PID read from the socket's peer credentials; restart mode signal by default, " + toolkitContainer + ")",
 		need:  "signals the host's containerd through its socket, by host PID",
 		check: all(runtimeFile("RUNTIME_SOCKET", "/run/containerd", "/runtime/sock-dir/containerd.sock"), hostPID(true)),
 		only:  onRuntime(gpuv1.RuntimeContainerd)},
-	{source: toolkitCRIO + " (--config-mode defaults to hook; --hooks-dir /usr/share/containers/oci/hooks.d, written as given)",
+	{source: toolkitCRIO + " (--config-mode now defaults to config, which restarts CRI-O through systemd; hook writes the OCI hook into --hooks-dir, read without a restart)",
 		need: "writes its OCI hook into the host's hooks directory, which CRI-O reads without a restart",
 		check: all(env(tk, "CRIO_CONFIG_MODE", "hook"), env(tk, "CRIO_HOOKS_DIR", "/runtime/hooks-dir"),
 			hostMount(tk, mount{host: "/usr/share/containers/oci/hooks.d", at: "/runtime/hooks-dir"})),
 		only: onRuntime(gpuv1.RuntimeCRIO)},
-	{source: toolkitInstall + " (--driver-root: a host path, into the runtime's config; --driver-root-ctr-path: the same tree in the container)",
+	{source: toolkitInstall + " (--driver-root, env NVIDIA_DRIVER_ROOT: a host path, into the runtime's config and the CDI spec; --driver-root-ctr-path, env DRIVER_ROOT_CTR_PATH: the same tree in the container)",
 		need: "points the runtime at the node's driver root, and sees it",
-		check: all(envBy(tk, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.variant.DriverRoot.Path() }),
-			envBy(tk, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.variant.DriverRoot) }),
+		check: all(envBy(tk, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
+			envBy(tk, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) }),
 			hostMountBy(tk, func(p *podCase) mount {
-				return mount{host: p.variant.DriverRoot.Path(), at: toolkit.DriverRootInContainer(p.variant.DriverRoot),
+				return mount{host: toolkit.DriverRootSource(p.spec, p.variant.DriverRoot), at: toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot),
 					readOnly: true, propagation: corev1.MountPropagationHostToContainer}
 			}))},
-	{source: toolkitRun + " (pid file before install; the runtime's config written by setup, then the runtime signalled); " +
-		toolkitShell + " (busybox sh: -nt and -ot compare whole seconds)",
-		need:  "is ready once this run wrote the runtime's config (or hook) naming the NVIDIA runtime, in the pid file's second or later",
-		check: probe(tk, "readiness", execProbeHas(`grep -qs `+toolkit.RuntimeBinary+` "$f" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$f" -ot "$TOOLKIT_PID_FILE" ]`))},
-	{source: toolkitEntrypoint + " (sleep 5 before nvidia-toolkit: containerd since 1.6.9 SIGTERMs a toolkit started right after its restart)",
+	{source: toolkitMain + " (pid file before install; the drop-in, then the config, written by setup, then the runtime signalled); " +
+		toolkitImage + " (busybox sh: -nt and -ot compare whole seconds)",
+		need:  "is ready once this run wrote the drop-in (or a version 1 config, or the hook) naming the NVIDIA runtime, in the pid file's second or later",
+		check: probe(tk, "readiness", execProbeHas(`fresh "$RUNTIME_DROP_IN_CONFIG" || fresh "$RUNTIME_CONFIG"`))},
+	{source: toolkitEntry + " (sleep 5 before nvidia-toolkit: containerd since 1.6.9 SIGTERMs a toolkit started right after its restart); " +
+		toolkitImage + " (nvidia-toolkit links to nvidia-ctk-installer)",
 		need:  "waits 5 s before it starts",
 		check: commandPrefix(tk, `sh -c sleep 5 && exec nvidia-toolkit "$@" nvidia-toolkit`)},
-	{source: toolkitRun + " (writes host files, signals or restarts the runtime)", need: "privileged",
+	{source: toolkitMain + " (writes host files, signals or restarts the runtime)", need: "privileged",
 		check: privileged(tk, true)},
+	{source: toolkitInstall + " (CDI_ENABLED writes " + toolkit.ManagementSpec + " when it starts; the runtime's enable_cdi follows); " + toolkitCDIOp,
+		need:  "with CDI, writes the management spec to the host's CDI directory and turns CDI on in the runtime",
+		check: all(env(tk, "CDI_ENABLED", "true"), hostMount(tk, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir})),
+		where: cdiOn},
+	{source: toolkitInstall + " (NVIDIA_CONTAINER_RUNTIME_MODE and ..._MODES_CDI_DEFAULT_KIND into the runtime's config.toml); " + toolkitCDIOp,
+		need: "with CDI, the runtime hands a management container asking for every GPU the management spec's device, and is not the node's default runtime",
+		check: all(env(tk, "NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"), env(tk, "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", toolkit.ManagementKind),
+			env(tk, "NVIDIA_RUNTIME_SET_AS_DEFAULT", "false")),
+		where: cdiOn},
+	{source: toolkitInstall + " (CDI_ENABLED defaults to false)", need: "without CDI, writes no CDI spec",
+		check: noEnv(tk, "CDI_ENABLED"), where: cdiOff},
+	{source: toolkitInstall + " (the management spec is written only when the toolkit starts); " + toolkitCDIGen + " (--mode=management, --driver-root, --dev-root, --nvidia-cdi-hook-path, --vendor, --class); " +
+		toolkitCDIRoot + " (--from, --to, --input=-, --output)",
+		need: "with CDI, writes the management spec again for a driver loaded after it started, from the driver root it sees to the host's, naming the installed hook",
+		check: all(scriptHas(toolkit.CDIRefreshName, `--mode=management --vendor=management.nvidia.com --class=gpu`),
+			scriptHas(toolkit.CDIRefreshName, `--nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook"`),
+			scriptHas(toolkit.CDIRefreshName, `cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- --output="$SPEC"`),
+			envBy(toolkit.CDIRefreshName, "ROOT", installDir),
+			env(toolkit.CDIRefreshName, "SPEC", toolkit.ManagementSpec),
+			envBy(toolkit.CDIRefreshName, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
+			envBy(toolkit.CDIRefreshName, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) }),
+			hostMountBy(toolkit.CDIRefreshName, func(p *podCase) mount {
+				return mount{host: installDir(p), at: installDir(p), readOnly: true}
+			}),
+			hostMount(toolkit.CDIRefreshName, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
+			probe(toolkit.CDIRefreshName, "readiness", execProbeHas(`grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"`))),
+		where: cdiOn},
+	{source: toolkitCUDAImage + " (VisibleDevices: CDI annotations, then the device list mounts, and NVIDIA_VISIBLE_DEVICES only when privileged or accepted)",
+		need:  "keeps a pod from naming GPUs it did not request in either mode",
+		check: env(tk, "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "false")},
 }
 
 func TestToolkitContract(t *testing.T) { checkAll(t, state.ContainerToolkit, toolkitContract) }

@@ -1,6 +1,8 @@
 package deviceplugin
 
 import (
+	"path"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -30,11 +32,12 @@ const DevCharContainerName = "create-dev-char-symlinks"
 // the control nodes made in the host's /dev first ($HOST_ROOT is the host's
 // / then). Loading a loaded module does nothing.
 const devCharScript = `staging=$(mktemp -d)
+ctk=$(command -v nvidia-ctk || echo "$TOOLKIT_DIR/nvidia-ctk")
 if [ -n "$HOST_ROOT" ]; then
-  nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT" ||
+  "$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT" ||
     echo "could not load the host's NVIDIA modules or create their control device nodes"
 fi
-if nvidia-ctk system create-dev-char-symlinks --create-all --dev-char-path="$staging"; then
+if "$ctk" system create-dev-char-symlinks --create-all --dev-char-path="$staging"; then
   for link in "$staging"/*; do
     [ -L "$link" ] || continue
     ln -sfn "$DEV_ROOT$(readlink "$link")" "/host-dev-char/${link##*/}" || echo "could not link /dev/char/${link##*/}"
@@ -49,24 +52,30 @@ exit 0`
 const hostRootMount = "/host"
 
 // devCharLinks is the init container that makes the links, and the
-// volumes it needs. It runs the toolkit image, which carries nvidia-ctk,
-// privileged as the plugin is: under SELinux a confined container may not
+// volumes it needs. It runs the toolkit image, for its shell, and the
+// nvidia-ctk the toolkit installed on the host (the image keeps its own
+// only unpacked under /artifacts from v1.18 on, nvidia-container-toolkit
+// v1.20.0 deployments/container/Dockerfile), privileged as the plugin is: under SELinux a confined container may not
 // write the host's /dev/char, and loading modules and making device nodes
 // take privileges too.
 func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) (corev1.Container, []corev1.Volume) {
 	devRoot := ""
 	if root == gpuv1.DriverRootContainer {
-		devRoot = root.Path()
+		devRoot = cp.Spec.DriverRootPath(root)
 	}
 	tk := &cp.Spec.Toolkit
+	installDir := cp.Spec.ToolkitInstallDir()
 	c := corev1.Container{
 		Name:            DevCharContainerName,
 		Image:           render.Image(string(tk.Repository), string(tk.Image), string(tk.Version)),
 		ImagePullPolicy: tk.ImagePullPolicy,
 		Command:         []string{"sh", "-c", devCharScript},
-		Env:             []corev1.EnvVar{{Name: "DEV_ROOT", Value: devRoot}},
+		Env:             []corev1.EnvVar{{Name: "DEV_ROOT", Value: devRoot}, {Name: "TOOLKIT_DIR", Value: path.Join(installDir, "toolkit")}},
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "host-dev-char", MountPath: "/host-dev-char"}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "host-dev-char", MountPath: "/host-dev-char"},
+			{Name: "toolkit-install-dir", MountPath: installDir, ReadOnly: true},
+		},
 	}
 	if root == gpuv1.DriverRootHost {
 		// The plugin's driver root volume is the host's / here. Writable
@@ -76,5 +85,8 @@ func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) (corev1.Contai
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: driverRootVolume, MountPath: hostRootMount,
 			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
 	}
-	return c, []corev1.Volume{render.HostPathVolume("host-dev-char", "/dev/char", corev1.HostPathDirectoryOrCreate)}
+	return c, []corev1.Volume{
+		render.HostPathVolume("host-dev-char", path.Join(cp.Spec.HostRoot(), "dev/char"), corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("toolkit-install-dir", installDir, corev1.HostPathDirectoryOrCreate),
+	}
 }

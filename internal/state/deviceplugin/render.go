@@ -23,9 +23,11 @@ const (
 	ContainerName = "nvidia-device-plugin"
 )
 
-// kubeletDir is where the kubelet looks for device plugin sockets. The
-// plugin watches the kubelet's socket there and registers again when the
-// kubelet restarts.
+// kubeletDir is where the plugin looks for the kubelet's device plugin
+// sockets (k8s-device-plugin v0.20.0, internal/plugin/server.go:
+// pluginapi.DevicePluginPath): the kubelet's root's device-plugins on the
+// host. The plugin watches the kubelet's socket there and registers again
+// when the kubelet restarts.
 const kubeletDir = "/var/lib/kubelet/device-plugins"
 
 // configDir is where the devicePlugin.config ConfigMap is mounted.
@@ -73,11 +75,11 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // privileged: it opens every GPU device node to health-check it, and with
 // PASS_DEVICE_SPECS it hands the kubelet device nodes it must see.
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
-	root := toolkit.DriverRootInContainer(v.DriverRoot)
+	root := toolkit.DriverRootInContainer(&cp.Spec, v.DriverRoot)
 	env := []corev1.EnvVar{
 		{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
 		// The toolkit configures the runtime to match (toolkit.isolationEnv).
-		{Name: toolkit.EnvDeviceListStrategy, Value: toolkit.DefaultDeviceListStrategy},
+		{Name: toolkit.EnvDeviceListStrategy, Value: toolkit.DefaultDeviceListStrategy(&cp.Spec)},
 		{Name: "DEVICE_ID_STRATEGY", Value: "uuid"},
 		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},
 		{Name: "PASS_DEVICE_SPECS", Value: "true"},
@@ -86,14 +88,22 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	}
 	// The driver on the host, for the device specs, and where this
 	// container sees it, to load NVML from.
-	env = append(env, toolkit.DriverRootEnv(v.DriverRoot)...)
+	env = append(env, toolkit.DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	mounts := []corev1.VolumeMount{
 		{Name: "device-plugins", MountPath: kubeletDir},
 		render.ReadOnlyHostMount(driverRootVolume, root),
 	}
 	volumes := []corev1.Volume{
-		render.HostPathVolume("device-plugins", kubeletDir, corev1.HostPathDirectory),
-		render.HostPathVolume(driverRootVolume, v.DriverRoot.Path(), driverRootType(v.DriverRoot)),
+		render.HostPathVolume("device-plugins", path.Join(cp.Spec.KubeletRoot(), "device-plugins"), corev1.HostPathDirectory),
+		render.HostPathVolume(driverRootVolume, toolkit.DriverRootSource(&cp.Spec, v.DriverRoot), driverRootType(root)),
+	}
+	inits := []corev1.Container{}
+	if cp.Spec.CDI.IsEnabled() {
+		cdiEnv, cdiMounts, cdiVolumes := cdiSettings(cp)
+		env, mounts, volumes = append(env, cdiEnv...), append(mounts, cdiMounts...), append(volumes, cdiVolumes...)
+		if cp.Spec.Toolkit.IsEnabled() {
+			inits = append(inits, waitForCDISpec(cp))
+		}
 	}
 	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp, v)
 	devChar, devCharVolumes := devCharLinks(cp, v.DriverRoot)
@@ -107,7 +117,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
-		InitContainers:               []corev1.Container{devChar},
+		InitContainers:               append(inits, devChar),
 		Containers: []corev1.Container{{
 			Name:            ContainerName,
 			Command:         []string{"nvidia-device-plugin"},
@@ -121,8 +131,8 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 
 // driverRootType: the driver container's root is created if the driver
 // has not mounted it yet; the host's / always exists.
-func driverRootType(r gpuv1.DriverRoot) corev1.HostPathType {
-	if r == gpuv1.DriverRootHost {
+func driverRootType(inContainer string) corev1.HostPathType {
+	if inContainer == toolkit.HostRoot {
 		return corev1.HostPathDirectory
 	}
 	return corev1.HostPathDirectoryOrCreate
@@ -132,7 +142,7 @@ func driverRootType(r gpuv1.DriverRoot) corev1.HostPathType {
 // CONFIG_FILE at the variant's entry: the node's configuration, or the
 // default. GFD gets the same, so that the labels it writes (replicas,
 // sharing strategy) describe what the plugin advertises. Both binaries
-// read CONFIG_FILE (k8s-device-plugin v0.17.2,
+// read CONFIG_FILE (k8s-device-plugin v0.20.0,
 // cmd/nvidia-device-plugin/main.go and cmd/gpu-feature-discovery/main.go).
 func ConfigSettings(cp *gpuv1.ClusterPolicy, v state.Variant) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
 	cfg := cp.Spec.DevicePlugin.Config
@@ -149,13 +159,13 @@ func ConfigSettings(cp *gpuv1.ClusterPolicy, v state.Variant) ([]corev1.EnvVar, 
 }
 
 // MPSContainerRoot is where the MPS control daemon and the device plugin
-// see MPS's root (k8s-device-plugin v0.17.2,
+// see MPS's root (k8s-device-plugin v0.20.0,
 // cmd/mps-control-daemon/mps/root.go: ContainerRoot).
 const MPSContainerRoot = "/mps"
 
 // MPSSettings are what a container that uses MPS needs: MPS_ROOT, the host
 // directory the device plugin hands to the pods it gives MPS-shared GPUs
-// (k8s-device-plugin v0.17.2, cmd/nvidia-device-plugin/main.go:
+// (k8s-device-plugin v0.20.0, cmd/nvidia-device-plugin/main.go:
 // --mps-root, required with MPS), the root at MPSContainerRoot, where the
 // plugin checks the daemon is up, and its shared memory at /dev/shm.
 func MPSSettings(cp *gpuv1.ClusterPolicy) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -88,9 +89,13 @@ exec nvidia-driver "$@"`
 func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
 	main := corev1.Container{
-		Name:            ContainerName,
-		Command:         []string{"nvidia-driver"},
-		Args:            []string{"init"},
+		Name:    ContainerName,
+		Command: []string{"nvidia-driver"},
+		Args:    []string{"init"},
+		// auto asks the installer which modules the node's GPUs take
+		// (gpu-driver-container ubuntu22.04/nvidia-driver at 595.91.07:
+		// KERNEL_MODULE_TYPE, auto, open or proprietary).
+		Env:             []corev1.EnvVar{{Name: "KERNEL_MODULE_TYPE", Value: cmp.Or(cp.Spec.Driver.KernelModuleType, "auto")}},
 		SecurityContext: privileged,
 		// The driver is ready once nvidia-smi answers. Building or loading
 		// it takes minutes: allow 21.
@@ -113,7 +118,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 		render.HostPathVolume("var-log", "/var/log", corev1.HostPathDirectory),
 		render.HostPathVolume("firmware-search-path", "/sys/module/firmware_class/parameters/path", corev1.HostPathFile),
 		render.HostPathVolume("nv-firmware", gpuv1.DriverRootContainer.Path()+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
+		render.HostPathVolume("host-root", cp.Spec.HostRoot(), corev1.HostPathDirectory),
 	}
 	spec := &cp.Spec.Driver
 	configs := false

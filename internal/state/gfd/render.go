@@ -56,6 +56,11 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	env := []corev1.EnvVar{
 		{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
 		{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},
+		// The labels go to nfd-worker as a feature file, which GFD removes
+		// when it stops: from v0.19 GFD writes NodeFeature objects by
+		// default, which needs an API token and RBAC it does not get, and
+		// which nfd-master would drop (denyNodeFeatureLabels).
+		{Name: "GFD_USE_NODE_FEATURE_API", Value: "false"},
 		{Name: "GFD_OUTPUT_FILE", Value: FeaturesDir + "/gfd"},
 		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},
 		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},

@@ -56,10 +56,10 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 }
 
 // podSpec is the daemon's pod, as the device plugin's chart runs it
-// (k8s-device-plugin v0.17.2,
+// (k8s-device-plugin v0.20.0,
 // deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml)
 // and NVIDIA's operator with the host's PID namespace (gpu-operator
-// v25.3.1, assets/state-mps-control-daemon/0400_daemonset.yaml), without
+// v26.7.0, assets/state-mps-control-daemon/0400_daemonset.yaml), without
 // their config-manager sidecar: the node's configuration is its
 // DaemonSet's. An init container mounts a tmpfs at <root>/shm, shared
 // with the host (Bidirectional), which the daemon and the pods the device
@@ -93,10 +93,13 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			VolumeMounts:    append(mounts, cfgMounts...),
 			// Ready once every GPU's MPS daemon started: it writes
 			// /mps/.ready then, and removes it when it stops
-			// (cmd/mps-control-daemon/main.go). The image is a CUDA UBI
-			// base, with a shell's test.
+			// (cmd/mps-control-daemon/main.go). From v0.20 the image is
+			// distroless with a static busybox as /bin/sh
+			// (deployments/container/Dockerfile): the test is the
+			// shell's own, whatever applets are linked.
 			ReadinessProbe: &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", deviceplugin.MPSContainerRoot + "/.ready"}}},
+				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+					Command: []string{"sh", "-c", "test -f " + deviceplugin.MPSContainerRoot + "/.ready"}}},
 				PeriodSeconds: 5, FailureThreshold: 1,
 			},
 		}},

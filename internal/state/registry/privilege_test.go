@@ -33,17 +33,21 @@ var privilegeTable = map[string]privileges{
 	"nvidia-driver-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
 		"/", "/etc/pki/entitlement", "/etc/rhsm", "/etc/yum.repos.d/redhat.repo", "/run/nvidia",
 		"/run/nvidia/driver/lib/firmware", "/sys/module/firmware_class/parameters/path", "/var/log"}},
-	// Rewrites the runtime's config (or installs its OCI hook) and signals
-	// it to reload; runs the host's containerd (host / read-only) to read
-	// its effective config; points the runtime at the driver root.
+	// Writes the runtime's drop-in and imports it from the config (or
+	// installs its OCI hook) and signals the runtime to reload; runs the
+	// host's containerd (host / read-only) to read its effective config;
+	// points the runtime at the driver root; writes the CDI spec of
+	// management containers from the driver's files.
 	"nvidia-container-toolkit-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
-		"/", "/etc/containerd", "/etc/crio/crio.conf.d", "/run/containerd", "/run/nvidia/driver", "/run/nvidia/toolkit",
-		"/usr/local/nvidia", "/usr/share/containers/oci/hooks.d", "/var/run/cdi"}},
+		"/", "/etc/containerd", "/etc/containerd/conf.d", "/etc/crio/crio.conf.d", "/run/containerd", "/run/nvidia/driver",
+		"/run/nvidia/toolkit", "/usr/local/nvidia", "/usr/share/containers/oci/hooks.d", "/var/run/cdi"}},
 	// Opens every GPU device to health-check it; registers with the kubelet;
 	// loads NVML from the driver root (the host's /, read-only, for a host
-	// driver); links /dev/char to the driver's device nodes.
+	// driver); links /dev/char to the driver's device nodes with the
+	// toolkit's installed nvidia-ctk; writes its CDI spec.
 	"nvidia-device-plugin-daemonset": {privileged: true, hostPaths: []string{
-		"/", "/dev/char", "/run/nvidia/driver", "/run/nvidia/mps", "/run/nvidia/mps/shm", "/var/lib/kubelet/device-plugins"}},
+		"/", "/dev/char", "/run/nvidia/driver", "/run/nvidia/mps", "/run/nvidia/mps/shm", "/usr/local/nvidia",
+		"/var/lib/kubelet/device-plugins", "/var/run/cdi"}},
 	// Starts MPS's control daemons for the node's GPUs, in the host's PID
 	// namespace, and mounts a tmpfs under MPS's root for the host
 	// (Bidirectional), which needs privilege.
@@ -51,8 +55,9 @@ var privilegeTable = map[string]privileges{
 	// Partitions the GPUs (NVML through the driver root); stops the host's
 	// GPU clients and may reboot the node, through the host's / and PID
 	// namespace, as NVIDIA's manifests run it; labels its node.
+	// With CDI it writes the management CDI spec again after a change.
 	"nvidia-mig-manager": {privileged: true, hostPID: true, hostIPC: true, token: true, hostPaths: []string{
-		"/", "/run/nvidia/driver", "/sys"}},
+		"/", "/run/nvidia/driver", "/sys", "/var/run/cdi"}},
 	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
 	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
 	// Writes its feature file where nfd-worker reads it; reads PCI config

@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -28,10 +29,12 @@ func toolkitEnv(g Gomega, cp *gpuv1.ClusterPolicy) map[string]string {
 func TestRuntimeFollowsTheDeviceListStrategy(t *testing.T) {
 	tests := map[string]struct {
 		plugin, toolkit []gpuv1.EnvVar
+		cdiOff          bool
 		strategy        string
 		acceptEnvvar    string
 	}{
-		"default: volume mounts only": {strategy: "volume-mounts", acceptEnvvar: "false"},
+		"default: CDI names only":         {strategy: "cdi-annotations,cdi-cri", acceptEnvvar: "false"},
+		"without CDI: volume mounts only": {cdiOff: true, strategy: "volume-mounts", acceptEnvvar: "false"},
 		"user's plugin passes the variable": {
 			plugin:   []gpuv1.EnvVar{{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"}},
 			strategy: "envvar", acceptEnvvar: "true"},
@@ -44,7 +47,7 @@ func TestRuntimeFollowsTheDeviceListStrategy(t *testing.T) {
 			strategy: "envvar", acceptEnvvar: "true"},
 		"user's toolkit setting wins": {
 			toolkit:  []gpuv1.EnvVar{{Name: "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", Value: "true"}},
-			strategy: "volume-mounts", acceptEnvvar: "true"},
+			strategy: "cdi-annotations,cdi-cri", acceptEnvvar: "true"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -53,6 +56,7 @@ func TestRuntimeFollowsTheDeviceListStrategy(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			cp := ps["default"]
 			cp.Spec.DevicePlugin.Env, cp.Spec.Toolkit.Env = tt.plugin, tt.toolkit
+			cp.Spec.CDI.Enabled = ptr.To(!tt.cdiOff)
 			g.Expect(DeviceListStrategy(cp)).To(Equal(tt.strategy))
 			env := toolkitEnv(g, cp)
 			g.Expect(env).To(HaveKeyWithValue("ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", tt.acceptEnvvar))

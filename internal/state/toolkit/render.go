@@ -1,6 +1,7 @@
 package toolkit
 
 import (
+	"path"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,13 +24,6 @@ const (
 
 // Paths the toolkit uses, on the host and in its container alike.
 const (
-	// InstallDir is where the toolkit installs the NVIDIA container runtime
-	// on the host; the runtime config it writes points there, so it is
-	// mounted at the same path.
-	InstallDir = "/usr/local/nvidia"
-	// RuntimeBinary is the runtime the toolkit registers, as its config
-	// names it.
-	RuntimeBinary = InstallDir + "/toolkit/nvidia-container-runtime"
 	// PIDFile is the toolkit's lock, written when it starts.
 	PIDFile = "/run/nvidia/toolkit/toolkit.pid"
 	// HostRoot is where the host's / is mounted, read-only: the toolkit
@@ -37,30 +31,48 @@ const (
 	HostRoot = "/host"
 	// DriverRootMount is where a driver container's root is mounted.
 	DriverRootMount = "/driver-root"
+	// CDISpecDir is where CDI specs are written, on the host and in the
+	// container: the runtime reads /etc/cdi and /var/run/cdi.
+	CDISpecDir = "/var/run/cdi"
 )
+
+// RuntimeBinary is the runtime the toolkit registers, as the runtime's
+// config names it: under the install dir, which is mounted at the same
+// path in the container and on the host (nvidia-container-toolkit
+// v1.20.0, cmd/nvidia-ctk-installer/main.go: the toolkit is installed to
+// <install dir>/toolkit).
+func RuntimeBinary(installDir string) string {
+	return path.Join(installDir, "toolkit", "nvidia-container-runtime")
+}
+
+// CDIHook is the hook the CDI specs name, which the runtime runs on the
+// host.
+func CDIHook(installDir string) string { return path.Join(installDir, "toolkit", "nvidia-cdi-hook") }
 
 // dimensions: the toolkit configures the node's own runtime and points the
 // runtime at the node's driver root.
 var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 
 // configuredProbe passes once this run of the toolkit has configured the
-// runtime: the file it writes (the runtime's config, or the OCI hook on
+// runtime: the file it writes (containerd's drop-in, or the config itself
+// where the config is version 1 and takes no drop-in; the OCI hook on
 // CRI-O) names the NVIDIA runtime and is not older than the pid file the
 // toolkit writes when it starts. The toolkit itself signals nothing else.
 // "Not older", not "newer": busybox's test, the image's sh from toolkit
 // v1.20 on, compares whole seconds, and the config is written in the
 // pid file's second more often than not; a config of an earlier run is
 // older by the 5 s the start waits at least.
-const configuredProbe = `if [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
-  f="$CRIO_HOOKS_DIR/${CRIO_HOOK_FILENAME:-oci-nvidia-hook.json}"
+const configuredProbe = `fresh() { grep -qs "$ROOT/toolkit/nvidia-container-runtime" "$1" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$1" -ot "$TOOLKIT_PID_FILE" ]; }
+if [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
+  fresh "$CRIO_HOOKS_DIR/${CRIO_HOOK_FILENAME:-oci-nvidia-hook.json}"
 else
-  f="$RUNTIME_CONFIG"
-fi
-grep -qs ` + RuntimeBinary + ` "$f" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$f" -ot "$TOOLKIT_PID_FILE" ]`
+  fresh "$RUNTIME_DROP_IN_CONFIG" || fresh "$RUNTIME_CONFIG"
+fi`
 
 // start waits 5 s before the toolkit runs: NVIDIA found that containerd
 // since 1.6.9 can send a toolkit started right after a containerd restart
-// SIGTERM, which crash-loops it. The policy's args follow as "$@".
+// SIGTERM, which crash-loops it (NVIDIA's v26.7.0 entrypoint still waits).
+// The policy's args follow as "$@".
 const start = `sleep 5 && exec nvidia-toolkit "$@"`
 
 // Operand renders the container-toolkit state.
@@ -89,68 +101,85 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // so it is privileged and shares the host's PID namespace (the runtime's
 // PID comes from its socket).
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+	installDir := cp.Spec.ToolkitInstallDir()
 	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
-	env = append(env, DriverRootEnv(v.DriverRoot)...)
+	env = append(env, DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	env = append(env, isolationEnv(cp)...)
+	env = append(env, cdiEnv(&cp.Spec)...)
 	env = append(env,
-		corev1.EnvVar{Name: "ROOT", Value: InstallDir},
+		corev1.EnvVar{Name: "ROOT", Value: installDir},
 		corev1.EnvVar{Name: "HOST_ROOT_MOUNT", Value: HostRoot},
 		corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
 		corev1.EnvVar{Name: "TOOLKIT_PID_FILE", Value: PIDFile},
 	)
 	mounts = append(mounts,
 		corev1.VolumeMount{Name: "toolkit-run", MountPath: "/run/nvidia/toolkit"},
-		corev1.VolumeMount{Name: "toolkit-install-dir", MountPath: InstallDir},
-		corev1.VolumeMount{Name: "cdi-root", MountPath: "/var/run/cdi"},
+		corev1.VolumeMount{Name: "toolkit-install-dir", MountPath: installDir},
+		corev1.VolumeMount{Name: "cdi-root", MountPath: CDISpecDir},
 		render.ReadOnlyHostMount("host-root", HostRoot),
 	)
 	volumes = append(volumes,
 		render.HostPathVolume("toolkit-run", "/run/nvidia/toolkit", corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("toolkit-install-dir", InstallDir, corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("cdi-root", "/var/run/cdi", corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("host-root", "/", corev1.HostPathDirectory),
+		render.HostPathVolume("toolkit-install-dir", installDir, corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("cdi-root", CDISpecDir, corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("host-root", cp.Spec.HostRoot(), corev1.HostPathDirectory),
 	)
-	if v.DriverRoot == gpuv1.DriverRootContainer {
-		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", DriverRootMount))
-		volumes = append(volumes, render.HostPathVolume("driver-root", v.DriverRoot.Path(), corev1.HostPathDirectoryOrCreate))
+	if root := DriverRootInContainer(&cp.Spec, v.DriverRoot); root != HostRoot {
+		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", root))
+		volumes = append(volumes, render.HostPathVolume("driver-root", DriverRootSource(&cp.Spec, v.DriverRoot), corev1.HostPathDirectoryOrCreate))
+	}
+	containers := []corev1.Container{{
+		Name:            ContainerName,
+		Command:         []string{"sh", "-c", start, "nvidia-toolkit"},
+		Env:             env,
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", configuredProbe}}},
+			InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 1,
+		},
+		VolumeMounts: mounts,
+	}}
+	if cp.Spec.CDI.IsEnabled() {
+		containers = append(containers, cdiRefresh(&cp.Spec, v))
 	}
 	return corev1.PodSpec{
 		HostPID:                      true,
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
-		Containers: []corev1.Container{{
-			Name:            ContainerName,
-			Command:         []string{"sh", "-c", start, "nvidia-toolkit"},
-			Env:             env,
-			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}},
-			ReadinessProbe: &corev1.Probe{
-				ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", configuredProbe}}},
-				InitialDelaySeconds: 5, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 1,
-			},
-			VolumeMounts: mounts,
-		}},
-		Volumes: volumes,
+		Containers:                   containers,
+		Volumes:                      volumes,
 	}
 }
 
 // DriverRootInContainer is where an operand container sees the node's
-// driver root: the driver container's root, or the host's / for a host
-// driver.
-func DriverRootInContainer(r gpuv1.DriverRoot) string {
-	if r == gpuv1.DriverRootHost {
+// driver root: the driver container's root, or, for a host driver, the
+// host's / (where the host's driver is, unless hostPaths.driverInstallDir
+// moves it, as on GKE: then that directory, at the driver container's
+// place).
+func DriverRootInContainer(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) string {
+	if r == gpuv1.DriverRootHost && spec.DriverRootPath(r) == "/" {
 		return HostRoot
 	}
 	return DriverRootMount
+}
+
+// DriverRootSource is the host directory mounted where DriverRootInContainer
+// says: the driver root, or the host's root filesystem.
+func DriverRootSource(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) string {
+	if DriverRootInContainer(spec, r) == HostRoot {
+		return spec.HostRoot()
+	}
+	return spec.DriverRootPath(r)
 }
 
 // DriverRootEnv tells an operand built on the toolkit's libraries (the
 // toolkit, the device plugin) where the node's driver is: its path on the
 // host, for the specs handed to the runtime, and where the container sees
 // it, to load the driver's libraries from.
-func DriverRootEnv(r gpuv1.DriverRoot) []corev1.EnvVar {
+func DriverRootEnv(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) []corev1.EnvVar {
 	return []corev1.EnvVar{
-		{Name: "NVIDIA_DRIVER_ROOT", Value: r.Path()},
-		{Name: "DRIVER_ROOT_CTR_PATH", Value: DriverRootInContainer(r)},
+		{Name: "NVIDIA_DRIVER_ROOT", Value: spec.DriverRootPath(r)},
+		{Name: "DRIVER_ROOT_CTR_PATH", Value: DriverRootInContainer(spec, r)},
 	}
 }
 

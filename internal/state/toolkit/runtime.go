@@ -3,6 +3,7 @@ package toolkit
 import (
 	"path"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -17,6 +18,7 @@ import (
 // host, and the env names these paths.
 const (
 	configDir = "/runtime/config-dir"
+	dropInDir = "/runtime/config-dir.d"
 	socketDir = "/runtime/sock-dir"
 	hooksDir  = "/runtime/hooks-dir"
 )
@@ -27,6 +29,10 @@ const (
 type runtimeHost struct {
 	config    string
 	configEnv []string
+	// dropIn is the file the toolkit writes its runtimes to, which the
+	// config imports; "" for a runtime configured otherwise.
+	dropIn    string
+	dropInEnv []string
 	socket    string
 	socketEnv []string
 	// hooks is the OCI hooks directory, for a runtime configured by hook.
@@ -35,10 +41,16 @@ type runtimeHost struct {
 }
 
 var runtimes = map[gpuv1.Runtime]runtimeHost{
-	// The toolkit merges its runtimes into containerd's config and sends
-	// containerd SIGHUP through the socket, which restarts it.
+	// The toolkit writes its runtimes to a drop-in file that containerd's
+	// config imports (it adds the import), with the CRI plugin's section
+	// of the effective config in it (config version 2, or 3 for
+	// containerd 2.x, whose plugin is io.containerd.cri.v1.runtime), and
+	// sends containerd SIGHUP through the socket, which restarts it. It
+	// removes the file when it stops (nvidia-container-toolkit v1.20.0,
+	// pkg/config/engine/containerd and cmd/nvidia-ctk-installer/container).
 	gpuv1.RuntimeContainerd: {
 		config: "/etc/containerd/config.toml", configEnv: []string{"RUNTIME_CONFIG", "CONTAINERD_CONFIG"},
+		dropIn: "/etc/containerd/conf.d/99-nvidia.toml", dropInEnv: []string{"RUNTIME_DROP_IN_CONFIG"},
 		socket: "/run/containerd/containerd.sock", socketEnv: []string{"RUNTIME_SOCKET", "CONTAINERD_SOCKET"},
 	},
 	// CRI-O: the toolkit's default hook mode writes an OCI hook that CRI-O
@@ -57,12 +69,23 @@ var runtimes = map[gpuv1.Runtime]runtimeHost{
 // them under the mounts.
 func moved(name string) bool {
 	for _, host := range runtimes {
-		if slices.Contains(host.configEnv, name) || slices.Contains(host.socketEnv, name) || slices.Contains(host.hooksEnv, name) {
+		if slices.Contains(host.configEnv, name) || slices.Contains(host.socketEnv, name) || slices.Contains(host.hooksEnv, name) ||
+			slices.Contains(host.dropInEnv, name) {
 			return true
 		}
 	}
-	return false
+	return name == envDropInHostPath || name == envConfigSource || name == envConfigSources
 }
+
+// The toolkit's variables that name host paths for the files it reads or
+// writes through the mounts: the drop-in's host path, which goes into the
+// config's imports, and the config sources, whose file= entries it reads
+// in the container.
+const (
+	envDropInHostPath = "RUNTIME_DROP_IN_CONFIG_HOST_PATH"
+	envConfigSource   = "RUNTIME_CONFIG_SOURCE"
+	envConfigSources  = "RUNTIME_CONFIG_SOURCES"
+)
 
 // runtimeSettings returns the env, mounts and volumes that let the toolkit
 // configure a node's container runtime, following the host paths the
@@ -87,6 +110,18 @@ func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string, user []gpuv1.En
 	}
 	config := firstSet(user, host.configEnv, host.config)
 	add("runtime-config", config, configDir, corev1.HostPathDirectoryOrCreate, host.configEnv...)
+	if host.dropIn != "" {
+		// The drop-in's host path is what the config imports: the
+		// toolkit would otherwise import the path it sees.
+		dropIn := firstSet(user, host.dropInEnv, host.dropIn)
+		add("runtime-drop-in", dropIn, dropInDir, corev1.HostPathDirectoryOrCreate, host.dropInEnv...)
+		env = append(env, corev1.EnvVar{Name: envDropInHostPath, Value: dropIn})
+	}
+	for _, name := range []string{envConfigSources, envConfigSource} {
+		if v := firstSet(user, []string{name}, ""); v != "" {
+			env = append(env, corev1.EnvVar{Name: name, Value: hostSources(v)})
+		}
+	}
 	if host.socket != "" {
 		// The socket's directory must exist: the runtime created it.
 		add("runtime-socket", firstSet(user, host.socketEnv, host.socket), socketDir, corev1.HostPathDirectory, host.socketEnv...)
@@ -113,4 +148,18 @@ func firstSet(user []gpuv1.EnvVar, names []string, def string) string {
 		}
 	}
 	return def
+}
+
+// hostSources rewrites the file= entries of a config source list (such as
+// "command,file=/etc/containerd/config.toml") to where the container sees
+// the host's files: the toolkit reads them in the container, under the
+// host's / at HostRoot.
+func hostSources(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if file, ok := strings.CutPrefix(strings.TrimSpace(p), "file="); ok && path.IsAbs(file) {
+			parts[i] = "file=" + path.Join(HostRoot, file)
+		}
+	}
+	return strings.Join(parts, ",")
 }

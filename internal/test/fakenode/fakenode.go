@@ -1,10 +1,12 @@
 package fakenode
 
 import (
+	"cmp"
 	"maps"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,6 +47,17 @@ const (
 	// stock paths (k3s, RKE2, microk8s).
 	AnnotationContainerdConfig = prefix + "containerd-config"
 	AnnotationContainerdSocket = prefix + "containerd-socket"
+	// AnnotationKubeletRoot is the kubelet's --root-dir, when not
+	// /var/lib/kubelet: the device plugin registers only through its
+	// device-plugins directory.
+	AnnotationKubeletRoot = prefix + "kubelet-root"
+	// AnnotationDriverDir is where the host's own driver keeps its files,
+	// when not under / (GKE's Container-Optimized OS:
+	// /home/kubernetes/bin/nvidia): operands find it only there.
+	AnnotationDriverDir = prefix + "driver-dir"
+	// AnnotationReadOnlyUsr marks a host whose /usr is read-only (GKE's
+	// Container-Optimized OS): the toolkit cannot install under it.
+	AnnotationReadOnlyUsr = prefix + "read-only-usr"
 	// AnnotationNFD is "external" where the cluster runs its own NFD for
 	// the node; otherwise only the operator's nfd-worker on the node
 	// publishes GFD's labels.
@@ -55,6 +68,9 @@ const (
 const (
 	stockConfig = "/etc/containerd/config.toml"
 	stockSocket = "/run/containerd/containerd.sock"
+	// stockDropIn is where containerd's config imports drop-ins from once
+	// the toolkit added the import: the toolkit writes its runtimes there.
+	stockDropIn = "/etc/containerd/conf.d/99-nvidia.toml"
 )
 
 // Profile is what a fake node is.
@@ -65,12 +81,17 @@ type Profile struct {
 	NeverConfigured bool
 	ExternalNFD     bool
 	Config, Socket  string
+	KubeletRoot     string
+	DriverDir       string
+	ReadOnlyUsr     bool
 }
 
 // ProfileOf reads a node's profile from its annotations.
 func ProfileOf(n *corev1.Node) Profile {
 	a := n.Annotations
-	p := Profile{GPUs: 8, HostDriver: a[AnnotationHostDriver], Config: stockConfig, Socket: stockSocket}
+	p := Profile{GPUs: 8, HostDriver: a[AnnotationHostDriver], Config: stockConfig, Socket: stockSocket,
+		KubeletRoot: cmp.Or(a[AnnotationKubeletRoot], "/var/lib/kubelet"), DriverDir: a[AnnotationDriverDir],
+		ReadOnlyUsr: a[AnnotationReadOnlyUsr] == "true"}
 	if g, err := strconv.Atoi(a[AnnotationGPUs]); err == nil && g >= 0 {
 		p.GPUs = g
 	}
@@ -122,10 +143,13 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	r.Labels = loseMIG(n, p, running(state.Driver)) || r.Labels
 	r.Labels = applyMIG(n, p, running(state.MIGManager), running(state.Driver), configs) || r.Labels
 	plugin := running(state.DevicePlugin)
+	if plugin != nil && !pluginWorks(p, plugin) {
+		plugin = nil
+	}
 	sharing := SharingOf(plugin, configs)
 	if sharing.Strategy == "mps" && running(state.MPSControlDaemon) == nil {
 		// The plugin checks the MPS daemon is up when it starts, and
-		// fails without it (k8s-device-plugin v0.17.2,
+		// fails without it (k8s-device-plugin v0.20.0,
 		// internal/plugin/mps.go: waitForDaemon).
 		plugin = nil
 	}
@@ -265,6 +289,32 @@ func handlers(n *corev1.Node, p Profile, toolkit *corev1.Pod) bool {
 	return true
 }
 
+// pluginWorks reports whether a ready device plugin pod registers with the
+// node's kubelet and loads NVML: its device-plugins directory is the
+// kubelet's, and a host's driver is mounted from where the host keeps it.
+func pluginWorks(p Profile, pod *corev1.Pod) bool {
+	if hostPathOf(pod, "device-plugins") != path.Join(p.KubeletRoot, "device-plugins") {
+		return false
+	}
+	switch {
+	case p.DriverDir != "":
+		return hostPathOf(pod, "driver-root") == p.DriverDir
+	case p.HostDriver != "":
+		return hostPathOf(pod, "driver-root") == "/"
+	}
+	return true
+}
+
+// hostPathOf is the host path of a pod's volume, "" for none.
+func hostPathOf(pod *corev1.Pod, volume string) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == volume && v.HostPath != nil {
+			return v.HostPath.Path
+		}
+	}
+	return ""
+}
+
 // configuredHandler is the handler a toolkit pod registers with the node's
 // containerd: its runtime name, if it writes the node's config file and
 // reaches the node's socket through its mounts; "" otherwise.
@@ -279,7 +329,20 @@ func configuredHandler(p Profile, pod *corev1.Pod) string {
 	if env["RUNTIME"] != "containerd" {
 		return ""
 	}
-	if !reaches(pod, env["RUNTIME_CONFIG"], p.Config) || !reaches(pod, env["RUNTIME_SOCKET"], p.Socket) {
+	// The toolkit (v1.20) writes its runtimes to the drop-in, which the
+	// config must import by its host path, and signals the runtime
+	// through its socket.
+	if !reaches(pod, env["RUNTIME_CONFIG"], p.Config) || !reaches(pod, env["RUNTIME_SOCKET"], p.Socket) ||
+		!reaches(pod, env["RUNTIME_DROP_IN_CONFIG"], stockDropIn) || env["RUNTIME_DROP_IN_CONFIG_HOST_PATH"] != stockDropIn {
+		return ""
+	}
+	// It installs the runtime where the host can keep and run it, and
+	// finds the driver where the host keeps it.
+	install := hostPathOf(pod, "toolkit-install-dir")
+	if p.ReadOnlyUsr && (install == "/usr" || strings.HasPrefix(install, "/usr/")) {
+		return ""
+	}
+	if p.DriverDir != "" && hostPathOf(pod, "driver-root") != p.DriverDir {
 		return ""
 	}
 	return env["NVIDIA_RUNTIME_NAME"]

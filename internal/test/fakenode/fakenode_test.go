@@ -1,6 +1,7 @@
 package fakenode
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -30,6 +31,13 @@ func pod(s state.Name, ready bool, spec corev1.PodSpec) *corev1.Pod {
 	}
 }
 
+// pluginSpec is a device plugin pod's spec as far as the node cares: its
+// kubelet directory.
+func pluginSpec() corev1.PodSpec {
+	return corev1.PodSpec{Volumes: []corev1.Volume{{Name: "device-plugins",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/kubelet/device-plugins"}}}}}
+}
+
 // toolkitPod is the toolkit pod the operator renders for a policy.
 func toolkitPod(t *testing.T, mutate func(*gpuv1.ClusterPolicy)) *corev1.Pod {
 	ps, err := fixture.Policies()
@@ -45,7 +53,7 @@ func toolkitPod(t *testing.T, mutate func(*gpuv1.ClusterPolicy)) *corev1.Pod {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == toolkit.DaemonSetName {
+		if ds, ok := o.(*appsv1.DaemonSet); ok && strings.TrimSuffix(ds.Name, "-host-driver") == toolkit.DaemonSetName {
 			return pod(state.ContainerToolkit, true, ds.Spec.Template.Spec)
 		}
 	}
@@ -60,19 +68,42 @@ func TestGPUsFollowTheDevicePlugin(t *testing.T) {
 	g.Expect(n.Status.Allocatable).NotTo(HaveKey(corev1.ResourceName("nvidia.com/gpu")), "a fresh node advertises no GPU")
 	g.Expect(Apply(n, nil, nil)).To(Equal(Result{}), "no change, no write")
 
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, false, corev1.PodSpec{})}, nil).Status).To(BeFalse(), "not while it is not ready")
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}, nil).Status).To(BeTrue())
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, false, pluginSpec())}, nil).Status).To(BeFalse(), "not while it is not ready")
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, pluginSpec())}, nil).Status).To(BeTrue())
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
-	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}, nil).Status).To(BeFalse(), "no change, no write")
+	g.Expect(Apply(n, []*corev1.Pod{pod(state.DevicePlugin, true, pluginSpec())}, nil).Status).To(BeFalse(), "no change, no write")
 
 	g.Expect(Apply(n, nil, nil).Status).To(BeTrue(), "gone with the plugin")
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeZero())
 }
 
+// A plugin registers only through the kubelet's own device-plugins
+// directory, and loads NVML only where the host keeps its driver.
+func TestPluginFindsTheKubeletAndTheDriver(t *testing.T) {
+	g := NewWithT(t)
+	moved := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationKubeletRoot: "/data/kubelet"}}}
+	gpus := func(n *corev1.Node) int64 { return n.Status.Allocatable.Name("nvidia.com/gpu", "").Value() }
+	Apply(moved, []*corev1.Pod{pod(state.DevicePlugin, true, pluginSpec())}, nil)
+	g.Expect(gpus(moved)).To(BeZero(), "not registered at the stock path")
+	spec := pluginSpec()
+	spec.Volumes[0].HostPath.Path = "/data/kubelet/device-plugins"
+	Apply(moved, []*corev1.Pod{pod(state.DevicePlugin, true, spec)}, nil)
+	g.Expect(gpus(moved)).To(BeEquivalentTo(8))
+
+	cos := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationDriverDir: "/home/kubernetes/bin/nvidia"}}}
+	Apply(cos, []*corev1.Pod{pod(state.DevicePlugin, true, pluginSpec())}, nil)
+	g.Expect(gpus(cos)).To(BeZero(), "no driver at /")
+	spec = pluginSpec()
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "driver-root",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/home/kubernetes/bin/nvidia"}}})
+	Apply(cos, []*corev1.Pod{pod(state.DevicePlugin, true, spec)}, nil)
+	g.Expect(gpus(cos)).To(BeEquivalentTo(8))
+}
+
 func TestUnhealthyGPUsLeaveAllocatable(t *testing.T) {
 	g := NewWithT(t)
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationUnhealthyGPUs: "3"}}}
-	plugin := []*corev1.Pod{pod(state.DevicePlugin, true, corev1.PodSpec{})}
+	plugin := []*corev1.Pod{pod(state.DevicePlugin, true, pluginSpec())}
 	g.Expect(Apply(n, plugin, nil).Status).To(BeTrue())
 	g.Expect(n.Status.Capacity.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(8))
 	g.Expect(n.Status.Allocatable.Name("nvidia.com/gpu", "").Value()).To(BeEquivalentTo(5))
@@ -147,6 +178,18 @@ func TestHandlerFollowsTheToolkitsMounts(t *testing.T) {
 	Apply(never, []*corev1.Pod{stock}, nil)
 	g.Expect(names(never)).To(Equal([]string{"", "runc"}))
 
+	cos := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationReadOnlyUsr: "true", AnnotationDriverDir: "/home/kubernetes/bin/nvidia"}}}
+	Apply(cos, []*corev1.Pod{stock}, nil)
+	g.Expect(names(cos)).To(Equal([]string{"", "runc"}), "/usr is read-only there, and the driver is elsewhere")
+	cosToolkit := toolkitPod(t, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.Driver.Enabled = new(bool)
+		cp.Spec.Toolkit.InstallDir = "/home/kubernetes/bin/nvidia"
+		cp.Spec.HostPaths.DriverInstallDir = "/home/kubernetes/bin/nvidia"
+	})
+	Apply(cos, []*corev1.Pod{cosToolkit}, nil)
+	g.Expect(names(cos)).To(ContainElement("nvidia"))
+
 	legacy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRuntime: "legacy"}}}
 	Apply(legacy, []*corev1.Pod{stock}, nil)
 	g.Expect(legacy.Status.RuntimeHandlers).To(BeEmpty(), "containerd 1.7 reports none")
@@ -168,7 +211,7 @@ func TestHostDriverAnswersTheCheck(t *testing.T) {
 // boot) they went bad under being replaced.
 func TestUnhealthyGPUsHealByTheirMode(t *testing.T) {
 	withUID := func(s state.Name, uid string) *corev1.Pod {
-		p := pod(s, true, corev1.PodSpec{})
+		p := pod(s, true, pluginSpec())
 		p.UID = types.UID(uid)
 		return p
 	}

@@ -26,8 +26,9 @@ func migManagerPod(uid string) *corev1.Pod {
 }
 
 func pluginPod(strategy string) *corev1.Pod {
-	return pod(state.DevicePlugin, true, corev1.PodSpec{Containers: []corev1.Container{{Name: "p",
-		Env: []corev1.EnvVar{{Name: "MIG_STRATEGY", Value: strategy}}}}})
+	spec := pluginSpec()
+	spec.Containers = []corev1.Container{{Name: "p", Env: []corev1.EnvVar{{Name: "MIG_STRATEGY", Value: strategy}}}}
+	return pod(state.DevicePlugin, true, spec)
 }
 
 func defaultFile(_, name, key string) (string, bool) {

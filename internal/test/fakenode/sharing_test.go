@@ -13,12 +13,12 @@ import (
 // configured is a ready pod of a state that reads key of ConfigMap
 // "plugin-configs", mounted at /config.
 func configured(s state.Name, key string) *corev1.Pod {
-	return pod(s, true, corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "CONFIG_FILE", Value: "/config/" + key}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}}}},
-		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "plugin-configs"}}}}},
-	})
+	spec := pluginSpec()
+	spec.Containers = []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "CONFIG_FILE", Value: "/config/" + key}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}}}}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "plugin-configs"}}}})
+	return pod(s, true, spec)
 }
 
 var configs ConfigLookup = func(_, name, key string) (string, bool) {
