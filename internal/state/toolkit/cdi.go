@@ -24,21 +24,28 @@ const CDIRefreshName = "cdi-spec-refresh"
 // cdiEnv turns CDI on in the toolkit, as NVIDIA's operator does from v25.10
 // (nvidia-container-toolkit v1.20.0,
 // cmd/nvidia-ctk-installer/toolkit/toolkit.go): it writes the management
-// spec when it starts and enables CDI in the runtime; the NVIDIA runtime
-// hands a management container asking for every GPU the management
-// spec's device instead of reading the visible-devices list itself; and
-// the runtime is not made the node's default, since every operand that
-// needs it names its RuntimeClass.
-func cdiEnv(spec *gpuv1.ClusterPolicySpec) []corev1.EnvVar {
+// spec when it starts and enables CDI in the runtime. On containerd the
+// NVIDIA runtime then hands a management container asking for every GPU
+// the management spec's device instead of reading the visible-devices
+// list itself, and is not made the node's default, since every operand
+// that needs it names its RuntimeClass. CRI-O keeps the OCI hook, which
+// works in the legacy mode alone (cmd/nvidia-container-runtime-hook:
+// assertModeIsLegacy fails every GPU container otherwise): its runtime
+// mode stays the toolkit's default, which resolves to legacy for the
+// operands; CRI-O itself injects the device plugin's CDI devices.
+func cdiEnv(spec *gpuv1.ClusterPolicySpec, runtime gpuv1.Runtime) []corev1.EnvVar {
 	if !spec.CDI.IsEnabled() {
 		return nil
 	}
-	return []corev1.EnvVar{
-		{Name: "CDI_ENABLED", Value: "true"},
-		{Name: "NVIDIA_RUNTIME_SET_AS_DEFAULT", Value: "false"},
-		{Name: "NVIDIA_CONTAINER_RUNTIME_MODE", Value: "cdi"},
-		{Name: "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", Value: ManagementKind},
+	env := []corev1.EnvVar{{Name: "CDI_ENABLED", Value: "true"}}
+	if !state.HasRuntimeHandler(runtime) {
+		return env
 	}
+	return append(env,
+		corev1.EnvVar{Name: "NVIDIA_RUNTIME_SET_AS_DEFAULT", Value: "false"},
+		corev1.EnvVar{Name: "NVIDIA_CONTAINER_RUNTIME_MODE", Value: "cdi"},
+		corev1.EnvVar{Name: "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", Value: ManagementKind},
+	)
 }
 
 // cdiRefreshScript writes the management spec again whenever the driver

@@ -105,7 +105,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
 	env = append(env, DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	env = append(env, isolationEnv(cp)...)
-	env = append(env, cdiEnv(&cp.Spec)...)
+	env = append(env, cdiEnv(&cp.Spec, v.Runtime)...)
 	env = append(env,
 		corev1.EnvVar{Name: "ROOT", Value: installDir},
 		corev1.EnvVar{Name: "HOST_ROOT_MOUNT", Value: HostRoot},
