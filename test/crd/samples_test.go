@@ -50,9 +50,11 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 			PriorityClassName: "system-node-critical",
 			UpdateStrategy:    "RollingUpdate",
 		},
+		CDI:       gpuv1.CDISpec{Enabled: ptr.To(true)},
+		HostPaths: gpuv1.HostPathsSpec{RootFS: "/", DriverInstallDir: "/run/nvidia/driver", KubeletRootDir: "/var/lib/kubelet"},
 		Driver: gpuv1.DriverSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "595.91.07",
+			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "595.91.07", KernelModuleType: "auto",
 			UpgradePolicy: gpuv1.DriverUpgradePolicySpec{
 				AutoUpgrade:         ptr.To(true),
 				MaxParallelUpgrades: ptr.To[int32](1),
@@ -68,7 +70,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		},
 		Toolkit: gpuv1.ToolkitSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.20.0",
+			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.20.0", InstallDir: "/usr/local/nvidia",
 		},
 		DevicePlugin: gpuv1.DevicePluginSpec{
 			ComponentSpec: enabled,
@@ -142,17 +144,20 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	g.Expect(got.Spec.Daemonsets.RollingUpdate.MaxUnavailable).To(Equal(ptr.To(intstr.FromString("1"))))
 	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
-		"spec.driver.useNvidiaDriverCRD", "spec.driver.usePrecompiled", "spec.driver.kernelModuleType",
+		"spec.driver.useNvidiaDriverCRD", "spec.driver.usePrecompiled",
 		"spec.driver.startupProbe", "spec.driver.rdma", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.driver.kernelModuleConfig",
-		"spec.toolkit.installDir",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
 		"spec.dcgmExporter.serviceMonitor.relabelings",
 		"spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
-		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi",
-		"spec.psp", "spec.psa", "spec.hostPaths",
+		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi.default",
+		"spec.psp", "spec.psa",
 	))
+	// What NVIDIA's ClusterPolicy says that we implement under its names.
+	g.Expect(got.Spec.CDI.IsEnabled()).To(BeFalse(), "its cdi.enabled: false")
+	g.Expect(got.Spec.Toolkit.InstallDir).To(Equal("/usr/local/nvidia"))
+	g.Expect(got.Spec.HostPaths.DriverInstallDir).To(Equal("/run/nvidia/driver"))
 
 	// Opaque sections are kept as written, not pruned.
 	raw := &unstructured.Unstructured{}

@@ -136,7 +136,14 @@ func TestRuntimeClassFollowsItsUsers(t *testing.T) {
 	// Applied and pruned for the change: the class is kept, not awaited.
 	f.Reconciled()
 	g.Expect(handler("nvidia")()).To(Equal("nvidia"), "the device plugin still needs it")
-	g.Expect(*f.PodOn(node, "device-plugin").Spec.RuntimeClassName).To(Equal("nvidia"))
+	// The plugin's pod rolls: without the operator's toolkit it names the
+	// hook's default path and waits for no management spec.
+	g.Eventually(func() *string {
+		if p := f.PodOn(node, "device-plugin"); p != nil {
+			return p.Spec.RuntimeClassName
+		}
+		return nil
+	}, controllertest.Timeout, controllertest.Interval).Should(HaveValue(Equal("nvidia")))
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) {
 		cp.Spec.Toolkit.Enabled = ptr.To(true)

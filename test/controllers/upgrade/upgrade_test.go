@@ -23,7 +23,7 @@ func TestDriverUpgradeRollsWithinBudget(t *testing.T) {
 	f := suite.Setup(t, 3)
 	f.ExpectAllReady(f.Nodes...)
 	for _, n := range f.Nodes {
-		f.ExpectLabel(n, gpuv1.LabelDriverVersion, "570.172.08")
+		f.ExpectLabel(n, gpuv1.LabelDriverVersion, "595.91.07")
 	}
 	log := f.RecordUpgrades()
 
@@ -177,15 +177,15 @@ func TestDriverPoolsAndOperatingSystems(t *testing.T) {
 
 	f.ExpectLabel(f.Nodes[0], gpuv1.LabelDriverPool, "default")
 	f.ExpectLabel(f.Nodes[1], gpuv1.LabelDriverPool, "a100")
-	f.ExpectLabel(f.Nodes[0], gpuv1.LabelDriverVersion, "570.172.08")
+	f.ExpectLabel(f.Nodes[0], gpuv1.LabelDriverVersion, "595.91.07")
 	f.ExpectLabel(f.Nodes[1], gpuv1.LabelDriverVersion, "550.54.15")
 	images := map[string]string{}
 	for _, ds := range f.DaemonSets("driver") {
 		images[ds.Name] = ds.Spec.Template.Spec.Containers[0].Image
 	}
 	g.Expect(images).To(Equal(map[string]string{
-		"nvidia-driver-daemonset-ubuntu22.04":      "nvcr.io/nvidia/driver:570.172.08-ubuntu22.04",
-		"nvidia-driver-daemonset-rhel9.4":          "nvcr.io/nvidia/driver:570.172.08-rhel9.4",
+		"nvidia-driver-daemonset-ubuntu22.04":      "nvcr.io/nvidia/driver:595.91.07-ubuntu22.04",
+		"nvidia-driver-daemonset-rhel9.4":          "nvcr.io/nvidia/driver:595.91.07-rhel9.4",
 		"nvidia-driver-daemonset-a100-ubuntu22.04": "nvcr.io/nvidia/driver:550.54.15-ubuntu22.04",
 	}))
 }
