@@ -141,6 +141,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			KubeletRootSpec(ctx, healthy)
 		})
 
+		It("switches between CDI and the older mode with GPU pods running, losing none", func(ctx SpecContext) {
+			CDISwitchSpec(ctx, healthy)
+		})
+
 		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
 			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
 		})

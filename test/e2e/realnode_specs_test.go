@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -314,4 +315,43 @@ func KubeletRootSpec(ctx context.Context, nodes []string) {
 
 	helmSet("hostPaths.kubeletRootDir=/var/lib/kubelet")
 	waitAllReady(ctx, nodes)
+}
+
+// CDISwitchSpec switches a running cluster from CDI to the older mode and
+// back while GPU pods run: the device plugin rolls to the other way of
+// handing out GPUs on every node, every node's stack comes back, and no
+// running GPU pod is deleted or restarted (docs/cdi.md says what a
+// container restarted across the switch gets).
+func CDISwitchSpec(ctx context.Context, nodes []string) {
+	const ns = "cdi-switch"
+	createGPUDeployment(ctx, ns, "inference", 4, nil)
+	running := func(g Gomega) map[string]string {
+		list := &corev1.PodList{}
+		g.Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		pods := map[string]string{}
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				pods[string(p.UID)] = p.Spec.NodeName
+			}
+		}
+		return pods
+	}
+	var before map[string]string
+	Eventually(func(g Gomega) {
+		before = running(g)
+		g.Expect(before).To(HaveLen(4))
+	}).WithTimeout(time.Minute).Should(Succeed())
+	for _, step := range []struct{ enabled, strategy string }{{"false", "volume-mounts"}, {"true", "cdi-annotations,cdi-cri"}} {
+		helmSet("cdi.enabled=" + step.enabled)
+		Eventually(func(g Gomega) {
+			for _, n := range nodes {
+				p := podOn(ctx, n, "device-plugin")
+				g.Expect(p).NotTo(BeNil(), "device plugin on %s", n)
+				g.Expect(envOf(p, "DEVICE_LIST_STRATEGY")).To(Equal(step.strategy), "device plugin on %s", n)
+			}
+		}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+		waitAllReady(ctx, nodes)
+		Expect(running(Default)).To(Equal(before), "cdi.enabled=%s: every GPU pod still runs", step.enabled)
+	}
+	Expect(k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 }

@@ -191,12 +191,14 @@ func UninstallSpec(ctx context.Context) {
 	// The hook returned once the policy was gone: nothing the operator,
 	// GFD (through NFD) or mig-manager published is left on any node, with
 	// no wait. A person's nvidia.com/mig.config stays, and so do the MIG
-	// devices.
+	// devices and a person's opt-out (a deploy label not "true": the
+	// operator writes only "true", and never a person's value).
 	nodes := &corev1.NodeList{}
 	Expect(k8s.List(ctx, nodes)).To(Succeed())
 	for _, n := range nodes.Items {
-		for k := range n.Labels {
-			if strings.HasPrefix(k, "nvidia.com/") {
+		for k, v := range n.Labels {
+			optOut := strings.HasPrefix(k, gpuv1.DeployLabelPrefix) && v != gpuv1.LabelTrue
+			if strings.HasPrefix(k, "nvidia.com/") && !optOut {
 				Expect(k).To(Equal(gpuv1.LabelMIGConfig), "node %s kept %s", n.Name, k)
 			}
 		}
