@@ -1,6 +1,8 @@
 package render
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 )
@@ -24,4 +26,16 @@ func ConfigMapVolume(name, configMap string) corev1.Volume {
 // after the pod started, or the host's / itself.
 func ReadOnlyHostMount(name, at string) corev1.VolumeMount {
 	return corev1.VolumeMount{Name: name, MountPath: at, ReadOnly: true, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)}
+}
+
+// AddVolumes adds volumes a pod does not have by name yet: steps that
+// share a host directory (an init container's and the main container's)
+// share its volume.
+func AddVolumes(have []corev1.Volume, add ...corev1.Volume) []corev1.Volume {
+	for _, v := range add {
+		if !slices.ContainsFunc(have, func(h corev1.Volume) bool { return h.Name == v.Name }) {
+			have = append(have, v)
+		}
+	}
+	return have
 }

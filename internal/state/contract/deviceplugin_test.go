@@ -2,6 +2,7 @@ package contract
 
 import (
 	"cmp"
+	"fmt"
 	"path"
 	"testing"
 
@@ -70,18 +71,20 @@ var devicePluginContract = []requirement{
 	{source: pluginMain + " (--device-list-strategy cdi-annotations, cdi-cri); " + pluginServer + " (Allocate: CDI device names in annotations and in the CRI response); " + operatorCDI,
 		need:  "with CDI, hands out GPUs by CDI name, in the annotations containerd and CRI-O read",
 		check: all(env(dp, "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri"), env(dp, "CDI_ANNOTATION_PREFIX", "cdi.k8s.io/")),
-		where: cdiOn},
+		where: byCDI},
 	{source: pluginManager + " (writes k8s.device-plugin.nvidia.com-gpu.json when it starts); " + pluginCDI + " (to /var/run/cdi, naming --nvidia-cdi-hook-path, a host path)",
 		need: "with CDI, writes its spec to the host's CDI directory, naming the hook the toolkit installed",
 		check: all(hostMount(dp, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
 			envBy(dp, "NVIDIA_CDI_HOOK_PATH", func(p *podCase) string { return toolkit.CDIHook(p.spec.ToolkitInstallDir()) })),
 		where: cdiOn},
-	{source: toolkitInstall + " (the management spec, which the runtime hands the plugin for every GPU, is written when the toolkit starts; the toolkit stays through a driver upgrade)",
-		need: "with CDI, starts only once the management spec names the driver that runs",
-		check: all(scriptHas(deviceplugin.WaitForCDISpecName, `grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"`),
-			env(deviceplugin.WaitForCDISpecName, "SPEC", toolkit.ManagementSpec),
-			env(deviceplugin.WaitForCDISpecName, "DRIVER_VERSION_FILE", toolkit.DriverVersionFile),
-			hostMount(deviceplugin.WaitForCDISpecName, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir, readOnly: true})),
+	{source: toolkitInstall + " (the management spec, which the runtime hands the plugin for every GPU, is written once the driver is loaded; the toolkit stays through a driver upgrade)",
+		need:  "with CDI, starts only once the management spec names the driver that runs",
+		check: waitsForManagementSpec,
+		where: cdiOn},
+	{source: pluginMain + " (NVIDIA_DEV_ROOT, default the driver root; the dev root in the container is the driver root's /dev, or / without one); " +
+		"NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/driver.go (getDriverInfo: dev root / beside a host's driver)",
+		need:  "with CDI, names the device nodes by their host path in its spec: the driver container's, or the host's /dev",
+		check: envBy(dp, "NVIDIA_DEV_ROOT", func(p *podCase) string { return toolkit.DevRootPath(p.spec, p.variant.DriverRoot) }),
 		where: cdiOn},
 	{source: pluginMain + " (--device-list-strategy, default envvar)", need: "without CDI, passes GPU lists as volume mounts, which only an allocation creates",
 		check: env(dp, "DEVICE_LIST_STRATEGY", "volume-mounts"), where: cdiOff},
@@ -89,11 +92,14 @@ var devicePluginContract = []requirement{
 		need: "links /dev/char to every node the driver can have, at the node's driver root on the host, before it starts, with the toolkit's installed nvidia-ctk",
 		check: all(
 			scriptHas(deviceplugin.DevCharContainerName, `"$ctk" system create-dev-char-symlinks --create-all`),
-			scriptHas(deviceplugin.DevCharContainerName, `ctk=$(command -v nvidia-ctk || echo "$TOOLKIT_DIR/nvidia-ctk")`),
+			scriptHas(deviceplugin.DevCharContainerName, `for c in "$TOOLKIT_DIR/nvidia-ctk" /artifacts/deb/usr/bin/nvidia-ctk /artifacts/rpm/usr/bin/nvidia-ctk; do`),
 			envBy(deviceplugin.DevCharContainerName, "TOOLKIT_DIR", func(p *podCase) string { return path.Join(p.spec.ToolkitInstallDir(), "toolkit") }),
-			hostMountBy(deviceplugin.DevCharContainerName, func(p *podCase) mount {
-				return mount{host: p.spec.ToolkitInstallDir(), at: p.spec.ToolkitInstallDir(), readOnly: true}
-			}),
+			func(p *podCase) error {
+				if !p.spec.Toolkit.IsEnabled() {
+					return hostMountless(p, p.spec.ToolkitInstallDir())
+				}
+				return hostMount(deviceplugin.DevCharContainerName, mount{host: p.spec.ToolkitInstallDir(), at: p.spec.ToolkitInstallDir(), readOnly: true})(p)
+			},
 			scriptHas(deviceplugin.DevCharContainerName, `ln -sfn "$DEV_ROOT$(readlink "$link")"`),
 			envBy(deviceplugin.DevCharContainerName, "DEV_ROOT", devRoot),
 			hostMount(deviceplugin.DevCharContainerName, mount{host: "/dev/char", at: "/host-dev-char"}))},
@@ -102,8 +108,9 @@ var devicePluginContract = []requirement{
 		check: all(
 			scriptHas(deviceplugin.DevCharContainerName, `"$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT"`),
 			func(p *podCase) error {
-				if p.variant.DriverRoot != gpuv1.DriverRootHost {
-					// A driver container loads its own modules.
+				if toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) != toolkit.HostRoot {
+					// A driver container, or an installer of its own,
+					// loads the modules.
 					return noEnv(deviceplugin.DevCharContainerName, "HOST_ROOT")(p)
 				}
 				return all(env(deviceplugin.DevCharContainerName, "HOST_ROOT", "/host"),
@@ -154,4 +161,26 @@ func nodeConfig(ctr string) func(p *podCase) error {
 		}
 		return all(env(ctr, "CONFIG_FILE", "/config/"+cmp.Or(p.variant.DevicePluginConfig, cfg.Default)), configMapAt(ctr, cfg.Name, "/config"))(p)
 	}
+}
+
+// waitsForManagementSpec checks the init container that holds an operand
+// until the management spec names the driver that runs, where the
+// operator's toolkit writes it.
+func waitsForManagementSpec(p *podCase) error {
+	if !p.spec.Toolkit.IsEnabled() {
+		for _, c := range p.pod.InitContainers {
+			if c.Name == toolkit.WaitForSpecName {
+				return fmt.Errorf("waits for a management spec that no operator's toolkit writes")
+			}
+		}
+		return nil
+	}
+	w := toolkit.WaitForSpecName
+	return all(scriptHas(w, `grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"`),
+		scriptHas(w, `[ -e "$ROOT/toolkit/nvidia-cdi-hook" ] || exit 0`),
+		env(w, "SPEC", toolkit.ManagementSpec),
+		env(w, "DRIVER_VERSION_FILE", toolkit.DriverVersionFile),
+		envBy(w, "ROOT", installDir),
+		hostMount(w, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir, readOnly: true}),
+		hostMountBy(w, func(p *podCase) mount { return mount{host: installDir(p), at: installDir(p), readOnly: true} }))(p)
 }

@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,8 +52,13 @@ var driverContract = []requirement{
 		check: all(noHostPath("/dev/log"), noHostPath("/etc/os-release"))},
 	{source: driverScript + " (KERNEL_MODULE_TYPE: auto asks nvidia-installer --print-recommended-kernel-module-type; open; proprietary); " +
 		operatorCtl + " (driver.kernelModuleType becomes KERNEL_MODULE_TYPE)",
-		need:  "installs the kernel modules driver.kernelModuleType names",
-		check: envBy(driver.ContainerName, "KERNEL_MODULE_TYPE", func(p *podCase) string { return cmp.Or(p.spec.Driver.KernelModuleType, "auto") })},
+		need: "installs the kernel modules driver.kernelModuleType names; auto, the image's default, is left unset so that no driver's template changes",
+		check: func(p *podCase) error {
+			if t := p.spec.Driver.KernelModuleType; t != "" && t != "auto" {
+				return env(driver.ContainerName, "KERNEL_MODULE_TYPE", t)(p)
+			}
+			return noEnv(driver.ContainerName, "KERNEL_MODULE_TYPE")(p)
+		}},
 	{source: driverScript + " (installs nvidia-smi; the script at d10b41a never creates /run/nvidia/validations)",
 		need:  "is ready once nvidia-smi answers, without touching a directory nothing creates",
 		check: probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))},

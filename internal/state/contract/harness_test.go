@@ -80,6 +80,15 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	cos.Spec.Toolkit.InstallDir = "/home/kubernetes/bin/nvidia"
 	cos.Spec.HostPaths.KubeletRootDir = "/var/lib/kubelet-custom"
 	ps["gke-cos"] = cos
+	// CDI on, and the device plugin set to pass GPU lists through the
+	// variable, as NVIDIA's values before v25.10 did.
+	envvar := ps["default"].DeepCopy()
+	envvar.Spec.DevicePlugin.Env = []gpuv1.EnvVar{{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"}}
+	ps["cdi-envvar"] = envvar
+	// Open kernel modules chosen.
+	open := ps["default"].DeepCopy()
+	open.Spec.Driver.KernelModuleType = "open"
+	ps["open-modules"] = open
 	return ps
 }
 

@@ -50,6 +50,8 @@ var mpsContract = []requirement{
 		check: probe(mpsCtr, "readiness", execProbe("sh", "-c", "test -f /mps/.ready"))},
 	{source: mpsOperator, need: "starts MPS's daemons in the host's PID namespace", check: hostPID(true)},
 	{source: operatorPlugin, need: "gets the driver's binaries from the runtime: the RuntimeClass where it has the NVIDIA handler", check: runtimeClass},
+	{source: mpsChart + " (NVIDIA_VISIBLE_DEVICES=all: under CDI the runtime hands it the management spec's files); " + toolkitInstall,
+		need: "with CDI, starts only once the management spec names the driver that runs", check: waitsForManagementSpec, where: cdiOn},
 }
 
 func TestMPSControlDaemonContract(t *testing.T) { checkAll(t, state.MPSControlDaemon, mpsContract) }

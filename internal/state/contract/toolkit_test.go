@@ -1,7 +1,9 @@
 package contract
 
 import (
+	"fmt"
 	"path"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,11 @@ func cdiOn(spec *gpuv1.ClusterPolicySpec) bool  { return spec.CDI.IsEnabled() }
 func cdiOff(spec *gpuv1.ClusterPolicySpec) bool { return !spec.CDI.IsEnabled() }
 
 func installDir(p *podCase) string { return p.spec.ToolkitInstallDir() }
+
+// byCDI: the device plugin hands out GPUs by CDI name.
+func byCDI(spec *gpuv1.ClusterPolicySpec) bool {
+	return toolkit.HandsOutByCDI(&gpuv1.ClusterPolicy{Spec: *spec})
+}
 
 var toolkitContract = []requirement{
 	{source: toolkitMain + " (--runtime, env RUNTIME, defaults to docker)", need: "is told the node's runtime",
@@ -93,40 +100,61 @@ var toolkitContract = []requirement{
 		check: commandPrefix(tk, `sh -c sleep 5 && exec nvidia-toolkit "$@" nvidia-toolkit`)},
 	{source: toolkitMain + " (writes host files, signals or restarts the runtime)", need: "privileged",
 		check: privileged(tk, true)},
-	{source: toolkitInstall + " (CDI_ENABLED writes " + toolkit.ManagementSpec + " when it starts; the runtime's enable_cdi follows); " + toolkitCDIOp,
-		need:  "with CDI, writes the management spec to the host's CDI directory and turns CDI on in the runtime",
-		check: all(env(tk, "CDI_ENABLED", "true"), hostMount(tk, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir})),
-		where: cdiOn},
-	{source: toolkitInstall + " (NVIDIA_CONTAINER_RUNTIME_MODE and ..._MODES_CDI_DEFAULT_KIND into the runtime's config.toml); " + toolkitCDIOp,
-		need: "with CDI on containerd, the runtime hands a management container asking for every GPU the management spec's device, and is not the node's default runtime",
-		check: all(env(tk, "NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"), env(tk, "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", toolkit.ManagementKind),
-			env(tk, "NVIDIA_RUNTIME_SET_AS_DEFAULT", "false")),
-		only: onRuntime(gpuv1.RuntimeContainerd), where: cdiOn},
-	{source: tkv + "cmd/nvidia-container-runtime-hook/hook_config.go (assertModeIsLegacy: the OCI hook fails a GPU container in any other mode)",
-		need:  "with CDI on CRI-O, whose GPU operands get their GPUs from the OCI hook, the runtime mode stays legacy for them",
-		check: noEnv(tk, "NVIDIA_CONTAINER_RUNTIME_MODE"),
-		only:  onRuntime(gpuv1.RuntimeCRIO), where: cdiOn},
-	{source: toolkitInstall + " (CDI_ENABLED defaults to false)", need: "without CDI, writes no CDI spec",
-		check: noEnv(tk, "CDI_ENABLED"), where: cdiOff},
-	{source: toolkitInstall + " (the management spec is written only when the toolkit starts); " + toolkitCDIGen + " (--mode=management, --driver-root, --dev-root, --nvidia-cdi-hook-path, --vendor, --class); " +
-		toolkitCDIRoot + " (--from, --to, --input=-, --output)",
-		need: "with CDI, writes the management spec again for a driver loaded after it started, from the driver root it sees to the host's, naming the installed hook",
-		check: all(scriptHas(toolkit.CDIRefreshName, `--mode=management --vendor=management.nvidia.com --class=gpu`),
-			scriptHas(toolkit.CDIRefreshName, `--nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook"`),
-			scriptHas(toolkit.CDIRefreshName, `cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- --output="$SPEC"`),
-			envBy(toolkit.CDIRefreshName, "ROOT", installDir),
-			env(toolkit.CDIRefreshName, "SPEC", toolkit.ManagementSpec),
-			envBy(toolkit.CDIRefreshName, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
-			envBy(toolkit.CDIRefreshName, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) }),
-			hostMountBy(toolkit.CDIRefreshName, func(p *podCase) mount {
+	{source: toolkitRuntime + " (--enable-cdi-in-runtime, env RUNTIME_ENABLE_CDI); " + toolkitInstall +
+		" (NVIDIA_CONTAINER_RUNTIME_MODE and ..._MODES_CDI_DEFAULT_KIND into the runtime's config.toml); " + toolkitCDIOp,
+		need: "with CDI on containerd, turns CDI on in containerd, and the NVIDIA runtime hands a management container asking for every GPU the management spec's device, and is not the node's default runtime",
+		check: all(env(tk, "RUNTIME_ENABLE_CDI", "true"), env(tk, "NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
+			env(tk, "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", toolkit.ManagementKind), env(tk, "NVIDIA_RUNTIME_SET_AS_DEFAULT", "false")),
+		only: onRuntime(gpuv1.RuntimeContainerd), where: byCDI},
+	{source: toolkitInstall + " (CDI_ENABLED: the spec and the control device nodes once, when the installer starts, and it exits when either fails: " +
+		"no driver loaded, a read-only dev root)",
+		need:  "never makes its start depend on the driver: the spec is written by its own container, for every driver that runs",
+		check: all(noEnv(tk, "CDI_ENABLED"), noEnv(tk, "CREATE_DEVICE_NODES"))},
+	{source: toolkitCDIGen + " (--mode=management, --driver-root, --dev-root, --nvidia-cdi-hook-path, --vendor, --class; stdout without --output); " +
+		toolkitCDIRoot + " (--from, --to, --input=-, --output); NVIDIA/mig-parted@v0.15.0:pkg/mig/reconfigure/reconfigure.go (createCDISpec: the same pipeline)",
+		need: "with CDI, writes the management spec for the driver that runs, from the roots it sees to the host's, naming the installed hook, and is ready only once it names that driver",
+		check: all(scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi generate --mode=management --vendor=management.nvidia.com --class=gpu --format=yaml \`),
+			scriptHas(toolkit.CDISpecWriterName, `--driver-root="$DRIVER_ROOT_CTR_PATH" --dev-root="$DEV_ROOT_CTR_PATH" --nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook" |`),
+			scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- |`),
+			scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi transform root --from="$DEV_ROOT_CTR_PATH" --to="$NVIDIA_DEV_ROOT" --input=- --output="$SPEC" ||`),
+			envBy(toolkit.CDISpecWriterName, "ROOT", installDir),
+			env(toolkit.CDISpecWriterName, "SPEC", toolkit.ManagementSpec),
+			envBy(toolkit.CDISpecWriterName, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
+			envBy(toolkit.CDISpecWriterName, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) }),
+			envBy(toolkit.CDISpecWriterName, "NVIDIA_DEV_ROOT", func(p *podCase) string { return toolkit.DevRootPath(p.spec, p.variant.DriverRoot) }),
+			envBy(toolkit.CDISpecWriterName, "DEV_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DevRootInContainer(p.variant.DriverRoot) }),
+			hostMountBy(toolkit.CDISpecWriterName, func(p *podCase) mount {
 				return mount{host: installDir(p), at: installDir(p), readOnly: true}
 			}),
-			hostMount(toolkit.CDIRefreshName, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
-			probe(toolkit.CDIRefreshName, "readiness", execProbeHas(`grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"`))),
+			hostMount(toolkit.CDISpecWriterName, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
+			probe(toolkit.CDISpecWriterName, "readiness", execProbeHas(`[ -z "$v" ] || ! hasLibraries "$v" || grep -qs "\.so\.$v\$" "$SPEC"`))),
 		where: cdiOn},
+	{source: devNodesCmd + "; NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/driver.go (getDriverInfo: dev root / beside a host's driver)",
+		need: "with CDI beside a host's driver, loads its modules through the host's modprobe and makes the control nodes the spec names in the host's /dev first",
+		check: func(p *podCase) error {
+			w := toolkit.CDISpecWriterName
+			if p.variant.DriverRoot != gpuv1.DriverRootHost {
+				return noEnv(w, "HOST_DRIVER_ROOT")(p)
+			}
+			return all(env(w, "HOST_DRIVER_ROOT", "/host"),
+				scriptHas(w, `"$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_DRIVER_ROOT" --dev-root="$DEV_ROOT_CTR_PATH" ||`),
+				hostMountBy(w, func(p *podCase) mount {
+					return mount{host: p.spec.HostRoot(), at: "/host", propagation: corev1.MountPropagationHostToContainer}
+				}))(p)
+		},
+		where: cdiOn},
+	{source: toolkitInstall + " (the runtime's config names the management kind only with CDI)", need: "without CDI, writes no CDI spec and leaves the runtime's mode alone",
+		check: all(noEnv(tk, "RUNTIME_ENABLE_CDI"), noEnv(tk, "NVIDIA_CONTAINER_RUNTIME_MODE"), noContainer(toolkit.CDISpecWriterName)), where: cdiOff},
+	{source: tkv + "internal/config/image/cuda_image.go (VisibleDevices: the device list mounts and variable, read by the NVIDIA runtime only); " + pluginMain,
+		need:  "with CDI on and a device plugin the user set to pass GPU lists another way, leaves the NVIDIA runtime the node's default, reading them",
+		check: all(noEnv(tk, "NVIDIA_CONTAINER_RUNTIME_MODE"), noEnv(tk, "NVIDIA_RUNTIME_SET_AS_DEFAULT")),
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.CDI.IsEnabled() && !byCDI(spec) }},
 	{source: toolkitCUDAImage + " (VisibleDevices: CDI annotations, then the device list mounts, and NVIDIA_VISIBLE_DEVICES only when privileged or accepted)",
-		need:  "keeps a pod from naming GPUs it did not request in either mode",
-		check: env(tk, "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "false")},
+		need:  "keeps a pod from naming GPUs it did not request in either mode, unless the user set the device plugin to pass the variable",
+		check: env(tk, "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "false"),
+		where: func(spec *gpuv1.ClusterPolicySpec) bool {
+			return !strings.Contains(toolkit.DeviceListStrategy(&gpuv1.ClusterPolicy{Spec: *spec}), "envvar")
+		}},
 }
 
 func TestToolkitContract(t *testing.T) { checkAll(t, state.ContainerToolkit, toolkitContract) }
@@ -135,4 +163,14 @@ func TestToolkitContract(t *testing.T) { checkAll(t, state.ContainerToolkit, too
 // mount of its directory.
 func runtimeFile(name, hostDir, inside string) func(*podCase) error {
 	return all(env(tk, name, inside), hostMount(tk, mount{host: hostDir, at: path.Dir(inside)}))
+}
+
+// noContainer checks a pod has no container of a name.
+func noContainer(name string) func(*podCase) error {
+	return func(p *podCase) error {
+		if _, err := container(p, name); err == nil {
+			return fmt.Errorf("the pod has a %s container", name)
+		}
+		return nil
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
 
 // DevCharContainerName is the init container that links /dev/char to the
@@ -32,7 +33,10 @@ const DevCharContainerName = "create-dev-char-symlinks"
 // the control nodes made in the host's /dev first ($HOST_ROOT is the host's
 // / then). Loading a loaded module does nothing.
 const devCharScript = `staging=$(mktemp -d)
-ctk=$(command -v nvidia-ctk || echo "$TOOLKIT_DIR/nvidia-ctk")
+ctk=$(command -v nvidia-ctk)
+for c in "$TOOLKIT_DIR/nvidia-ctk" /artifacts/deb/usr/bin/nvidia-ctk /artifacts/rpm/usr/bin/nvidia-ctk; do
+  [ -n "$ctk" ] || ! [ -x "$c" ] || ctk=$c
+done
 if [ -n "$HOST_ROOT" ]; then
   "$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_ROOT" --dev-root="$HOST_ROOT" ||
     echo "could not load the host's NVIDIA modules or create their control device nodes"
@@ -53,9 +57,10 @@ const hostRootMount = "/host"
 
 // devCharLinks is the init container that makes the links, and the
 // volumes it needs. It runs the toolkit image, for its shell, and the
-// nvidia-ctk the toolkit installed on the host (the image keeps its own
-// only unpacked under /artifacts from v1.18 on, nvidia-container-toolkit
-// v1.20.0 deployments/container/Dockerfile), privileged as the plugin is: under SELinux a confined container may not
+// nvidia-ctk the toolkit installed on the host, or else the image's own,
+// which it keeps only unpacked under /artifacts from v1.18 on
+// (nvidia-container-toolkit v1.20.0 deployments/container/Dockerfile),
+// privileged as the plugin is: under SELinux a confined container may not
 // write the host's /dev/char, and loading modules and making device nodes
 // take privileges too.
 func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) (corev1.Container, []corev1.Volume) {
@@ -72,21 +77,24 @@ func devCharLinks(cp *gpuv1.ClusterPolicy, root gpuv1.DriverRoot) (corev1.Contai
 		Command:         []string{"sh", "-c", devCharScript},
 		Env:             []corev1.EnvVar{{Name: "DEV_ROOT", Value: devRoot}, {Name: "TOOLKIT_DIR", Value: path.Join(installDir, "toolkit")}},
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: "host-dev-char", MountPath: "/host-dev-char"},
-			{Name: "toolkit-install-dir", MountPath: installDir, ReadOnly: true},
-		},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "host-dev-char", MountPath: "/host-dev-char"}},
 	}
-	if root == gpuv1.DriverRootHost {
+	volumes := []corev1.Volume{render.HostPathVolume("host-dev-char", path.Join(cp.Spec.HostRoot(), "dev/char"), corev1.HostPathDirectoryOrCreate)}
+	if tk.IsEnabled() {
+		// The toolkit, which runs first on the node, installed it. Not
+		// without it: the directory may not exist, or be read-only.
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "toolkit-install-dir", MountPath: installDir, ReadOnly: true})
+		volumes = append(volumes, render.HostPathVolume("toolkit-install-dir", installDir, corev1.HostPathDirectoryOrCreate))
+	}
+	if toolkit.DriverRootInContainer(&cp.Spec, root) == toolkit.HostRoot {
 		// The plugin's driver root volume is the host's / here. Writable
 		// in this container: the control nodes are made in the host's
-		// /dev, which the host's / carries as a submount.
+		// /dev, which the host's / carries as a submount. A driver
+		// installed elsewhere (hostPaths.driverInstallDir, GKE's) is
+		// loaded by its installer.
 		c.Env = append(c.Env, corev1.EnvVar{Name: "HOST_ROOT", Value: hostRootMount})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: driverRootVolume, MountPath: hostRootMount,
 			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
 	}
-	return c, []corev1.Volume{
-		render.HostPathVolume("host-dev-char", path.Join(cp.Spec.HostRoot(), "dev/char"), corev1.HostPathDirectoryOrCreate),
-		render.HostPathVolume("toolkit-install-dir", installDir, corev1.HostPathDirectoryOrCreate),
-	}
+	return c, volumes
 }

@@ -97,16 +97,19 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		render.HostPathVolume("device-plugins", path.Join(cp.Spec.KubeletRoot(), "device-plugins"), corev1.HostPathDirectory),
 		render.HostPathVolume(driverRootVolume, toolkit.DriverRootSource(&cp.Spec, v.DriverRoot), driverRootType(root)),
 	}
-	inits := []corev1.Container{}
 	if cp.Spec.CDI.IsEnabled() {
-		cdiEnv, cdiMounts, cdiVolumes := cdiSettings(cp)
+		cdiEnv, cdiMounts, cdiVolumes := cdiSettings(cp, v)
 		env, mounts, volumes = append(env, cdiEnv...), append(mounts, cdiMounts...), append(volumes, cdiVolumes...)
-		if cp.Spec.Toolkit.IsEnabled() {
-			inits = append(inits, waitForCDISpec(cp))
-		}
 	}
 	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp, v)
 	devChar, devCharVolumes := devCharLinks(cp, v.DriverRoot)
+	// The links first: beside a host's driver they load its modules.
+	inits := []corev1.Container{devChar}
+	volumes = render.AddVolumes(volumes, devCharVolumes...)
+	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec); wait != nil {
+		inits = append(inits, *wait)
+		volumes = render.AddVolumes(volumes, waitVolumes...)
+	}
 	var secrets []corev1.LocalObjectReference
 	for _, s := range cp.Spec.Toolkit.ImagePullSecrets {
 		// The /dev/char step runs the toolkit's image.
@@ -117,7 +120,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
-		InitContainers:               append(inits, devChar),
+		InitContainers:               inits,
 		Containers: []corev1.Container{{
 			Name:            ContainerName,
 			Command:         []string{"nvidia-device-plugin"},
@@ -125,7 +128,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 			VolumeMounts:    append(mounts, cfgMounts...),
 		}},
-		Volumes: append(append(volumes, cfgVolumes...), devCharVolumes...),
+		Volumes: append(volumes, cfgVolumes...),
 	}
 }
 

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -89,13 +88,10 @@ exec nvidia-driver "$@"`
 func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
 	main := corev1.Container{
-		Name:    ContainerName,
-		Command: []string{"nvidia-driver"},
-		Args:    []string{"init"},
-		// auto asks the installer which modules the node's GPUs take
-		// (gpu-driver-container ubuntu22.04/nvidia-driver at 595.91.07:
-		// KERNEL_MODULE_TYPE, auto, open or proprietary).
-		Env:             []corev1.EnvVar{{Name: "KERNEL_MODULE_TYPE", Value: cmp.Or(cp.Spec.Driver.KernelModuleType, "auto")}},
+		Name:            ContainerName,
+		Command:         []string{"nvidia-driver"},
+		Args:            []string{"init"},
+		Env:             kernelModuleEnv(cp.Spec.Driver.KernelModuleType),
 		SecurityContext: privileged,
 		// The driver is ready once nvidia-smi answers. Building or loading
 		// it takes minutes: allow 21.
@@ -165,6 +161,20 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 		Containers: []corev1.Container{main},
 		Volumes:    volumes,
 	}
+}
+
+// kernelModuleEnv chooses the driver's kernel modules: the image asks the
+// installer which modules the node's GPUs take unless told
+// (gpu-driver-container ubuntu22.04/nvidia-driver at 595.91.07:
+// KERNEL_MODULE_TYPE, auto by default, open or proprietary). auto sets
+// nothing: the variable in every driver pod's template would change the
+// template of every pool, pinned ones too, and an operator upgrade would
+// then replace every driver of the fleet for nothing.
+func kernelModuleEnv(t string) []corev1.EnvVar {
+	if t == "" || t == "auto" {
+		return nil
+	}
+	return []corev1.EnvVar{{Name: "KERNEL_MODULE_TYPE", Value: t}}
 }
 
 // oneDriverPerNode keeps a second driver pod off a node while one is there,

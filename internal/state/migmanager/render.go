@@ -181,18 +181,25 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		// the new MIG devices, as the toolkit writes it (mig-parted
 		// v0.15.0, pkg/mig/reconfigure/reconfigure.go: createCDISpec,
 		// runNvidiaSMI; NVIDIA's operator sets the same, gpu-operator
-		// v26.7.0 controllers/object_controls.go). Its devices are in the
-		// driver root here, as the toolkit's spec has them.
+		// v26.7.0 controllers/object_controls.go), with the device nodes
+		// where the toolkit's spec has them.
 		env = append(env,
 			corev1.EnvVar{Name: "CDI_ENABLED", Value: "true"},
 			corev1.EnvVar{Name: "NVIDIA_CDI_HOOK_PATH", Value: toolkit.CDIHook(cp.Spec.ToolkitInstallDir())},
-			corev1.EnvVar{Name: "NVIDIA_DEV_ROOT", Value: root},
-			corev1.EnvVar{Name: "DEV_ROOT_CTR_PATH", Value: rootCtr},
 		)
+		env = append(env, toolkit.DevRootEnv(&cp.Spec, v.DriverRoot)...)
 		mounts = append(mounts, corev1.VolumeMount{Name: "cdi-root", MountPath: toolkit.CDISpecDir})
 		volumes = append(volumes, render.HostPathVolume("cdi-root", toolkit.CDISpecDir, corev1.HostPathDirectoryOrCreate))
 	}
+	// Under CDI the runtime hands it the management spec's files: after a
+	// driver upgrade, only once the spec names the new driver.
+	var inits []corev1.Container
+	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec); wait != nil {
+		inits = append(inits, *wait)
+		volumes = render.AddVolumes(volumes, waitVolumes...)
+	}
 	return corev1.PodSpec{
+		InitContainers:     inits,
 		ServiceAccountName: ServiceAccountName,
 		// mig-parted loads libnvidia-ml.so.1 by name: the image asks the
 		// NVIDIA runtime for every GPU with the utility capability, so the

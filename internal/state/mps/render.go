@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
 
 // Names users know from the NVIDIA GPU Operator.
@@ -73,18 +74,25 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		{Name: "NVIDIA_DRIVER_CAPABILITIES", Value: "compute,utility"},
 	}
 	_, mounts, volumes := deviceplugin.MPSSettings(cp)
+	inits := []corev1.Container{{
+		Name:            MountsName,
+		Command:         []string{"mps-control-daemon", "mount-shm"},
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		VolumeMounts: []corev1.VolumeMount{{Name: "mps-root", MountPath: deviceplugin.MPSContainerRoot,
+			MountPropagation: ptr.To(corev1.MountPropagationBidirectional)}},
+	}}
+	// Under CDI the runtime hands it the management spec's files: after a
+	// driver upgrade, only once the spec names the new driver.
+	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec); wait != nil {
+		inits = append([]corev1.Container{*wait}, inits...)
+		volumes = render.AddVolumes(volumes, waitVolumes...)
+	}
 	return corev1.PodSpec{
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		HostPID:                      true,
 		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
-		InitContainers: []corev1.Container{{
-			Name:            MountsName,
-			Command:         []string{"mps-control-daemon", "mount-shm"},
-			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-			VolumeMounts: []corev1.VolumeMount{{Name: "mps-root", MountPath: deviceplugin.MPSContainerRoot,
-				MountPropagation: ptr.To(corev1.MountPropagationBidirectional)}},
-		}},
+		InitContainers:               inits,
 		Containers: []corev1.Container{{
 			Name:            ContainerName,
 			Command:         []string{"mps-control-daemon"},

@@ -51,13 +51,16 @@ var privilegeTable = map[string]privileges{
 	// Starts MPS's control daemons for the node's GPUs, in the host's PID
 	// namespace, and mounts a tmpfs under MPS's root for the host
 	// (Bidirectional), which needs privilege.
-	"nvidia-device-plugin-mps-control-daemon": {privileged: true, hostPID: true, hostPaths: []string{"/run/nvidia/mps", "/run/nvidia/mps/shm"}},
+	// With CDI it waits for the management spec (read-only).
+	"nvidia-device-plugin-mps-control-daemon": {privileged: true, hostPID: true, hostPaths: []string{
+		"/run/nvidia/mps", "/run/nvidia/mps/shm", "/usr/local/nvidia", "/var/run/cdi"}},
 	// Partitions the GPUs (NVML through the driver root); stops the host's
 	// GPU clients and may reboot the node, through the host's / and PID
 	// namespace, as NVIDIA's manifests run it; labels its node.
-	// With CDI it writes the management CDI spec again after a change.
+	// With CDI it writes the management CDI spec again after a change,
+	// and waits for it to name the driver that runs.
 	"nvidia-mig-manager": {privileged: true, hostPID: true, hostIPC: true, token: true, hostPaths: []string{
-		"/", "/run/nvidia/driver", "/sys", "/var/run/cdi"}},
+		"/", "/run/nvidia/driver", "/sys", "/usr/local/nvidia", "/var/run/cdi"}},
 	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
 	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
 	// Writes its feature file where nfd-worker reads it; reads PCI config

@@ -20,9 +20,10 @@ import (
 // The container toolkit starts after the driver: with CDI it generates the
 // node's device specs from the driver's files. It is not torn down when
 // the driver is replaced (StartsAfter, not After): that would revert the
-// runtime's config and restart the runtime twice; it refreshes the CDI
-// spec for the new driver in place, and the states after the driver start
-// again only once it has. mig-manager partitions the GPUs once both are
+// runtime's config and restart the runtime twice; it writes the CDI spec
+// for the new driver in place, and the states after the driver that use
+// the spec (mig-manager, the MPS daemon, the device plugin) wait on the
+// node until it has. mig-manager partitions the GPUs once both are
 // ready, and the device plugin, the first state that hands out GPUs,
 // waits for it: the device plugin, GFD and dcgm-exporter leave a node
 // whose MIG devices are being reconfigured. mig-manager came after nodes

@@ -1,6 +1,9 @@
 package toolkit
 
 import (
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -17,97 +20,132 @@ const (
 	ManagementSpec = CDISpecDir + "/management.nvidia.com-gpu.yaml"
 )
 
-// CDIRefreshName is the toolkit pod's container that keeps the management
-// spec naming the driver that runs.
-const CDIRefreshName = "cdi-spec-refresh"
+// CDISpecWriterName is the toolkit pod's container that writes the
+// management spec for the driver that runs.
+const CDISpecWriterName = "cdi-spec-writer"
 
-// cdiEnv turns CDI on in the toolkit, as NVIDIA's operator does from v25.10
-// (nvidia-container-toolkit v1.20.0,
-// cmd/nvidia-ctk-installer/toolkit/toolkit.go): it writes the management
-// spec when it starts and enables CDI in the runtime. On containerd the
-// NVIDIA runtime then hands a management container asking for every GPU
-// the management spec's device instead of reading the visible-devices
-// list itself, and is not made the node's default, since every operand
-// that needs it names its RuntimeClass. CRI-O keeps the OCI hook, which
-// works in the legacy mode alone (cmd/nvidia-container-runtime-hook:
-// assertModeIsLegacy fails every GPU container otherwise): its runtime
-// mode stays the toolkit's default, which resolves to legacy for the
-// operands; CRI-O itself injects the device plugin's CDI devices.
-func cdiEnv(spec *gpuv1.ClusterPolicySpec, runtime gpuv1.Runtime) []corev1.EnvVar {
-	if !spec.CDI.IsEnabled() {
+// DriverVersionFile is where the kernel says which nvidia module is
+// loaded: the driver that runs, whichever root it came from.
+const DriverVersionFile = "/sys/module/nvidia/version"
+
+// cdiEnv turns CDI on in the runtime with the toolkit, as NVIDIA's
+// operator does from v25.10 (nvidia-container-toolkit v1.20.0,
+// cmd/nvidia-ctk-installer: --enable-cdi-in-runtime, env
+// RUNTIME_ENABLE_CDI; the nvidia-container-runtime.mode options written
+// to the runtime's config.toml): on containerd the NVIDIA runtime hands a
+// management container asking for every GPU the management spec's device,
+// and is not made the node's default, since every operand that needs it
+// names its RuntimeClass. The installer's own spec (CDI_ENABLED) is left
+// off: it writes it once, when it starts, and exits when no driver is
+// loaded yet or a control device node cannot be made, while the toolkit
+// stays through driver upgrades and may start while a driver is being
+// replaced; the spec writer container writes it for every driver that
+// runs. CRI-O keeps the OCI hook, which runs in the legacy mode whatever
+// the runtime's mode (the installer writes skip-mode-detection): CRI-O
+// reads CDI specs itself, and only the spec writer is needed there. A
+// device plugin the user set to pass GPU lists another way
+// (devicePlugin.env DEVICE_LIST_STRATEGY without cdi-) needs the NVIDIA
+// runtime to read them, as the node's default: the runtime is then left
+// as without CDI, or GPU pods would start without their GPUs.
+func cdiEnv(cp *gpuv1.ClusterPolicy, runtime gpuv1.Runtime) []corev1.EnvVar {
+	if !HandsOutByCDI(cp) || !state.HasRuntimeHandler(runtime) {
 		return nil
 	}
-	env := []corev1.EnvVar{{Name: "CDI_ENABLED", Value: "true"}}
-	if !state.HasRuntimeHandler(runtime) {
-		return env
+	return []corev1.EnvVar{
+		{Name: "RUNTIME_ENABLE_CDI", Value: "true"},
+		{Name: "NVIDIA_RUNTIME_SET_AS_DEFAULT", Value: "false"},
+		{Name: "NVIDIA_CONTAINER_RUNTIME_MODE", Value: "cdi"},
+		{Name: "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", Value: ManagementKind},
 	}
-	return append(env,
-		corev1.EnvVar{Name: "NVIDIA_RUNTIME_SET_AS_DEFAULT", Value: "false"},
-		corev1.EnvVar{Name: "NVIDIA_CONTAINER_RUNTIME_MODE", Value: "cdi"},
-		corev1.EnvVar{Name: "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", Value: ManagementKind},
-	)
 }
 
-// cdiRefreshScript writes the management spec again whenever the driver
-// that runs is not the one it names. The toolkit writes it only when it
-// starts, and a driver upgrade replaces the driver under a toolkit that
-// stays (the state graph keeps it, so that the runtime is not restarted
-// twice): without this, the operands that start after the new driver
-// would be handed the old driver's files. The loaded module's version
-// (DriverVersionFile) is in the name of every driver library
-// the spec mounts. The spec is generated from the driver root as this
-// container sees it and moved to the host's paths in one write, as the
-// toolkit does (nvidia-ctk cdi generate --mode=management; cdi transform
-// root), with the nvidia-ctk the toolkit installed on the host.
-const cdiRefreshScript = `ctk="$ROOT/toolkit/nvidia-ctk"
+// HandsOutByCDI reports whether the device plugin hands out GPUs by CDI
+// name: CDI is on and the plugin's strategy is a CDI one.
+func HandsOutByCDI(cp *gpuv1.ClusterPolicy) bool {
+	return cp.Spec.CDI.IsEnabled() && strings.Contains(DeviceListStrategy(cp), "cdi-")
+}
+
+// driverFiles defines hasLibraries: whether the driver root holds the
+// libraries of a driver version. A module is loaded before its driver
+// container mounts its root, so a loaded driver is not yet one whose
+// files can be named.
+const driverFiles = `hasLibraries() {
+  for d in usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib64 lib64 usr/lib; do
+    [ -e "$DRIVER_ROOT_CTR_PATH/$d/libnvidia-ml.so.$1" ] && return 0
+  done
+  return 1
+}
+`
+
+// cdiSpecScript writes the management spec whenever the driver that runs,
+// with its files in the driver root, is not the one the spec names: when
+// the toolkit first starts after the driver, and after every driver
+// upgrade, without restarting the runtime. The loaded module's version is
+// in the name of every driver library the spec mounts. Beside a host's
+// driver the NVIDIA modules are loaded first, through the host's modprobe,
+// and the control device nodes made in the host's /dev (nvidia-uvm is
+// often not loaded at boot, and the spec names every control node); a
+// driver container does both itself. The spec is generated from the roots
+// as this container sees them and moved to the host's paths in one write,
+// as mig-manager does (mig-parted v0.15.0,
+// pkg/mig/reconfigure/reconfigure.go: createCDISpec), with the nvidia-ctk
+// the toolkit installed on the host.
+const cdiSpecScript = driverFiles + `ctk="$ROOT/toolkit/nvidia-ctk"
 while :; do
   v=$(cat "$DRIVER_VERSION_FILE" 2>/dev/null)
-  if [ -n "$v" ] && [ -x "$ctk" ] && ! grep -qs "\.so\.$v\$" "$SPEC"; then
+  if [ -n "$v" ] && hasLibraries "$v" && [ -x "$ctk" ] && ! grep -qs "\.so\.$v\$" "$SPEC"; then
     echo "writing $SPEC for driver $v"
+    if [ -n "$HOST_DRIVER_ROOT" ]; then
+      "$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_DRIVER_ROOT" --dev-root="$DEV_ROOT_CTR_PATH" ||
+        echo "could not load the host's NVIDIA modules or make their control device nodes"
+    fi
     "$ctk" cdi generate --mode=management --vendor=management.nvidia.com --class=gpu --format=yaml \
-      --driver-root="$DRIVER_ROOT_CTR_PATH" --dev-root="$DRIVER_ROOT_CTR_PATH" --nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook" |
-      "$ctk" cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- --output="$SPEC" ||
+      --driver-root="$DRIVER_ROOT_CTR_PATH" --dev-root="$DEV_ROOT_CTR_PATH" --nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook" |
+      "$ctk" cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- |
+      "$ctk" cdi transform root --from="$DEV_ROOT_CTR_PATH" --to="$NVIDIA_DEV_ROOT" --input=- --output="$SPEC" ||
       echo "could not write $SPEC"
   fi
   sleep 5
 done`
 
 // specNamesDriverProbe passes while the management spec names the driver
-// that runs, or no driver runs: the operands that start after the driver
-// find the new driver's files.
-const specNamesDriverProbe = `! [ -e "$DRIVER_VERSION_FILE" ] || grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"`
+// that runs, once that driver's files are in its root; with no driver
+// loaded, or one still starting, there is nothing to name yet: a driver
+// upgrade does not make the toolkit unready, and so does not take it off
+// the node.
+const specNamesDriverProbe = driverFiles + `v=$(cat "$DRIVER_VERSION_FILE" 2>/dev/null) || exit 0
+[ -z "$v" ] || ! hasLibraries "$v" || grep -qs "\.so\.$v\$" "$SPEC"`
 
-// DriverVersionFile is where the kernel says which nvidia module is
-// loaded: the driver that runs, whichever root it came from.
-const DriverVersionFile = "/sys/module/nvidia/version"
-
-// cdiRefresh is the container that keeps the management spec current. It
-// runs the toolkit's image, for its shell, and the host's nvidia-ctk
-// through the install dir; privileged, as generating the spec reads the
-// driver's device nodes.
-func cdiRefresh(spec *gpuv1.ClusterPolicySpec, v state.Variant) corev1.Container {
+// cdiSpecWriter is the container that writes the management spec. It runs
+// the toolkit's image, for its shell, and the host's nvidia-ctk through
+// the install dir; privileged, as it reads the driver's device nodes and,
+// beside a host's driver, loads modules and makes device nodes through
+// the host's root, which it mounts writable.
+func cdiSpecWriter(spec *gpuv1.ClusterPolicySpec, v state.Variant) corev1.Container {
 	installDir := spec.ToolkitInstallDir()
-	root := DriverRootInContainer(spec, v.DriverRoot)
 	mounts := []corev1.VolumeMount{
 		{Name: "toolkit-install-dir", MountPath: installDir, ReadOnly: true},
 		{Name: "cdi-root", MountPath: CDISpecDir},
 	}
-	if root == HostRoot {
-		mounts = append(mounts, render.ReadOnlyHostMount("host-root", HostRoot))
-	} else {
-		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", root))
+	if DriverRootInContainer(spec, v.DriverRoot) != HostRoot {
+		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", DriverRootMount))
 	}
-	env := append(DriverRootEnv(spec, v.DriverRoot),
-		corev1.EnvVar{Name: "ROOT", Value: installDir},
-		corev1.EnvVar{Name: "SPEC", Value: ManagementSpec},
-		corev1.EnvVar{Name: "DRIVER_VERSION_FILE", Value: DriverVersionFile},
-		corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
-	)
+	env := slices.Concat(DriverRootEnv(spec, v.DriverRoot), DevRootEnv(spec, v.DriverRoot), []corev1.EnvVar{
+		{Name: "ROOT", Value: installDir},
+		{Name: "SPEC", Value: ManagementSpec},
+		{Name: "DRIVER_VERSION_FILE", Value: DriverVersionFile},
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+	})
+	if v.DriverRoot == gpuv1.DriverRootHost {
+		mounts = append(mounts, corev1.VolumeMount{Name: "host-root", MountPath: HostRoot,
+			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
+		env = append(env, corev1.EnvVar{Name: "HOST_DRIVER_ROOT", Value: HostRoot})
+	}
 	return corev1.Container{
-		Name:            CDIRefreshName,
+		Name:            CDISpecWriterName,
 		Image:           render.Image(string(spec.Toolkit.Repository), string(spec.Toolkit.Image), string(spec.Toolkit.Version)),
 		ImagePullPolicy: spec.Toolkit.ImagePullPolicy,
-		Command:         []string{"sh", "-c", cdiRefreshScript},
+		Command:         []string{"sh", "-c", cdiSpecScript},
 		Env:             env,
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}},
 		ReadinessProbe: &corev1.Probe{
@@ -116,4 +154,50 @@ func cdiRefresh(spec *gpuv1.ClusterPolicySpec, v state.Variant) corev1.Container
 		},
 		VolumeMounts: mounts,
 	}
+}
+
+// WaitForSpecName is the init container that holds an operand back until
+// the management spec names the driver that runs.
+const WaitForSpecName = "wait-for-cdi-spec"
+
+// waitForSpec waits until the management spec names the loaded driver: an
+// operand started after the driver asks the NVIDIA runtime for every GPU,
+// which under CDI hands it that spec's files, and after a driver upgrade
+// the toolkit, which stays, writes the spec again only once the new
+// driver is there (cdiSpecScript). The order is decided on the node,
+// where the files are, whatever the operator last read. A node whose
+// toolkit is not the operator's (opted out: no nvidia-cdi-hook installed
+// there) has no such spec to wait for.
+const waitForSpec = `[ -e "$ROOT/toolkit/nvidia-cdi-hook" ] || exit 0
+until [ -e "$DRIVER_VERSION_FILE" ] && grep -qs "\.so\.$(cat "$DRIVER_VERSION_FILE")\$" "$SPEC"; do
+  sleep 1
+done`
+
+// WaitForSpec is the init container that runs waitForSpec, in the
+// toolkit's image, for its shell, and the volumes it reads; nil with CDI
+// off or without the operator's toolkit, which writes the spec.
+func WaitForSpec(spec *gpuv1.ClusterPolicySpec) (*corev1.Container, []corev1.Volume) {
+	if !spec.CDI.IsEnabled() || !spec.Toolkit.IsEnabled() {
+		return nil, nil
+	}
+	installDir := spec.ToolkitInstallDir()
+	return &corev1.Container{
+			Name:            WaitForSpecName,
+			Image:           render.Image(string(spec.Toolkit.Repository), string(spec.Toolkit.Image), string(spec.Toolkit.Version)),
+			ImagePullPolicy: spec.Toolkit.ImagePullPolicy,
+			Command:         []string{"sh", "-c", waitForSpec},
+			Env: []corev1.EnvVar{
+				{Name: "ROOT", Value: installDir},
+				{Name: "SPEC", Value: ManagementSpec},
+				{Name: "DRIVER_VERSION_FILE", Value: DriverVersionFile},
+				{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+			},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "cdi-root", MountPath: CDISpecDir, ReadOnly: true},
+				{Name: "toolkit-install-dir", MountPath: installDir, ReadOnly: true},
+			},
+		}, []corev1.Volume{
+			render.HostPathVolume("cdi-root", CDISpecDir, corev1.HostPathDirectoryOrCreate),
+			render.HostPathVolume("toolkit-install-dir", installDir, corev1.HostPathDirectoryOrCreate),
+		}
 }

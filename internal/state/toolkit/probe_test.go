@@ -55,28 +55,31 @@ func TestConfiguredProbeSeesWholeSeconds(t *testing.T) {
 	}
 }
 
-// The CDI refresh container is ready while the management spec names the
-// loaded driver's files, or no driver is loaded.
+// The spec writer is ready while the management spec names the loaded
+// driver once that driver's files are in its root; with no driver loaded,
+// or one whose root is not mounted yet (a driver container loads its
+// modules before it mounts its root), there is nothing to name.
 func TestSpecNamesDriverProbe(t *testing.T) {
 	for _, tt := range []struct {
-		name, loaded, spec string // "" for none
-		wantPasses         bool
+		name, loaded, files, spec string // "" for none
+		wantPasses                bool
 	}{
-		{"no driver loaded", "", "", true},
-		{"spec of the loaded driver", "595.91.07", specOf("595.91.07"), true},
-		{"spec of the driver before", "595.91.07", specOf("570.172.08"), false},
-		{"no spec yet", "595.91.07", "", false},
+		{"no driver loaded", "", "", "", true},
+		{"spec of the loaded driver", "595.91.07", "595.91.07", specOf("595.91.07"), true},
+		{"spec of the driver before", "595.91.07", "595.91.07", specOf("570.172.08"), false},
+		{"no spec yet", "595.91.07", "595.91.07", "", false},
+		{"new driver loaded, its root not mounted yet", "595.91.07", "570.172.08", specOf("570.172.08"), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			versionFile, spec := filepath.Join(dir, "version"), filepath.Join(dir, "spec.yaml")
+			root, versionFile, spec := driverRoot(t, dir, tt.files), filepath.Join(dir, "version"), filepath.Join(dir, "spec.yaml")
 			if tt.loaded != "" {
 				write(t, versionFile, tt.loaded+"\n", time.Now())
 			}
 			if tt.spec != "" {
 				write(t, spec, tt.spec, time.Now())
 			}
-			err := run(t, specNamesDriverProbe, "DRIVER_VERSION_FILE="+versionFile, "SPEC="+spec)
+			err := run(t, specNamesDriverProbe, "DRIVER_VERSION_FILE="+versionFile, "SPEC="+spec, "DRIVER_ROOT_CTR_PATH="+root)
 			if passes := err == nil; passes != tt.wantPasses {
 				t.Errorf("probe passes = %v (%v), want %v", passes, err, tt.wantPasses)
 			}
@@ -84,61 +87,89 @@ func TestSpecNamesDriverProbe(t *testing.T) {
 	}
 }
 
-// The refresh writes the spec again for a newly loaded driver, through
-// nvidia-ctk's generate and root transform, from the driver root the
-// container sees to the host's.
-func TestCDIRefreshWritesTheLoadedDriversSpec(t *testing.T) {
-	dir := t.TempDir()
-	root := filepath.Join(dir, "install")
-	if err := os.MkdirAll(filepath.Join(root, "toolkit"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A stand-in for nvidia-ctk: generate prints a spec of the version
-	// its environment names under the driver root it is given; transform
-	// writes its input to --output, rewriting --from to --to, and logs
-	// its arguments.
-	fake := `#!/bin/sh
-case "$2" in
-generate) for a; do case $a in --driver-root=*) r=${a#*=};; esac; done
-  echo "  hostPath: $r/usr/lib/libcuda.so.$FAKE_VERSION" ;;
-transform) for a; do case $a in --from=*) f=${a#*=};; --to=*) to=${a#*=};; --output=*) o=${a#*=};; esac; done
-  echo "$@" >> "$FAKE_LOG"; sed "s|$f|$to|" > "$o.tmp" && mv "$o.tmp" "$o" ;;
+// fakeCTK stands in for nvidia-ctk: generate prints a spec of the version
+// its environment names under the driver root it is given; transform
+// rewrites --from to --to, to --output or its output; system logs its
+// arguments.
+const fakeCTK = `#!/bin/sh
+case "$1 $2" in
+"cdi generate") for a; do case $a in --driver-root=*) r=${a#*=};; esac; done
+  echo "  hostPath: $r/usr/lib/x86_64-linux-gnu/libcuda.so.$FAKE_VERSION" ;;
+"cdi transform") o=; for a; do case $a in --from=*) f=${a#*=};; --to=*) to=${a#*=};; --output=*) o=${a#*=};; esac; done
+  if [ -n "$o" ]; then sed "s|$f|$to|" > "$o.tmp" && mv "$o.tmp" "$o"; else sed "s|$f|$to|"; fi ;;
+"system create-device-nodes") echo "$@" >> "$FAKE_LOG" ;;
+*) exit 1 ;;
 esac`
-	write(t, filepath.Join(root, "toolkit", "nvidia-ctk"), fake, time.Now())
-	if err := os.Chmod(filepath.Join(root, "toolkit", "nvidia-ctk"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	versionFile, spec, log := filepath.Join(dir, "version"), filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "log")
-	write(t, versionFile, "595.91.07\n", time.Now())
-	write(t, spec, specOf("570.172.08"), time.Now())
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", cdiRefreshScript)
-	cmd.Env = append(os.Environ(), "ROOT="+root, "SPEC="+spec, "DRIVER_VERSION_FILE="+versionFile, "FAKE_VERSION=595.91.07",
-		"FAKE_LOG="+log, "DRIVER_ROOT_CTR_PATH=/driver-root", "NVIDIA_DRIVER_ROOT=/run/nvidia/driver")
-	if err := cmd.Start(); err != nil {
+// The writer writes the spec again for a newly loaded driver once its
+// files are there, through nvidia-ctk's generate and root transforms, from
+// the roots the container sees to the host's; beside a host's driver it
+// loads the modules and makes the control nodes first.
+func TestCDISpecWriterWritesTheLoadedDriversSpec(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		t.Run(map[bool]string{false: "driver container", true: "host driver"}[host], func(t *testing.T) {
+			dir := t.TempDir()
+			install := filepath.Join(dir, "install")
+			if err := os.MkdirAll(filepath.Join(install, "toolkit"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctk := filepath.Join(install, "toolkit", "nvidia-ctk")
+			write(t, ctk, fakeCTK, time.Now())
+			if err := os.Chmod(ctk, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			root := driverRoot(t, dir, "595.91.07")
+			versionFile, spec, log := filepath.Join(dir, "version"), filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "log")
+			write(t, versionFile, "595.91.07\n", time.Now())
+			write(t, spec, specOf("570.172.08"), time.Now())
+			env := []string{"ROOT=" + install, "SPEC=" + spec, "DRIVER_VERSION_FILE=" + versionFile, "FAKE_VERSION=595.91.07",
+				"FAKE_LOG=" + log, "DRIVER_ROOT_CTR_PATH=" + root, "NVIDIA_DRIVER_ROOT=/run/nvidia/driver",
+				"DEV_ROOT_CTR_PATH=" + root, "NVIDIA_DEV_ROOT=/run/nvidia/driver"}
+			if host {
+				env = append(env, "HOST_DRIVER_ROOT=/host")
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "sh", "-c", cdiSpecScript)
+			cmd.Env = append(os.Environ(), env...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			for run(t, specNamesDriverProbe, env...) != nil {
+				select {
+				case <-ctx.Done():
+					t.Fatal("the spec never named the loaded driver")
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			got, _ := os.ReadFile(spec)
+			if want := "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.595.91.07"; !strings.Contains(string(got), want) {
+				t.Errorf("spec %q does not name %s, the host's path", got, want)
+			}
+			calls, _ := os.ReadFile(log)
+			loaded := strings.Contains(string(calls), "--control-devices --load-kernel-modules --root=/host")
+			if loaded != host {
+				t.Errorf("modules loaded and control nodes made: %v, want %v (%q)", loaded, host, calls)
+			}
+		})
+	}
+}
+
+// driverRoot makes a driver root holding the libraries of a version, "" for
+// none.
+func driverRoot(t *testing.T, dir, version string) string {
+	t.Helper()
+	root := filepath.Join(dir, "driver-root")
+	lib := filepath.Join(root, "usr/lib/x86_64-linux-gnu")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	for {
-		if err := run(t, specNamesDriverProbe, "DRIVER_VERSION_FILE="+versionFile, "SPEC="+spec); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the spec never named the loaded driver")
-		case <-time.After(50 * time.Millisecond):
-		}
+	if version != "" {
+		write(t, filepath.Join(lib, "libnvidia-ml.so."+version), "", time.Now())
 	}
-	got, _ := os.ReadFile(spec)
-	if want := "/run/nvidia/driver/usr/lib/libcuda.so.595.91.07"; !strings.Contains(string(got), want) {
-		t.Errorf("spec %q does not name %s, the host's path", got, want)
-	}
-	args, _ := os.ReadFile(log)
-	if !strings.Contains(string(args), "--input=-") {
-		t.Errorf("transform read %q, not the generated spec from its input", args)
-	}
+	return root
 }
 
 func specOf(version string) string {

@@ -105,7 +105,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
 	env = append(env, DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	env = append(env, isolationEnv(cp)...)
-	env = append(env, cdiEnv(&cp.Spec, v.Runtime)...)
+	env = append(env, cdiEnv(cp, v.Runtime)...)
 	env = append(env,
 		corev1.EnvVar{Name: "ROOT", Value: installDir},
 		corev1.EnvVar{Name: "HOST_ROOT_MOUNT", Value: HostRoot},
@@ -140,7 +140,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		VolumeMounts: mounts,
 	}}
 	if cp.Spec.CDI.IsEnabled() {
-		containers = append(containers, cdiRefresh(&cp.Spec, v))
+		containers = append(containers, cdiSpecWriter(&cp.Spec, v))
 	}
 	return corev1.PodSpec{
 		HostPID:                      true,
@@ -170,6 +170,36 @@ func DriverRootSource(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) string 
 		return spec.HostRoot()
 	}
 	return spec.DriverRootPath(r)
+}
+
+// DevRootInContainer and DevRootPath are where the node's driver keeps its
+// device nodes, in an operand's container and on the host: the driver
+// container's root (its /dev), or the host's / for any host driver, a
+// driver in hostPaths.driverInstallDir included (GKE's installer leaves
+// no /dev there), as NVIDIA's validator decides (gpu-operator v26.7.0,
+// cmd/nvidia-validator/driver.go: getDriverInfo).
+func DevRootInContainer(r gpuv1.DriverRoot) string {
+	if r == gpuv1.DriverRootHost {
+		return HostRoot
+	}
+	return DriverRootMount
+}
+
+// DevRootPath is the host path of DevRootInContainer.
+func DevRootPath(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) string {
+	if r == gpuv1.DriverRootHost {
+		return "/"
+	}
+	return spec.DriverRootPath(r)
+}
+
+// DevRootEnv tells an operand that makes CDI specs where the device nodes
+// are: on the host, for the spec, and in its container.
+func DevRootEnv(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "NVIDIA_DEV_ROOT", Value: DevRootPath(spec, r)},
+		{Name: "DEV_ROOT_CTR_PATH", Value: DevRootInContainer(r)},
+	}
 }
 
 // DriverRootEnv tells an operand built on the toolkit's libraries (the
