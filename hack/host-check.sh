@@ -13,7 +13,12 @@
 #     operator ships) configured a scratch containerd config and CRI-O hook,
 #     and for a config older than the toolkit's start;
 #  4. the device plugin's /dev/char step, into a scratch directory, for a
-#     host driver and for a driver container; each link is resolved.
+#     host driver and for a driver container; each link is resolved;
+#  5. with CDI, the toolkit pod's management spec writer, with this host's
+#     driver and nvidia-ctk, into a scratch spec, its readiness probe
+#     before and after, and the device plugin's wait for the spec (the
+#     modules are not loaded nor control nodes made here: that changes
+#     the host).
 #
 # Each step states the exit status it wants; the script exits 1 when any
 # step exits otherwise.
@@ -126,6 +131,23 @@ for root in "" /run/nvidia/driver; do
   done
   echo "  -> $total links, $good resolve to a char device of their major:minor (the others await nodes the driver has not made)"
 done
+
+section "5. CDI management spec (toolkit's cdi-spec-writer, plugin's wait-for-cdi-spec)"
+mkdir -p "$scratch/install/toolkit" "$scratch/cdi"
+ln -s "$ctk" "$scratch/install/toolkit/nvidia-ctk"
+ln -s "$(command -v nvidia-cdi-hook || echo /usr/bin/nvidia-cdi-hook)" "$scratch/install/toolkit/nvidia-cdi-hook"
+export ROOT=$scratch/install SPEC=$scratch/cdi/management.nvidia.com-gpu.yaml DRIVER_VERSION_FILE=/sys/module/nvidia/version \
+  DRIVER_ROOT_CTR_PATH=/ NVIDIA_DRIVER_ROOT=/ DEV_ROOT_CTR_PATH=/ NVIDIA_DEV_ROOT=/ HOST_DRIVER_ROOT=
+expect failure "ready before the spec" sh "$dir/cdi-spec-ready.sh"
+timeout 120 sh "$dir/cdi-spec-writer.sh" >"$scratch/writer" 2>&1 &
+writer=$!
+for _ in $(seq 60); do sh "$dir/cdi-spec-ready.sh" && break; sleep 1; done
+kill "$writer" 2>/dev/null
+sed 's/^/    /' "$scratch/writer" | head -n 20
+expect 0 "ready once written" sh "$dir/cdi-spec-ready.sh"
+grep -c "\.so\.$(cat /sys/module/nvidia/version)\$" "$SPEC" | sed 's/^/    mounts of the loaded driver'"'"'s libraries: /'
+expect 0 "the plugin's wait passes" timeout 10 sh "$dir/wait-for-cdi-spec.sh"
+unset ROOT SPEC DRIVER_VERSION_FILE DRIVER_ROOT_CTR_PATH NVIDIA_DRIVER_ROOT DEV_ROOT_CTR_PATH NVIDIA_DEV_ROOT HOST_DRIVER_ROOT
 
 section "result"
 if [[ $fail == 0 ]]; then echo "  every step exited as expected"; else echo "  some steps did not exit as expected (!! above)"; fi

@@ -39,6 +39,9 @@ var pieces = []piece{
 	{"driver-startup-probe.sh", string(state.Driver), driver.ContainerName, func(c *corev1.Container) []string { return c.StartupProbe.Exec.Command }},
 	{"toolkit-ready.sh", string(state.ContainerToolkit), toolkit.ContainerName, func(c *corev1.Container) []string { return c.ReadinessProbe.Exec.Command }},
 	{"dev-char-links.sh", string(state.DevicePlugin), deviceplugin.DevCharContainerName, command},
+	{"cdi-spec-writer.sh", string(state.ContainerToolkit), toolkit.CDISpecWriterName, command},
+	{"cdi-spec-ready.sh", string(state.ContainerToolkit), toolkit.CDISpecWriterName, func(c *corev1.Container) []string { return c.ReadinessProbe.Exec.Command }},
+	{"wait-for-cdi-spec.sh", string(state.DevicePlugin), toolkit.WaitForSpecName, command},
 }
 
 func command(c *corev1.Container) []string { return c.Command }

@@ -53,10 +53,12 @@ var runtimes = map[gpuv1.Runtime]runtimeHost{
 		dropIn: "/etc/containerd/conf.d/99-nvidia.toml", dropInEnv: []string{"RUNTIME_DROP_IN_CONFIG"},
 		socket: "/run/containerd/containerd.sock", socketEnv: []string{"RUNTIME_SOCKET", "CONTAINERD_SOCKET"},
 	},
-	// CRI-O: the toolkit's default hook mode writes an OCI hook that CRI-O
-	// picks up without a restart, into the hooks directory CRI-O reads by
-	// default. The config is only read, to find the low-level runtimes; a
-	// user who sets CRIO_CONFIG_MODE=config gets the drop-in written there.
+	// CRI-O: the hook mode writes an OCI hook that CRI-O picks up without
+	// a restart, into the hooks directory CRI-O reads by default (v1.20's
+	// own default is now the config mode, which restarts CRI-O through
+	// systemd, so hook is set). The config is only read, to find the
+	// low-level runtimes. The config mode is not supported here: its
+	// drop-in would land in the container.
 	gpuv1.RuntimeCRIO: {
 		config: "/etc/crio/crio.conf.d/99-nvidia.conf", configEnv: []string{"RUNTIME_CONFIG"},
 		hooks: "/usr/share/containers/oci/hooks.d", hooksEnv: []string{"CRIO_HOOKS_DIR"},
