@@ -45,6 +45,7 @@ func init() {
 // follow the NVIDIA GPU Operator's ClusterPolicy so that an existing policy
 // applies unchanged; sections this operator does not implement are accepted
 // as opaque values and listed in status.ignoredFields.
+// +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.toolkit) || !has(self.toolkit.enabled) || self.toolkit.enabled`,message="cdi.nriPluginEnabled has the operator's container toolkit inject GPUs: it needs toolkit.enabled=true",fieldPath=".cdi.nriPluginEnabled"
 type ClusterPolicySpec struct {
 	// Operator holds settings of the operator itself.
 	// +kubebuilder:default={}

@@ -10,6 +10,7 @@ import (
 // Interface (the runtime injects the devices a CDI spec names), NVIDIA's
 // default since its v25.10, or through the NVIDIA runtime reading the
 // visible-devices list.
+// +kubebuilder:validation:XValidation:rule=`!has(self.nriPluginEnabled) || !self.nriPluginEnabled || !has(self.enabled) || self.enabled`,message="nriPluginEnabled injects CDI devices: it needs cdi.enabled=true; set cdi.enabled=true or nriPluginEnabled=false",fieldPath=".nriPluginEnabled"
 type CDISpec struct {
 	// Enabled hands GPUs to containers through CDI: the toolkit writes the
 	// node's spec for management containers and turns CDI on in the
@@ -17,11 +18,13 @@ type CDISpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-	// NRIPluginEnabled has the toolkit inject devices through containerd's
-	// NRI instead of a runtime handler. Accepted, kept and not acted on:
-	// the operands keep the RuntimeClass.
+	// NRIPluginEnabled has the toolkit inject the operands' GPUs through
+	// the container runtime's NRI (containerd 2.x, CRI-O) instead of a
+	// runtime handler: no runtime config is written and no RuntimeClass is
+	// used. Needs enabled and the toolkit.
+	// +kubebuilder:default=false
 	// +optional
-	NRIPluginEnabled *apiextensionsv1.JSON `json:"nriPluginEnabled,omitempty"`
+	NRIPluginEnabled *bool `json:"nriPluginEnabled,omitempty"`
 	// Default is accepted for compatibility: NVIDIA deprecated it in
 	// v25.10, and CDI mode follows enabled.
 	// +optional
@@ -31,6 +34,12 @@ type CDISpec struct {
 // IsEnabled reports whether GPUs are handed out through CDI: unless it is
 // turned off, as in NVIDIA's chart.
 func (c *CDISpec) IsEnabled() bool { return c == nil || c.Enabled == nil || *c.Enabled }
+
+// UsesNRI reports whether the toolkit injects the operands' GPUs through
+// NRI: with CDI only.
+func (c *CDISpec) UsesNRI() bool {
+	return c.IsEnabled() && c != nil && c.NRIPluginEnabled != nil && *c.NRIPluginEnabled
+}
 
 // HostPathsSpec says where a node keeps what the operands reach on the
 // host, for hosts laid out unlike the usual Linux distribution (GKE's

@@ -43,8 +43,8 @@ func (in *CDISpec) DeepCopyInto(out *CDISpec) {
 	}
 	if in.NRIPluginEnabled != nil {
 		in, out := &in.NRIPluginEnabled, &out.NRIPluginEnabled
-		*out = new(apiextensionsv1.JSON)
-		(*in).DeepCopyInto(*out)
+		*out = new(bool)
+		**out = **in
 	}
 	if in.Default != nil {
 		in, out := &in.Default, &out.Default

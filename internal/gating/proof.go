@@ -109,7 +109,8 @@ func (d *decision) stillProven(name state.Name) string {
 // names. A node that lists no handlers proves nothing either way, and the
 // toolkit's probe stands alone.
 func (d *decision) handlerMissing() string {
-	if !state.HasRuntimeHandler(d.variant.Runtime) {
+	if !state.HasRuntimeHandler(d.variant.Runtime) || d.in.Policy.Spec.CDI.UsesNRI() {
+		// With NRI the toolkit registers no handler: it injects GPUs.
 		return ""
 	}
 	handlers := d.in.Node.Status.RuntimeHandlers

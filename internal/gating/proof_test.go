@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -91,6 +92,11 @@ func TestProofsOfFunction(t *testing.T) {
 		},
 		"toolkit ready, runtime reports no handlers at all: the probe stands": {
 			state: tk, want: "ready",
+		},
+		"toolkit with the NRI plugin: it injects GPUs, no handler to look for": {
+			node:   func(n *corev1.Node) { n.Status.RuntimeHandlers = handlers("", "runc") },
+			policy: func(cp *gpuv1.ClusterPolicy) { cp.Spec.CDI.NRIPluginEnabled = ptr.To(true) },
+			state:  tk, want: "ready",
 		},
 		"toolkit on CRI-O: a hook, no handler to look for": {
 			node: func(n *corev1.Node) {

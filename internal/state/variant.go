@@ -179,9 +179,10 @@ func configSuffix(name string) string {
 
 // RuntimeClassName is the RuntimeClass a GPU operand's pod names on nodes
 // of a runtime: the policy's where the toolkit registers a handler, none
-// where the runtime injects GPUs by hook.
+// where the runtime injects GPUs by hook, or the toolkit's NRI plugin does
+// (ManagementDevices).
 func RuntimeClassName(spec *gpuv1.ClusterPolicySpec, r gpuv1.Runtime) *string {
-	if !HasRuntimeHandler(r) {
+	if !HasRuntimeHandler(r) || spec.CDI.UsesNRI() {
 		return nil
 	}
 	name := string(spec.Operator.RuntimeClass)
@@ -281,6 +282,7 @@ func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSe
 		}
 		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
 		w.Gate = in.Gated(v, d)
+		w.PodAnnotations = ManagementDevices(&in.Policy.Spec, st, &w.Pod)
 		if d.DevicePluginConfig {
 			w.Inputs = in.configInputs(v)
 		}
@@ -291,4 +293,25 @@ func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSe
 		objs = append(objs, ds)
 	}
 	return objs, nil
+}
+
+// The states whose pods see every GPU, through the NVIDIA runtime (the
+// RuntimeClass) or the toolkit's NRI plugin: they manage the GPUs rather
+// than being handed some by the device plugin.
+var managementGPUClients = []Name{DevicePlugin, GPUFeatureDiscovery, DCGMExporter, MPSControlDaemon, MIGManager}
+
+// NRIDevicesAnnotation is the pod annotation the toolkit's NRI plugin reads
+// the CDI devices of a container from (nvidia-container-toolkit v1.20.0,
+// cmd/nvidia-ctk-installer/container/runtime/nri/plugin.go: the domain
+// nvidia.cdi.k8s.io, container.<name>).
+func NRIDevicesAnnotation(container string) string { return "nvidia.cdi.k8s.io/container." + container }
+
+// ManagementDevices is the pod annotation that has the toolkit's NRI plugin
+// give a management state's main container every GPU (the management CDI
+// spec's device); nil without NRI, or for another state.
+func ManagementDevices(spec *gpuv1.ClusterPolicySpec, st Name, pod *corev1.PodSpec) map[string]string {
+	if !spec.CDI.UsesNRI() || !slices.Contains(managementGPUClients, st) || len(pod.Containers) == 0 {
+		return nil
+	}
+	return map[string]string{NRIDevicesAnnotation(pod.Containers[0].Name): "management.nvidia.com/gpu=all"}
 }

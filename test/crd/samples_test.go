@@ -50,7 +50,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 			PriorityClassName: "system-node-critical",
 			UpdateStrategy:    "RollingUpdate",
 		},
-		CDI:       gpuv1.CDISpec{Enabled: ptr.To(true)},
+		CDI:       gpuv1.CDISpec{Enabled: ptr.To(true), NRIPluginEnabled: ptr.To(false)},
 		HostPaths: gpuv1.HostPathsSpec{RootFS: "/", DriverInstallDir: "/run/nvidia/driver", KubeletRootDir: "/var/lib/kubelet"},
 		Driver: gpuv1.DriverSpec{
 			ComponentSpec: enabled,

@@ -300,6 +300,22 @@ func invalidCases() map[string]invalidCase {
 			path: p("devicePlugin", "resources"), value: map[string]any{"requests": map[string]any{"cpu": "-100m"}},
 			field: "spec.devicePlugin.resources.requests", wants: []string{"must not be negative"},
 		},
+		"kernel module type unknown": {
+			path: p("driver", "kernelModuleType"), value: "closed",
+			field: "spec.driver.kernelModuleType", wants: []string{"auto", "open", "proprietary"},
+		},
+		"host root not absolute": {
+			path: p("hostPaths", "rootFS"), value: "host",
+			field: "spec.hostPaths.rootFS", wants: []string{"^/"},
+		},
+		"toolkit install dir not absolute": {
+			path: p("toolkit", "installDir"), value: "nvidia",
+			field: "spec.toolkit.installDir", wants: []string{"^/"},
+		},
+		"NRI plugin without CDI": {
+			path: p("cdi"), value: map[string]any{"enabled": false, "nriPluginEnabled": true},
+			field: "spec.cdi.nriPluginEnabled", wants: []string{"needs cdi.enabled=true"},
+		},
 		"env list too long": {
 			path: p("devicePlugin", "env"), value: manyEnv(65),
 			field: "spec.devicePlugin.env", wants: []string{"must have at most 64 items"},
@@ -335,6 +351,24 @@ func TestInvalidPoliciesAreRejected(t *testing.T) {
 		})
 	}
 	t.Logf("%d invalid ClusterPolicies rejected", len(cases))
+}
+
+// The NRI plugin is the operator's toolkit's: a policy that turns it on
+// with the toolkit off is refused, naming both.
+func TestNRIPluginNeedsTheToolkit(t *testing.T) {
+	g := NewWithT(t)
+	obj := validPolicy("nri-no-toolkit")
+	spec := obj.Object["spec"].(map[string]any)
+	g.Expect(unstructured.SetNestedField(spec, true, "cdi", "nriPluginEnabled")).To(Succeed())
+	g.Expect(unstructured.SetNestedField(spec, false, "toolkit", "enabled")).To(Succeed())
+	err := k8sClient.Create(context.Background(), obj)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.cdi.nriPluginEnabled"))
+	g.Expect(err.Error()).To(ContainSubstring("needs toolkit.enabled=true"))
+
+	g.Expect(unstructured.SetNestedField(spec, true, "toolkit", "enabled")).To(Succeed())
+	obj.SetName("nri-with-toolkit")
+	g.Expect(k8sClient.Create(context.Background(), obj, client.DryRunAll)).To(Succeed())
 }
 
 func TestValidEdgeValuesAreAccepted(t *testing.T) {

@@ -78,7 +78,6 @@ with why, each listed when it holds anything. */}}
 {{- $d := $v.driver -}}
 {{- $ignored := dict
   "platform" (list $v.platform "OpenShift's SCC is not created; OpenShift is not supported")
-  "cdi.nriPluginEnabled" (list ($v.cdi | default dict).nriPluginEnabled "the NRI plugin mode is not supported; the operands keep the RuntimeClass")
   "cdi.default" (list ($v.cdi | default dict).default "deprecated by NVIDIA since v25.10; CDI mode follows cdi.enabled")
   "validator" (list $v.validator "each state proves itself ready; no validator pods run")
   "gds" (list $v.gds "GPUDirect Storage is not supported")

@@ -82,7 +82,8 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 // runtime handler on some node: it is enabled, and some variant in use
 // runs a runtime configured with a handler.
 func toolkitRegistersHandler(cp *gpuv1.ClusterPolicy, variants []state.Variant) bool {
-	if !cp.Spec.Toolkit.IsEnabled() {
+	if !cp.Spec.Toolkit.IsEnabled() || cp.Spec.CDI.UsesNRI() {
+		// With NRI the toolkit writes no runtime config.
 		return false
 	}
 	for _, v := range variants {

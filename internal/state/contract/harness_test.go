@@ -40,7 +40,9 @@ type podCase struct {
 	// workload names the DaemonSet or Deployment the pod is of.
 	workload string
 	pod      *corev1.PodSpec
-	spec     *gpuv1.ClusterPolicySpec
+	// annotations are the pod template's.
+	annotations map[string]string
+	spec        *gpuv1.ClusterPolicySpec
 }
 
 func (p *podCase) String() string {
@@ -85,6 +87,11 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	envvar := ps["default"].DeepCopy()
 	envvar.Spec.DevicePlugin.Env = []gpuv1.EnvVar{{Name: "DEVICE_LIST_STRATEGY", Value: "envvar"}}
 	ps["cdi-envvar"] = envvar
+	// The toolkit's NRI plugin injects the operands' GPUs.
+	nri := ps["default"].DeepCopy()
+	nri.Spec.CDI.NRIPluginEnabled = ptr.To(true)
+	nri.Spec.MIGManager.Enabled = ptr.To(true)
+	ps["nri"] = nri
 	// Open kernel modules chosen.
 	open := ps["default"].DeepCopy()
 	open.Spec.Driver.KernelModuleType = "open"
@@ -121,7 +128,8 @@ func pods(t *testing.T, name state.Name) []*podCase {
 				ds, ok := o.(*appsv1.DaemonSet)
 				if ok && selects(ds, v) {
 					taking = append(taking, ds.Name)
-					out = append(out, &podCase{policy: pname, variant: v, workload: ds.Name, pod: &ds.Spec.Template.Spec, spec: &cp.Spec})
+					out = append(out, &podCase{policy: pname, variant: v, workload: ds.Name, pod: &ds.Spec.Template.Spec,
+						annotations: ds.Spec.Template.Annotations, spec: &cp.Spec})
 				}
 			}
 			// Every node of every variant gets the operand from one
@@ -382,6 +390,19 @@ func hostPID(want bool) func(*podCase) error {
 // the node's runtime has the NVIDIA handler, and none elsewhere.
 func runtimeClass(p *podCase) error {
 	got := p.pod.RuntimeClassName
+	if p.spec.CDI.UsesNRI() {
+		// The toolkit's NRI plugin injects every GPU into the main
+		// container instead (nvidia-container-toolkit v1.20.0,
+		// cmd/nvidia-ctk-installer/container/runtime/nri/plugin.go).
+		if got != nil {
+			return fmt.Errorf("runtimeClassName %s with the NRI plugin, which registers no handler", *got)
+		}
+		key := state.NRIDevicesAnnotation(p.pod.Containers[0].Name)
+		if v := p.annotations[key]; v != "management.nvidia.com/gpu=all" {
+			return fmt.Errorf("pod annotation %s=%q, want management.nvidia.com/gpu=all", key, v)
+		}
+		return nil
+	}
 	if p.variant.Runtime == gpuv1.RuntimeContainerd {
 		if got == nil || *got != string(p.spec.Operator.RuntimeClass) {
 			return fmt.Errorf("runtimeClassName %v, want %s", got, p.spec.Operator.RuntimeClass)

@@ -40,6 +40,9 @@ func cdiOff(spec *gpuv1.ClusterPolicySpec) bool { return !spec.CDI.IsEnabled() }
 
 func installDir(p *podCase) string { return p.spec.ToolkitInstallDir() }
 
+func usesNRI(spec *gpuv1.ClusterPolicySpec) bool { return spec.CDI.UsesNRI() }
+func noNRI(spec *gpuv1.ClusterPolicySpec) bool   { return !spec.CDI.UsesNRI() }
+
 // byCDI: the device plugin hands out GPUs by CDI name.
 func byCDI(spec *gpuv1.ClusterPolicySpec) bool {
 	return toolkit.HandsOutByCDI(&gpuv1.ClusterPolicy{Spec: *spec})
@@ -56,7 +59,15 @@ var toolkitContract = []requirement{
 		need:  "writes its pid file on the host, where the probe reads it",
 		check: all(env(tk, "TOOLKIT_PID_FILE", toolkit.PIDFile), hostMount(tk, mount{host: "/run/nvidia/toolkit", at: "/run/nvidia/toolkit"}))},
 	{source: toolkitRuntime + " (--nvidia-runtime-name, env NVIDIA_RUNTIME_NAME, then CONTAINERD_RUNTIME_CLASS)", need: "registers the handler the RuntimeClass names",
-		check: envBy(tk, "NVIDIA_RUNTIME_NAME", func(p *podCase) string { return string(p.spec.Operator.RuntimeClass) })},
+		check: envBy(tk, "NVIDIA_RUNTIME_NAME", func(p *podCase) string { return string(p.spec.Operator.RuntimeClass) }), where: noNRI},
+	{source: toolkitMain + " (--enable-nri-plugin, --nri-socket default /var/run/nri/nri.sock, --nri-namespace: the namespace that may receive management devices); " +
+		tkv + "cmd/nvidia-ctk-installer/container/runtime/runtime.go (no runtime config with the NRI plugin); " +
+		"NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (transformNRISocketMounts)",
+		need: "with the NRI plugin, connects to the runtime's NRI socket and gives management devices to the operator's namespace, configuring no runtime",
+		check: all(env(tk, "ENABLE_NRI_PLUGIN", "true"), env(tk, "NRI_SOCKET", "/runtime/nri-sock-dir/nri.sock"),
+			hostMount(tk, mount{host: "/var/run/nri", at: "/runtime/nri-sock-dir"}), fieldEnv(tk, "NRI_NAMESPACE", "metadata.namespace"),
+			noEnv(tk, "RUNTIME_CONFIG"), noEnv(tk, "RUNTIME_DROP_IN_CONFIG"), noEnv(tk, "NVIDIA_CONTAINER_RUNTIME_MODE")),
+		where: usesNRI},
 	{source: toolkitRuntime + " (--host-root, env HOST_ROOT_MOUNT, default /host); " + tkv + "pkg/config/engine/containerd/containerd.go (chroot <host-root> containerd config dump)",
 		need: "reads the runtime's effective config (imports and defaults included) by running the host's runtime, from the host's root filesystem read-only",
 		check: all(env(tk, "HOST_ROOT_MOUNT", toolkit.HostRoot),
@@ -66,22 +77,22 @@ var toolkitContract = []requirement{
 	{source: toolkitCtrd + " (config default /etc/containerd/config.toml: read, and written only to import the drop-in)",
 		need:  "reads containerd's config through a host mount of its directory",
 		check: runtimeFile("RUNTIME_CONFIG", "/etc/containerd", "/runtime/config-dir/config.toml"),
-		only:  onRuntime(gpuv1.RuntimeContainerd)},
+		only:  onRuntime(gpuv1.RuntimeContainerd), where: noNRI},
 	{source: toolkitCtrd + " (drop-in default /etc/containerd/conf.d/99-nvidia.toml, a path in the container); " + toolkitDropIn +
 		" (the config imports the drop-in's host path, RUNTIME_DROP_IN_CONFIG_HOST_PATH; without a drop-in a version 2 or 3 config loses its runtimes)",
 		need: "writes its runtimes to containerd's drop-in directory on the host, and has the config import it by its host path",
 		check: all(runtimeFile("RUNTIME_DROP_IN_CONFIG", "/etc/containerd/conf.d", "/runtime/config-dir.d/99-nvidia.toml"),
 			env(tk, "RUNTIME_DROP_IN_CONFIG_HOST_PATH", "/etc/containerd/conf.d/99-nvidia.toml")),
-		only: onRuntime(gpuv1.RuntimeContainerd)},
+		only: onRuntime(gpuv1.RuntimeContainerd), where: noNRI},
 	{source: toolkitSignal + " (SIGHUP to the PID read from the socket's peer credentials; restart mode signal by default, " + toolkitContainer + ")",
 		need:  "signals the host's containerd through its socket, by host PID",
 		check: all(runtimeFile("RUNTIME_SOCKET", "/run/containerd", "/runtime/sock-dir/containerd.sock"), hostPID(true)),
-		only:  onRuntime(gpuv1.RuntimeContainerd)},
+		only:  onRuntime(gpuv1.RuntimeContainerd), where: noNRI},
 	{source: toolkitCRIO + " (--config-mode now defaults to config, which restarts CRI-O through systemd; hook writes the OCI hook into --hooks-dir, read without a restart)",
 		need: "writes its OCI hook into the host's hooks directory, which CRI-O reads without a restart",
 		check: all(env(tk, "CRIO_CONFIG_MODE", "hook"), env(tk, "CRIO_HOOKS_DIR", "/runtime/hooks-dir"),
 			hostMount(tk, mount{host: "/usr/share/containers/oci/hooks.d", at: "/runtime/hooks-dir"})),
-		only: onRuntime(gpuv1.RuntimeCRIO)},
+		only: onRuntime(gpuv1.RuntimeCRIO), where: noNRI},
 	{source: toolkitInstall + " (--driver-root, env NVIDIA_DRIVER_ROOT: a host path, into the runtime's config and the CDI spec; --driver-root-ctr-path, env DRIVER_ROOT_CTR_PATH: the same tree in the container)",
 		need: "points the runtime at the node's driver root, and sees it",
 		check: all(envBy(tk, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
@@ -105,7 +116,7 @@ var toolkitContract = []requirement{
 		need: "with CDI on containerd, turns CDI on in containerd, and the NVIDIA runtime hands a management container asking for every GPU the management spec's device, and is not the node's default runtime",
 		check: all(env(tk, "RUNTIME_ENABLE_CDI", "true"), env(tk, "NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
 			env(tk, "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", toolkit.ManagementKind), env(tk, "NVIDIA_RUNTIME_SET_AS_DEFAULT", "false")),
-		only: onRuntime(gpuv1.RuntimeContainerd), where: byCDI},
+		only: onRuntime(gpuv1.RuntimeContainerd), where: func(spec *gpuv1.ClusterPolicySpec) bool { return byCDI(spec) && noNRI(spec) }},
 	{source: toolkitInstall + " (CDI_ENABLED: the spec and the control device nodes once, when the installer starts, and it exits when either fails: " +
 		"no driver loaded, a read-only dev root)",
 		need:  "never makes its start depend on the driver: the spec is written by its own container, for every driver that runs",

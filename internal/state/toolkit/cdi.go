@@ -48,7 +48,7 @@ const DriverVersionFile = "/sys/module/nvidia/version"
 // runtime to read them, as the node's default: the runtime is then left
 // as without CDI, or GPU pods would start without their GPUs.
 func cdiEnv(cp *gpuv1.ClusterPolicy, runtime gpuv1.Runtime) []corev1.EnvVar {
-	if !HandsOutByCDI(cp) || !state.HasRuntimeHandler(runtime) {
+	if !HandsOutByCDI(cp) || !state.HasRuntimeHandler(runtime) || cp.Spec.CDI.UsesNRI() {
 		return nil
 	}
 	return []corev1.EnvVar{

@@ -55,6 +55,34 @@ func TestConfiguredProbeSeesWholeSeconds(t *testing.T) {
 	}
 }
 
+// With its NRI plugin the toolkit writes no runtime config: it is ready
+// once this run installed the runtime.
+func TestConfiguredProbeWithNRI(t *testing.T) {
+	start := time.Unix(1_767_225_600, 0)
+	for _, tt := range []struct {
+		name        string
+		installedAt time.Time
+		wantPasses  bool
+	}{
+		{"installed in the pid file's second", start, true},
+		{"installed by an earlier run", start.Add(-5 * time.Second), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, "toolkit"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(dir, "toolkit", "nvidia-container-runtime"), "#!/bin/sh", tt.installedAt)
+			pid := filepath.Join(dir, "toolkit.pid")
+			write(t, pid, "1", start)
+			err := run(t, configuredProbe, "ENABLE_NRI_PLUGIN=true", "RUNTIME=containerd", "ROOT="+dir, "TOOLKIT_PID_FILE="+pid)
+			if passes := err == nil; passes != tt.wantPasses {
+				t.Errorf("probe passes = %v (%v), want %v", passes, err, tt.wantPasses)
+			}
+		})
+	}
+}
+
 // The spec writer is ready while the management spec names the loaded
 // driver once that driver's files are in its root; with no driver loaded,
 // or one whose root is not mounted yet (a driver container loads its

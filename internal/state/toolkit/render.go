@@ -58,12 +58,16 @@ var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 // where the config is version 1 and takes no drop-in; the OCI hook on
 // CRI-O) names the NVIDIA runtime and is not older than the pid file the
 // toolkit writes when it starts. The toolkit itself signals nothing else.
+// With its NRI plugin it writes no runtime config: it is ready once it
+// installed the runtime, after the pid file and before the plugin starts.
 // "Not older", not "newer": busybox's test, the image's sh from toolkit
 // v1.20 on, compares whole seconds, and the config is written in the
 // pid file's second more often than not; a config of an earlier run is
 // older by the 5 s the start waits at least.
 const configuredProbe = `fresh() { grep -qs "$ROOT/toolkit/nvidia-container-runtime" "$1" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$1" -ot "$TOOLKIT_PID_FILE" ]; }
-if [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
+if [ "$ENABLE_NRI_PLUGIN" = true ]; then
+  [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$ROOT/toolkit/nvidia-container-runtime" -ot "$TOOLKIT_PID_FILE" ]
+elif [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
   fresh "$CRIO_HOOKS_DIR/${CRIO_HOOK_FILENAME:-oci-nvidia-hook.json}"
 else
   fresh "$RUNTIME_DROP_IN_CONFIG" || fresh "$RUNTIME_CONFIG"
@@ -103,6 +107,9 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	installDir := cp.Spec.ToolkitInstallDir()
 	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
+	if cp.Spec.CDI.UsesNRI() {
+		env, mounts, volumes = nriSettings(v.Runtime, cp.Spec.Toolkit.Env)
+	}
 	env = append(env, DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	env = append(env, isolationEnv(cp)...)
 	env = append(env, cdiEnv(cp, v.Runtime)...)

@@ -76,7 +76,7 @@ func moved(name string) bool {
 			return true
 		}
 	}
-	return name == envDropInHostPath || name == envConfigSource || name == envConfigSources
+	return name == envDropInHostPath || name == envConfigSource || name == envConfigSources || name == envNRISocket
 }
 
 // The toolkit's variables that name host paths for the files it reads or
@@ -87,7 +87,32 @@ const (
 	envDropInHostPath = "RUNTIME_DROP_IN_CONFIG_HOST_PATH"
 	envConfigSource   = "RUNTIME_CONFIG_SOURCE"
 	envConfigSources  = "RUNTIME_CONFIG_SOURCES"
+	envNRISocket      = "NRI_SOCKET"
 )
+
+// nriSocketDir is where the toolkit's container sees the runtime's NRI
+// socket directory.
+const nriSocketDir = "/runtime/nri-sock-dir"
+
+// nriSettings are the env, mounts and volumes of the toolkit's NRI plugin
+// (nvidia-container-toolkit v1.20.0, cmd/nvidia-ctk-installer/main.go:
+// --enable-nri-plugin, --nri-socket, default /var/run/nri/nri.sock,
+// --nri-namespace, which may receive management devices): it connects to
+// the runtime's NRI socket and injects the CDI devices a pod's
+// nvidia.cdi.k8s.io annotations name, and configures no runtime at all
+// (container/runtime/runtime.go), so nothing of the runtime's config or
+// socket is mounted.
+func nriSettings(runtime gpuv1.Runtime, user []gpuv1.EnvVar) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+	socket := firstSet(user, []string{envNRISocket}, "/var/run/nri/nri.sock")
+	return []corev1.EnvVar{
+			{Name: "RUNTIME", Value: string(runtime)},
+			{Name: "ENABLE_NRI_PLUGIN", Value: "true"},
+			{Name: envNRISocket, Value: path.Join(nriSocketDir, path.Base(socket))},
+			render.FieldEnv("NRI_NAMESPACE", "metadata.namespace"),
+		},
+		[]corev1.VolumeMount{{Name: "nri-socket", MountPath: nriSocketDir}},
+		[]corev1.Volume{render.HostPathVolume("nri-socket", path.Dir(socket), corev1.HostPathDirectoryOrCreate)}
+}
 
 // runtimeSettings returns the env, mounts and volumes that let the toolkit
 // configure a node's container runtime, following the host paths the
