@@ -46,6 +46,7 @@ func init() {
 // applies unchanged; sections this operator does not implement are accepted
 // as opaque values and listed in status.ignoredFields.
 // +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.toolkit) || !has(self.toolkit.enabled) || self.toolkit.enabled`,message="cdi.nriPluginEnabled has the operator's container toolkit inject GPUs: it needs toolkit.enabled=true",fieldPath=".cdi.nriPluginEnabled"
+// +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.devicePlugin) || !has(self.devicePlugin.env) || self.devicePlugin.env.all(e, e.name != 'DEVICE_LIST_STRATEGY' || (has(e.value) && e.value.contains('cdi-')))`,message="with cdi.nriPluginEnabled nothing reads GPU lists passed another way: devicePlugin.env DEVICE_LIST_STRATEGY must name cdi-annotations or cdi-cri, or be removed",fieldPath=".devicePlugin.env"
 type ClusterPolicySpec struct {
 	// Operator holds settings of the operator itself.
 	// +kubebuilder:default={}

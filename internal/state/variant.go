@@ -282,9 +282,17 @@ func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSe
 		}
 		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
 		w.Gate = in.Gated(v, d)
-		w.PodAnnotations = ManagementDevices(&in.Policy.Spec, st, &w.Pod)
 		if d.DevicePluginConfig {
 			w.Inputs = in.configInputs(v)
+		}
+		// The NRI plugin's annotation is what gives the pod its GPUs: a
+		// change of it is a new spec, as the hash says.
+		w.PodAnnotations = ManagementDevices(&in.Policy.Spec, st, &w.Pod)
+		for k, val := range w.PodAnnotations {
+			if w.Inputs == nil {
+				w.Inputs = map[string]string{}
+			}
+			w.Inputs[k] = val
 		}
 		ds, err := render.DaemonSet(w)
 		if err != nil {
@@ -304,7 +312,13 @@ var managementGPUClients = []Name{DevicePlugin, GPUFeatureDiscovery, DCGMExporte
 // the CDI devices of a container from (nvidia-container-toolkit v1.20.0,
 // cmd/nvidia-ctk-installer/container/runtime/nri/plugin.go: the domain
 // nvidia.cdi.k8s.io, container.<name>).
-func NRIDevicesAnnotation(container string) string { return "nvidia.cdi.k8s.io/container." + container }
+func NRIDevicesAnnotation(container string) string {
+	return NRIDevicesAnnotationPrefix + "container." + container
+}
+
+// NRIDevicesAnnotationPrefix starts every annotation the NRI plugin reads
+// devices from, for a container or the whole pod.
+const NRIDevicesAnnotationPrefix = "nvidia.cdi.k8s.io/"
 
 // ManagementDevices is the pod annotation that has the toolkit's NRI plugin
 // give a management state's main container every GPU (the management CDI

@@ -369,6 +369,17 @@ func TestNRIPluginNeedsTheToolkit(t *testing.T) {
 	g.Expect(unstructured.SetNestedField(spec, true, "toolkit", "enabled")).To(Succeed())
 	obj.SetName("nri-with-toolkit")
 	g.Expect(k8sClient.Create(context.Background(), obj, client.DryRunAll)).To(Succeed())
+
+	// Nothing reads GPU lists passed as a variable or mounts under NRI.
+	// (The dry run replaced the object's content with the server's.)
+	spec = obj.Object["spec"].(map[string]any)
+	g.Expect(unstructured.SetNestedSlice(spec, []any{map[string]any{"name": "DEVICE_LIST_STRATEGY", "value": "envvar"}},
+		"devicePlugin", "env")).To(Succeed())
+	obj.SetName("nri-envvar")
+	err = k8sClient.Create(context.Background(), obj, client.DryRunAll)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.devicePlugin.env"))
+	g.Expect(err.Error()).To(ContainSubstring("must name cdi-annotations or cdi-cri"))
 }
 
 func TestValidEdgeValuesAreAccepted(t *testing.T) {

@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // podSelectors are the upgrade policy's pod selectors, parsed once per
@@ -92,8 +94,9 @@ func (r *Reconciler) podsOn(ctx context.Context, node string, selector labels.Se
 }
 
 // isGPUPod says which pods hold the GPU: they ask for an nvidia.com/
-// resource, run with the operator's runtime class, or match the policy's
-// extra selector. The operator's own operand pods never count, nor do
+// resource, run with the operator's runtime class, name CDI devices for
+// the toolkit's NRI plugin to inject (nvidia.cdi.k8s.io/ annotations), or
+// match the policy's extra selector. The operator's own operand pods never count, nor do
 // DaemonSet pods: their controller puts them back at once, so evicting
 // them cannot free the node, and waiting for them would fail every node at
 // the deletion timeout. One that holds the GPU keeps the old driver
@@ -110,6 +113,11 @@ func (r *Reconciler) isGPUPod(cp *gpuv1.ClusterPolicy, extra labels.Selector) fu
 		}
 		if extra != nil && extra.Matches(labels.Set(p.Labels)) {
 			return true
+		}
+		for k := range p.Annotations {
+			if strings.HasPrefix(k, state.NRIDevicesAnnotationPrefix) {
+				return true
+			}
 		}
 		return gating.RequestsNVIDIAResource(p)
 	}

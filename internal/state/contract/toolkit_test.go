@@ -127,7 +127,7 @@ var toolkitContract = []requirement{
 		check: all(scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi generate --mode=management --vendor=management.nvidia.com --class=gpu --format=yaml \`),
 			scriptHas(toolkit.CDISpecWriterName, `--driver-root="$DRIVER_ROOT_CTR_PATH" --dev-root="$DEV_ROOT_CTR_PATH" --nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook" |`),
 			scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- |`),
-			scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi transform root --from="$DEV_ROOT_CTR_PATH" --to="$NVIDIA_DEV_ROOT" --input=- --output="$SPEC" ||`),
+			scriptHas(toolkit.CDISpecWriterName, `"$ctk" cdi transform root --from="$DEV_ROOT_CTR_PATH" --to="$NVIDIA_DEV_ROOT" --input=- --output="$SPEC" &&`),
 			envBy(toolkit.CDISpecWriterName, "ROOT", installDir),
 			env(toolkit.CDISpecWriterName, "SPEC", toolkit.ManagementSpec),
 			envBy(toolkit.CDISpecWriterName, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
@@ -140,15 +140,25 @@ var toolkitContract = []requirement{
 			hostMount(toolkit.CDISpecWriterName, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
 			probe(toolkit.CDISpecWriterName, "readiness", execProbeHas(`[ -z "$v" ] || ! hasLibraries "$v" || grep -qs "\.so\.$v\$" "$SPEC"`))),
 		where: cdiOn},
-	{source: devNodesCmd + "; NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/driver.go (getDriverInfo: dev root / beside a host's driver)",
-		need: "with CDI beside a host's driver, loads its modules through the host's modprobe and makes the control nodes the spec names in the host's /dev first",
+	{source: devNodesCmd + "; NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/main.go (createDevCharSymlinks: control nodes made, modules loaded beside a host's driver but not an installer's); " +
+		"gpu-driver-container@d10b41a:ubuntu22.04/nvidia-driver (_load_driver: modprobe nvidia-uvm, no node made)",
+		need: "with CDI, makes the control device nodes the spec names in the dev root first (nvidia-uvm's is made by nobody else); beside a driver in the host's /, loads its modules through the host's modprobe before",
 		check: func(p *podCase) error {
 			w := toolkit.CDISpecWriterName
-			if p.variant.DriverRoot != gpuv1.DriverRootHost {
-				return noEnv(w, "HOST_DRIVER_ROOT")(p)
+			common := all(scriptHas(w, `"$ctk" system create-device-nodes --control-devices --dev-root="$DEV_ROOT_CTR_PATH" ||`),
+				scriptHas(w, `"$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$LOAD_MODULES_ROOT" --dev-root="$DEV_ROOT_CTR_PATH" ||`))
+			if toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) != toolkit.HostRoot {
+				// Its dev root is the driver root, writable here.
+				return all(common, noEnv(w, "LOAD_MODULES_ROOT"), func(p *podCase) error {
+					if p.variant.DriverRoot == gpuv1.DriverRootHost {
+						return nil // GKE's: the dev root is the host's /
+					}
+					return hostMountBy(w, func(p *podCase) mount {
+						return mount{host: p.spec.DriverRootPath(p.variant.DriverRoot), at: "/driver-root", propagation: corev1.MountPropagationHostToContainer}
+					})(p)
+				})(p)
 			}
-			return all(env(w, "HOST_DRIVER_ROOT", "/host"),
-				scriptHas(w, `"$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_DRIVER_ROOT" --dev-root="$DEV_ROOT_CTR_PATH" ||`),
+			return all(common, env(w, "LOAD_MODULES_ROOT", "/host"),
 				hostMountBy(w, func(p *podCase) mount {
 					return mount{host: p.spec.HostRoot(), at: "/host", propagation: corev1.MountPropagationHostToContainer}
 				}))(p)

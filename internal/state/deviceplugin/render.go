@@ -106,7 +106,8 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	// The links first: beside a host's driver they load its modules.
 	inits := []corev1.Container{devChar}
 	volumes = render.AddVolumes(volumes, devCharVolumes...)
-	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec); wait != nil {
+	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec, render.Image(string(cp.Spec.DevicePlugin.Repository), string(cp.Spec.DevicePlugin.Image), string(cp.Spec.DevicePlugin.Version)),
+		cp.Spec.DevicePlugin.ImagePullPolicy); wait != nil {
 		inits = append(inits, *wait)
 		volumes = render.AddVolumes(volumes, waitVolumes...)
 	}

@@ -194,7 +194,8 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	// Under CDI the runtime hands it the management spec's files: after a
 	// driver upgrade, only once the spec names the new driver.
 	var inits []corev1.Container
-	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec); wait != nil {
+	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec, render.Image(string(cp.Spec.MIGManager.Repository), string(cp.Spec.MIGManager.Image), string(cp.Spec.MIGManager.Version)),
+		cp.Spec.MIGManager.ImagePullPolicy); wait != nil {
 		inits = append(inits, *wait)
 		volumes = render.AddVolumes(volumes, waitVolumes...)
 	}

@@ -83,7 +83,8 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	}}
 	// Under CDI the runtime hands it the management spec's files: after a
 	// driver upgrade, only once the spec names the new driver.
-	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec); wait != nil {
+	if wait, waitVolumes := toolkit.WaitForSpec(&cp.Spec, render.Image(string(cp.Spec.DevicePlugin.Repository), string(cp.Spec.DevicePlugin.Image), string(cp.Spec.DevicePlugin.Version)),
+		cp.Spec.DevicePlugin.ImagePullPolicy); wait != nil {
 		inits = append([]corev1.Container{*wait}, inits...)
 		volumes = render.AddVolumes(volumes, waitVolumes...)
 	}

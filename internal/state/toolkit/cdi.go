@@ -77,33 +77,40 @@ const driverFiles = `hasLibraries() {
 }
 `
 
-// cdiSpecScript writes the management spec whenever the driver that runs,
-// with its files in the driver root, is not the one the spec names: when
-// the toolkit first starts after the driver, and after every driver
-// upgrade, without restarting the runtime. The loaded module's version is
-// in the name of every driver library the spec mounts. Beside a host's
-// driver the NVIDIA modules are loaded first, through the host's modprobe,
-// and the control device nodes made in the host's /dev (nvidia-uvm is
-// often not loaded at boot, and the spec names every control node); a
-// driver container does both itself. The spec is generated from the roots
-// as this container sees them and moved to the host's paths in one write,
-// as mig-manager does (mig-parted v0.15.0,
+// cdiSpecScript writes the management spec when it starts (a spec left by
+// an earlier pod may name other roots) and whenever the driver that runs is
+// not the one the spec names: after every driver upgrade, without
+// restarting the runtime. The loaded module's version is in the name of
+// every driver library the spec mounts. The spec names the control device
+// nodes that exist, and nvidia-uvm's is made by nobody else (its module
+// creates none, a driver container only loads it): they are made first in
+// the dev root, as NVIDIA's toolkit and validator do; beside a driver in
+// the host's /, whose nvidia-uvm is often not loaded at boot, the modules
+// are loaded first through the host's modprobe (not for an installer's
+// driver elsewhere, GKE's, loaded by insmod). The spec is generated from
+// the roots as this container sees them and moved to the host's paths in
+// one write, as mig-manager does (mig-parted v0.15.0,
 // pkg/mig/reconfigure/reconfigure.go: createCDISpec), with the nvidia-ctk
-// the toolkit installed on the host.
-const cdiSpecScript = driverFiles + `ctk="$ROOT/toolkit/nvidia-ctk"
+// the toolkit installed on the host; a failed generation leaves the spec
+// as it was, and is tried again.
+const cdiSpecScript = `ctk="$ROOT/toolkit/nvidia-ctk"
+written=
 while :; do
   v=$(cat "$DRIVER_VERSION_FILE" 2>/dev/null)
-  if [ -n "$v" ] && hasLibraries "$v" && [ -x "$ctk" ] && ! grep -qs "\.so\.$v\$" "$SPEC"; then
+  if [ -n "$v" ] && [ -x "$ctk" ] && { [ -z "$written" ] || ! grep -qs "\.so\.$v\$" "$SPEC"; }; then
     echo "writing $SPEC for driver $v"
-    if [ -n "$HOST_DRIVER_ROOT" ]; then
-      "$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$HOST_DRIVER_ROOT" --dev-root="$DEV_ROOT_CTR_PATH" ||
+    if [ -n "$LOAD_MODULES_ROOT" ]; then
+      "$ctk" system create-device-nodes --control-devices --load-kernel-modules --root="$LOAD_MODULES_ROOT" --dev-root="$DEV_ROOT_CTR_PATH" ||
         echo "could not load the host's NVIDIA modules or make their control device nodes"
+    else
+      "$ctk" system create-device-nodes --control-devices --dev-root="$DEV_ROOT_CTR_PATH" ||
+        echo "could not make the NVIDIA control device nodes"
     fi
     "$ctk" cdi generate --mode=management --vendor=management.nvidia.com --class=gpu --format=yaml \
       --driver-root="$DRIVER_ROOT_CTR_PATH" --dev-root="$DEV_ROOT_CTR_PATH" --nvidia-cdi-hook-path="$ROOT/toolkit/nvidia-cdi-hook" |
       "$ctk" cdi transform root --from="$DRIVER_ROOT_CTR_PATH" --to="$NVIDIA_DRIVER_ROOT" --input=- |
-      "$ctk" cdi transform root --from="$DEV_ROOT_CTR_PATH" --to="$NVIDIA_DEV_ROOT" --input=- --output="$SPEC" ||
-      echo "could not write $SPEC"
+      "$ctk" cdi transform root --from="$DEV_ROOT_CTR_PATH" --to="$NVIDIA_DEV_ROOT" --input=- --output="$SPEC" &&
+      written=1 || echo "could not write $SPEC"
   fi
   sleep 5
 done`
@@ -120,7 +127,8 @@ const specNamesDriverProbe = driverFiles + `v=$(cat "$DRIVER_VERSION_FILE" 2>/de
 // the toolkit's image, for its shell, and the host's nvidia-ctk through
 // the install dir; privileged, as it reads the driver's device nodes and,
 // beside a host's driver, loads modules and makes device nodes through
-// the host's root, which it mounts writable.
+// the host's root, which it mounts writable, as the driver root, where it
+// makes the control device nodes.
 func cdiSpecWriter(spec *gpuv1.ClusterPolicySpec, v state.Variant) corev1.Container {
 	installDir := spec.ToolkitInstallDir()
 	mounts := []corev1.VolumeMount{
@@ -128,7 +136,8 @@ func cdiSpecWriter(spec *gpuv1.ClusterPolicySpec, v state.Variant) corev1.Contai
 		{Name: "cdi-root", MountPath: CDISpecDir},
 	}
 	if DriverRootInContainer(spec, v.DriverRoot) != HostRoot {
-		mounts = append(mounts, render.ReadOnlyHostMount("driver-root", DriverRootMount))
+		mounts = append(mounts, corev1.VolumeMount{Name: "driver-root", MountPath: DriverRootMount,
+			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
 	}
 	env := slices.Concat(DriverRootEnv(spec, v.DriverRoot), DevRootEnv(spec, v.DriverRoot), []corev1.EnvVar{
 		{Name: "ROOT", Value: installDir},
@@ -139,7 +148,9 @@ func cdiSpecWriter(spec *gpuv1.ClusterPolicySpec, v state.Variant) corev1.Contai
 	if v.DriverRoot == gpuv1.DriverRootHost {
 		mounts = append(mounts, corev1.VolumeMount{Name: "host-root", MountPath: HostRoot,
 			MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
-		env = append(env, corev1.EnvVar{Name: "HOST_DRIVER_ROOT", Value: HostRoot})
+	}
+	if DriverRootInContainer(spec, v.DriverRoot) == HostRoot {
+		env = append(env, corev1.EnvVar{Name: "LOAD_MODULES_ROOT", Value: HostRoot})
 	}
 	return corev1.Container{
 		Name:            CDISpecWriterName,
@@ -173,18 +184,20 @@ until [ -e "$DRIVER_VERSION_FILE" ] && grep -qs "\.so\.$(cat "$DRIVER_VERSION_FI
   sleep 1
 done`
 
-// WaitForSpec is the init container that runs waitForSpec, in the
-// toolkit's image, for its shell, and the volumes it reads; nil with CDI
-// off or without the operator's toolkit, which writes the spec.
-func WaitForSpec(spec *gpuv1.ClusterPolicySpec) (*corev1.Container, []corev1.Volume) {
+// WaitForSpec is the init container that runs waitForSpec in an operand's
+// own image (every one has a shell: busybox in the distroless ones), so
+// that a new toolkit version restarts nothing else, and the volumes it
+// reads; nil with CDI off or without the operator's toolkit, which writes
+// the spec.
+func WaitForSpec(spec *gpuv1.ClusterPolicySpec, image string, pull corev1.PullPolicy) (*corev1.Container, []corev1.Volume) {
 	if !spec.CDI.IsEnabled() || !spec.Toolkit.IsEnabled() {
 		return nil, nil
 	}
 	installDir := spec.ToolkitInstallDir()
 	return &corev1.Container{
 			Name:            WaitForSpecName,
-			Image:           render.Image(string(spec.Toolkit.Repository), string(spec.Toolkit.Image), string(spec.Toolkit.Version)),
-			ImagePullPolicy: spec.Toolkit.ImagePullPolicy,
+			Image:           image,
+			ImagePullPolicy: pull,
 			Command:         []string{"sh", "-c", waitForSpec},
 			Env: []corev1.EnvVar{
 				{Name: "ROOT", Value: installDir},

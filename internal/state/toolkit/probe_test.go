@@ -2,6 +2,7 @@ package toolkit
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,14 @@ func TestConfiguredProbeWithNRI(t *testing.T) {
 			write(t, filepath.Join(dir, "toolkit", "nvidia-container-runtime"), "#!/bin/sh", tt.installedAt)
 			pid := filepath.Join(dir, "toolkit.pid")
 			write(t, pid, "1", start)
-			err := run(t, configuredProbe, "ENABLE_NRI_PLUGIN=true", "RUNTIME=containerd", "ROOT="+dir, "TOOLKIT_PID_FILE="+pid)
+			socket := filepath.Join(dir, "nri.sock")
+			l, err := net.Listen("unix", socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			err = run(t, configuredProbe, "ENABLE_NRI_PLUGIN=true", "RUNTIME=containerd", "ROOT="+dir, "TOOLKIT_PID_FILE="+pid,
+				"NRI_SOCKET="+socket)
 			if passes := err == nil; passes != tt.wantPasses {
 				t.Errorf("probe passes = %v (%v), want %v", passes, err, tt.wantPasses)
 			}
@@ -121,10 +129,11 @@ func TestSpecNamesDriverProbe(t *testing.T) {
 // arguments.
 const fakeCTK = `#!/bin/sh
 case "$1 $2" in
-"cdi generate") for a; do case $a in --driver-root=*) r=${a#*=};; esac; done
+"cdi generate") for a; do case $a in --driver-root=*) r=${a#*=};; --dev-root=*) d=${a#*=};; esac; done
+  echo "  path: $d/dev/nvidia-uvm"
   echo "  hostPath: $r/usr/lib/x86_64-linux-gnu/libcuda.so.$FAKE_VERSION" ;;
 "cdi transform") o=; for a; do case $a in --from=*) f=${a#*=};; --to=*) to=${a#*=};; --output=*) o=${a#*=};; esac; done
-  if [ -n "$o" ]; then sed "s|$f|$to|" > "$o.tmp" && mv "$o.tmp" "$o"; else sed "s|$f|$to|"; fi ;;
+  if [ -n "$o" ]; then sed "s|$f/|${to%/}/|" > "$o.tmp" && mv "$o.tmp" "$o"; else sed "s|$f/|${to%/}/|"; fi ;;
 "system create-device-nodes") echo "$@" >> "$FAKE_LOG" ;;
 *) exit 1 ;;
 esac`
@@ -134,8 +143,19 @@ esac`
 // the roots the container sees to the host's; beside a host's driver it
 // loads the modules and makes the control nodes first.
 func TestCDISpecWriterWritesTheLoadedDriversSpec(t *testing.T) {
-	for _, host := range []bool{false, true} {
-		t.Run(map[bool]string{false: "driver container", true: "host driver"}[host], func(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		devRoot        string // "" for the driver root
+		hostDevRoot    string
+		loadsModules   bool
+		wantLibs, want string
+	}{
+		{name: "driver container", hostDevRoot: "/run/nvidia/driver",
+			wantLibs: "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.595.91.07", want: "/run/nvidia/driver/dev/nvidia-uvm"},
+		{name: "host driver at /", devRoot: "host", hostDevRoot: "/", loadsModules: true,
+			wantLibs: "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.595.91.07", want: "  path: /dev/nvidia-uvm"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			install := filepath.Join(dir, "install")
 			if err := os.MkdirAll(filepath.Join(install, "toolkit"), 0o755); err != nil {
@@ -147,14 +167,20 @@ func TestCDISpecWriterWritesTheLoadedDriversSpec(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := driverRoot(t, dir, "595.91.07")
+			devRoot := root
+			if tt.devRoot != "" {
+				devRoot = filepath.Join(dir, tt.devRoot)
+			}
 			versionFile, spec, log := filepath.Join(dir, "version"), filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "log")
 			write(t, versionFile, "595.91.07\n", time.Now())
-			write(t, spec, specOf("570.172.08"), time.Now())
+			// A spec left by an earlier pod, naming the driver that runs:
+			// written again once, for this pod's roots.
+			write(t, spec, specOf("595.91.07"), time.Now().Add(-time.Hour))
 			env := []string{"ROOT=" + install, "SPEC=" + spec, "DRIVER_VERSION_FILE=" + versionFile, "FAKE_VERSION=595.91.07",
 				"FAKE_LOG=" + log, "DRIVER_ROOT_CTR_PATH=" + root, "NVIDIA_DRIVER_ROOT=/run/nvidia/driver",
-				"DEV_ROOT_CTR_PATH=" + root, "NVIDIA_DEV_ROOT=/run/nvidia/driver"}
-			if host {
-				env = append(env, "HOST_DRIVER_ROOT=/host")
+				"DEV_ROOT_CTR_PATH=" + devRoot, "NVIDIA_DEV_ROOT=" + tt.hostDevRoot}
+			if tt.loadsModules {
+				env = append(env, "LOAD_MODULES_ROOT=/host")
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -165,21 +191,32 @@ func TestCDISpecWriterWritesTheLoadedDriversSpec(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			for run(t, specNamesDriverProbe, env...) != nil {
+			for {
+				got, _ := os.ReadFile(spec)
+				if strings.Contains(string(got), "nvidia-uvm") {
+					break
+				}
 				select {
 				case <-ctx.Done():
-					t.Fatal("the spec never named the loaded driver")
+					t.Fatalf("the spec was never written again: %q", got)
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
 			got, _ := os.ReadFile(spec)
-			if want := "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.595.91.07"; !strings.Contains(string(got), want) {
-				t.Errorf("spec %q does not name %s, the host's path", got, want)
+			for _, want := range []string{tt.wantLibs, tt.want} {
+				if !strings.Contains(string(got), want) {
+					t.Errorf("spec %q does not name %s, the host's path", got, want)
+				}
 			}
 			calls, _ := os.ReadFile(log)
-			loaded := strings.Contains(string(calls), "--control-devices --load-kernel-modules --root=/host")
-			if loaded != host {
-				t.Errorf("modules loaded and control nodes made: %v, want %v (%q)", loaded, host, calls)
+			if !strings.Contains(string(calls), "system create-device-nodes --control-devices") {
+				t.Errorf("no control device nodes made: %q", calls)
+			}
+			if loaded := strings.Contains(string(calls), "--load-kernel-modules --root=/host"); loaded != tt.loadsModules {
+				t.Errorf("modules loaded: %v, want %v (%q)", loaded, tt.loadsModules, calls)
+			}
+			if err := run(t, specNamesDriverProbe, env...); err != nil {
+				t.Errorf("not ready with the spec written: %v", err)
 			}
 		})
 	}

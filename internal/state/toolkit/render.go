@@ -57,16 +57,20 @@ var dimensions = state.Dimensions{DriverRoot: true, Runtime: true}
 // runtime: the file it writes (containerd's drop-in, or the config itself
 // where the config is version 1 and takes no drop-in; the OCI hook on
 // CRI-O) names the NVIDIA runtime and is not older than the pid file the
-// toolkit writes when it starts. The toolkit itself signals nothing else.
+// toolkit writes when it starts, by a process that still runs (the pod
+// shares the host's PID namespace): not the run before a restart. The
+// toolkit itself signals nothing else.
 // With its NRI plugin it writes no runtime config: it is ready once it
-// installed the runtime, after the pid file and before the plugin starts.
+// installed the runtime, after the pid file and before the plugin starts,
+// with the runtime's NRI socket there to connect to.
 // "Not older", not "newer": busybox's test, the image's sh from toolkit
 // v1.20 on, compares whole seconds, and the config is written in the
 // pid file's second more often than not; a config of an earlier run is
 // older by the 5 s the start waits at least.
-const configuredProbe = `fresh() { grep -qs "$ROOT/toolkit/nvidia-container-runtime" "$1" && [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$1" -ot "$TOOLKIT_PID_FILE" ]; }
+const configuredProbe = `running() { p=$(cat "$TOOLKIT_PID_FILE" 2>/dev/null) && [ -n "$p" ] && [ -d "/proc/$p" ]; }
+fresh() { grep -qs "$ROOT/toolkit/nvidia-container-runtime" "$1" && running && ! [ "$1" -ot "$TOOLKIT_PID_FILE" ]; }
 if [ "$ENABLE_NRI_PLUGIN" = true ]; then
-  [ -e "$TOOLKIT_PID_FILE" ] && ! [ "$ROOT/toolkit/nvidia-container-runtime" -ot "$TOOLKIT_PID_FILE" ]
+  [ -S "$NRI_SOCKET" ] && running && ! [ "$ROOT/toolkit/nvidia-container-runtime" -ot "$TOOLKIT_PID_FILE" ]
 elif [ "$RUNTIME" = crio ] && [ "${CRIO_CONFIG_MODE:-hook}" = hook ]; then
   fresh "$CRIO_HOOKS_DIR/${CRIO_HOOK_FILENAME:-oci-nvidia-hook.json}"
 else

@@ -78,19 +78,25 @@ func TestGPUPodWithPDBFailsTheNodeAtTheTimeout(t *testing.T) {
 		ShouldNot(HaveKey(gpuv1.AnnotationMaintenanceWaiting), "nothing waits any more")
 }
 
-// A pod that uses the GPU only through the NVIDIA runtime class, asking
-// for no GPU, is evicted too: otherwise it would hold the old driver.
+// A pod that uses the GPU only through the NVIDIA runtime class, or
+// through CDI devices named for the toolkit's NRI plugin, asking for no
+// GPU, is evicted too: otherwise it would hold the old driver.
 func TestRuntimeClassPodIsEvicted(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 1)
 	f.ExpectAllReady(f.Nodes...)
 	f.EnsureNamespace("workloads")
-	pod := f.GPUPod("inference", f.Nodes[0], func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })
+	byClass := f.GPUPod("inference", f.Nodes[0], func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("nvidia") })
+	byNRI := f.GPUPod("batch", f.Nodes[0], func(p *corev1.Pod) {
+		p.Annotations = map[string]string{"nvidia.cdi.k8s.io/container.main": "k8s.device-plugin.nvidia.com/gpu=all"}
+	})
 
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
 	f.ExpectLabel(f.Nodes[0], gpuv1.LabelUpgradeState, "upgrade-done")
-	err := suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the runtime-class pod was evicted")
+	for _, pod := range []*corev1.Pod{byClass, byNRI} {
+		err := suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s was evicted", pod.Name)
+	}
 }
 
 // A node cordoned by someone before the upgrade stays cordoned after it.
