@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -96,11 +97,7 @@ var upstreamNFDAccess = map[string][]rbacv1.PolicyRule{
 // renders in its namespace.
 func TestNFDAccessContract(t *testing.T) {
 	g := NewWithT(t)
-	graph, err := registry.Graph()
-	g.Expect(err).NotTo(HaveOccurred())
-	s, _ := graph.Get(state.NodeFeatureDiscovery)
-	objs, err := s.Operand.Render(state.RenderInput{Policy: policies(t)["default"], Namespace: fixture.Namespace})
-	g.Expect(err).NotTo(HaveOccurred())
+	objs := renderNFD(t, g)
 
 	ours := map[string][]rbacv1.PolicyRule{}
 	for c, rules := range nfd.ClusterRules() {
@@ -131,11 +128,7 @@ func TestNFDAccessContract(t *testing.T) {
 // -owner-refs or the config's core.ownerRefs.
 func TestNFDWorkerOwnersNeedNoNodeAccess(t *testing.T) {
 	g := NewWithT(t)
-	graph, err := registry.Graph()
-	g.Expect(err).NotTo(HaveOccurred())
-	s, _ := graph.Get(state.NodeFeatureDiscovery)
-	objs, err := s.Operand.Render(state.RenderInput{Policy: policies(t)["default"], Namespace: fixture.Namespace})
-	g.Expect(err).NotTo(HaveOccurred())
+	objs := renderNFD(t, g)
 	seen := 0
 	for _, o := range objs {
 		switch w := o.(type) {
@@ -163,4 +156,15 @@ func TestNFDWorkerOwnersNeedNoNodeAccess(t *testing.T) {
 		}
 	}
 	g.Expect(seen).To(Equal(2), "want the nfd-worker container and its config")
+}
+
+// renderNFD renders NFD's objects under the default policy.
+func renderNFD(t *testing.T, g Gomega) []client.Object {
+	t.Helper()
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	s, _ := graph.Get(state.NodeFeatureDiscovery)
+	objs, err := s.Operand.Render(state.RenderInput{Policy: policies(t)["default"], Namespace: fixture.Namespace})
+	g.Expect(err).NotTo(HaveOccurred())
+	return objs
 }
