@@ -31,11 +31,12 @@ var userMarks = struct{ labels, annotations []string }{
 		fakenode.AnnotationMIGAnchor, gpuv1.AnnotationRemediationApproved},
 }
 
-// ensureInstalled installs the chart with args unless it is installed,
-// runs the operator, and waits until the nodes are ready.
+// ensureInstalled installs the chart with args (this chart's own values:
+// the notes list none of NVIDIA's as ignored) unless it is installed, runs
+// the operator, and waits until the nodes are ready.
 func ensureInstalled(ctx context.Context, args []string, nodes []string) {
 	if _, err := sh("bin/helm", "status", "gpu-operator", "-n", "gpu-operator"); err != nil {
-		InstallSpec(InstallInput{HelmArgs: args})
+		InstallSpec(InstallInput{HelmArgs: args, Absent: []string{"values of NVIDIA's chart are accepted and ignored"}})
 		AllReadySpec(ctx, AllReadyInput{Nodes: nodes})
 		return
 	}

@@ -26,10 +26,12 @@ const rolloutTimeout = 3 * time.Minute
 // spec's reads already saw: a watch delivers after a Get returns.
 const caughtUp = 30 * time.Second
 
-// InstallInput is how the chart is installed, and what its notes must say.
+// InstallInput is how the chart is installed, and what its notes must say
+// and must not.
 type InstallInput struct {
 	HelmArgs []string
 	Notes    []string
+	Absent   []string
 }
 
 // InstallSpec installs the chart with helm and starts the operator.
@@ -39,6 +41,9 @@ func InstallSpec(in InstallInput) {
 	Expect(err).NotTo(HaveOccurred())
 	for _, n := range in.Notes {
 		Expect(out).To(ContainSubstring(n), "helm install's notes")
+	}
+	for _, n := range in.Absent {
+		Expect(out).NotTo(ContainSubstring(n), "helm install's notes")
 	}
 	op = startOperator()
 }

@@ -115,7 +115,7 @@ with why, each listed when it holds anything. */}}
   "dcgmExporter.podLabelAllowlistRegex" (list $v.dcgmExporter.podLabelAllowlistRegex "metrics are not labelled with pod labels")
   "dcgmExporter.hpcJobMapping" (list $v.dcgmExporter.hpcJobMapping "HPC job mapping is not supported")
   "dcgmExporter.hostPID" (list $v.dcgmExporter.hostPID "the exporter runs in its own PID namespace")
-  "hostNetwork" (list (list $d.hostNetwork $v.toolkit.hostNetwork $v.devicePlugin.hostNetwork $v.dcgmExporter.hostNetwork $v.gfd.hostNetwork $v.migManager.hostNetwork) "operands run in the pod network")
+  "hostNetwork" (list (or $d.hostNetwork $v.toolkit.hostNetwork $v.devicePlugin.hostNetwork $v.dcgmExporter.hostNetwork $v.gfd.hostNetwork $v.migManager.hostNetwork) "operands run in the pod network")
   "driver.secretEnv" (list $d.secretEnv "the driver's env comes from driver.env")
   "driver.livenessProbe" (list $d.livenessProbe "the driver's probes are fixed")
   "driver.readinessProbe" (list $d.readinessProbe "the driver's probes are fixed")
