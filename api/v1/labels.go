@@ -76,14 +76,6 @@ const (
 	DriverRootHost DriverRoot = "host"
 )
 
-// Path is where the driver's files are on the host.
-func (r DriverRoot) Path() string {
-	if r == DriverRootHost {
-		return "/"
-	}
-	return "/run/nvidia/driver"
-}
-
 // DefaultDriverPool is the pool of GPU nodes matching no driver.nodePools.
 const DefaultDriverPool = "default"
 

@@ -151,8 +151,9 @@ func (g *Graph) GateEither(name Name) [][]corev1.NodeSelectorRequirement {
 		return nil
 	}
 	var start []corev1.NodeSelectorRequirement
+	always := g.Prerequisites(name)
 	for _, p := range g.StartPrerequisites(name) {
-		if !slices.Contains(g.Prerequisites(name), p) {
+		if !slices.Contains(always, p) {
 			start = append(start, g.upRequirement(p))
 		}
 	}

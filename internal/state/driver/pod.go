@@ -113,7 +113,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 		render.HostPathVolume("run-nvidia", "/run/nvidia", corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume("var-log", "/var/log", corev1.HostPathDirectory),
 		render.HostPathVolume("firmware-search-path", "/sys/module/firmware_class/parameters/path", corev1.HostPathFile),
-		render.HostPathVolume("nv-firmware", gpuv1.DriverRootContainer.Path()+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume("nv-firmware", gpuv1.DefaultDriverInstallDir+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume("host-root", cp.Spec.HostRoot(), corev1.HostPathDirectory),
 	}
 	spec := &cp.Spec.Driver

@@ -65,18 +65,6 @@ func HandsOutByCDI(cp *gpuv1.ClusterPolicy) bool {
 	return cp.Spec.CDI.IsEnabled() && strings.Contains(DeviceListStrategy(cp), "cdi-")
 }
 
-// driverFiles defines hasLibraries: whether the driver root holds the
-// libraries of a driver version. A module is loaded before its driver
-// container mounts its root, so a loaded driver is not yet one whose
-// files can be named.
-const driverFiles = `hasLibraries() {
-  for d in usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib64 lib64 usr/lib; do
-    [ -e "$DRIVER_ROOT_CTR_PATH/$d/libnvidia-ml.so.$1" ] && return 0
-  done
-  return 1
-}
-`
-
 // cdiSpecScript writes the management spec when it starts (a spec left by
 // an earlier pod may name other roots) and whenever the driver that runs is
 // not the one the spec names: after every driver upgrade, without
@@ -116,11 +104,18 @@ while :; do
 done`
 
 // specNamesDriverProbe passes while the management spec names the driver
-// that runs, once that driver's files are in its root; with no driver
-// loaded, or one still starting, there is nothing to name yet: a driver
-// upgrade does not make the toolkit unready, and so does not take it off
-// the node.
-const specNamesDriverProbe = driverFiles + `v=$(cat "$DRIVER_VERSION_FILE" 2>/dev/null) || exit 0
+// that runs, once that driver's files (its libraries) are in its root; with
+// no driver loaded, or one still starting (a module is loaded before its
+// driver container mounts its root), there is nothing to name yet: a
+// driver upgrade does not make the toolkit unready, and so does not take
+// it off the node.
+const specNamesDriverProbe = `hasLibraries() {
+  for d in usr/lib/x86_64-linux-gnu usr/lib/aarch64-linux-gnu usr/lib64 lib64 usr/lib; do
+    [ -e "$DRIVER_ROOT_CTR_PATH/$d/libnvidia-ml.so.$1" ] && return 0
+  done
+  return 1
+}
+v=$(cat "$DRIVER_VERSION_FILE" 2>/dev/null) || exit 0
 [ -z "$v" ] || ! hasLibraries "$v" || grep -qs "\.so\.$v\$" "$SPEC"`
 
 // cdiSpecWriter is the container that writes the management spec. It runs

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ const installDir = "/usr/local/nvidia"
 // are in the drop-in; a version 1 config takes none, and has them itself.
 func TestConfiguredProbeSeesWholeSeconds(t *testing.T) {
 	start := time.Unix(1_767_225_600, 0)
-	runtime := RuntimeBinary(installDir)
+	runtime := path.Join(installDir, "toolkit", "nvidia-container-runtime")
 	for _, tt := range []struct {
 		name       string
 		file       string // which file the toolkit wrote: "drop-in" or "config"

@@ -36,15 +36,6 @@ const (
 	CDISpecDir = "/var/run/cdi"
 )
 
-// RuntimeBinary is the runtime the toolkit registers, as the runtime's
-// config names it: under the install dir, which is mounted at the same
-// path in the container and on the host (nvidia-container-toolkit
-// v1.20.0, cmd/nvidia-ctk-installer/main.go: the toolkit is installed to
-// <install dir>/toolkit).
-func RuntimeBinary(installDir string) string {
-	return path.Join(installDir, "toolkit", "nvidia-container-runtime")
-}
-
 // CDIHook is the hook the CDI specs name, which the runtime runs on the
 // host.
 func CDIHook(installDir string) string { return path.Join(installDir, "toolkit", "nvidia-cdi-hook") }
@@ -110,9 +101,13 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // PID comes from its socket).
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	installDir := cp.Spec.ToolkitInstallDir()
-	env, mounts, volumes := runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
+	var env []corev1.EnvVar
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
 	if cp.Spec.CDI.UsesNRI() {
 		env, mounts, volumes = nriSettings(v.Runtime, cp.Spec.Toolkit.Env)
+	} else {
+		env, mounts, volumes = runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
 	}
 	env = append(env, DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	env = append(env, isolationEnv(cp)...)
