@@ -13,9 +13,14 @@ var opaqueType = reflect.TypeFor[*apiextensionsv1.JSON]()
 // fields that are set in the spec and that this operator accepts only for
 // compatibility. It finds them by type, so a newly accepted field is
 // reported without further code.
-func (s *ClusterPolicySpec) IgnoredFields() []string {
+func (s *ClusterPolicySpec) IgnoredFields() []string { return OpaqueFields(s, "spec") }
+
+// OpaqueFields returns the JSON paths under prefix of the fields of the
+// struct s points to that hold accepted-only values (apiextensions JSON)
+// and are set.
+func OpaqueFields(s any, prefix string) []string {
 	var paths []string
-	collectOpaque(reflect.ValueOf(s).Elem(), "spec", &paths)
+	collectOpaque(reflect.ValueOf(s).Elem(), prefix, &paths)
 	return paths
 }
 

@@ -66,7 +66,48 @@ type DriverSpec struct {
 	// +optional
 	CertConfig *DriverCertConfig `json:"certConfig,omitempty"`
 
+	// KernelModuleConfig names a ConfigMap in the operator namespace of
+	// kernel module parameter files, NVIDIA's layout: keys nvidia.conf,
+	// nvidia-uvm.conf, nvidia-modeset.conf, nvidia-peermem.conf, each line
+	// parameters such as NVreg_CoherentGPUMemoryMode=driver. A change is a
+	// new driver, rolled through the upgrade.
+	// +optional
+	KernelModuleConfig *DriverKernelModuleConfig `json:"kernelModuleConfig,omitempty"`
+
+	// UseNvidiaDriverCRD hands driver management to NVIDIADriver resources
+	// (nvidia.com/v1alpha1), one per driver pool: version, nodePools and
+	// the settings above are then ignored, except upgradePolicy, the budget
+	// of an NVIDIADriver without its own. Turning it on keeps every driver
+	// an NVIDIADriver of the same name as its pool (default for the
+	// default pool) describes alike; the others move through the upgrade.
+	// +optional
+	UseNvidiaDriverCRD *bool `json:"useNvidiaDriverCRD,omitempty"`
+
 	UnsupportedDriverFields `json:",inline"`
+}
+
+// DriverKernelModuleConfig names the ConfigMap of kernel module parameters.
+type DriverKernelModuleConfig struct {
+	// Name is the ConfigMap's name; empty means none.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or a lower case DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit"
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// PolicyPools returns the pools of driver.nodePools that are in force:
+// none while NVIDIADriver resources manage the driver.
+func (d *DriverSpec) PolicyPools() []DriverNodePool {
+	if d.UsesNVIDIADrivers() {
+		return nil
+	}
+	return d.NodePools
+}
+
+// UsesNVIDIADrivers reports whether NVIDIADriver resources manage the
+// driver.
+func (d *DriverSpec) UsesNVIDIADrivers() bool {
+	return d.UseNvidiaDriverCRD != nil && *d.UseNvidiaDriverCRD
 }
 
 // DriverRepoConfig names the ConfigMap of package repository files.
@@ -143,8 +184,6 @@ type DriverVersion string
 // this operator accepts, keeps and does not act on.
 type UnsupportedDriverFields struct {
 	// +optional
-	UseNvidiaDriverCRD *apiextensionsv1.JSON `json:"useNvidiaDriverCRD,omitempty"`
-	// +optional
 	UsePrecompiled *apiextensionsv1.JSON `json:"usePrecompiled,omitempty"`
 	// +optional
 	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty"`
@@ -162,8 +201,6 @@ type UnsupportedDriverFields struct {
 	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty"`
 	// +optional
 	VirtualTopology *apiextensionsv1.JSON `json:"virtualTopology,omitempty"`
-	// +optional
-	KernelModuleConfig *apiextensionsv1.JSON `json:"kernelModuleConfig,omitempty"`
 	// +optional
 	SecretEnv *apiextensionsv1.JSON `json:"secretEnv,omitempty"`
 }

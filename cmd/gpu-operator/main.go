@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/metricsauth"
@@ -86,6 +87,7 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(gpuv1.AddToScheme(s))
+	utilruntime.Must(gpuv1alpha1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }

@@ -7,9 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
@@ -32,11 +33,12 @@ func relatedImages(version string) ([]map[string]string, error) {
 		return nil, err
 	}
 	cp := policies["default"]
-	var nodes []map[string]string
+	var nodes []corev1.Node
 	for _, os := range driverOSes {
-		nodes = append(nodes, map[string]string{state.LabelOSReleaseID: os.ID, state.LabelOSVersionID: os.VersionID})
+		nodes = append(nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: os.String(),
+			Labels: map[string]string{state.LabelOSReleaseID: os.ID, state.LabelOSVersionID: os.VersionID}}})
 	}
-	in := state.RenderInput{Policy: cp, Namespace: fixture.Namespace, DriverPools: driver.Pools(&cp.Spec.Driver, nodes),
+	in := state.RenderInput{Policy: cp, Namespace: fixture.Namespace, DriverPools: driverpool.FromPolicy(cp).Groups(nodes),
 		Variants: fixture.Variants(cp)}
 	images := []string{fmt.Sprintf("%s:v%s", image, version)}
 	for _, s := range graph.States() {

@@ -29,6 +29,11 @@ type Budget struct {
 	Unlimited bool
 	// PerPool counts within each driver pool; otherwise in the fleet.
 	PerPool bool
+	// Pool, with PerPool, limits the budget to one driver pool's nodes: a
+	// pool with upgrade settings of its own (an NVIDIADriver's). Others
+	// sets the budget for the pools no budget of the same list names.
+	Pool   string
+	Others bool
 	// Domains counts the NVLink domains with a node out of service, not
 	// the nodes: a node of a domain counted already starts without a
 	// place.
@@ -158,6 +163,9 @@ func (c *counts) count(nodes []Node, b Budget) *budgetCount {
 	members := map[string]map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i]
+		if b.Pool != "" && n.Pool != b.Pool {
+			continue
+		}
 		scope, key := b.scopeOf(n), b.keyOf(n)
 		if members[scope] == nil {
 			members[scope], bc.taken[scope] = map[string]bool{}, map[string]bool{}
@@ -186,10 +194,30 @@ func (c *counts) count(nodes []Node, b Budget) *budgetCount {
 	return bc
 }
 
+// appliesTo reports whether a budget of the list covers the node: a pool's
+// own budget only its pool's nodes, the others' budget only the nodes of
+// pools without one.
+func appliesTo(b Budget, n *Node, list []Budget) bool {
+	switch {
+	case b.Pool != "":
+		return b.Pool == n.Pool
+	case b.Others:
+		for _, o := range list {
+			if o.Pool == n.Pool {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // full names the first of budgets that has no place for the node, "" when
 // each has one.
 func (c *counts) full(n *Node, budgets []Budget) string {
 	for _, b := range budgets {
+		if !appliesTo(b, n, budgets) {
+			continue
+		}
 		bc := c.find(b)
 		scope, key := b.scopeOf(n), b.keyOf(n)
 		limit := bc.limit[scope]

@@ -165,3 +165,31 @@ func TestAdmitRejectsABadBudget(t *testing.T) {
 	g.Expect(errs).To(ConsistOf(MatchError(ContainSubstring("driver.upgradePolicy.maxUnavailable"))))
 	g.Expect(a.Admitted).To(Equal(map[string]Operation{"sick": Repair}))
 }
+
+// A pool with upgrade settings of its own (an NVIDIADriver's) upgrades
+// within its own budget; the policy's budget covers the other pools only.
+func TestPoolsWithTheirOwnBudget(t *testing.T) {
+	g := NewWithT(t)
+	inPool := func(pool string, nodes []Node) []Node {
+		for i := range nodes {
+			nodes[i].Pool = pool
+			nodes[i].Name = pool + "-" + nodes[i].Name
+		}
+		return nodes
+	}
+	nodes := append(inPool("gold", queued(DriverUpgrade, 4)), inPool("silver", queued(DriverUpgrade, 4))...)
+	nodes = append(nodes, inPool("bronze", queued(DriverUpgrade, 4))...)
+	var b Budgets
+	b[DriverUpgrade] = []Budget{
+		{Field: "driver.upgradePolicy.maxParallelUpgrades", Op: DriverUpgrade, Limit: intstr.FromInt32(1), PerPool: true, Others: true},
+		{Field: "NVIDIADriver gold spec.upgradePolicy.maxParallelUpgrades", Op: DriverUpgrade, Limit: intstr.FromInt32(3),
+			PerPool: true, Pool: "gold"},
+		{Field: "NVIDIADriver silver spec.upgradePolicy.maxParallelUpgrades", Op: DriverUpgrade, Unlimited: true,
+			PerPool: true, Pool: "silver"},
+	}
+	g.Expect(admitted(t, nodes, b)).To(Equal([]string{"bronze-n00", "gold-n00", "gold-n01", "gold-n02",
+		"silver-n00", "silver-n01", "silver-n02", "silver-n03"}))
+	a, _ := Admit(nodes, b)
+	g.Expect(a.Waiting["gold-n03"]).To(ContainSubstring("NVIDIADriver gold spec.upgradePolicy.maxParallelUpgrades (at most 3 nodes of driver pool gold"))
+	g.Expect(a.Waiting["bronze-n01"]).To(ContainSubstring("driver.upgradePolicy.maxParallelUpgrades (at most 1 nodes of driver pool bronze"))
+}

@@ -39,7 +39,7 @@ func (d *decision) devicePluginConfig() string {
 	current := d.in.Node.Labels[gpuv1.LabelDevicePluginConfigInUse]
 	want, from := d.in.Node.Labels[gpuv1.LabelDevicePluginConfig], "the node's label "+gpuv1.LabelDevicePluginConfig
 	if want == "" {
-		for _, p := range spec.Driver.NodePools {
+		for _, p := range spec.Driver.PolicyPools() {
 			if p.Name == d.in.DriverPool && p.DevicePluginConfig != "" {
 				want, from = p.DevicePluginConfig, fmt.Sprintf("driver.nodePools[%s].devicePluginConfig", p.Name)
 			}

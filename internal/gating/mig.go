@@ -28,7 +28,7 @@ func (d *decision) decideMIGConfig() string {
 	}
 	var want string
 	capable := labels[gpuv1.LabelMIGCapable]
-	for _, p := range d.in.Policy.Spec.Driver.NodePools {
+	for _, p := range d.in.Policy.Spec.Driver.PolicyPools() {
 		if p.Name == d.in.DriverPool && p.MIGConfig != "" && capable != "false" {
 			want = p.MIGConfig
 		}

@@ -73,6 +73,10 @@ type Workload struct {
 	OnDelete bool
 	// PodAnnotations are added to the pod template, after the user's.
 	PodAnnotations map[string]string
+	// Daemonsets overrides the policy's daemonsets settings (labels,
+	// annotations, tolerations, priority class) for this workload: an
+	// NVIDIADriver's pool has its own. Nil means the policy's.
+	Daemonsets *gpuv1.DaemonsetsSpec
 	// Inputs are what the pods read besides their spec, such as a digest
 	// of a configuration file: they go on the pod template as annotations
 	// and count in its hash, so that a new content makes the running pods
@@ -88,7 +92,7 @@ func DaemonSet(w Workload) (*appsv1.DaemonSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	strategy, err := updateStrategy(&w.Policy.Spec.Daemonsets, w.OnDelete)
+	strategy, err := updateStrategy(w.common(), w.OnDelete)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +120,16 @@ func Deployment(w Workload) (*appsv1.Deployment, error) {
 	return d, nil
 }
 
+// common is the daemonsets settings the workload renders with.
+func (w Workload) common() *gpuv1.DaemonsetsSpec {
+	if w.Daemonsets != nil {
+		return w.Daemonsets
+	}
+	return &w.Policy.Spec.Daemonsets
+}
+
 func workloadMeta(w Workload) metav1.ObjectMeta {
-	common := &w.Policy.Spec.Daemonsets
+	common := w.common()
 	meta := ObjectMeta(w.Policy, w.Name, w.Namespace, w.State)
 	meta.Labels = merge(stringMap(common.Labels), meta.Labels)
 	meta.Annotations = merge(map[string]string(common.Annotations), nil)
@@ -128,7 +140,7 @@ func workloadMeta(w Workload) metav1.ObjectMeta {
 // settings, env, args and resources on the main container, tolerations,
 // priority, the gate, and the hash of the resulting spec.
 func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
-	common := &w.Policy.Spec.Daemonsets
+	common := w.common()
 	pod := *w.Pod.DeepCopy()
 	if len(pod.Containers) == 0 {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: the pod spec has no container", w.Name)

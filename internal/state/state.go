@@ -105,11 +105,17 @@ const (
 	LabelOSVersionID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 )
 
-// DriverPool is a driver node pool: its name, pinned version and the
+// DriverPool is a driver node pool: its name, driver settings and the
 // operating systems of its GPU nodes, sorted.
 type DriverPool struct {
-	Name       string
-	Version    gpuv1.DriverVersion
+	Name string
+	// Driver is the pool's driver settings (its version pinned), in the
+	// shape of the policy's driver section whether a ClusterPolicy pool or
+	// an NVIDIADriver declared it.
+	Driver *gpuv1.DriverSpec
+	// Daemonsets are the pool's pod settings shared with other operands:
+	// the policy's, with an NVIDIADriver's own over them.
+	Daemonsets *gpuv1.DaemonsetsSpec
 	OSReleases []OSRelease
 }
 

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // PoolInput names the nodes PoolSpec puts in its two pools.
@@ -212,7 +212,7 @@ func expectPools(ctx context.Context, pools map[string][]string) {
 				got := node(g, ctx, n)
 				g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, pool))
 				g.Expect(got.Spec.Unschedulable).To(BeFalse())
-				want, ok := driver.DaemonSetFor(&activePolicy(g, ctx).Spec.Driver, got.Labels)
+				want, ok := driverpool.FromPolicy(activePolicy(g, ctx)).DaemonSetFor(got.Name, got.Labels)
 				g.Expect(ok).To(BeTrue())
 				p := podOn(ctx, n, string(state.Driver))
 				g.Expect(p).NotTo(BeNil())

@@ -37,6 +37,7 @@ const cleanupPoll = 2 * time.Second
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups=nvidia.com,resources=nvidiadrivers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
@@ -49,6 +50,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A device plugin configuration's new content rolls the pods that
 		// read it.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfConfigMap)).
+		// NVIDIADrivers are driver pools under driver.useNvidiaDriverCRD.
+		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
+			builder.WithPredicates(beyondStatus())).
 		// The deletion of the active policy makes another the active one at
 		// once: it adopts the objects before the deleted one lets go.
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),

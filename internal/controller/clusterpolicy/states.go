@@ -16,11 +16,11 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
@@ -47,8 +47,12 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
+	pools, err := driverpool.Load(ctx, r.Client, cp)
+	if err != nil {
+		return nil, err
+	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: driverPools(cp, nodes), Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
+		DriverPools: pools.Groups(gpuNodes(nodes)), Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
 	out := &rendered{}
 	seen := map[schema.GroupVersionKind]bool{}
 	if r.served(render.KindRuntimeClass) {
@@ -116,16 +120,15 @@ func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 	return r.kinds.served(gvk)
 }
 
-// driverPools returns the driver node pools with the operating systems of
-// their GPU nodes.
-func driverPools(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.DriverPool {
-	var labels []map[string]string
+// gpuNodes returns the GPU nodes among nodes.
+func gpuNodes(nodes []corev1.Node) []corev1.Node {
+	var out []corev1.Node
 	for i := range nodes {
 		if gating.IsGPUNode(&nodes[i]) {
-			labels = append(labels, nodes[i].Labels)
+			out = append(out, nodes[i])
 		}
 	}
-	return driver.Pools(&cp.Spec.Driver, labels)
+	return out
 }
 
 // applyStates applies the objects of enabled states and prunes the rest.

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // evictionTimeout bounds one eviction request.
@@ -82,12 +81,12 @@ func (r *Reconciler) evictPod(ctx context.Context, p *corev1.Pod) error {
 // left to its DaemonSet, which deletes it once the node controller moves
 // the node's pool label (it does at this step): deleted here first, the old
 // DaemonSet would start it again.
-func (r *Reconciler) deleteDriverPod(ctx context.Context, spec *gpuv1.DriverSpec, n *corev1.Node, obs *observed) error {
+func (r *Reconciler) deleteDriverPod(ctx context.Context, n *corev1.Node, obs *observed) error {
 	pod := obs.driverPods[n.Name]
 	if pod == nil {
 		return nil
 	}
-	if n.Labels[gpuv1.LabelDriverPool] != driver.PoolOf(spec, n.Labels) && pod.DaemonSet != "" && !obs.deleting[pod.DaemonSet] {
+	if n.Labels[gpuv1.LabelDriverPool] != obs.pools.Assign(n.Name, n.Labels).Pool && pod.DaemonSet != "" && !obs.deleting[pod.DaemonSet] {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, pod.Ref(), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {

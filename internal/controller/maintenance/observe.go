@@ -9,11 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // observed is what one reconcile reads from the cache once, for all nodes.
@@ -35,6 +34,8 @@ type observed struct {
 	migClients     map[string]int
 	migManagers    map[string]*operandpods.Pod
 	migManagerPods map[string]int
+	// pools are the policy's driver pools; nil without a policy.
+	pools *driverpool.Set
 }
 
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
@@ -86,7 +87,12 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 // version switched between a tag and a digest renamed the DaemonSet), or to
 // none (a pruned DaemonSet leaves its pods running: only the upgrade
 // replaces a driver). Any of them makes the node need an upgrade.
-func (o *observed) outdated(pod *operandpods.Pod, spec *gpuv1.DriverSpec, n *corev1.Node) bool {
+func (o *observed) outdated(pod *operandpods.Pod, n *corev1.Node) bool {
+	if o.pools != nil && o.pools.Assign(n.Name, n.Labels).Held() {
+		// Two NVIDIADrivers select the node, or none: it keeps the
+		// driver it runs until that is settled.
+		return false
+	}
 	if pod.DaemonSet == "" {
 		return true
 	}
@@ -99,7 +105,7 @@ func (o *observed) outdated(pod *operandpods.Pod, spec *gpuv1.DriverSpec, n *cor
 		// the next look decides.
 		return false
 	}
-	if want, known := driver.DaemonSetFor(spec, n.Labels); known && pod.DaemonSet != want {
+	if want, known := o.pools.DaemonSetFor(n.Name, n.Labels); known && pod.DaemonSet != want {
 		return true
 	}
 	return pod.Annotation(render.AnnotationTemplateHash) != hash

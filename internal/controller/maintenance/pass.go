@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,7 +10,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 )
 
 // machine is one operation's side of a look at the fleet.
@@ -51,8 +52,11 @@ type pass struct {
 	obs *observed
 	now time.Time
 	// sel are the upgrade policy's pod selectors, which every operation
-	// evicts by; nil without a policy.
-	sel *podSelectors
+	// evicts by; nil without a policy. poolSel are those of the driver
+	// pools with upgrade settings of their own (NVIDIADrivers), which
+	// their nodes' upgrades evict by.
+	sel     *podSelectors
+	poolSel map[string]*podSelectors
 	// configs is the file of MIG configurations.
 	configs  migConfigs
 	budgets  arbiter.Budgets
@@ -67,24 +71,34 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 		return p, nil
 	}
 	var err error
-	if p.sel, err = parseSelectors(&cp.Spec.Driver.UpgradePolicy); err != nil {
-		// An invalid selector stored before the API server refused it:
-		// nothing is evicted by a selector that matches nothing, or
-		// everything, in its place.
+	if obs.pools, err = driverpool.Load(ctx, r.Client, cp); err != nil {
 		return nil, err
+	}
+	// An invalid selector stored before the API server refused it:
+	// nothing is evicted by a selector that matches nothing, or
+	// everything, in its place.
+	if p.sel, err = parseSelectors(&cp.Spec.Driver.UpgradePolicy); err != nil {
+		return nil, err
+	}
+	p.poolSel = map[string]*podSelectors{}
+	for i := range obs.pools.Pools {
+		pool := &obs.pools.Pools[i]
+		if p.poolSel[pool.Name], err = parseSelectors(&pool.Driver.UpgradePolicy); err != nil {
+			return nil, fmt.Errorf("driver pool %s: %w", pool.Name, err)
+		}
 	}
 	if cp.Spec.MIGManager.Manages() {
 		if p.configs, err = r.readMIGConfigs(ctx, &cp.Spec.MIGManager); err != nil {
 			return nil, err
 		}
 	}
-	p.budgets = budgetsOf(cp)
+	p.budgets = budgetsOf(cp, obs.pools)
 	return p, nil
 }
 
 // view is what the arbiter knows of a node: where each operation stands.
 func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
-	v := arbiter.Node{Name: n.Name, Pool: driver.PoolOf(&p.cp.Spec.Driver, n.Labels), Domain: domainOf(n),
+	v := arbiter.Node{Name: n.Name, Pool: p.obs.pools.Assign(n.Name, n.Labels).Pool, Domain: domainOf(n),
 		Unavailable: n.Spec.Unschedulable || !nodeReady(n)}
 	for _, m := range p.machines {
 		if m.runs(p, n) {
@@ -94,12 +108,9 @@ func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
 	return v
 }
 
-// budgetsOf are the budgets each operation's starts must fit, from the
-// policy: the upgrade's per driver pool, the repair's and the MIG
-// reconfiguration's over the fleet, and the NVLink domain cap per pool
-// for all three.
-func budgetsOf(cp *gpuv1.ClusterPolicy) arbiter.Budgets {
-	up := &cp.Spec.Driver.UpgradePolicy
+// upgradeBudgets are an upgrade policy's budgets, per driver pool: those
+// of one pool, or of every pool without its own.
+func upgradeBudgets(up *gpuv1.DriverUpgradePolicySpec, field, pool string) []arbiter.Budget {
 	parallel := int32(1)
 	if up.MaxParallelUpgrades != nil {
 		parallel = *up.MaxParallelUpgrades
@@ -108,11 +119,36 @@ func budgetsOf(cp *gpuv1.ClusterPolicy) arbiter.Budgets {
 	if up.MaxUnavailable != nil {
 		unavailable = *up.MaxUnavailable
 	}
+	return []arbiter.Budget{
+		{Field: field + ".maxParallelUpgrades", Op: arbiter.DriverUpgrade, Limit: intstr.FromInt32(parallel),
+			Unlimited: parallel == 0, PerPool: true, Pool: pool, Others: pool == ""},
+		{Field: field + ".maxUnavailable", Op: arbiter.DriverUpgrade, Limit: unavailable, PerPool: true, Unavailable: true,
+			Pool: pool, Others: pool == ""},
+	}
+}
+
+// selectors are the pod selectors the node's upgrade evicts by: its
+// driver pool's.
+func (p *pass) selectors(n *corev1.Node) *podSelectors {
+	if sel := p.poolSel[p.obs.pools.Assign(n.Name, n.Labels).Pool]; sel != nil {
+		return sel
+	}
+	return p.sel
+}
+
+// budgetsOf are the budgets each operation's starts must fit, from the
+// policy: the upgrade's per driver pool, the repair's and the MIG
+// reconfiguration's over the fleet, and the NVLink domain cap per pool
+// for all three.
+func budgetsOf(cp *gpuv1.ClusterPolicy, pools *driverpool.Set) arbiter.Budgets {
 	var b arbiter.Budgets
-	b[arbiter.DriverUpgrade] = []arbiter.Budget{
-		{Field: "driver.upgradePolicy.maxParallelUpgrades", Op: arbiter.DriverUpgrade, Limit: intstr.FromInt32(parallel),
-			Unlimited: parallel == 0, PerPool: true},
-		{Field: "driver.upgradePolicy.maxUnavailable", Op: arbiter.DriverUpgrade, Limit: unavailable, PerPool: true, Unavailable: true},
+	b[arbiter.DriverUpgrade] = upgradeBudgets(&cp.Spec.Driver.UpgradePolicy, "driver.upgradePolicy", "")
+	for i := range pools.Pools {
+		pool := &pools.Pools[i]
+		if pool.OwnUpgradePolicy {
+			b[arbiter.DriverUpgrade] = append(b[arbiter.DriverUpgrade],
+				upgradeBudgets(&pool.Driver.UpgradePolicy, "NVIDIADriver "+pool.Name+" spec.upgradePolicy", pool.Name)...)
+		}
 	}
 	b[arbiter.Repair] = []arbiter.Budget{{Field: "operator.remediation.maxParallel", Op: arbiter.Repair,
 		Limit: cp.Spec.Operator.Remediation.MaxParallelOrDefault()}}

@@ -104,7 +104,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		Now:           p.now,
 		UnhealthyGPUs: unhealthyGPUs(n),
 		Approved:      n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue,
-		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), p.upgradePolicy().AutoUpgrade, n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
+		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), p.upgradePolicy(n).AutoUpgrade, n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
 		// The driver container runs there: a reload replaces its pod.
 		DriverReloadable: cp.Spec.Driver.IsEnabled() && n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootContainer),
 		DownstreamPods:   o.downstream[n.Name],
@@ -120,7 +120,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 	f.AfterReboot = bootID != ""
 	// Only the steps that would reload the driver read whether it is
 	// outdated: the fleet's other nodes are not looked up each pass.
-	outdated := func() bool { return driverPod != nil && o.outdated(driverPod, &cp.Spec.Driver, n) }
+	outdated := func() bool { return driverPod != nil && o.outdated(driverPod, n) }
 	expected := expectedGPUs(n)
 	switch f.State {
 	case gpuv1.RemediationEviction:

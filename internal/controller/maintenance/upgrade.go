@@ -63,13 +63,13 @@ func (upgrades) runs(p *pass, n *corev1.Node) bool {
 
 func (upgrades) position(_ context.Context, p *pass, n *corev1.Node, view *arbiter.Node) {
 	view.Ops[arbiter.DriverUpgrade] = arbiter.Position{
-		Phase: arbiter.UpgradePhase(stateOf(n), p.upgradePolicy().AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue),
+		Phase: arbiter.UpgradePhase(stateOf(n), p.upgradePolicy(n).AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue),
 		Since: sinceOf(n, AnnotationSince),
 	}
 }
 
 func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
-	pol := p.upgradePolicy()
+	pol := p.upgradePolicy(n)
 	f, err := p.r.facts(ctx, p, n)
 	if err != nil {
 		return stepped{node: n}, err
@@ -99,7 +99,8 @@ func (upgrades) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 // A failed action leaves the state as it is, to be retried.
 func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f upgrade.Facts,
 	step upgrade.Step) (*corev1.Node, gpuv1.UpgradeState, error) {
-	spec := &p.cp.Spec.Driver.UpgradePolicy
+	spec := p.upgradeSpec(n)
+	sel := p.selectors(n)
 	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
 	var err error
 	switch step.Action {
@@ -108,11 +109,11 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		// a node cordoned by someone before stays cordoned after.
 		cordoned = cordoned || !n.Spec.Unschedulable
 	case upgrade.EvictGPUPods:
-		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(p.cp, p.sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(p.cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
 	case upgrade.Drain:
-		err = r.evict(ctx, n, upgradeEvent, r.isDrainable(p.sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
+		err = r.evict(ctx, n, upgradeEvent, r.isDrainable(sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
 	case upgrade.DeleteDriverPod:
-		err = r.deleteDriverPod(ctx, &p.cp.Spec.Driver, n, p.obs)
+		err = r.deleteDriverPod(ctx, n, p.obs)
 	case upgrade.Uncordon:
 		cordoned = false
 	}
@@ -251,10 +252,19 @@ func displayState(s gpuv1.UpgradeState) string {
 	return string(s)
 }
 
-// upgradePolicy is the policy's upgrade settings and the operator's
+// upgradeSpec is the upgrade settings of the node's driver pool: an
+// NVIDIADriver's own, else the policy's.
+func (p *pass) upgradeSpec(n *corev1.Node) *gpuv1.DriverUpgradePolicySpec {
+	if pool := p.obs.pools.Pool(p.obs.pools.Assign(n.Name, n.Labels).Pool); pool != nil {
+		return &pool.Driver.UpgradePolicy
+	}
+	return &p.cp.Spec.Driver.UpgradePolicy
+}
+
+// upgradePolicy is the node's pool's upgrade settings and the operator's
 // timers, as the transition table reads them.
-func (p *pass) upgradePolicy() upgrade.Policy {
-	spec := &p.cp.Spec.Driver.UpgradePolicy
+func (p *pass) upgradePolicy(n *corev1.Node) upgrade.Policy {
+	spec := p.upgradeSpec(n)
 	seconds := func(v *int32) time.Duration {
 		if v == nil {
 			return 0

@@ -15,7 +15,7 @@ import (
 // facts gathers what the upgrade's table needs about a node. Workload pods
 // are listed live, and only in the steps that look at them.
 func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrade.Facts, error) {
-	cp, o, sel := p.cp, p.obs, p.sel
+	cp, o, sel := p.cp, p.obs, p.selectors(n)
 	st := stateOf(n)
 	f := upgrade.Facts{State: st, Now: p.now, Skip: n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue,
 		Cordoned: n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue}
@@ -24,7 +24,7 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 		f.Since = t
 	}
 	pod := o.driverPods[n.Name]
-	f.Outdated = (pod != nil && o.outdated(pod, &cp.Spec.Driver, n)) || (pod == nil && st == gpuv1.UpgradePodRestart)
+	f.Outdated = (pod != nil && o.outdated(pod, n)) || (pod == nil && st == gpuv1.UpgradePodRestart)
 	f.DownstreamPods = o.downstream[n.Name]
 	var err error
 	switch st {
@@ -39,7 +39,7 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 			f.DrainPods, err = r.countPods(ctx, n.Name, nil, r.isDrainable(sel.drain))
 		}
 	case gpuv1.UpgradeValidation:
-		f.Validated = r.validated(o, &cp.Spec.Driver, n, pod)
+		f.Validated = r.validated(o, n, pod)
 	}
 	return f, err
 }
@@ -47,8 +47,8 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 // validated reports whether the new driver works on the node: its pod is
 // ready and current, the device plugin is ready again (unless disabled),
 // and the node advertises GPUs, whole, shared or MIG.
-func (r *Reconciler) validated(o *observed, spec *gpuv1.DriverSpec, n *corev1.Node, pod *operandpods.Pod) bool {
-	if pod == nil || o.outdated(pod, spec, n) || !pod.Ready {
+func (r *Reconciler) validated(o *observed, n *corev1.Node, pod *operandpods.Pod) bool {
+	if pod == nil || o.outdated(pod, n) || !pod.Ready {
 		return false
 	}
 	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) {

@@ -9,27 +9,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
 
 // A new driver is validated once the node advertises GPUs, whatever the
 // device plugin calls them: whole, shared under a name of their own
 // (renameByDefault), or MIG devices.
 func TestValidatedOnAnyGPUResource(t *testing.T) {
-	spec := &gpuv1.DriverSpec{Version: "570.172.08"}
+	pools := driverpool.FromPolicy(&gpuv1.ClusterPolicy{Spec: gpuv1.ClusterPolicySpec{Driver: gpuv1.DriverSpec{Version: "570.172.08"}}})
 	labels := map[string]string{
 		"feature.node.kubernetes.io/system-os_release.ID": "ubuntu", "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
 		gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateReady),
 	}
-	ds, ok := driver.DaemonSetFor(spec, labels)
+	ds, ok := pools.DaemonSetFor("node", labels)
 	if !ok {
 		t.Fatal("no driver DaemonSet for the node")
 	}
 	pod := &operandpods.Pod{DaemonSet: ds, Ready: true, Annotations: []state.Annotation{{Key: render.AnnotationTemplateHash, Value: "h"}}}
-	o := &observed{hashes: map[string]string{ds: "h"}, deleting: map[string]bool{}}
+	o := &observed{hashes: map[string]string{ds: "h"}, deleting: map[string]bool{}, pools: pools}
 	r := &Reconciler{}
 	for name, tt := range map[string]struct {
 		allocatable corev1.ResourceList
@@ -42,7 +42,7 @@ func TestValidatedOnAnyGPUResource(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels}, Status: corev1.NodeStatus{Allocatable: tt.allocatable}}
-			NewWithT(t).Expect(r.validated(o, spec, n, pod)).To(Equal(tt.want))
+			NewWithT(t).Expect(r.validated(o, n, pod)).To(Equal(tt.want))
 		})
 	}
 }

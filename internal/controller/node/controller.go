@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
-	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/timers"
 )
 
@@ -28,6 +28,7 @@ import (
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nvidia.com,resources=nvidiadrivers,verbs=get;list;watch
 
 // Reconciler keeps each node's operator labels in line with the operand
 // pods on it.
@@ -115,8 +116,12 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		HealthSettle: r.Timers.HealthSettle, GPUPodsRecheck: r.Timers.GPUPodsRecheck, Now: r.now()}
 	if active != nil && gating.IsGPUNode(node) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
-		in.DriverPool = driver.PoolOf(&active.Spec.Driver, node.Labels)
-		in.DriverNeedsOS = !driver.IsDigest(driver.VersionOf(&active.Spec.Driver, in.DriverPool))
+		pools, err := driverpool.Load(ctx, r.Client, active)
+		if err != nil {
+			return gating.Input{}, err
+		}
+		in.DriverPool = pools.Assign(node.Name, node.Labels).Pool
+		in.DriverNeedsOS = pools.NeedsOS(node.Name, node.Labels)
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
@@ -32,6 +33,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(podToNode))).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
+			builder.WithPredicates(policy.SpecChanged())).
+		// NVIDIADrivers decide the nodes' driver pools under
+		// driver.useNvidiaDriverCRD.
+		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
 			builder.WithPredicates(policy.SpecChanged())).
 		// The device plugin's ConfigMap says which configurations nodes
 		// may run.

@@ -85,13 +85,13 @@ exec nvidia-driver "$@"`
 // privileged and shares the host's PID namespace; /run/nvidia is shared
 // both ways so that the driver root it mounts at /run/nvidia/driver is
 // seen by the host and by the other operands.
-func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
+func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, os state.OSRelease) corev1.PodSpec {
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
 	main := corev1.Container{
 		Name:            ContainerName,
 		Command:         []string{"nvidia-driver"},
 		Args:            []string{"init"},
-		Env:             kernelModuleEnv(cp.Spec.Driver.KernelModuleType),
+		Env:             kernelModuleEnv(spec.KernelModuleType),
 		SecurityContext: privileged,
 		// The driver is ready once nvidia-smi answers. Building or loading
 		// it takes minutes: allow 21.
@@ -116,7 +116,6 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 		render.HostPathVolume("nv-firmware", gpuv1.DefaultDriverInstallDir+"/lib/firmware", corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume("host-root", cp.Spec.HostRoot(), corev1.HostPathDirectory),
 	}
-	spec := &cp.Spec.Driver
 	configs := false
 	if spec.RepoConfig != nil && spec.RepoConfig.ConfigMapName != "" {
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "repo-config", MountPath: reposDir, ReadOnly: true})
@@ -132,7 +131,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, os state.OSRelease) corev1.PodSpec {
 		// The arguments (init, or driver.args) follow the script as "$@".
 		main.Command = []string{"sh", "-c", withConfigs, "nvidia-driver"}
 	}
-	if needsEntitlement(cp, os) {
+	if needsEntitlement(cp, spec, os) {
 		for _, e := range entitlements {
 			main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: e.name, MountPath: e.mountPath, ReadOnly: true})
 			volumes = append(volumes, render.HostPathVolume(e.name, e.hostPath, e.kind))
@@ -205,7 +204,7 @@ var entitlements = []entitlement{
 // needsEntitlement says whether RHEL driver pods mount the host's
 // subscription: not when the policy brings its own repositories, and not
 // on CRI-O, which mounts the subscription into every container itself.
-func needsEntitlement(cp *gpuv1.ClusterPolicy, os state.OSRelease) bool {
-	repos := cp.Spec.Driver.RepoConfig != nil && cp.Spec.Driver.RepoConfig.ConfigMapName != ""
+func needsEntitlement(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, os state.OSRelease) bool {
+	repos := spec.RepoConfig != nil && spec.RepoConfig.ConfigMapName != ""
 	return os.ID == "rhel" && !repos && state.DefaultVariant(&cp.Spec).Runtime != gpuv1.RuntimeCRIO
 }

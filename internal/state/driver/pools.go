@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"slices"
 	"strings"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -12,69 +11,33 @@ import (
 // pod: the label-safe driver version it runs.
 const AnnotationVersion = gpuv1.OperatorAnnotationPrefix + "driver-version"
 
-// PoolOf returns the pool of a node: the first of driver.nodePools whose
-// selector the node's labels match (the CRD rules out overlaps), or the
-// default pool.
-func PoolOf(spec *gpuv1.DriverSpec, labels map[string]string) string {
-	for _, p := range spec.NodePools {
-		if matches(p.NodeSelector, labels) {
-			return p.Name
-		}
+// DaemonSetName is the name users know from the NVIDIA GPU Operator; a
+// per-OS DaemonSet appends the OS: nvidia-driver-daemonset-ubuntu22.04.
+const DaemonSetName = "nvidia-driver-daemonset"
+
+// poolPrefix is the name of a pool's DaemonSets, before the OS.
+func poolPrefix(pool string) string {
+	if pool == gpuv1.DefaultDriverPool {
+		return DaemonSetName
 	}
-	return gpuv1.DefaultDriverPool
+	return DaemonSetName + "-" + pool
 }
 
-func matches(selector map[string]gpuv1.LabelValue, labels map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != string(v) {
-			return false
-		}
+// DaemonSetOf names the DaemonSet of a pool whose driver runs a version on
+// a node of an OS: one per pool and OS, or one per pool for a digest, which
+// serves every OS. It is false when the OS, which the name needs, is not
+// known.
+func DaemonSetOf(pool string, version gpuv1.DriverVersion, os state.OSRelease, osKnown bool) (string, bool) {
+	name := poolPrefix(pool)
+	if IsDigest(version) {
+		return name, true
 	}
-	return true
+	return name + "-" + os.String(), osKnown
 }
 
-// VersionOf returns the driver version a pool pins.
-func VersionOf(spec *gpuv1.DriverSpec, pool string) gpuv1.DriverVersion {
-	for _, p := range spec.NodePools {
-		if p.Name == pool && p.Version != "" {
-			return p.Version
-		}
-	}
-	return spec.Version
-}
-
-// Pools groups GPU nodes (by their labels) into pools, each with the
-// operating systems found on its nodes, in a stable order: the pools of
-// driver.nodePools as declared, then the default pool.
-func Pools(spec *gpuv1.DriverSpec, nodeLabels []map[string]string) []state.DriverPool {
-	oses := map[string]map[state.OSRelease]bool{}
-	for _, labels := range nodeLabels {
-		os, ok := state.OSReleaseOf(labels)
-		if !ok {
-			continue
-		}
-		pool := PoolOf(spec, labels)
-		if oses[pool] == nil {
-			oses[pool] = map[state.OSRelease]bool{}
-		}
-		oses[pool][os] = true
-	}
-	names := make([]string, 0, len(spec.NodePools)+1)
-	for _, p := range spec.NodePools {
-		names = append(names, p.Name)
-	}
-	names = append(names, gpuv1.DefaultDriverPool)
-	var pools []state.DriverPool
-	for _, name := range names {
-		p := state.DriverPool{Name: name, Version: VersionOf(spec, name)}
-		for os := range oses[name] {
-			p.OSReleases = append(p.OSReleases, os)
-		}
-		slices.SortFunc(p.OSReleases, func(a, b state.OSRelease) int { return strings.Compare(a.String(), b.String()) })
-		pools = append(pools, p)
-	}
-	return pools
-}
+// IsDigest reports whether a driver version pins an image digest, which
+// serves every OS.
+func IsDigest(v gpuv1.DriverVersion) bool { return strings.HasPrefix(string(v), "sha256:") }
 
 // LabelValue is a driver version as a label value: label values cannot hold
 // the colon of a digest, so sha256:<hex> becomes sha256-<hex>, cut to 63.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 )
 
@@ -71,6 +72,7 @@ func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(gpuv1.AddToScheme(s))
+	utilruntime.Must(gpuv1alpha1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 )
 
 // Options say which simulated cluster to start and how to talk to it.
@@ -131,6 +132,9 @@ func (c *Cluster) connect(o Options) error {
 		return err
 	}
 	if err := gpuv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := gpuv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	if c.Client, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {

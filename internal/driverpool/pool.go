@@ -1,0 +1,258 @@
+// Package driverpool resolves the driver pools of the cluster: which
+// driver settings each GPU node runs, from the ClusterPolicy's
+// driver.nodePools or, under driver.useNvidiaDriverCRD, from NVIDIADriver
+// resources. Every controller asks it the same question the same way, so
+// the renderer, the node gates and the upgrade agree on a node's pool.
+package driverpool
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+)
+
+// Pool is one driver pool: the settings its nodes' driver runs with.
+type Pool struct {
+	// Name is the value of the node label nvidia.com/gpu.driver-pool and
+	// part of the pool's DaemonSet names.
+	Name string
+	// Driver is the pool's driver settings: the policy's driver section
+	// with the pool's version, or an NVIDIADriver's, in the same shape, so
+	// that one renderer and one upgrade serve both.
+	Driver gpuv1.DriverSpec
+	// Daemonsets are the pod settings shared with the other operands, with
+	// an NVIDIADriver's labels, annotations, tolerations and priority class
+	// over the policy's.
+	Daemonsets gpuv1.DaemonsetsSpec
+	// DevicePluginConfig and MIGConfig are a ClusterPolicy pool's choices
+	// for its nodes; NVIDIADrivers have none.
+	DevicePluginConfig, MIGConfig string
+	// Precompiled runs NVIDIA's precompiled driver images, one per kernel.
+	Precompiled bool
+	// Runs is false for a driver type the operator does not run (vGPU):
+	// its nodes get no driver.
+	Runs bool
+	// OwnUpgradePolicy is true for an NVIDIADriver with an upgradePolicy:
+	// its nodes upgrade within a budget of their own, not the policy's.
+	OwnUpgradePolicy bool
+
+	isDefault bool
+	selects   func(name string, labels map[string]string) bool
+}
+
+// Set is every driver pool of the cluster under one policy.
+type Set struct {
+	// Pools in a stable order: a policy's as declared, then its default
+	// pool; NVIDIADrivers by name.
+	Pools []Pool
+	// FromNVIDIADrivers is true under driver.useNvidiaDriverCRD.
+	FromNVIDIADrivers bool
+}
+
+// Assignment is the pool a GPU node runs its driver from.
+type Assignment struct {
+	// Pool names the node's pool.
+	Pool string
+	// Conflicts names the NVIDIADrivers that all select the node, when
+	// more than one does; Unclaimed is true when none does. Either way
+	// the node keeps the pool it runs (Pool is its label, empty for none)
+	// and nothing replaces or removes its driver until that changes: a
+	// driver is taken off a node by its nvidia.com/gpu.deploy.driver=false
+	// label, never by a selector that stopped matching.
+	Conflicts []string
+	Unclaimed bool
+}
+
+// Held reports whether the node's driver stays where it is, unmanaged.
+func (a Assignment) Held() bool { return len(a.Conflicts) > 0 || a.Unclaimed }
+
+// FromPolicy returns the pools of the policy's driver.nodePools and its
+// default pool.
+func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
+	spec := &cp.Spec.Driver
+	s := &Set{}
+	for _, p := range spec.NodePools {
+		driver := *spec
+		driver.NodePools = nil
+		if p.Version != "" {
+			driver.Version = p.Version
+		}
+		selector := p.NodeSelector
+		s.Pools = append(s.Pools, Pool{Name: p.Name, Driver: driver, Daemonsets: cp.Spec.Daemonsets, Runs: true,
+			DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
+			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }})
+	}
+	driver := *spec
+	driver.NodePools = nil
+	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: driver, Daemonsets: cp.Spec.Daemonsets,
+		Runs: true, isDefault: true})
+	return s
+}
+
+// Resolve returns the pools the policy runs: its own, or under
+// driver.useNvidiaDriverCRD one per NVIDIADriver not being deleted.
+func Resolve(cp *gpuv1.ClusterPolicy, drivers []gpuv1alpha1.NVIDIADriver) *Set {
+	if !cp.Spec.Driver.UsesNVIDIADrivers() {
+		return FromPolicy(cp)
+	}
+	s := &Set{FromNVIDIADrivers: true}
+	for i := range drivers {
+		if drivers[i].DeletionTimestamp != nil {
+			continue
+		}
+		s.Pools = append(s.Pools, fromNVIDIADriver(cp, &drivers[i]))
+	}
+	slices.SortFunc(s.Pools, func(a, b Pool) int { return strings.Compare(a.Name, b.Name) })
+	return s
+}
+
+func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Pool {
+	spec := &nvd.Spec
+	driver := gpuv1.DriverSpec{
+		ComponentSpec: gpuv1.ComponentSpec{Enabled: cp.Spec.Driver.Enabled, ContainerSettings: gpuv1.ContainerSettings{
+			ImagePullPolicy: spec.ImagePullPolicy, ImagePullSecrets: spec.ImagePullSecrets,
+			Env: spec.Env, Args: spec.Args, Resources: spec.Resources,
+		}},
+		Repository:       spec.Repository,
+		Image:            spec.Image,
+		Version:          gpuv1.DriverVersion(spec.Version),
+		KernelModuleType: spec.KernelModuleType,
+		UpgradePolicy:    cp.Spec.Driver.UpgradePolicy,
+	}
+	if driver.Version == "" {
+		driver.Version = cp.Spec.Driver.Version
+	}
+	own := spec.UpgradePolicy != nil
+	if own {
+		driver.UpgradePolicy = *spec.UpgradePolicy
+	}
+	if name := spec.RepoConfig.Named(); name != "" {
+		driver.RepoConfig = &gpuv1.DriverRepoConfig{ConfigMapName: name}
+	}
+	if name := spec.CertConfig.Named(); name != "" {
+		driver.CertConfig = &gpuv1.DriverCertConfig{Name: name}
+	}
+	if name := spec.KernelModuleConfig.Named(); name != "" {
+		driver.KernelModuleConfig = &gpuv1.DriverKernelModuleConfig{Name: name}
+	}
+	ds := cp.Spec.Daemonsets
+	ds.Labels = mergeLabels(ds.Labels, spec.Labels)
+	ds.Annotations = mergeAnnotations(ds.Annotations, spec.Annotations)
+	if spec.Tolerations != nil {
+		ds.Tolerations = spec.Tolerations
+	}
+	if spec.PriorityClassName != "" {
+		ds.PriorityClassName = spec.PriorityClassName
+	}
+	selector := spec.NodeSelector
+	var affinity *nodeaffinity.LazyErrorNodeSelector
+	if a := spec.NodeAffinity; a != nil && a.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		affinity = nodeaffinity.NewLazyErrorNodeSelector(a.RequiredDuringSchedulingIgnoredDuringExecution)
+	}
+	return Pool{
+		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
+		OwnUpgradePolicy: own, isDefault: spec.Default,
+		selects: func(name string, labels map[string]string) bool {
+			if !matches(selector, labels) {
+				return false
+			}
+			if affinity == nil {
+				return true
+			}
+			// A term that does not parse selects nothing, as the
+			// scheduler's does.
+			ok, err := affinity.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+			return ok && err == nil
+		},
+	}
+}
+
+// Pool returns the named pool, or nil; nil on a nil set.
+func (s *Set) Pool(name string) *Pool {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Pools {
+		if s.Pools[i].Name == name {
+			return &s.Pools[i]
+		}
+	}
+	return nil
+}
+
+// Assign returns the pool of a GPU node, by its name and labels: the one
+// pool whose selection holds it, else the default pool. A policy's pools
+// cannot overlap (the API server refuses it) and the first match wins;
+// NVIDIADrivers can, and two that select the node, or none, leave it where
+// its nvidia.com/gpu.driver-pool label says.
+func (s *Set) Assign(name string, labels map[string]string) Assignment {
+	if s == nil {
+		return Assignment{Pool: labels[gpuv1.LabelDriverPool]}
+	}
+	var picked, defaults []string
+	for i := range s.Pools {
+		p := &s.Pools[i]
+		switch {
+		case p.isDefault:
+			defaults = append(defaults, p.Name)
+		case p.selects(name, labels):
+			picked = append(picked, p.Name)
+		}
+		if !s.FromNVIDIADrivers && len(picked) == 1 {
+			return Assignment{Pool: picked[0]}
+		}
+	}
+	if len(picked) == 0 {
+		picked = defaults
+	}
+	switch len(picked) {
+	case 0:
+		return Assignment{Pool: labels[gpuv1.LabelDriverPool], Unclaimed: true}
+	case 1:
+		return Assignment{Pool: picked[0]}
+	}
+	return Assignment{Pool: labels[gpuv1.LabelDriverPool], Conflicts: picked}
+}
+
+func matches(selector map[string]gpuv1.LabelValue, labels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != string(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeLabels(base, over gpuv1.Labels) gpuv1.Labels {
+	if len(over) == 0 {
+		return base
+	}
+	out := gpuv1.Labels{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+func mergeAnnotations(base, over gpuv1.Annotations) gpuv1.Annotations {
+	if len(over) == 0 {
+		return base
+	}
+	out := gpuv1.Annotations{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
