@@ -69,6 +69,9 @@ type Assignment struct {
 	Unclaimed bool
 }
 
+// IsDefault reports whether the pool takes the GPU nodes no other selects.
+func (p *Pool) IsDefault() bool { return p.isDefault }
+
 // Held reports whether the node's driver stays where it is, unmanaged.
 func (a Assignment) Held() bool { return len(a.Conflicts) > 0 || a.Unclaimed }
 

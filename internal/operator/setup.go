@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
 	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
+	"github.com/gpu-operator/gpu-operator/internal/controller/nvidiadriver"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -90,6 +91,10 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)
+	}
+	drivers := &nvidiadriver.Reconciler{Client: mgr.GetClient(), Namespace: cfg.Namespace, Recorder: recorder}
+	if err := drivers.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the NVIDIADriver controller: %w", err)
 	}
 	upgrades := &maintenance.Reconciler{
 		Client:    mgr.GetClient(),
