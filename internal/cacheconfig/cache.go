@@ -12,13 +12,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
 // Options returns the cache options: by default only objects labelled as the
-// operator's, in its namespace; nodes trimmed and policies, all of them;
+// operator's, in its namespace; nodes trimmed and policies and
+// NVIDIADrivers (users' objects, unlabelled), all of them;
 // every ConfigMap of its namespace, since the policy names users' ones
 // (devicePlugin.config, whose configurations the node controller checks
 // names against). Operand pods are not here but in the operandpods index.
@@ -29,7 +31,10 @@ func Options(namespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Node{}:         {Label: labels.Everything(), Transform: NewNodeTrimmer().Trim},
 			&gpuv1.ClusterPolicy{}: {Label: labels.Everything()},
-			&corev1.ConfigMap{}:    {Label: labels.Everything()},
+			// A user's, unlabelled: the default selector would hide every
+			// one of them.
+			&gpuv1alpha1.NVIDIADriver{}: {Label: labels.Everything()},
+			&corev1.ConfigMap{}:         {Label: labels.Everything()},
 		},
 	}
 }

@@ -117,6 +117,18 @@ type DriverPool struct {
 	// the policy's, with an NVIDIADriver's own over them.
 	Daemonsets *gpuv1.DaemonsetsSpec
 	OSReleases []OSRelease
+	// ModuleParams are the files of the pool's kernelModuleConfig
+	// ConfigMap, read by the controller; nil when it names none.
+	ModuleParams *ModuleParams
+}
+
+// ModuleParams are the kernel module parameter files of a ConfigMap: its
+// keys, sorted, and a digest of their content, which is part of the driver
+// pod's template so that a new content is a new driver.
+type ModuleParams struct {
+	ConfigMap string
+	Files     []string
+	Digest    string
 }
 
 // OSRelease is an operating system as NFD labels it, such as ubuntu 22.04.

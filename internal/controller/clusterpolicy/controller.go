@@ -146,7 +146,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 				"pods", gfdLeft.pods, "labelledNodes", len(gfdLeft.labels))
 			return ctrl.Result{RequeueAfter: cleanupPoll}, nil
 		}
-		if err := r.deleteObjects(ctx, cp); err != nil {
+		if err := r.deleteObjects(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
 		if len(gfdLeft.labels) > 0 {
@@ -170,12 +170,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 // objectsOwnedBy counts the operator's objects that still name the policy
 // as an owner.
 func (r *Reconciler) objectsOwnedBy(ctx context.Context, cp *gpuv1.ClusterPolicy) (int, error) {
-	objs, err := r.renderAll(ctx, cp, nil)
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, gvk := range objs.kinds {
+	for _, gvk := range r.managedKinds() {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := r.Client.List(ctx, list, managedSelector); err != nil {

@@ -20,6 +20,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
@@ -60,8 +61,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// policiesOfConfigMap enqueues the policies whose devicePlugin.config
-// names the ConfigMap.
+// policiesOfConfigMap enqueues the policies whose devicePlugin.config, or
+// one of whose driver pools' kernelModuleConfig, names the ConfigMap.
 func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() != r.Namespace {
 		return nil
@@ -73,11 +74,28 @@ func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) [
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if cfg := list.Items[i].Spec.DevicePlugin.Config; cfg != nil && cfg.Name == o.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+		cp := &list.Items[i]
+		if cfg := cp.Spec.DevicePlugin.Config; (cfg != nil && cfg.Name == o.GetName()) || r.namesModuleParams(ctx, cp, o.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cp.Name}})
 		}
 	}
 	return reqs
+}
+
+// namesModuleParams reports whether a driver pool of the policy reads its
+// kernel module parameters from the named ConfigMap.
+func (r *Reconciler) namesModuleParams(ctx context.Context, cp *gpuv1.ClusterPolicy, name string) bool {
+	pools, err := driverpool.Load(ctx, r.Client, cp)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing NVIDIADrivers after a ConfigMap change")
+		return true // looked at again rather than missed
+	}
+	for i := range pools.Pools {
+		if kmc := pools.Pools[i].Driver.KernelModuleConfig; kmc != nil && kmc.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // beyondStatus passes every event but an update of status alone. The

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -51,21 +53,14 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
-	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: pools.Groups(gpuNodes(nodes)), Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
-	out := &rendered{}
-	seen := map[schema.GroupVersionKind]bool{}
-	if r.served(render.KindRuntimeClass) {
-		seen[render.KindRuntimeClass] = true
-		out.kinds = append(out.kinds, render.KindRuntimeClass)
+	groups := pools.Groups(gpuNodes(nodes))
+	if err := r.readModuleParams(ctx, groups); err != nil {
+		return nil, err
 	}
+	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
+		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
+	out := &rendered{kinds: r.managedKinds()}
 	for _, s := range r.Graph.States() {
-		for _, gvk := range s.Operand.Kinds() {
-			if !seen[gvk] && r.served(gvk) {
-				seen[gvk] = true
-				out.kinds = append(out.kinds, gvk)
-			}
-		}
 		if !s.Operand.Enabled(&cp.Spec) {
 			continue
 		}
@@ -80,6 +75,27 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	// are refused.
 	out.wanted = append(render.RuntimeClasses(cp, out.wanted, toolkitRegistersHandler(cp, in.Variants)), out.wanted...)
 	return out, nil
+}
+
+// managedKinds are the served kinds of every object a state may render:
+// where the operator's objects are found to prune or delete, whatever the
+// policy says (a policy that no longer renders must still be cleaned up).
+func (r *Reconciler) managedKinds() []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	seen := map[schema.GroupVersionKind]bool{}
+	if r.served(render.KindRuntimeClass) {
+		seen[render.KindRuntimeClass] = true
+		kinds = append(kinds, render.KindRuntimeClass)
+	}
+	for _, s := range r.Graph.States() {
+		for _, gvk := range s.Operand.Kinds() {
+			if !seen[gvk] && r.served(gvk) {
+				seen[gvk] = true
+				kinds = append(kinds, gvk)
+			}
+		}
+	}
+	return kinds
 }
 
 // toolkitRegistersHandler reports whether the toolkit registers the NVIDIA
@@ -189,12 +205,8 @@ func (r *Reconciler) usableAsItIs(ctx context.Context, o client.Object, foreign 
 
 // deleteObjects deletes every object the operator created: every kind any
 // state renders is looked through, so no node is needed to render.
-func (r *Reconciler) deleteObjects(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
-	objs, err := r.renderAll(ctx, cp, nil)
-	if err != nil {
-		return err
-	}
-	_, err = r.Applier.Prune(ctx, objs.kinds, managedSelector, nil, nil)
+func (r *Reconciler) deleteObjects(ctx context.Context) error {
+	_, err := r.Applier.Prune(ctx, r.managedKinds(), managedSelector, nil, nil)
 	return err
 }
 
@@ -212,6 +224,36 @@ func driverReplacement(cp *gpuv1.ClusterPolicy) func(*metav1.PartialObjectMetada
 	return func(o *metav1.PartialObjectMetadata) bool {
 		return o.GetObjectKind().GroupVersionKind() == render.KindDaemonSet && o.Labels[render.LabelState] == string(state.Driver)
 	}
+}
+
+// readModuleParams reads the files of each pool's kernelModuleConfig
+// ConfigMap. One that does not exist fails the render, so that nothing is
+// applied or pruned: a driver started without the parameters asked for
+// (GB200's coherent memory mode, for one) would be a wrong driver.
+func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverPool) error {
+	for i := range pools {
+		kmc := pools[i].Driver.KernelModuleConfig
+		if kmc == nil || kmc.Name == "" {
+			continue
+		}
+		cm := &corev1.ConfigMap{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: kmc.Name}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("driver pool %s: kernelModuleConfig names ConfigMap %s, which does not exist in namespace %s: "+
+					"create it (keys nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf, nvidia-peermem.conf) or unset kernelModuleConfig",
+					pools[i].Name, kmc.Name, r.Namespace)
+			}
+			return fmt.Errorf("reading ConfigMap %s of driver pool %s's kernelModuleConfig: %w", kmc.Name, pools[i].Name, err)
+		}
+		params := &state.ModuleParams{ConfigMap: kmc.Name, Files: slices.Sorted(maps.Keys(cm.Data))}
+		sum := sha256.New()
+		for _, f := range params.Files {
+			fmt.Fprintf(sum, "%s\x00%s\x00", f, cm.Data[f])
+		}
+		params.Digest = hex.EncodeToString(sum.Sum(nil)[:8])
+		pools[i].ModuleParams = params
+	}
+	return nil
 }
 
 // devicePluginConfigs digests each file of devicePlugin.config's ConfigMap

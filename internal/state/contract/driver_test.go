@@ -22,6 +22,7 @@ const (
 	driverManager  = "NVIDIA/k8s-driver-manager@v0.12.0:cmd/driver-manager/main.go (isHostDriver: chroot /host nvidia-smi --query-gpu=driver_version)"
 	operatorDriver = "NVIDIA/gpu-operator@v26.7.0:assets/state-driver/0500_daemonset.yaml"
 	operatorCtl    = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go"
+	operatorVols   = "NVIDIA/gpu-operator@v26.7.0:internal/state/driver_volumes.go (kernelModuleConfig: each key at /drivers/<key>, subPath)"
 	// The driver scripts pass nvidia-installer --no-nouveau-check and never
 	// unload nouveau; the driver manager does, before every install.
 	nouveauScript  = "NVIDIA/gpu-driver-container@06a208ca:ubuntu22.04/nvidia-driver (_install_driver: --no-nouveau-check)"
@@ -59,6 +60,10 @@ var driverContract = []requirement{
 			}
 			return noEnv(driver.ContainerName, "KERNEL_MODULE_TYPE")(p)
 		}},
+	{source: driverScript + " (_get_module_params: base_path=/drivers, nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf, " +
+		"nvidia-peermem.conf, written to /etc/modprobe.d before _load_driver); " + operatorVols,
+		need:  "kernelModuleConfig's files are where the script reads them, each mounted alone so that the image's /drivers stays, and their content is part of the template",
+		check: moduleParams},
 	{source: driverScript + " (installs nvidia-smi; the script at d10b41a never creates /run/nvidia/validations)",
 		need:  "is ready once nvidia-smi answers, without touching a directory nothing creates",
 		check: probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))},
@@ -83,6 +88,44 @@ var driverContract = []requirement{
 }
 
 func TestDriverContract(t *testing.T) { checkAll(t, state.Driver, driverContract) }
+
+// moduleParams checks each file of the kernelModuleConfig ConfigMap (the
+// fixture's pools have nvidia.conf and nvidia-uvm.conf) is mounted alone
+// under /drivers, and that their digest is on the template; without one,
+// nothing is mounted there.
+func moduleParams(p *podCase) error {
+	kmc := p.spec.Driver.KernelModuleConfig
+	if kmc == nil || kmc.Name == "" {
+		if _, ok := p.annotations[driver.AnnotationModuleParams]; ok {
+			return fmt.Errorf("the template has %s without kernelModuleConfig", driver.AnnotationModuleParams)
+		}
+		return all(func(p *podCase) error { return hostMountless(p, "/drivers") },
+			func(p *podCase) error { return hostMountless(p, "/drivers/nvidia.conf") })(p)
+	}
+	c, err := container(p, driver.ContainerName)
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"nvidia.conf", "nvidia-uvm.conf"} {
+		found := false
+		for _, vm := range c.VolumeMounts {
+			v := volume(p, vm.Name)
+			if vm.MountPath == "/drivers/"+f && vm.SubPath == f && vm.ReadOnly && v != nil && v.ConfigMap != nil && v.ConfigMap.Name == kmc.Name {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s of ConfigMap %s is not mounted read-only at /drivers/%s", f, kmc.Name, f)
+		}
+	}
+	if err := hostMountless(p, "/drivers"); err != nil {
+		return fmt.Errorf("the whole of /drivers is mounted over: %w", err)
+	}
+	if p.annotations[driver.AnnotationModuleParams] == "" {
+		return fmt.Errorf("the template has no %s digest", driver.AnnotationModuleParams)
+	}
+	return nil
+}
 
 // runsDriverInit checks the driver container runs nvidia-driver with
 // arguments that start with init, directly or after adding the policy's

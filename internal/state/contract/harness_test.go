@@ -96,6 +96,10 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	open := ps["default"].DeepCopy()
 	open.Spec.Driver.KernelModuleType = "open"
 	ps["open-modules"] = open
+	// Kernel module parameters, GB200's coherent memory mode for one.
+	params := ps["default"].DeepCopy()
+	params.Spec.Driver.KernelModuleConfig = &gpuv1.DriverKernelModuleConfig{Name: "gb200-params"}
+	ps["module-params"] = params
 	return ps
 }
 

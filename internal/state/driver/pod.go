@@ -31,7 +31,16 @@ const (
 	hostRoot = "/host"
 	reposDir = "/etc/gpu-operator/repos"
 	certsDir = "/etc/gpu-operator/certs"
+	// moduleParamsDir is where the driver image reads module parameter
+	// files (nvidia.conf, nvidia-uvm.conf, ...): its driver sources live
+	// there too, so each file is mounted on its own.
+	moduleParamsDir = "/drivers"
 )
+
+// AnnotationModuleParams is on the driver pod template of a pool with
+// kernel module parameters: the digest of their files, part of the
+// template's hash.
+const AnnotationModuleParams = gpuv1.OperatorAnnotationPrefix + "kernel-module-config"
 
 // hostDriverCheck exits HostDriverExitCode when the host's own nvidia-smi
 // answers, as NVIDIA's driver manager and validator decide (a driver
@@ -85,7 +94,7 @@ exec nvidia-driver "$@"`
 // privileged and shares the host's PID namespace; /run/nvidia is shared
 // both ways so that the driver root it mounts at /run/nvidia/driver is
 // seen by the host and by the other operands.
-func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, os state.OSRelease) corev1.PodSpec {
+func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.ModuleParams, os state.OSRelease) corev1.PodSpec {
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
 	main := corev1.Container{
 		Name:            ContainerName,
@@ -126,6 +135,15 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, os state.OSRelease
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "cert-config", MountPath: certsDir, ReadOnly: true})
 		volumes = append(volumes, render.ConfigMapVolume("cert-config", spec.CertConfig.Name))
 		configs = true
+	}
+	if params != nil {
+		// Read-only files beside the image's own: the script writes what
+		// it reads into /etc/modprobe.d before it loads the modules.
+		for _, f := range params.Files {
+			main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "kernel-module-config",
+				MountPath: moduleParamsDir + "/" + f, SubPath: f, ReadOnly: true})
+		}
+		volumes = append(volumes, render.ConfigMapVolume("kernel-module-config", params.ConfigMap))
 	}
 	if configs {
 		// The arguments (init, or driver.args) follow the script as "$@".

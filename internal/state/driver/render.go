@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +41,11 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 
 func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Object, error) {
 	spec := pool.Driver
+	if kmc := spec.KernelModuleConfig; kmc != nil && kmc.Name != "" && (pool.ModuleParams == nil || pool.ModuleParams.ConfigMap != kmc.Name) {
+		// Never a driver without the parameters asked for: GB200's
+		// coherent memory mode is one.
+		return nil, fmt.Errorf("driver pool %s: the files of kernelModuleConfig's ConfigMap %s were not read", pool.Name, kmc.Name)
+	}
 	name := poolPrefix(pool.Name)
 	// Only on nodes whose driver is the driver container's, in the pool.
 	gate := append(in.Gated(state.Variant{DriverRoot: gpuv1.DriverRootContainer}, state.Dimensions{DriverRoot: true}), corev1.NodeSelectorRequirement{
@@ -67,9 +74,12 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 
 func daemonSet(in state.RenderInput, pool state.DriverPool, name, image string, gate []corev1.NodeSelectorRequirement,
 	os state.OSRelease) (client.Object, error) {
-	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, podSpec(in.Policy, pool.Driver, os))
+	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, podSpec(in.Policy, pool.Driver, pool.ModuleParams, os))
 	w.Gate, w.OnDelete, w.Daemonsets = gate, true, pool.Daemonsets
 	w.PodAnnotations = map[string]string{AnnotationVersion: LabelValue(pool.Driver.Version)}
+	if pool.ModuleParams != nil {
+		w.Inputs = map[string]string{AnnotationModuleParams: pool.ModuleParams.Digest}
+	}
 	return render.DaemonSet(w)
 }
 
