@@ -35,8 +35,9 @@ type Pool struct {
 	DevicePluginConfig, MIGConfig string
 	// Precompiled runs NVIDIA's precompiled driver images, one per kernel.
 	Precompiled bool
-	// Runs is false for a driver type the operator does not run (vGPU):
-	// its nodes get no driver.
+	// Runs is false for a driver the operator does not run (vGPU, and
+	// precompiled images for now): its nodes get no driver DaemonSet, and
+	// a node that has a driver keeps it.
 	Runs bool
 	// OwnUpgradePolicy is true for an NVIDIADriver with an upgradePolicy:
 	// its nodes upgrade within a budget of their own, not the policy's.
@@ -67,13 +68,17 @@ type Assignment struct {
 	// label, never by a selector that stopped matching.
 	Conflicts []string
 	Unclaimed bool
+	// NotRun is true when the node's pool is one whose driver the
+	// operator does not run (vGPU, precompiled for now): the node keeps
+	// the driver it has, if any.
+	NotRun bool
 }
 
 // IsDefault reports whether the pool takes the GPU nodes no other selects.
 func (p *Pool) IsDefault() bool { return p.isDefault }
 
 // Held reports whether the node's driver stays where it is, unmanaged.
-func (a Assignment) Held() bool { return len(a.Conflicts) > 0 || a.Unclaimed }
+func (a Assignment) Held() bool { return len(a.Conflicts) > 0 || a.Unclaimed || a.NotRun }
 
 // FromPolicy returns the pools of the policy's driver.nodePools and its
 // default pool.
@@ -159,7 +164,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 		affinity = nodeaffinity.NewLazyErrorNodeSelector(a.RequiredDuringSchedulingIgnoredDuringExecution)
 	}
 	return Pool{
-		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
+		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs() && !spec.IsPrecompiled(),
 		OwnUpgradePolicy: own, isDefault: spec.Default,
 		selects: func(name string, labels map[string]string) bool {
 			if !matches(selector, labels) {
@@ -208,7 +213,7 @@ func (s *Set) Assign(name string, labels map[string]string) Assignment {
 			picked = append(picked, p.Name)
 		}
 		if !s.FromNVIDIADrivers && len(picked) == 1 {
-			return Assignment{Pool: picked[0]}
+			return Assignment{Pool: picked[0]} // a policy's pools all run
 		}
 	}
 	if len(picked) == 0 {
@@ -218,6 +223,9 @@ func (s *Set) Assign(name string, labels map[string]string) Assignment {
 	case 0:
 		return Assignment{Pool: labels[gpuv1.LabelDriverPool], Unclaimed: true}
 	case 1:
+		if p := s.Pool(picked[0]); !p.Runs {
+			return Assignment{Pool: picked[0], NotRun: true}
+		}
 		return Assignment{Pool: picked[0]}
 	}
 	return Assignment{Pool: labels[gpuv1.LabelDriverPool], Conflicts: picked}

@@ -58,9 +58,10 @@ type Report struct {
 	Labelled           bool
 }
 
-// Setup applies the ClusterPolicy CRD and, if asked, NFD's, waits until
-// they are established, and, if asked, labels the namespace for privileged
-// pods. Nothing another manager owns is forced.
+// Setup applies the operator's CRDs (ClusterPolicy, NVIDIADriver) and, if
+// asked, NFD's, waits until they are established, and, if asked, labels
+// the namespace for privileged pods. Nothing another manager owns is
+// forced.
 func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 	var rep Report
 	if o.PodSecurity && sharedNamespaces[o.Namespace] {
@@ -219,7 +220,7 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) (bool, erro
 	return true, deleteCRDs(ctx, c)
 }
 
-// deleteCRDs deletes the ClusterPolicy CRD and the NFD CRDs setup created;
+// deleteCRDs deletes the operator's CRDs and the NFD CRDs setup created;
 // NFD CRDs another installer created stay, with their objects.
 func deleteCRDs(ctx context.Context, c client.Client) error {
 	all, err := crds.All()

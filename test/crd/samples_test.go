@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 )
 
@@ -116,6 +117,16 @@ func TestSamplesApply(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			g := NewWithT(t)
 			ctx := context.Background()
+			if strings.Contains(file, "nvidiadriver") {
+				for _, obj := range readNVIDIADrivers(t, file) {
+					g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+					t.Cleanup(func() { _ = k8sClient.Delete(ctx, obj) })
+					got := &gpuv1alpha1.NVIDIADriver{}
+					g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got)).To(Succeed())
+					g.Expect(got.Spec.IgnoredFields()).To(BeEmpty(), "samples use only supported fields")
+				}
+				return
+			}
 			obj := readObject(t, file)
 			g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 			t.Cleanup(func() { _ = k8sClient.Delete(ctx, obj) })

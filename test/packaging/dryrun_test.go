@@ -31,6 +31,7 @@ func TestRenderedChartPassesServerValidation(t *testing.T) {
 	for name, args := range map[string][]string{
 		"documented command": {"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"},
 		"every value set":    {"-f", fullValues},
+		"NVIDIADrivers":      {"-f", fullValues, "--set", "driver.nvidiaDriverCRD.enabled=true", "--set", "driver.kernelModuleConfig.name=gb200-params"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			checked, skipped := 0, 0

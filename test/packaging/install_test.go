@@ -28,7 +28,7 @@ func TestSetupHook(t *testing.T) {
 
 	rep, err := install.Setup(ctx, k8sClient, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rep.Applied).To(Equal([]string{"clusterpolicies.nvidia.com"}))
+	g.Expect(rep.Applied).To(Equal([]string{"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"}))
 	g.Expect(rep.LeftAlone).To(ConsistOf("nodefeatures.nfd.k8s-sigs.io", "nodefeaturerules.nfd.k8s-sigs.io", "nodefeaturegroups.nfd.k8s-sigs.io"))
 	after := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "nodefeatures.nfd.k8s-sigs.io"}, after)).To(Succeed())

@@ -61,7 +61,7 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 			st.Conflicts = append(st.Conflicts, gpuv1alpha1.NodeConflict{Node: n.Name, With: others})
 			continue
 		}
-		if a.Held() || a.Pool != nvd.Name {
+		if len(a.Conflicts) > 0 || a.Unclaimed || a.Pool != nvd.Name {
 			continue
 		}
 		members = append(members, n.Name)
@@ -81,6 +81,11 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 	st.Nodes = int32(len(members))
 	st.ReadyNodes = fmt.Sprintf("%d/%d", len(ready), len(members))
 	switch {
+	case nvd.Spec.IsPrecompiled():
+		st.State = gpuv1alpha1.StateNotReady
+		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonUnsupportedDriverType, "",
+			fmt.Sprintf("usePrecompiled is not run by this operator yet: its %d nodes keep the driver they have and get none "+
+				"otherwise. Use a driver version without usePrecompiled in another NVIDIADriver", len(members)))
 	case !nvd.Spec.Runs():
 		st.State = gpuv1alpha1.StateNotReady
 		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonUnsupportedDriverType, "",
