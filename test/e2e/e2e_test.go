@@ -75,6 +75,12 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		})
 	})
 
+	installed("NVIDIADriver resources", func() {
+		It("hands the drivers to NVIDIADrivers: none replaced on the default one, pools moved through the upgrade, a conflict held", func(ctx SpecContext) {
+			NVIDIADriverSpec(ctx, NVIDIADriverInput{Gold: healthy[:2], Silver: healthy[2:3], Others: healthy[3:]})
+		})
+	})
+
 	installed("reboots and GPU health", func() {
 		It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
 			RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})

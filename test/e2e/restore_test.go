@@ -26,7 +26,7 @@ import (
 // the simulator's fault injection would: each spec's are put back after
 // it.
 var userMarks = struct{ labels, annotations []string }{
-	labels: []string{gpuv1.LabelMIGConfig, gpuv1.LabelDevicePluginConfig, gpuv1.LabelUpgradeSkip, "gpu-pool"},
+	labels: []string{gpuv1.LabelMIGConfig, gpuv1.LabelDevicePluginConfig, gpuv1.LabelUpgradeSkip, "gpu-pool", "driver.config", "zone"},
 	annotations: []string{fakenode.AnnotationUnhealthyGPUs, fakenode.AnnotationUnhealthyUntil, fakenode.AnnotationMIGApply,
 		fakenode.AnnotationMIGAnchor, gpuv1.AnnotationRemediationApproved},
 }

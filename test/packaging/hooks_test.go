@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/crds"
 )
 
 // Every rendered document parses strictly: a key written twice (a label
@@ -118,4 +122,27 @@ func TestCleanupHookKnowsWhenHelmDidNotRunIt(t *testing.T) {
 	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
 	g.Expect(rules).To(HaveLen(1))
 	g.Expect(rules[0]).To(HaveKeyWithValue("resourceNames", ConsistOf("gpu-operator-cleanup-done")))
+}
+
+// The hooks may read, change and delete every CRD of the operator's group
+// that the binary applies: a CRD added without its name in the hooks'
+// roles fails the setup Job, and so every install.
+func TestHooksMayTouchEveryOwnCRD(t *testing.T) {
+	g := NewWithT(t)
+	all, err := crds.All()
+	g.Expect(err).NotTo(HaveOccurred())
+	objs := template(t, "--set", "crds.deleteOnUninstall=true")
+	for role, verb := range map[string]string{"gpu-operator-setup": "patch", "gpu-operator-cleanup": "delete"} {
+		var names []string
+		for _, r := range rulesOf(g, objs, "ClusterRole", role) {
+			if slices.Contains(r.Resources, "customresourcedefinitions") && slices.Contains(r.Verbs, verb) {
+				names = append(names, r.ResourceNames...)
+			}
+		}
+		for _, crd := range all {
+			if crd.Spec.Group == gpuv1.GroupVersion.Group {
+				g.Expect(names).To(ContainElement(crd.Name), "%s may not %s CRD %s", role, verb, crd.Name)
+			}
+		}
+	}
 }
