@@ -29,13 +29,14 @@ const (
 
 // Condition reasons.
 const (
-	ReasonReady                   = "Ready"
-	ReasonNodesNotReady           = "DriverNotReady"
-	ReasonConflictingNodeSelector = "ConflictingNodeSelector"
-	ReasonMultipleDefaults        = "MultipleDefaultNVIDIADrivers"
-	ReasonUnsupportedDriverType   = "UnsupportedDriverType"
-	ReasonNotManaged              = "NotManaged"
-	ReasonNoNodes                 = "NoNodes"
+	ReasonReady                     = "Ready"
+	ReasonNodesNotReady             = "DriverNotReady"
+	ReasonConflictingNodeSelector   = "ConflictingNodeSelector"
+	ReasonMultipleDefaults          = "MultipleDefaultNVIDIADrivers"
+	ReasonUnsupportedDriverType     = "UnsupportedDriverType"
+	ReasonNotManaged                = "NotManaged"
+	ReasonNoNodes                   = "NoNodes"
+	ReasonKernelModuleConfigMissing = "KernelModuleConfigMissing"
 )
 
 // MaxConflicts bounds the conflicts the status lists.

@@ -56,6 +56,7 @@ const (
 // +kubebuilder:validation:XValidation:rule=`!has(self.default) || !self.default || !has(self.nodeSelector) || size(self.nodeSelector) == 0`,message="default NVIDIADriver must not use nodeSelector: it takes the GPU nodes no other NVIDIADriver selects",fieldPath=".nodeSelector"
 // +kubebuilder:validation:XValidation:rule=`!has(self.default) || !self.default || !has(self.nodeAffinity)`,message="default NVIDIADriver must not use nodeAffinity: it takes the GPU nodes no other NVIDIADriver selects",fieldPath=".nodeAffinity"
 // +kubebuilder:validation:XValidation:rule=`!has(self.usePrecompiled) || !self.usePrecompiled || !has(self.version) || !self.version.startsWith('sha256:')`,message="a precompiled driver's image is chosen per kernel (<version>-<kernel>-<os>): version must be a driver branch such as 580, not a digest",fieldPath=".version"
+// +kubebuilder:validation:XValidation:rule=`(has(self.usePrecompiled) && self.usePrecompiled) || !has(self.version) || self.version.contains('.') || self.version.startsWith('sha256:')`,message="a driver branch such as 580 names images only with usePrecompiled: write the whole version, such as 580.126.20",fieldPath=".version"
 type NVIDIADriverSpec struct {
 	// Default makes this the driver of every GPU node no other NVIDIADriver
 	// selects; it must not have a nodeSelector. Two defaults conflict.

@@ -203,7 +203,7 @@ func appliesTo(b Budget, n *Node, list []Budget) bool {
 		return b.Pool == n.Pool
 	case b.Others:
 		for _, o := range list {
-			if o.Pool == n.Pool {
+			if o.Pool != "" && o.Pool == n.Pool {
 				return false
 			}
 		}

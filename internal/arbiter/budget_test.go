@@ -192,4 +192,8 @@ func TestPoolsWithTheirOwnBudget(t *testing.T) {
 	a, _ := Admit(nodes, b)
 	g.Expect(a.Waiting["gold-n03"]).To(ContainSubstring("NVIDIADriver gold spec.upgradePolicy.maxParallelUpgrades (at most 3 nodes of driver pool gold"))
 	g.Expect(a.Waiting["bronze-n01"]).To(ContainSubstring("driver.upgradePolicy.maxParallelUpgrades (at most 1 nodes of driver pool bronze"))
+
+	// Nodes of no pool (held by a conflict) are the others' too: the
+	// policy's budget is no pool's own.
+	g.Expect(admitted(t, inPool("", queued(DriverUpgrade, 3)), b)).To(HaveLen(1))
 }

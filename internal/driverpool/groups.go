@@ -15,6 +15,9 @@ import (
 // in the set's order, even one without nodes (its DaemonSets are then
 // empty of OSes and render nothing but are known).
 func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
+	if s == nil {
+		return nil
+	}
 	oses := map[string]map[state.OSRelease]bool{}
 	for i := range gpuNodes {
 		n := &gpuNodes[i]

@@ -39,9 +39,12 @@ type Pod struct {
 	// State is the state the pod serves (its LabelState).
 	State state.Name
 	// DaemonSet names the DaemonSet controlling the pod; empty for none.
-	DaemonSet string
-	Phase     corev1.PodPhase
-	Reason    string
+	// Workload names the workload the pod was made for (its selector
+	// label), which stays while the pod is orphaned: a DaemonSet of that
+	// name created again adopts it.
+	DaemonSet, Workload string
+	Phase               corev1.PodPhase
+	Reason              string
 	// HasReady says the pod has a Ready condition; Ready is its status and
 	// ReadySince when it last changed.
 	HasReady, Ready bool
@@ -78,7 +81,7 @@ func (p *Pod) DeepCopyObject() runtime.Object {
 
 // Summarize reduces an operand pod to what the operator reads of it.
 func Summarize(p *corev1.Pod) *Pod {
-	s := &Pod{Node: p.Spec.NodeName, State: state.Name(p.Labels[render.LabelState]),
+	s := &Pod{Node: p.Spec.NodeName, State: state.Name(p.Labels[render.LabelState]), Workload: p.Labels[render.LabelName],
 		Phase: p.Status.Phase, Reason: p.Status.Reason}
 	s.Name, s.Namespace, s.UID, s.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	s.CreationTimestamp, s.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp

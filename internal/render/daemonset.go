@@ -73,6 +73,8 @@ type Workload struct {
 	OnDelete bool
 	// PodAnnotations are added to the pod template, after the user's.
 	PodAnnotations map[string]string
+	// ObjectLabels go on the workload object only, not on its pods.
+	ObjectLabels map[string]string
 	// Daemonsets overrides the policy's daemonsets settings (labels,
 	// annotations, tolerations, priority class) for this workload: an
 	// NVIDIADriver's pool has its own. Nil means the policy's.
@@ -132,6 +134,9 @@ func workloadMeta(w Workload) metav1.ObjectMeta {
 	common := w.common()
 	meta := ObjectMeta(w.Policy, w.Name, w.Namespace, w.State)
 	meta.Labels = merge(stringMap(common.Labels), meta.Labels)
+	for k, v := range w.ObjectLabels {
+		meta.Labels[k] = v
+	}
 	meta.Annotations = merge(map[string]string(common.Annotations), nil)
 	return meta
 }

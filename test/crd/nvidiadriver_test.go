@@ -117,6 +117,10 @@ func TestInvalidNVIDIADriversAreRejected(t *testing.T) {
 			},
 			wants: []string{"spec.version", "driver branch such as 580"},
 		},
+		"a branch without precompiled images": {
+			mutate: func(d *gpuv1alpha1.NVIDIADriver) { d.Spec.Version = "580" },
+			wants:  []string{"spec.version", "a driver branch such as 580 names images only with usePrecompiled"},
+		},
 		"a version with the OS": {
 			mutate: func(d *gpuv1alpha1.NVIDIADriver) { d.Spec.Version = "580.126.20-ubuntu22.04" },
 			wants:  []string{"spec.version", "the operator adds the OS suffix"},

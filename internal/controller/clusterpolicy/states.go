@@ -40,6 +40,10 @@ type rendered struct {
 	// kinds are the served kinds any state can render, enabled or not: the
 	// kinds to look through when pruning.
 	kinds []schema.GroupVersionKind
+	// heldPools are the driver pools that could not render: their
+	// DaemonSets stay as they are, and problems says why.
+	heldPools []string
+	problems  []error
 }
 
 // renderAll renders the enabled states from the policy and what the cluster
@@ -53,13 +57,18 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
-	groups := pools.Groups(gpuNodes(nodes))
-	if err := r.readModuleParams(ctx, groups); err != nil {
+	groups, failed, err := r.readModuleParams(ctx, pools.Groups(gpuNodes(nodes)))
+	if err != nil {
 		return nil, err
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
 	out := &rendered{kinds: r.managedKinds()}
+	for pool, err := range failed {
+		out.heldPools = append(out.heldPools, pool)
+		out.problems = append(out.problems, err)
+	}
+	slices.Sort(out.heldPools)
 	for _, s := range r.Graph.States() {
 		if !s.Operand.Enabled(&cp.Spec) {
 			continue
@@ -156,7 +165,10 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 		return err
 	}
 	keep := make(map[apply.Key]bool, len(objs.wanted))
-	var errs []error
+	errs := slices.Clone(objs.problems)
+	if err := r.keepPools(ctx, objs.heldPools, keep); err != nil {
+		return err
+	}
 	for _, o := range objs.wanted {
 		keep[apply.KeyOf(o)] = true
 		_, err := r.Applier.Apply(ctx, o)
@@ -227,23 +239,28 @@ func driverReplacement(cp *gpuv1.ClusterPolicy) func(*metav1.PartialObjectMetada
 }
 
 // readModuleParams reads the files of each pool's kernelModuleConfig
-// ConfigMap. One that does not exist fails the render, so that nothing is
-// applied or pruned: a driver started without the parameters asked for
-// (GB200's coherent memory mode, for one) would be a wrong driver.
-func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverPool) error {
+// ConfigMap. A pool whose ConfigMap does not exist is left out, with why:
+// its DaemonSets stay as they are, for a driver started without the
+// parameters asked for (GB200's coherent memory mode, for one) would be a
+// wrong driver, and the other pools and states go on.
+func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverPool) ([]state.DriverPool, map[string]error, error) {
+	failed := map[string]error{}
+	var out []state.DriverPool
 	for i := range pools {
 		kmc := pools[i].Driver.KernelModuleConfig
 		if kmc == nil || kmc.Name == "" {
+			out = append(out, pools[i])
 			continue
 		}
 		cm := &corev1.ConfigMap{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: kmc.Name}, cm); err != nil {
 			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("driver pool %s: kernelModuleConfig names ConfigMap %s, which does not exist in namespace %s: "+
-					"create it (keys nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf, nvidia-peermem.conf) or unset kernelModuleConfig",
-					pools[i].Name, kmc.Name, r.Namespace)
+				failed[pools[i].Name] = fmt.Errorf("driver pool %s: kernelModuleConfig names ConfigMap %s, which does not exist in namespace %s: "+
+					"create it (keys nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf, nvidia-peermem.conf) or unset kernelModuleConfig; "+
+					"the pool's drivers stay as they are", pools[i].Name, kmc.Name, r.Namespace)
+				continue
 			}
-			return fmt.Errorf("reading ConfigMap %s of driver pool %s's kernelModuleConfig: %w", kmc.Name, pools[i].Name, err)
+			return nil, nil, fmt.Errorf("reading ConfigMap %s of driver pool %s's kernelModuleConfig: %w", kmc.Name, pools[i].Name, err)
 		}
 		params := &state.ModuleParams{ConfigMap: kmc.Name, Files: slices.Sorted(maps.Keys(cm.Data))}
 		sum := sha256.New()
@@ -252,6 +269,26 @@ func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverP
 		}
 		params.Digest = hex.EncodeToString(sum.Sum(nil)[:8])
 		pools[i].ModuleParams = params
+		out = append(out, pools[i])
+	}
+	return out, failed, nil
+}
+
+// keepPools adds the live driver DaemonSets of the held pools to keep.
+func (r *Reconciler) keepPools(ctx context.Context, pools []string, keep map[apply.Key]bool) error {
+	if len(pools) == 0 {
+		return nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(render.KindDaemonSet.GroupVersion().WithKind("DaemonSetList"))
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{render.LabelState: string(state.Driver)}); err != nil {
+		return fmt.Errorf("listing the driver DaemonSets of held pools: %w", err)
+	}
+	for i := range list.Items {
+		if slices.Contains(pools, list.Items[i].Labels[gpuv1.LabelDriverPool]) {
+			list.Items[i].SetGroupVersionKind(render.KindDaemonSet)
+			keep[apply.KeyOf(&list.Items[i])] = true
+		}
 	}
 	return nil
 }

@@ -86,26 +86,36 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 // another DaemonSet than the node's (the node moved to another pool, a
 // version switched between a tag and a digest renamed the DaemonSet), or to
 // none (a pruned DaemonSet leaves its pods running: only the upgrade
-// replaces a driver). Any of them makes the node need an upgrade.
+// replaces a driver), unless the DaemonSet the node should run has the
+// pod's name and template and will adopt it. Any of them makes the node
+// need an upgrade.
 func (o *observed) outdated(pod *operandpods.Pod, n *corev1.Node) bool {
 	if o.pools != nil && o.pools.Assign(n.Name, n.Labels).Held() {
 		// Two NVIDIADrivers select the node, or none: it keeps the
 		// driver it runs until that is settled.
 		return false
 	}
-	if pod.DaemonSet == "" {
-		return true
+	want, known := o.pools.DaemonSetFor(n.Name, n.Labels)
+	if pod.DaemonSet == "" || o.deleting[pod.DaemonSet] {
+		// Orphaned, or its DaemonSet is going. One of the pod's own name
+		// that the node should run, with the pod's template, adopts it:
+		// waited for, not replaced. That is a DaemonSet pruned and applied
+		// again, as when the policy hands the driver to NVIDIADrivers
+		// before they are in the cache, or the same driver under another
+		// owner.
+		if !known || pod.Workload != want {
+			return true
+		}
+		hash, cached := o.hashes[want]
+		return cached && !o.deleting[want] && pod.Annotation(render.AnnotationTemplateHash) != hash
 	}
 	hash, cached := o.hashes[pod.DaemonSet]
-	switch {
-	case o.deleting[pod.DaemonSet]:
-		return true
-	case !cached:
+	if !cached {
 		// Not in the cache yet, or deleted and its pods not yet orphaned:
 		// the next look decides.
 		return false
 	}
-	if want, known := o.pools.DaemonSetFor(n.Name, n.Labels); known && pod.DaemonSet != want {
+	if known && pod.DaemonSet != want {
 		return true
 	}
 	return pod.Annotation(render.AnnotationTemplateHash) != hash

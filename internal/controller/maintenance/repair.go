@@ -106,8 +106,11 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		Approved:      n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue,
 		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), p.upgradePolicy(n).AutoUpgrade, n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
 		// The driver container runs there: a reload replaces its pod.
-		DriverReloadable: cp.Spec.Driver.IsEnabled() && n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootContainer),
-		DownstreamPods:   o.downstream[n.Name],
+		// A driver a pool holds (a conflict, no NVIDIADriver, one not run)
+		// would not come back once its pod is deleted.
+		DriverReloadable: cp.Spec.Driver.IsEnabled() && n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootContainer) &&
+			!o.pools.Assign(n.Name, n.Labels).Held(),
+		DownstreamPods: o.downstream[n.Name],
 	}
 	f.Since = f.Now
 	if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationRemediationSince]); err == nil {

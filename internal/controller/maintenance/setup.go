@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
@@ -58,6 +59,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("maintenance").
 		Watches(&gpuv1.ClusterPolicy{}, batched, builder.WithPredicates(policy.SpecChanged())).
+		// An NVIDIADriver's selector or budget moves nodes between pools
+		// whose DaemonSets may already be there, unchanged.
+		Watches(&gpuv1alpha1.NVIDIADriver{}, batched, builder.WithPredicates(policy.SpecChanged())).
 		// A driver DaemonSet's new template is what makes its pods
 		// outdated: the policy change that led to it may have been looked
 		// at before the DaemonSet was written, and OnDelete pods change

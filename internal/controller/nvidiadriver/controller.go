@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -68,7 +69,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		nodes = list.Items
 	}
-	st := buildStatus(nvd, active, pools, nodes, r.Namespace)
+	missing, err := r.missingConfig(ctx, nvd)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st := buildStatus(nvd, active, pools, nodes, r.Namespace, missing)
 	if equality.Semantic.DeepEqual(st, nvd.Status) {
 		return ctrl.Result{}, nil
 	}
@@ -79,6 +84,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.tell(nvd, before.Status, st)
 	return ctrl.Result{}, nil
+}
+
+// missingConfig returns the name of the kernelModuleConfig ConfigMap the
+// NVIDIADriver names when it does not exist.
+func (r *Reconciler) missingConfig(ctx context.Context, nvd *gpuv1alpha1.NVIDIADriver) (string, error) {
+	name := nvd.Spec.KernelModuleConfig.Named()
+	if name == "" {
+		return "", nil
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &corev1.ConfigMap{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return name, nil
+	case err != nil:
+		return "", fmt.Errorf("reading ConfigMap %s: %w", name, err)
+	}
+	return "", nil
 }
 
 // tell records an event when the NVIDIADriver's conflicts start, change or
@@ -119,6 +141,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.all),
 			builder.WithPredicates(predicate.Or(policy.SpecChanged(), createOrDelete()))).
 		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.all), builder.WithPredicates(labelsChanged())).
+		// A kernelModuleConfig ConfigMap created or deleted.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(createOrDelete())).
 		Complete(r)
 }
 

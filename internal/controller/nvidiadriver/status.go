@@ -36,8 +36,10 @@ func notManaged(cp *gpuv1.ClusterPolicy) string {
 
 // buildStatus is an NVIDIADriver's status: the GPU nodes its pool holds,
 // how many run its driver ready, and the nodes it conflicts on.
+// missingConfig names the kernelModuleConfig ConfigMap the NVIDIADriver
+// names and that does not exist, "" when there is none.
 func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *driverpool.Set, nodes []corev1.Node,
-	namespace string) gpuv1alpha1.NVIDIADriverStatus {
+	namespace, missingConfig string) gpuv1alpha1.NVIDIADriverStatus {
 	st := gpuv1alpha1.NVIDIADriverStatus{
 		Namespace:          namespace,
 		ObservedGeneration: nvd.Generation,
@@ -65,11 +67,9 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 			continue
 		}
 		members = append(members, n.Name)
-		switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.Driver))]) {
-		case gpuv1.StateReady, gpuv1.StateDisabled:
-			// Disabled: the host's own driver, or the node opted out.
+		if runsItsDriver(n, nvd.Name) {
 			ready = append(ready, n.Name)
-		default:
+		} else {
 			notReady = append(notReady, n.Name)
 		}
 	}
@@ -81,6 +81,11 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 	st.Nodes = int32(len(members))
 	st.ReadyNodes = fmt.Sprintf("%d/%d", len(ready), len(members))
 	switch {
+	case missingConfig != "":
+		st.State = gpuv1alpha1.StateNotReady
+		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonKernelModuleConfigMissing, "",
+			fmt.Sprintf("kernelModuleConfig names ConfigMap %s, which does not exist in namespace %s: create it or unset "+
+				"kernelModuleConfig. The %d nodes keep the driver they run until then", missingConfig, namespace, len(members)))
 	case nvd.Spec.IsPrecompiled():
 		st.State = gpuv1alpha1.StateNotReady
 		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonUnsupportedDriverType, "",
@@ -116,6 +121,25 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 		setConditions(&st, nvd.Generation, metav1.ConditionTrue, reason, msg, "")
 	}
 	return st
+}
+
+// runsItsDriver reports whether a node of the pool runs the pool's driver,
+// ready: in the pool (its label moves with the upgrade that brings the
+// driver), not waiting for or in an upgrade, and its driver ready, or
+// disabled (the host's own driver, or the node opted out).
+func runsItsDriver(n *corev1.Node, pool string) bool {
+	switch gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]) {
+	case "", gpuv1.UpgradeDone:
+	default:
+		return false
+	}
+	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.Driver))]) {
+	case gpuv1.StateDisabled:
+		return true
+	case gpuv1.StateReady:
+		return n.Labels[gpuv1.LabelDriverPool] == pool
+	}
+	return false
 }
 
 // setConditions sets Ready (with readyMsg) and Error: True with errMsg

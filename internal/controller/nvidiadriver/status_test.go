@@ -40,7 +40,7 @@ func status(d gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, all []gpuv1alph
 	if cp != nil {
 		pools = driverpool.Resolve(cp, all)
 	}
-	return buildStatus(&d, cp, pools, nodes, "gpu-operator")
+	return buildStatus(&d, cp, pools, nodes, "gpu-operator", "")
 }
 
 func TestStatusCountsThePoolsNodes(t *testing.T) {
@@ -48,20 +48,22 @@ func TestStatusCountsThePoolsNodes(t *testing.T) {
 	gold, fallback := nvd("gold", gpuv1.Labels{"tier": "gold"}, false), nvd("fallback", nil, true)
 	all := []gpuv1alpha1.NVIDIADriver{gold, fallback}
 	nodes := []corev1.Node{
-		gpuNode("g1", "ready", map[string]string{"tier": "gold"}),
-		gpuNode("g2", "pending", map[string]string{"tier": "gold"}),
+		gpuNode("g1", "ready", map[string]string{"tier": "gold", gpuv1.LabelDriverPool: "gold", gpuv1.LabelUpgradeState: "upgrade-done"}),
+		gpuNode("g2", "pending", map[string]string{"tier": "gold", gpuv1.LabelDriverPool: "gold"}),
 		gpuNode("h1", "disabled", map[string]string{"tier": "gold"}), // on its host's driver
-		gpuNode("s1", "ready", nil),
+		// Still on the fallback's driver: moving, not ready in gold.
+		gpuNode("g3", "ready", map[string]string{"tier": "gold", gpuv1.LabelDriverPool: "fallback", gpuv1.LabelUpgradeState: "upgrade-required"}),
+		gpuNode("s1", "ready", map[string]string{gpuv1.LabelDriverPool: "fallback"}),
 		{ObjectMeta: metav1.ObjectMeta{Name: "cpu", Labels: map[string]string{"tier": "gold"}}},
 	}
 	st := status(gold, managing(), all, nodes)
 	g.Expect(st.State).To(Equal(gpuv1alpha1.StateNotReady))
-	g.Expect(st.Nodes).To(BeEquivalentTo(3))
-	g.Expect(st.ReadyNodes).To(Equal("2/3"))
+	g.Expect(st.Nodes).To(BeEquivalentTo(4))
+	g.Expect(st.ReadyNodes).To(Equal("2/4"))
 	g.Expect(st.ObservedGeneration).To(BeEquivalentTo(2))
 	ready := meta.FindStatusCondition(st.Conditions, gpuv1alpha1.ConditionReady)
 	g.Expect(ready.Reason).To(Equal(gpuv1alpha1.ReasonNodesNotReady))
-	g.Expect(ready.Message).To(ContainSubstring("not ready on 1 of 3 nodes: g2"))
+	g.Expect(ready.Message).To(ContainSubstring("not ready on 2 of 4 nodes: g2, g3"))
 	g.Expect(meta.IsStatusConditionFalse(st.Conditions, gpuv1alpha1.ConditionError)).To(BeTrue())
 
 	st = status(fallback, managing(), all, nodes)
@@ -77,7 +79,7 @@ func TestStatusNamesConflicts(t *testing.T) {
 	for i := range 12 {
 		nodes = append(nodes, gpuNode(fmt.Sprintf("g%02d", i), "ready", map[string]string{"tier": "gold", gpuv1.LabelDriverPool: "gold"}))
 	}
-	nodes = append(nodes, gpuNode("s1", "ready", nil))
+	nodes = append(nodes, gpuNode("s1", "ready", map[string]string{gpuv1.LabelDriverPool: "every"}))
 	all := []gpuv1alpha1.NVIDIADriver{gold, every}
 	st := status(gold, managing(), all, nodes)
 	g.Expect(st.State).To(Equal(gpuv1alpha1.StateNotReady))
@@ -116,4 +118,17 @@ func TestStatusWhenNotManaged(t *testing.T) {
 	st := status(vgpu, managing(), []gpuv1alpha1.NVIDIADriver{vgpu}, []corev1.Node{gpuNode("n", "pending", nil)})
 	g.Expect(st.State).To(Equal(gpuv1alpha1.StateNotReady))
 	g.Expect(meta.FindStatusCondition(st.Conditions, gpuv1alpha1.ConditionError).Message).To(ContainSubstring("driverType vgpu is not run"))
+}
+
+// A kernelModuleConfig ConfigMap that does not exist holds the pool, and
+// the status names it.
+func TestStatusNamesAMissingModuleConfig(t *testing.T) {
+	g := NewWithT(t)
+	d := nvd("gb200", nil, true)
+	st := buildStatus(&d, managing(), driverpool.Resolve(managing(), []gpuv1alpha1.NVIDIADriver{d}),
+		[]corev1.Node{gpuNode("n", "ready", map[string]string{gpuv1.LabelDriverPool: "gb200"})}, "gpu-operator", "gb200-params")
+	g.Expect(st.State).To(Equal(gpuv1alpha1.StateNotReady))
+	e := meta.FindStatusCondition(st.Conditions, gpuv1alpha1.ConditionError)
+	g.Expect(e.Reason).To(Equal(gpuv1alpha1.ReasonKernelModuleConfigMissing))
+	g.Expect(e.Message).To(ContainSubstring("ConfigMap gb200-params, which does not exist in namespace gpu-operator"))
 }

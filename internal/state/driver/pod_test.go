@@ -27,3 +27,19 @@ func TestValidationOutlastsTheDriverStartup(t *testing.T) {
 		t.Fatalf("--driver-validation-timeout's default (%s) must exceed the driver's startup budget (%s)", validation, budget)
 	}
 }
+
+// A DaemonSet name is also its pods' selector label value: one over 63
+// characters (a long NVIDIADriver name and an OS) is cut, and a hash keeps
+// two such names apart; short names are as they were.
+func TestDaemonSetNamesFitALabelValue(t *testing.T) {
+	os := state.OSRelease{ID: "ubuntu", VersionID: "22.04"}
+	short, _ := DaemonSetOf("gold", "580.126.20", os, true)
+	if short != "nvidia-driver-daemonset-gold-ubuntu22.04" {
+		t.Fatalf("short name changed: %s", short)
+	}
+	a, _ := DaemonSetOf("a-thirty-two-character-long-name1", "580.126.20", os, true)
+	b, _ := DaemonSetOf("a-thirty-two-character-long-name2", "580.126.20", os, true)
+	if len(a) > 63 || len(b) > 63 || a == b {
+		t.Fatalf("long names %q (%d) and %q (%d)", a, len(a), b, len(b))
+	}
+}

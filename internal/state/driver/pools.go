@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -30,9 +32,23 @@ func poolPrefix(pool string) string {
 func DaemonSetOf(pool string, version gpuv1.DriverVersion, os state.OSRelease, osKnown bool) (string, bool) {
 	name := poolPrefix(pool)
 	if IsDigest(version) {
-		return name, true
+		return fitName(name), true
 	}
-	return name + "-" + os.String(), osKnown
+	return fitName(name + "-" + os.String()), osKnown
+}
+
+// maxNameLength is the longest DaemonSet name: it is also the value of the
+// pods' selector label.
+const maxNameLength = 63
+
+// fitName cuts a name too long for a label value and ends it with a hash
+// of the whole, so that two long names stay apart.
+func fitName(name string) string {
+	if len(name) <= maxNameLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:maxNameLength-9], "-.") + "-" + hex.EncodeToString(sum[:4])
 }
 
 // IsDigest reports whether a driver version pins an image digest, which

@@ -46,13 +46,13 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 		// coherent memory mode is one.
 		return nil, fmt.Errorf("driver pool %s: the files of kernelModuleConfig's ConfigMap %s were not read", pool.Name, kmc.Name)
 	}
-	name := poolPrefix(pool.Name)
 	// Only on nodes whose driver is the driver container's, in the pool.
 	gate := append(in.Gated(state.Variant{DriverRoot: gpuv1.DriverRootContainer}, state.Dimensions{DriverRoot: true}), corev1.NodeSelectorRequirement{
 		Key: gpuv1.LabelDriverPool, Operator: corev1.NodeSelectorOpIn, Values: []string{pool.Name},
 	})
 	version := string(spec.Version)
 	if IsDigest(spec.Version) {
+		name, _ := DaemonSetOf(pool.Name, spec.Version, state.OSRelease{}, false)
 		ds, err := daemonSet(in, pool, name, render.Image(string(spec.Repository), string(spec.Image), version), gate, state.OSRelease{})
 		return []client.Object{ds}, err
 	}
@@ -63,7 +63,8 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 			corev1.NodeSelectorRequirement{Key: state.LabelOSVersionID, Operator: corev1.NodeSelectorOpIn, Values: []string{os.VersionID}},
 		)
 		image := render.Image(string(spec.Repository), string(spec.Image), version+"-"+os.String())
-		ds, err := daemonSet(in, pool, name+"-"+os.String(), image, osGate, os)
+		name, _ := DaemonSetOf(pool.Name, spec.Version, os, true)
+		ds, err := daemonSet(in, pool, name, image, osGate, os)
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +77,9 @@ func daemonSet(in state.RenderInput, pool state.DriverPool, name, image string, 
 	os state.OSRelease) (client.Object, error) {
 	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, podSpec(in.Policy, pool.Driver, pool.ModuleParams, os))
 	w.Gate, w.OnDelete, w.Daemonsets = gate, true, pool.Daemonsets
+	// The pool's DaemonSets are found by it when the pool cannot render
+	// (its module parameters missing) and they must stay as they are.
+	w.ObjectLabels = map[string]string{gpuv1.LabelDriverPool: pool.Name}
 	w.PodAnnotations = map[string]string{AnnotationVersion: LabelValue(pool.Driver.Version)}
 	if pool.ModuleParams != nil {
 		w.Inputs = map[string]string{AnnotationModuleParams: pool.ModuleParams.Digest}

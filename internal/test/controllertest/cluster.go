@@ -53,6 +53,17 @@ type Cluster struct {
 	// unscanned are the nodes whose nfd-worker does not scan GFD's file
 	// again for now (a real one scans it once a minute).
 	unscanned map[string]bool
+	// adoptionHeld keeps orphaned pods orphaned: the real garbage
+	// collector and DaemonSet controller take a while to hand them over.
+	adoptionHeld bool
+}
+
+// HoldAdoption stops (true) or resumes (false) the adoption of orphaned
+// pods by a DaemonSet whose selector matches them.
+func (s *Cluster) HoldAdoption(hold bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.adoptionHeld = hold
 }
 
 func newCluster(c client.Client, namespace string) *Cluster {
@@ -235,6 +246,15 @@ func (s *Cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *core
 			existing = p
 		}
 	}
+	if existing == nil {
+		// The real controller adopts an orphan its selector matches, as
+		// when a DaemonSet pruned with its pods orphaned is applied again.
+		adopted, err := s.adopt(ctx, ds, node.Name, pods)
+		if err != nil {
+			return err
+		}
+		existing = adopted
+	}
 	matches, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: ds.Spec.Template.Spec}).Match(node)
 	if err != nil {
 		return err
@@ -249,6 +269,36 @@ func (s *Cluster) syncNode(ctx context.Context, ds *appsv1.DaemonSet, node *core
 		return client.IgnoreNotFound(s.c.Delete(ctx, existing, client.GracePeriodSeconds(0)))
 	}
 	return nil
+}
+
+// adopt makes the DaemonSet the controller of an orphaned pod on the node
+// that its selector matches; nil when there is none.
+func (s *Cluster) adopt(ctx context.Context, ds *appsv1.DaemonSet, node string, pods []corev1.Pod) (*corev1.Pod, error) {
+	s.mu.Lock()
+	held := s.adoptionHeld
+	s.mu.Unlock()
+	if held {
+		return nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Namespace != ds.Namespace || p.Spec.NodeName != node || p.DeletionTimestamp != nil ||
+			metav1.GetControllerOf(p) != nil || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		base := p.DeepCopy()
+		p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{
+			APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)})
+		if err := s.c.Patch(ctx, p, client.MergeFrom(base)); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return p, nil
+	}
+	return nil, nil
 }
 
 // repelled reports whether the scheduler would keep the DaemonSet's pod off

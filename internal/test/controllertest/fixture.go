@@ -207,14 +207,20 @@ func (f *Fixture) Selects(ds *appsv1.DaemonSet, node string) bool {
 
 // SetLabel sets (or with value "" removes) a label on a node, as a user
 // would with kubectl label.
-func (f *Fixture) SetLabel(node, key, value string) {
+func (f *Fixture) SetLabel(node, key, value string) { f.SetLabels(node, map[string]string{key: value}) }
+
+// SetLabels sets (or with value "" removes) labels on a node in one write,
+// as kubectl label with several does.
+func (f *Fixture) SetLabels(node string, labels map[string]string) {
 	g := NewWithT(f.T)
 	g.Eventually(func() error {
 		n := f.Node(node)
-		if value == "" {
-			delete(n.Labels, key)
-		} else {
-			n.Labels[key] = value
+		for key, value := range labels {
+			if value == "" {
+				delete(n.Labels, key)
+			} else {
+				n.Labels[key] = value
+			}
 		}
 		return f.s.Client.Update(f.Ctx, n)
 	}, Timeout, Interval).Should(Succeed())

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +41,11 @@ func readyNodes(nvd *gpuv1alpha1.NVIDIADriver) string {
 // Handing a ClusterPolicy's pools to NVIDIADrivers named after them, with
 // the same settings, replaces no driver: the DaemonSets keep their names
 // and templates, and no node enters the upgrade. NVIDIA's own migration
-// orphans every driver pod and upgrades every node.
+// orphans every driver pod and upgrades every node. Here the policy hands
+// the driver over before the default NVIDIADriver exists, as helm does
+// (it applies the ClusterPolicy first): the default pool's DaemonSet is
+// pruned, its pods orphaned and held, and the DaemonSet applied again
+// adopts them.
 func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 3, func(cp *gpuv1.ClusterPolicy) {
@@ -59,18 +64,41 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 		s.NodeSelector = gpuv1.Labels{"gpu": "a100"}
 		s.Version = "550.54.15"
 	})
-	// NVIDIA's default image path, written whole: the same image.
-	createNVIDIADriver(f, "default", func(s *gpuv1alpha1.NVIDIADriverSpec) {
-		s.Default, s.Repository, s.Image = true, "", "nvcr.io/nvidia/driver"
-	})
 	g.Eventually(nvidiaDriver(f, "a100"), controllertest.Timeout, controllertest.Interval).
 		Should(WithTransform(readyNodes, Equal("disabled ")), "not acted on before useNvidiaDriverCRD")
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true) })
+	// No NVIDIADriver selects the other two nodes: their DaemonSet goes,
+	// their drivers stay, orphaned.
+	g.Eventually(func() map[string]string { return driverOwners(f) }, controllertest.Timeout, controllertest.Interval).
+		Should(Equal(map[string]string{f.Nodes[0]: before[f.Nodes[0]], f.Nodes[1]: "none", f.Nodes[2]: "none"}))
+	g.Consistently(func() map[string]string { return driverOwners(f) }, 3*time.Second, controllertest.Interval).
+		Should(HaveLen(3), "held, not replaced")
+	// NVIDIA's default image path, written whole: the same image. The
+	// DaemonSet applied again takes a while to adopt the orphans, as the
+	// garbage collector and the DaemonSet controller do: the nodes wait
+	// for it rather than upgrade.
+	suite.Sim.HoldAdoption(true)
+	t.Cleanup(func() { suite.Sim.HoldAdoption(false) })
+	createNVIDIADriver(f, "default", func(s *gpuv1alpha1.NVIDIADriverSpec) {
+		s.Default, s.Repository, s.Image = true, "", "nvcr.io/nvidia/driver"
+	})
+	g.Eventually(func() bool { return len(f.DaemonSets("driver")) == 2 }, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
+	g.Consistently(func() []string {
+		var upgrading []string
+		for _, n := range f.Nodes {
+			if st := f.Node(n).Labels[gpuv1.LabelUpgradeState]; st != "" {
+				upgrading = append(upgrading, n+"="+st)
+			}
+		}
+		return upgrading
+	}, 3*time.Second, controllertest.Interval).Should(BeEmpty(), "orphans of the DaemonSet that will adopt them are not outdated")
+	suite.Sim.HoldAdoption(false)
 
 	g.Eventually(nvidiaDriver(f, "a100"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(readyNodes, Equal("ready 1/1")))
 	g.Eventually(nvidiaDriver(f, "default"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(readyNodes, Equal("ready 2/2")))
 	f.ExpectAllReady(f.Nodes...)
-	g.Expect(driverOwners(f)).To(Equal(before))
+	g.Eventually(func() map[string]string { return driverOwners(f) }, controllertest.Timeout, controllertest.Interval).
+		Should(Equal(before), "adopted by the DaemonSet of the same name")
 	count, breaches := deletions.results()
 	g.Expect(breaches).To(BeEmpty())
 	g.Expect(count).To(BeZero(), "no driver replaced")
@@ -99,8 +127,8 @@ func TestConflictHoldsTheDriverUntilSettled(t *testing.T) {
 	// A third NVIDIADriver selecting every node with a zone conflicts
 	// with both on the node that gets one.
 	createNVIDIADriver(f, "zonal", func(s *gpuv1alpha1.NVIDIADriverSpec) { s.NodeSelector = gpuv1.Labels{"zone": "a"} })
-	f.SetLabel(moving, "tier", "gold")
-	f.SetLabel(moving, "zone", "a")
+	// Both at once: one alone would move the node to gold or zonal.
+	f.SetLabels(moving, map[string]string{"tier": "gold", "zone": "a"})
 	g.Eventually(nvidiaDriver(f, "gold"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(
 		func(d *gpuv1alpha1.NVIDIADriver) []gpuv1alpha1.NodeConflict { return d.Status.Conflicts },
 		Equal([]gpuv1alpha1.NodeConflict{{Node: moving, With: []string{"zonal"}}})))
@@ -108,8 +136,8 @@ func TestConflictHoldsTheDriverUntilSettled(t *testing.T) {
 	g.Expect(zonal.Status.State).To(Equal(gpuv1alpha1.StateNotReady))
 	g.Expect(apimeta.FindStatusCondition(zonal.Status.Conditions, gpuv1alpha1.ConditionError).Reason).
 		To(Equal(gpuv1alpha1.ReasonConflictingNodeSelector))
-	f.ExpectLabel(moving, gpuv1.LabelDriverPool, "rest")
-	g.Expect(f.Node(moving).Labels).NotTo(HaveKey(gpuv1.LabelUpgradeState), "a held node does not upgrade")
+	g.Consistently(func() map[string]string { return f.Node(moving).Labels }, 3*time.Second, controllertest.Interval).Should(And(
+		HaveKeyWithValue(gpuv1.LabelDriverPool, "rest"), Not(HaveKey(gpuv1.LabelUpgradeState))), "a held node does not upgrade")
 
 	// The zone's NVIDIADriver goes: gold alone selects the node, which
 	// moves to it through the upgrade.
