@@ -197,3 +197,63 @@ func TestPoolsWithTheirOwnBudget(t *testing.T) {
 	// policy's budget is no pool's own.
 	g.Expect(admitted(t, inPool("", queued(DriverUpgrade, 3)), b)).To(HaveLen(1))
 }
+
+// Every placement of four nodes in pools of their own budget or of the
+// policy's, each already upgrading or queued: after admission no pool has
+// more nodes upgrading than its own limit (gold's 2) or the policy's (1
+// per pool, the empty pool of held nodes included), and a pool with room
+// and a queued node admits one.
+func TestPoolBudgetsHoldInEveryPlacement(t *testing.T) {
+	pools := []string{"", "gold", "silver"}
+	limit := map[string]int{"": 1, "gold": 2, "silver": 1}
+	var b Budgets
+	b[DriverUpgrade] = []Budget{
+		{Field: "policy", Op: DriverUpgrade, Limit: intstr.FromInt32(1), PerPool: true, Others: true},
+		{Field: "gold", Op: DriverUpgrade, Limit: intstr.FromInt32(2), PerPool: true, Pool: "gold"},
+	}
+	cases := 0
+	for placement := range 81 { // 3^4
+		for active := range 16 { // 2^4
+			var nodes []Node
+			p := placement
+			for i := range 4 {
+				n := Node{Name: fmt.Sprintf("n%d", i), Pool: pools[p%3]}
+				p /= 3
+				n.Ops[DriverUpgrade] = Position{Phase: Queued, Since: epoch}
+				if active&(1<<i) != 0 {
+					n.Ops[DriverUpgrade].Phase = Active
+				}
+				nodes = append(nodes, n)
+			}
+			a, errs := Admit(nodes, b)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			busy, queued := map[string]int{}, map[string]int{}
+			for _, n := range nodes {
+				if op, ok := a.Admitted[n.Name]; n.Ops[DriverUpgrade].Phase == Active || (ok && op == DriverUpgrade) {
+					busy[n.Pool]++
+				} else {
+					queued[n.Pool]++
+				}
+			}
+			for _, pool := range pools {
+				over := busy[pool] > limit[pool]
+				activeAlready := 0
+				for _, n := range nodes {
+					if n.Pool == pool && n.Ops[DriverUpgrade].Phase == Active {
+						activeAlready++
+					}
+				}
+				if over && busy[pool] > activeAlready {
+					t.Fatalf("pool %q: %d upgrading, limit %d, after admitting (%+v)", pool, busy[pool], limit[pool], nodes)
+				}
+				if queued[pool] > 0 && busy[pool] < limit[pool] {
+					t.Fatalf("pool %q has room (%d of %d) and a queued node, none admitted (%+v)", pool, busy[pool], limit[pool], nodes)
+				}
+			}
+			cases++
+		}
+	}
+	t.Logf("%d placements checked", cases)
+}
