@@ -74,6 +74,12 @@ type DriverSpec struct {
 	// +optional
 	KernelModuleConfig *DriverKernelModuleConfig `json:"kernelModuleConfig,omitempty"`
 
+	// RDMA loads nvidia-peermem beside the driver, for GPUDirect RDMA
+	// with Mellanox (NVIDIA) network cards: MOFED from NVIDIA's network
+	// operator, or the host's with useHostMofed.
+	// +optional
+	RDMA *GPUDirectRDMASpec `json:"rdma,omitempty"`
+
 	// UseNvidiaDriverCRD hands driver management to NVIDIADriver resources
 	// (nvidia.com/v1alpha1), one per driver pool: version, nodePools and
 	// the settings above are then ignored, except upgradePolicy, the budget
@@ -84,6 +90,27 @@ type DriverSpec struct {
 	UseNvidiaDriverCRD *bool `json:"useNvidiaDriverCRD,omitempty"`
 
 	UnsupportedDriverFields `json:",inline"`
+}
+
+// GPUDirectRDMASpec turns GPUDirect RDMA on: the driver pod loads
+// nvidia-peermem once MOFED's mlx5 driver runs.
+type GPUDirectRDMASpec struct {
+	// Enabled loads nvidia-peermem.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// UseHostMofed says MOFED is installed on the host (its sources in
+	// /usr/src) rather than by NVIDIA's network operator (in
+	// /run/mellanox/drivers).
+	// +optional
+	UseHostMOFED *bool `json:"useHostMofed,omitempty"`
+}
+
+// IsEnabled reports whether GPUDirect RDMA is on.
+func (r *GPUDirectRDMASpec) IsEnabled() bool { return r != nil && r.Enabled != nil && *r.Enabled }
+
+// HostMOFED reports whether MOFED is the host's.
+func (r *GPUDirectRDMASpec) HostMOFED() bool {
+	return r != nil && r.UseHostMOFED != nil && *r.UseHostMOFED
 }
 
 // DriverKernelModuleConfig names the ConfigMap of kernel module parameters.
@@ -193,8 +220,6 @@ type UnsupportedDriverFields struct {
 	LivenessProbe *apiextensionsv1.JSON `json:"livenessProbe,omitempty"`
 	// +optional
 	ReadinessProbe *apiextensionsv1.JSON `json:"readinessProbe,omitempty"`
-	// +optional
-	RDMA *apiextensionsv1.JSON `json:"rdma,omitempty"`
 	// +optional
 	Manager *apiextensionsv1.JSON `json:"manager,omitempty"`
 	// +optional

@@ -158,6 +158,12 @@ type NVIDIADriverSpec struct {
 	// +optional
 	KernelModuleConfig *ConfigMapRef `json:"kernelModuleConfig,omitempty"`
 
+	// GPUDirectRDMA loads nvidia-peermem beside the driver, for GPUDirect
+	// RDMA with MOFED (the network operator's, or the host's with
+	// useHostMofed).
+	// +optional
+	GPUDirectRDMA *gpuv1.GPUDirectRDMASpec `json:"rdma,omitempty"`
+
 	// UpgradePolicy says how this driver's nodes move to a new driver:
 	// this pool's own budget. Unset means the ClusterPolicy's
 	// driver.upgradePolicy.
@@ -233,8 +239,6 @@ type UnsupportedFields struct {
 	LivenessProbe *apiextensionsv1.JSON `json:"livenessProbe,omitempty"`
 	// +optional
 	ReadinessProbe *apiextensionsv1.JSON `json:"readinessProbe,omitempty"`
-	// +optional
-	RDMA *apiextensionsv1.JSON `json:"rdma,omitempty"`
 	// +optional
 	GDS *apiextensionsv1.JSON `json:"gds,omitempty"`
 	// +optional

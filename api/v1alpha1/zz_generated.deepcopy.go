@@ -129,6 +129,11 @@ func (in *NVIDIADriverSpec) DeepCopyInto(out *NVIDIADriverSpec) {
 		*out = new(ConfigMapRef)
 		**out = **in
 	}
+	if in.GPUDirectRDMA != nil {
+		in, out := &in.GPUDirectRDMA, &out.GPUDirectRDMA
+		*out = new(apiv1.GPUDirectRDMASpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.UpgradePolicy != nil {
 		in, out := &in.UpgradePolicy, &out.UpgradePolicy
 		*out = new(apiv1.DriverUpgradePolicySpec)
@@ -254,11 +259,6 @@ func (in *UnsupportedFields) DeepCopyInto(out *UnsupportedFields) {
 	}
 	if in.ReadinessProbe != nil {
 		in, out := &in.ReadinessProbe, &out.ReadinessProbe
-		*out = new(apiextensionsv1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.RDMA != nil {
-		in, out := &in.RDMA, &out.RDMA
 		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}

@@ -126,6 +126,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 		Image:            spec.Image,
 		Version:          gpuv1.DriverVersion(spec.Version),
 		KernelModuleType: spec.KernelModuleType,
+		RDMA:             spec.GPUDirectRDMA,
 		UpgradePolicy:    cp.Spec.Driver.UpgradePolicy,
 	}
 	if driver.Version == "" {

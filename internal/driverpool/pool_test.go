@@ -135,6 +135,7 @@ func TestNVIDIADriverSettings(t *testing.T) {
 			s.Labels = gpuv1.Labels{"pool": "own"}
 			s.PriorityClassName = "high"
 			s.KernelModuleConfig = &gpuv1alpha1.ConfigMapRef{Name: "gb200-params"}
+			s.GPUDirectRDMA = &gpuv1.GPUDirectRDMASpec{Enabled: ptr.To(true)}
 			s.RepoConfig = &gpuv1alpha1.ConfigMapRef{Name: ""}
 		}),
 	})
@@ -151,4 +152,6 @@ func TestNVIDIADriverSettings(t *testing.T) {
 	g.Expect(own.Daemonsets.PriorityClassName).To(BeEquivalentTo("high"))
 	g.Expect(own.Driver.KernelModuleConfig).To(Equal(&gpuv1.DriverKernelModuleConfig{Name: "gb200-params"}))
 	g.Expect(own.Driver.RepoConfig).To(BeNil(), "an empty name means none")
+	g.Expect(own.Driver.RDMA.IsEnabled()).To(BeTrue())
+	g.Expect(plain.Driver.RDMA.IsEnabled()).To(BeFalse())
 }

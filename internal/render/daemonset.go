@@ -159,14 +159,16 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		// container's own.
 		main.Args = slices.Clone(w.Component.Args)
 	}
-	for i := range pod.InitContainers {
-		// Init containers run the main image unless they name their own,
-		// and pull as the main one does.
-		if pod.InitContainers[i].Image == "" {
-			pod.InitContainers[i].Image = w.Image
-		}
-		if pod.InitContainers[i].ImagePullPolicy == "" {
-			pod.InitContainers[i].ImagePullPolicy = w.Component.ImagePullPolicy
+	for _, list := range [][]corev1.Container{pod.InitContainers, pod.Containers[1:]} {
+		for i := range list {
+			// Init containers and sidecars run the main image unless
+			// they name their own, and pull as the main one does.
+			if list[i].Image == "" {
+				list[i].Image = w.Image
+			}
+			if list[i].ImagePullPolicy == "" {
+				list[i].ImagePullPolicy = w.Component.ImagePullPolicy
+			}
 		}
 	}
 	if r := w.Component.Resources; r != nil {

@@ -49,7 +49,7 @@ func TestNVIDIAsNVIDIADriversApply(t *testing.T) {
 		t.Fatalf("NVIDIA's examples are missing: %v %v", files, err)
 	}
 	ignored := map[string][]string{
-		"nvidiadriver-sample": {"spec.rdma", "spec.gds", "spec.manager", "spec.licensingConfig", "spec.virtualTopologyConfig"},
+		"nvidiadriver-sample": {"spec.gds", "spec.manager", "spec.licensingConfig", "spec.virtualTopologyConfig"},
 		"demo-gold":           {"spec.manager"},
 		"demo-silver":         {"spec.manager"},
 		"demo-precomp-all":    {"spec.manager"},
@@ -71,7 +71,7 @@ func TestNVIDIAsNVIDIADriversApply(t *testing.T) {
 				g.Expect(got.Spec.Runs()).To(BeTrue())
 				want := append([]string{}, ignored[got.Name]...)
 				if got.Name == "demo-gold" && filepath.Base(file) == "nvd-demo-gold.yaml" {
-					want = append(want, "spec.rdma", "spec.gds", "spec.gdrcopy", "spec.startupProbe")
+					want = append(want, "spec.gds", "spec.gdrcopy", "spec.startupProbe")
 				}
 				g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(want))
 			})

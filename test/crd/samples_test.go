@@ -156,7 +156,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
 		"spec.driver.usePrecompiled",
-		"spec.driver.startupProbe", "spec.driver.rdma", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
+		"spec.driver.startupProbe", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
 		"spec.dcgmExporter.serviceMonitor.relabelings",
 		"spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",

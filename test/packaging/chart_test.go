@@ -234,12 +234,15 @@ func TestDriverMirrorValuesReachThePolicy(t *testing.T) {
 		find(template(t, "-f", fullValues), "ClusterPolicy", "gpu-policy").Object, rendered)).To(Succeed())
 	g.Expect(rendered.Spec.Driver.RepoConfig).To(Equal(&gpuv1.DriverRepoConfig{ConfigMapName: "mirror-repos"}))
 	g.Expect(rendered.Spec.Driver.CertConfig).To(Equal(&gpuv1.DriverCertConfig{Name: "mirror-ca"}))
+	g.Expect(rendered.Spec.Driver.RDMA.IsEnabled()).To(BeTrue())
+	g.Expect(rendered.Spec.Driver.RDMA.HostMOFED()).To(BeTrue())
 
 	defaults := &gpuv1.ClusterPolicy{}
 	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(
 		find(template(t), "ClusterPolicy", "cluster-policy").Object, defaults)).To(Succeed())
 	g.Expect(defaults.Spec.Driver.RepoConfig).To(BeNil())
 	g.Expect(defaults.Spec.Driver.CertConfig).To(BeNil())
+	g.Expect(defaults.Spec.Driver.RDMA).To(BeNil())
 }
 
 // operator.maintenance.maxUnavailableNVLinkDomains reaches the policy when

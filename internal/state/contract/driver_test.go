@@ -64,9 +64,26 @@ var driverContract = []requirement{
 		"nvidia-peermem.conf, written to /etc/modprobe.d before _load_driver); " + operatorVols,
 		need:  "kernelModuleConfig's files are where the script reads them, each mounted alone so that the image's /drivers stays, and their content is part of the template",
 		check: moduleParams},
-	{source: driverScript + " (installs nvidia-smi; the script at d10b41a never creates /run/nvidia/validations)",
-		need:  "is ready once nvidia-smi answers, without touching a directory nothing creates",
-		check: probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))},
+	{source: driverScript + " (installs nvidia-smi; the script at d10b41a never creates /run/nvidia/validations, " +
+		"which reload_nvidia_peermem waits on: /run/nvidia/validations/.driver-ctr-ready)",
+		need: "is ready once nvidia-smi answers; with GPUDirect RDMA it then marks the driver ready where the peermem container looks",
+		check: func(p *podCase) error {
+			if p.spec.Driver.RDMA.IsEnabled() {
+				return probe(driver.ContainerName, "startup", execProbe("sh", "-c",
+					"nvidia-smi && mkdir -p /run/nvidia/validations && touch /run/nvidia/validations/.driver-ctr-ready"))(p)
+			}
+			return probe(driver.ContainerName, "startup", execProbe("nvidia-smi"))(p)
+		}},
+	{source: rdmaScript + "; " + operatorDriver + " (volumes mlnx-ofed-usr-src, run-mellanox-drivers); " + operatorCtl +
+		" (transformPeerMemoryContainer: GPU_DIRECT_RDMA_ENABLED, USE_HOST_MOFED, mlnx-ofed-usr-src from /usr/src)",
+		need: "with driver.rdma the driver builds nvidia-peermem against MOFED's sources (the host's /usr/src with useHostMofed) " +
+			"and loads it; without, none of it",
+		check: rdmaDriver},
+	{source: peermemScript + "; " + operatorDriver + " (container nvidia-peermem-ctr); " +
+		"NVIDIA/gpu-operator@v26.7.0:manifests/state-driver/0500_daemonset.yaml (NVIDIA_VISIBLE_DEVICES=void)",
+		need: "with driver.rdma a container loads nvidia-peermem into the running driver once MOFED is ready, and again after a " +
+			"MOFED reinstall unloads it; it is started once the module is in, restarted when it goes",
+		check: rdmaPeermem},
 	{source: driverManager, need: "a driver on the host is found by the host's nvidia-smi answering, from the host's / read-only",
 		check: all(scriptHas(driver.HostDriverCheckName, "timeout 60 chroot /host /usr/bin/nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
 			scriptHas(driver.HostDriverCheckName, fmt.Sprintf("exit %d", driver.HostDriverExitCode)),
@@ -88,6 +105,73 @@ var driverContract = []requirement{
 }
 
 func TestDriverContract(t *testing.T) { checkAll(t, state.Driver, driverContract) }
+
+// The GPUDirect RDMA sources: the driver script's build and load of
+// nvidia-peermem, and the subcommands of its peermem container.
+const (
+	rdmaScript = driverScript + " (_gpu_direct_rdma_enabled: GPU_DIRECT_RDMA_ENABLED and a Mellanox device; " +
+		"_create_driver_package links /run/mellanox/drivers/usr/src/ofa_kernel; _load_driver: modprobe nvidia-peermem)"
+	peermemScript = driverScript + " (reload_nvidia_peermem: waits for /run/mellanox/drivers/.driver-ready, or mlx5_core with " +
+		"USE_HOST_MOFED, and /run/nvidia/validations/.driver-ctr-ready, then chroot /run/nvidia/driver modprobe nvidia-peermem; " +
+		"probe_nvidia_peermem: fails only while mlx5_core runs without nvidia_peermem)"
+)
+
+// rdmaDriver checks the driver container's GPUDirect RDMA settings.
+func rdmaDriver(p *podCase) error {
+	rdma := p.spec.Driver.RDMA
+	if !rdma.IsEnabled() {
+		if _, err := container(p, driver.PeermemName); err == nil {
+			return fmt.Errorf("a %s without driver.rdma", driver.PeermemName)
+		}
+		return all(noEnv(driver.ContainerName, "GPU_DIRECT_RDMA_ENABLED"),
+			func(p *podCase) error { return hostMountless(p, "/run/mellanox/drivers") })(p)
+	}
+	src := "/run/mellanox/drivers/usr/src"
+	hostMOFED := noEnv(driver.ContainerName, "USE_HOST_MOFED")
+	if rdma.HostMOFED() {
+		src, hostMOFED = "/usr/src", env(driver.ContainerName, "USE_HOST_MOFED", "true")
+	}
+	return all(env(driver.ContainerName, "GPU_DIRECT_RDMA_ENABLED", "true"), hostMOFED,
+		hostMount(driver.ContainerName, mount{host: src, at: "/run/mellanox/drivers/usr/src", propagation: corev1.MountPropagationHostToContainer}),
+		hostMount(driver.ContainerName, mount{host: "/run/mellanox/drivers", at: "/run/mellanox/drivers", propagation: corev1.MountPropagationHostToContainer}))(p)
+}
+
+// rdmaPeermem checks the peermem container.
+func rdmaPeermem(p *podCase) error {
+	rdma := p.spec.Driver.RDMA
+	if !rdma.IsEnabled() {
+		return nil // rdmaDriver checks there is none
+	}
+	hostMOFED := noEnv(driver.PeermemName, "USE_HOST_MOFED")
+	if rdma.HostMOFED() {
+		hostMOFED = env(driver.PeermemName, "USE_HOST_MOFED", "true")
+	}
+	return all(commandPrefix(driver.PeermemName, "nvidia-driver reload_nvidia_peermem"), privileged(driver.PeermemName, true),
+		hostMOFED, env(driver.PeermemName, "NVIDIA_VISIBLE_DEVICES", "void"),
+		sameImage(driver.PeermemName, driver.ContainerName),
+		hostMount(driver.PeermemName, mount{host: "/run/nvidia", at: "/run/nvidia", propagation: corev1.MountPropagationBidirectional}),
+		hostMount(driver.PeermemName, mount{host: "/run/mellanox/drivers", at: "/run/mellanox/drivers", propagation: corev1.MountPropagationHostToContainer}),
+		probe(driver.PeermemName, "startup", execProbe("sh", "-c", "nvidia-driver probe_nvidia_peermem")),
+		probe(driver.PeermemName, "liveness", execProbe("sh", "-c", "nvidia-driver probe_nvidia_peermem")))(p)
+}
+
+// sameImage checks two containers run the same image.
+func sameImage(a, b string) func(*podCase) error {
+	return func(p *podCase) error {
+		ca, err := container(p, a)
+		if err != nil {
+			return err
+		}
+		cb, err := container(p, b)
+		if err != nil {
+			return err
+		}
+		if ca.Image != cb.Image {
+			return fmt.Errorf("%s runs %s, %s runs %s", a, ca.Image, b, cb.Image)
+		}
+		return nil
+	}
+}
 
 // moduleParams checks each file of the kernelModuleConfig ConfigMap (the
 // fixture's pools have nvidia.conf and nvidia-uvm.conf) is mounted alone

@@ -100,6 +100,14 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	params := ps["default"].DeepCopy()
 	params.Spec.Driver.KernelModuleConfig = &gpuv1.DriverKernelModuleConfig{Name: "gb200-params"}
 	ps["module-params"] = params
+	// GPUDirect RDMA, with the network operator's MOFED and with the
+	// host's.
+	rdma := ps["default"].DeepCopy()
+	rdma.Spec.Driver.RDMA = &gpuv1.GPUDirectRDMASpec{Enabled: ptr.To(true)}
+	ps["rdma"] = rdma
+	hostMOFED := ps["default"].DeepCopy()
+	hostMOFED.Spec.Driver.RDMA = &gpuv1.GPUDirectRDMASpec{Enabled: ptr.To(true), UseHostMOFED: ptr.To(true)}
+	ps["rdma-host-mofed"] = hostMOFED
 	return ps
 }
 

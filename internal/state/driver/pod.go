@@ -20,6 +20,9 @@ const (
 	// UnloadNouveauName is the init container that unloads nouveau before
 	// the driver container loads nvidia.
 	UnloadNouveauName = "unload-nouveau"
+	// PeermemName is the container that loads nvidia-peermem for
+	// GPUDirect RDMA, as users know it.
+	PeermemName = "nvidia-peermem-ctr"
 	// HostDriverExitCode is how the check says the host runs its own
 	// driver; its termination message says which. Any other failure of the
 	// check is an ordinary crash.
@@ -136,6 +139,9 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.Modu
 		volumes = append(volumes, render.ConfigMapVolume("cert-config", spec.CertConfig.Name))
 		configs = true
 	}
+	if spec.RDMA.IsEnabled() {
+		volumes = append(volumes, addRDMA(&main, spec.RDMA)...)
+	}
 	if params != nil {
 		// Read-only files beside the image's own: the script writes what
 		// it reads into /etc/modprobe.d before it loads the modules.
@@ -154,6 +160,10 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.Modu
 			main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: e.name, MountPath: e.mountPath, ReadOnly: true})
 			volumes = append(volumes, render.HostPathVolume(e.name, e.hostPath, e.kind))
 		}
+	}
+	containers := []corev1.Container{main}
+	if spec.RDMA.IsEnabled() {
+		containers = append(containers, peermem(spec.RDMA, privileged))
 	}
 	return corev1.PodSpec{
 		HostPID:                      true,
@@ -175,7 +185,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.Modu
 			// privileged container sees the host's /sys read-write.
 			SecurityContext: privileged,
 		}},
-		Containers: []corev1.Container{main},
+		Containers: containers,
 		Volumes:    volumes,
 	}
 }
