@@ -146,8 +146,8 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 		driver.KernelModuleConfig = &gpuv1.DriverKernelModuleConfig{Name: name}
 	}
 	ds := cp.Spec.Daemonsets
-	ds.Labels = mergeLabels(ds.Labels, spec.Labels)
-	ds.Annotations = mergeAnnotations(ds.Annotations, spec.Annotations)
+	ds.Labels = merged(ds.Labels, spec.Labels)
+	ds.Annotations = merged(ds.Annotations, spec.Annotations)
 	if spec.Tolerations != nil {
 		ds.Tolerations = spec.Tolerations
 	}
@@ -236,25 +236,13 @@ func matches(selector map[string]gpuv1.LabelValue, labels map[string]string) boo
 	return true
 }
 
-func mergeLabels(base, over gpuv1.Labels) gpuv1.Labels {
+// merged returns base with over's entries over it, as a new map when over
+// has any: the policy's maps are shared and never written.
+func merged[M ~map[string]V, V any](base, over M) M {
 	if len(over) == 0 {
 		return base
 	}
-	out := gpuv1.Labels{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
-}
-
-func mergeAnnotations(base, over gpuv1.Annotations) gpuv1.Annotations {
-	if len(over) == 0 {
-		return base
-	}
-	out := gpuv1.Annotations{}
+	out := M{}
 	for k, v := range base {
 		out[k] = v
 	}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -205,16 +204,7 @@ func watchMIG(ctx context.Context, nodes []string) *migLog {
 	for _, n := range nodes {
 		l.nodes[n] = true
 	}
-	w, err := k8s.Watch(ctx, &corev1.NodeList{})
-	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Error && l.nodes[n.Name] {
-				l.observe(n)
-			}
-		}
-	}()
+	watchNodes(ctx, nodes, l.observe)
 	return l
 }
 

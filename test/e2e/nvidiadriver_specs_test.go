@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -186,7 +185,6 @@ func driverPods(ctx context.Context, nodes []string) map[string]string {
 type timeline struct {
 	mu      sync.Mutex
 	start   time.Time
-	want    map[string]bool
 	current map[string]string
 	lines   []string
 	moved   map[string]bool
@@ -195,20 +193,8 @@ type timeline struct {
 
 func watchTimeline(ctx context.Context, nodes []string) *timeline {
 	ctx, cancel := context.WithCancel(ctx)
-	tl := &timeline{start: time.Now(), want: map[string]bool{}, current: map[string]string{}, moved: map[string]bool{}, cancel: cancel}
-	for _, n := range nodes {
-		tl.want[n] = true
-	}
-	w, err := k8s.Watch(ctx, &corev1.NodeList{})
-	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Error && tl.want[n.Name] {
-				tl.observe(n)
-			}
-		}
-	}()
+	tl := &timeline{start: time.Now(), current: map[string]string{}, moved: map[string]bool{}, cancel: cancel}
+	watchNodes(ctx, nodes, tl.observe)
 	return tl
 }
 

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -249,4 +250,23 @@ func podOn(ctx context.Context, nodeName, state string) *corev1.Pod {
 		}
 	}
 	return nil
+}
+
+// watchNodes calls observe with each version of the named nodes the API
+// server sends (every node when names is empty) until ctx ends.
+func watchNodes(ctx context.Context, names []string, observe func(*corev1.Node)) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	w, err := k8s.Watch(ctx, &corev1.NodeList{})
+	Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Error && (len(want) == 0 || want[n.Name]) {
+				observe(n)
+			}
+		}
+	}()
 }
