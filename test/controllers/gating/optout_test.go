@@ -90,6 +90,10 @@ func TestDisableAndEnableAnOperand(t *testing.T) {
 	f.ExpectState("ready", "gpu-feature-discovery", f.Nodes...)
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.DCGMExporter.Enabled = ptr.To(true) })
+	// The DaemonSet first: under load the exporter's state can read ready
+	// from the pruned DaemonSet's pods before the simulator's garbage
+	// collection removes them and before the new one is applied.
+	g.Eventually(func() error { return suite.Client.Get(f.Ctx, key, &appsv1.DaemonSet{}) },
+		controllertest.Timeout, controllertest.Interval).Should(Succeed(), "the DaemonSet of an enabled operand comes back")
 	f.ExpectAllReady(f.Nodes...)
-	g.Expect(suite.Client.Get(f.Ctx, key, &appsv1.DaemonSet{})).To(Succeed())
 }
