@@ -209,7 +209,8 @@ func (tl *timeline) observe(n *corev1.Node) {
 	}
 	tl.current[n.Name] = key
 	tl.lines = append(tl.lines, fmt.Sprintf("%6.1fs %s %s", time.Since(tl.start).Seconds(), n.Name, key))
-	if up != "" {
+	// A label left by an earlier spec's upgrade (upgrade-done) is no move.
+	if s := gpuv1.UpgradeState(up); upgrade.InProgress(s) || s == gpuv1.UpgradeRequired {
 		tl.moved[n.Name] = true
 	}
 }

@@ -285,7 +285,9 @@ func (r *Reconciler) keepPools(ctx context.Context, pools []string, keep map[app
 		return fmt.Errorf("listing the driver DaemonSets of held pools: %w", err)
 	}
 	for i := range list.Items {
-		if slices.Contains(pools, list.Items[i].Labels[gpuv1.LabelDriverPool]) {
+		// One without the label is older than it: kept too, as it may
+		// be a held pool's.
+		if pool, ok := list.Items[i].Labels[gpuv1.LabelDriverPool]; !ok || slices.Contains(pools, pool) {
 			list.Items[i].SetGroupVersionKind(render.KindDaemonSet)
 			keep[apply.KeyOf(&list.Items[i])] = true
 		}

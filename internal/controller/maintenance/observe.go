@@ -96,6 +96,12 @@ func (o *observed) outdated(pod *operandpods.Pod, n *corev1.Node) bool {
 		return false
 	}
 	want, known := o.pools.DaemonSetFor(n.Name, n.Labels)
+	if _, there := o.hashes[want]; known && (!there || o.deleting[want]) {
+		// What would replace the driver is not there (yet, or for now: a
+		// pool that cannot render): a node drained towards it would end
+		// with no driver.
+		return false
+	}
 	if pod.DaemonSet == "" || o.deleting[pod.DaemonSet] {
 		// Orphaned, or its DaemonSet is going. One of the pod's own name
 		// that the node should run, with the pod's template, adopts it:
@@ -106,8 +112,7 @@ func (o *observed) outdated(pod *operandpods.Pod, n *corev1.Node) bool {
 		if !known || pod.Workload != want {
 			return true
 		}
-		hash, cached := o.hashes[want]
-		return cached && !o.deleting[want] && pod.Annotation(render.AnnotationTemplateHash) != hash
+		return pod.Annotation(render.AnnotationTemplateHash) != o.hashes[want]
 	}
 	hash, cached := o.hashes[pod.DaemonSet]
 	if !cached {

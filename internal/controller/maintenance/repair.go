@@ -95,6 +95,14 @@ func (repairs) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 	return p.r.forgetRemediation(ctx, n)
 }
 
+// ownedDriver reports whether the node's driver pod, if any, has a
+// DaemonSet that stays: one orphaned, or whose DaemonSet is going, would
+// not come back once deleted.
+func (o *observed) ownedDriver(node string) bool {
+	p := o.driverPods[node]
+	return p == nil || (p.DaemonSet != "" && !o.deleting[p.DaemonSet])
+}
+
 // remediationFacts gathers what the repair's state machine needs about a
 // node. Workload pods are listed live, and only while they are evicted.
 func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.Node) (remediation.Facts, error) {
@@ -109,7 +117,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		// A driver a pool holds (a conflict, no NVIDIADriver, one not run)
 		// would not come back once its pod is deleted.
 		DriverReloadable: cp.Spec.Driver.IsEnabled() && n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootContainer) &&
-			!o.pools.Assign(n.Name, n.Labels).Held(),
+			!o.pools.Assign(n.Name, n.Labels).Held() && o.ownedDriver(n.Name),
 		DownstreamPods: o.downstream[n.Name],
 	}
 	f.Since = f.Now

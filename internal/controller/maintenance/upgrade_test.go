@@ -46,3 +46,41 @@ func TestValidatedOnAnyGPUResource(t *testing.T) {
 		})
 	}
 }
+
+// Which driver pods the upgrade replaces: one of another DaemonSet or a
+// newer template, never one the DaemonSet it should have will adopt as it
+// is, and none while that DaemonSet is missing or going (a node drained
+// towards it would end with no driver).
+func TestOutdatedDriverPods(t *testing.T) {
+	pools := driverpool.FromPolicy(&gpuv1.ClusterPolicy{Spec: gpuv1.ClusterPolicySpec{Driver: gpuv1.DriverSpec{Version: "570.172.08"}}})
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+		"feature.node.kubernetes.io/system-os_release.ID": "ubuntu", "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04"}}}
+	want, _ := pools.DaemonSetFor(n.Name, n.Labels)
+	pod := func(ds, workload, hash string) *operandpods.Pod {
+		return &operandpods.Pod{DaemonSet: ds, Workload: workload, Annotations: []state.Annotation{{Key: render.AnnotationTemplateHash, Value: hash}}}
+	}
+	for name, tt := range map[string]struct {
+		pod      *operandpods.Pod
+		hashes   map[string]string
+		deleting map[string]bool
+		want     bool
+	}{
+		"current":                         {pod: pod(want, want, "h"), hashes: map[string]string{want: "h"}},
+		"an older template":               {pod: pod(want, want, "old"), hashes: map[string]string{want: "h"}, want: true},
+		"another pool's DaemonSet":        {pod: pod("other", "other", "h"), hashes: map[string]string{want: "h", "other": "h"}, want: true},
+		"orphaned, to be adopted":         {pod: pod("", want, "h"), hashes: map[string]string{want: "h"}},
+		"orphaned, an older template":     {pod: pod("", want, "old"), hashes: map[string]string{want: "h"}, want: true},
+		"orphaned by a renamed DaemonSet": {pod: pod("", "renamed", "h"), hashes: map[string]string{want: "h"}, want: true},
+		"its DaemonSet going, applied again next": {pod: pod(want, want, "h"), hashes: map[string]string{want: "h"},
+			deleting: map[string]bool{want: true}},
+		"the wanted DaemonSet not there": {pod: pod("other", "other", "h"), hashes: map[string]string{"other": "h"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := &observed{hashes: tt.hashes, deleting: tt.deleting, pools: pools}
+			if o.deleting == nil {
+				o.deleting = map[string]bool{}
+			}
+			NewWithT(t).Expect(o.outdated(tt.pod, n)).To(Equal(tt.want))
+		})
+	}
+}

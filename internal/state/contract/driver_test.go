@@ -79,6 +79,10 @@ var driverContract = []requirement{
 		need: "with driver.rdma the driver builds nvidia-peermem against MOFED's sources (the host's /usr/src with useHostMofed) " +
 			"and loads it; without, none of it",
 		check: rdmaDriver},
+	{source: mofedManager + "; " + rdmaScript,
+		need: "with driver.rdma the driver waits, on a node with a Mellanox device, until MOFED is ready (its mark, or mlx5_core " +
+			"with host MOFED) before it builds nvidia-peermem against it, and a new driver never finds the old one's ready mark",
+		check: rdmaWait},
 	{source: peermemScript + "; " + operatorDriver + " (container nvidia-peermem-ctr); " +
 		"NVIDIA/gpu-operator@v26.7.0:manifests/state-driver/0500_daemonset.yaml (NVIDIA_VISIBLE_DEVICES=void)",
 		need: "with driver.rdma a container loads nvidia-peermem into the running driver once MOFED is ready, and again after a " +
@@ -115,6 +119,46 @@ const (
 		"USE_HOST_MOFED, and /run/nvidia/validations/.driver-ctr-ready, then chroot /run/nvidia/driver modprobe nvidia-peermem; " +
 		"probe_nvidia_peermem: fails only while mlx5_core runs without nvidia_peermem)"
 )
+
+// mofedManager is what NVIDIA's driver manager does before the driver
+// installs with GPUDirect RDMA.
+const mofedManager = "NVIDIA/k8s-driver-manager@v0.12.0:cmd/driver-manager/main.go (mellanoxDevicesPresent: a PCI vendor 0x15b3; " +
+	"waitForMofedDriver: /run/mellanox/drivers/.driver-ready, or mlx5_core in /proc/modules with useHostMofed); " +
+	"NVIDIA/gpu-operator@v26.7.0:assets/state-driver/0400_configmap.yaml (the startup probe writes .driver-ctr-ready), " +
+	"0500_daemonset.yaml (the driver container's preStop removes it)"
+
+// rdmaWait checks the MOFED wait and the ready mark's removal.
+func rdmaWait(p *podCase) error {
+	rdma := p.spec.Driver.RDMA
+	if !rdma.IsEnabled() {
+		if _, err := container(p, driver.MOFEDWaitName); err == nil {
+			return fmt.Errorf("a %s without driver.rdma", driver.MOFEDWaitName)
+		}
+		return nil
+	}
+	hostMOFED := noEnv(driver.MOFEDWaitName, "USE_HOST_MOFED")
+	if rdma.HostMOFED() {
+		hostMOFED = env(driver.MOFEDWaitName, "USE_HOST_MOFED", "true")
+	}
+	return all(initOrder(driver.HostDriverCheckName, driver.UnloadNouveauName, driver.MOFEDWaitName), hostMOFED,
+		scriptHas(driver.MOFEDWaitName, "rm -f /run/nvidia/validations/.driver-ctr-ready"),
+		scriptHas(driver.MOFEDWaitName, `[ "$(cat "$d/vendor" 2>/dev/null)" = 0x15b3 ]`),
+		scriptHas(driver.MOFEDWaitName, "grep -q mlx5_core /proc/modules"),
+		scriptHas(driver.MOFEDWaitName, "[ -f /run/mellanox/drivers/.driver-ready ]"),
+		hostMount(driver.MOFEDWaitName, mount{host: "/run/nvidia", at: "/run/nvidia", propagation: corev1.MountPropagationBidirectional}),
+		hostMount(driver.MOFEDWaitName, mount{host: "/run/mellanox/drivers", at: "/run/mellanox/drivers", propagation: corev1.MountPropagationHostToContainer}),
+		func(p *podCase) error {
+			c, err := container(p, driver.ContainerName)
+			if err != nil {
+				return err
+			}
+			if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil ||
+				!strings.Contains(strings.Join(c.Lifecycle.PreStop.Exec.Command, " "), "rm -f /run/nvidia/validations/.driver-ctr-ready") {
+				return fmt.Errorf("the driver container does not remove its ready mark when it stops")
+			}
+			return nil
+		})(p)
+}
 
 // rdmaDriver checks the driver container's GPUDirect RDMA settings.
 func rdmaDriver(p *podCase) error {
@@ -307,8 +351,8 @@ func initOrder(names ...string) func(*podCase) error {
 		for _, c := range p.pod.InitContainers {
 			got = append(got, c.Name)
 		}
-		if !slices.Equal(got, names) {
-			return fmt.Errorf("init containers %v, want %v", got, names)
+		if len(got) < len(names) || !slices.Equal(got[:len(names)], names) {
+			return fmt.Errorf("init containers %v, want %v first", got, names)
 		}
 		return nil
 	}

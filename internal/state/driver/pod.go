@@ -162,15 +162,23 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.Modu
 		}
 	}
 	containers := []corev1.Container{main}
+	var inits []corev1.Container
 	if spec.RDMA.IsEnabled() {
-		containers = append(containers, peermem(spec.RDMA, privileged))
+		var paramMounts []corev1.VolumeMount
+		for _, m := range main.VolumeMounts {
+			if m.Name == "kernel-module-config" {
+				paramMounts = append(paramMounts, m)
+			}
+		}
+		containers = append(containers, peermem(spec.RDMA, privileged, paramMounts))
+		inits = append(inits, mofedWaiter(spec.RDMA, privileged))
 	}
 	return corev1.PodSpec{
 		HostPID:                      true,
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		Affinity:                     oneDriverPerNode(),
-		InitContainers: []corev1.Container{{
+		InitContainers: append([]corev1.Container{{
 			Name:    HostDriverCheckName,
 			Command: []string{"sh", "-c", hostDriverCheck},
 			// Privileged to run the host's nvidia-smi against the GPUs.
@@ -184,7 +192,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.Modu
 			// Privileged: unloading a module takes CAP_SYS_MODULE, and a
 			// privileged container sees the host's /sys read-write.
 			SecurityContext: privileged,
-		}},
+		}}, inits...),
 		Containers: containers,
 		Volumes:    volumes,
 	}

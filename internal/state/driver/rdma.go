@@ -18,6 +18,32 @@ const (
 	driverReadyFile = "/run/nvidia/validations/.driver-ctr-ready"
 )
 
+// MOFEDWaitName is the init container that waits for MOFED before the
+// driver is built against it.
+const MOFEDWaitName = "mofed-wait"
+
+// mofedWait does what NVIDIA's driver manager does before the driver
+// installs with GPUDirect RDMA (k8s-driver-manager v0.12.0
+// waitForMofedDriver): on a node with a Mellanox device (PCI vendor
+// 0x15b3), wait until MOFED is ready, its driver container's mark or, with
+// the host's MOFED, mlx5_core loaded; the driver script links MOFED's
+// sources when it builds nvidia-peermem, and without them the module
+// never loads. It first removes the previous driver's ready mark, which
+// the peermem container would otherwise take for the new driver's.
+const mofedWait = `rm -f ` + driverReadyFile + `
+found=
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x15b3 ] && found=1
+done
+if [ -z "$found" ]; then
+  echo "no Mellanox device: the driver installs without waiting for MOFED"
+  exit 0
+fi
+until if [ "$USE_HOST_MOFED" = true ]; then grep -q mlx5_core /proc/modules; else [ -f /run/mellanox/drivers/.driver-ready ]; fi; do
+  echo "waiting for MOFED to be installed"
+  sleep 5
+done`
+
 // driverReadyProbe is the driver's startup probe with GPUDirect RDMA: the
 // peermem container waits for driverReadyFile (gpu-driver-container
 // d10b41a reload_nvidia_peermem), which nothing else writes in this
@@ -37,6 +63,11 @@ func addRDMA(main *corev1.Container, rdma *gpuv1.GPUDirectRDMASpec) []corev1.Vol
 		corev1.VolumeMount{Name: "mlnx-ofed-usr-src", MountPath: mellanoxSrcDir, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
 		corev1.VolumeMount{Name: "run-mellanox-drivers", MountPath: mellanoxDir, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)})
 	main.StartupProbe.Exec.Command = []string{"sh", "-c", driverReadyProbe}
+	// The mark goes with the driver (NVIDIA's preStop does the same): a
+	// new driver's peermem container must not take the old one's for its
+	// own.
+	main.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "rm -f " + driverReadyFile}}}}
 	src := mellanoxSrcDir
 	if rdma.HostMOFED() {
 		src = "/usr/src"
@@ -47,11 +78,28 @@ func addRDMA(main *corev1.Container, rdma *gpuv1.GPUDirectRDMASpec) []corev1.Vol
 	}
 }
 
+// mofedWaiter is the init container that runs mofedWait.
+func mofedWaiter(rdma *gpuv1.GPUDirectRDMASpec, privileged *corev1.SecurityContext) corev1.Container {
+	c := corev1.Container{
+		Name:            MOFEDWaitName,
+		Command:         []string{"sh", "-c", mofedWait},
+		SecurityContext: privileged,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "run-nvidia", MountPath: "/run/nvidia", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
+			{Name: "run-mellanox-drivers", MountPath: mellanoxDir, MountPropagation: ptr.To(corev1.MountPropagationHostToContainer)},
+		},
+	}
+	if rdma.HostMOFED() {
+		c.Env = []corev1.EnvVar{{Name: "USE_HOST_MOFED", Value: "true"}}
+	}
+	return c
+}
+
 // peermem is the container that loads nvidia-peermem once MOFED and the
 // driver are up, and again whenever a MOFED reinstall unloads it; it is
 // started once the module is in (or no Mellanox driver runs yet), and
 // restarted when the module goes while mlx5 runs.
-func peermem(rdma *gpuv1.GPUDirectRDMASpec, privileged *corev1.SecurityContext) corev1.Container {
+func peermem(rdma *gpuv1.GPUDirectRDMASpec, privileged *corev1.SecurityContext, params []corev1.VolumeMount) corev1.Container {
 	probe := corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "nvidia-driver probe_nvidia_peermem"}}}
 	c := corev1.Container{
 		Name:    PeermemName,
@@ -74,5 +122,8 @@ func peermem(rdma *gpuv1.GPUDirectRDMASpec, privileged *corev1.SecurityContext) 
 	if rdma.HostMOFED() {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "USE_HOST_MOFED", Value: "true"})
 	}
+	// reload_nvidia_peermem reads nvidia-peermem.conf for the module's
+	// parameters, as the driver container does.
+	c.VolumeMounts = append(c.VolumeMounts, params...)
 	return c
 }
