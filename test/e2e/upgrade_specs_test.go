@@ -71,7 +71,8 @@ func UpgradeSpec(ctx context.Context, in UpgradeInput) {
 	Eventually(func(g Gomega) {
 		for _, n := range in.Nodes {
 			node := node(g, ctx, n)
-			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-done"), "node %s", n)
+			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-done"), "node %s (waiting: %q)",
+				n, node.Annotations[gpuv1.AnnotationMaintenanceWaiting])
 			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, version), "node %s", n)
 			g.Expect(node.Spec.Unschedulable).To(BeFalse(), "node %s is still cordoned", n)
 		}
