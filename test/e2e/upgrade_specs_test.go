@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +72,8 @@ func UpgradeSpec(ctx context.Context, in UpgradeInput) {
 	Eventually(func(g Gomega) {
 		for _, n := range in.Nodes {
 			node := node(g, ctx, n)
-			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-done"), "node %s (waiting: %q)",
-				n, node.Annotations[gpuv1.AnnotationMaintenanceWaiting])
+			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, "upgrade-done"), "node %s (waiting: %q); the fleet: %s",
+				n, node.Annotations[gpuv1.AnnotationMaintenanceWaiting], fleetUpgrades(ctx))
 			g.Expect(node.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, version), "node %s", n)
 			g.Expect(node.Spec.Unschedulable).To(BeFalse(), "node %s is still cordoned", n)
 		}
@@ -218,4 +219,20 @@ func createGPUDeployment(ctx context.Context, namespace, name string, replicas i
 	if err := k8s.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
+}
+
+// fleetUpgrades lists every node's upgrade state, cordon and driver pool:
+// what holds an upgrade budget.
+func fleetUpgrades(ctx context.Context) string {
+	list := &corev1.NodeList{}
+	if err := k8s.List(ctx, list); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, n := range list.Items {
+		fmt.Fprintf(&b, "\n  %s: upgrade=%q pool=%q driver=%q cordoned=%t remediation=%q mig=%q", n.Name, n.Labels[gpuv1.LabelUpgradeState],
+			n.Labels[gpuv1.LabelDriverPool], n.Labels[gpuv1.StateLabel("driver")], n.Spec.Unschedulable,
+			n.Labels[gpuv1.LabelRemediationState], n.Labels[gpuv1.LabelMIGReconfigureState])
+	}
+	return b.String()
 }
