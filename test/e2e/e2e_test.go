@@ -48,14 +48,20 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			// The stuck nodes' owner keeps them out of driver upgrades: an
 			// upgrade of a node whose driver never loads would hold a place
 			// of every budget (MIG's and the repairs' too) until its
-			// validation times out.
+			// validation times out. The driver version the container started
+			// with is put back before they leave the upgrade's reach: an
+			// upgrade spec leaves them behind it, and the next container on
+			// the process would find one of them upgrading, for ever.
+			var version gpuv1.DriverVersion
 			BeforeAll(func(ctx SpecContext) {
 				ensureInstalled(ctx, documented, healthy)
 				for _, n := range stuck {
 					setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, gpuv1.LabelTrue)
 				}
+				version = policy(Default, ctx).Spec.Driver.Version
 			})
 			AfterAll(func(ctx SpecContext) {
+				setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.Version = version })
 				for _, n := range stuck {
 					setNodeLabel(ctx, n, gpuv1.LabelUpgradeSkip, "")
 				}
