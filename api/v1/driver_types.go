@@ -45,6 +45,9 @@ func (d *DriverSpec) UsesNVIDIADrivers() bool {
 	return d.UseNvidiaDriverCRD != nil && *d.UseNvidiaDriverCRD
 }
 
+// IsPrecompiled reports whether the policy's pools run precompiled images.
+func (d *DriverSpec) IsPrecompiled() bool { return d.UsePrecompiled != nil && *d.UsePrecompiled }
+
 // DriverRepoConfig names the ConfigMap of package repository files.
 type DriverRepoConfig struct {
 	// ConfigMapName is the ConfigMap's name; empty means none.
@@ -109,8 +112,8 @@ type DriverNodePool struct {
 	MIGConfig string `json:"migConfig,omitempty"`
 }
 
-// DriverVersion is an NVIDIA driver version (two or three dotted numbers)
-// or an image digest.
+// DriverVersion is an NVIDIA driver version (two or three dotted numbers),
+// a driver branch (precompiled images only) or an image digest.
 // +kubebuilder:validation:MaxLength=71
-// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^([0-9]+[.][0-9]+([.][0-9]+)?|sha256:[a-f0-9]{64})$')`,message="must be a driver version such as 535.154.05 (without the OS suffix, which the operator adds) or an image digest written sha256:<64 lower case hex digits>"
+// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^([0-9]+([.][0-9]+){0,2}|sha256:[a-f0-9]{64})$')`,message="must be a driver version such as 535.154.05 (without the OS suffix, which the operator adds), a branch such as 580 (with usePrecompiled), or an image digest written sha256:<64 lower case hex digits>"
 type DriverVersion string

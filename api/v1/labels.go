@@ -28,6 +28,13 @@ const (
 	// LabelDriverPool names the driver node pool of a GPU node: a pool of
 	// driver.nodePools, or "default".
 	LabelDriverPool = "nvidia.com/gpu.driver-pool"
+	// LabelDriverKernel is, on a node of a precompiled driver pool, the
+	// kernel version whose precompiled driver image the node runs: NFD's
+	// kernel-version.full value, written by the operator and moved only by
+	// the upgrade, so that a node booted into a new kernel gets its new
+	// driver through the upgrade. It gates the pool's per-kernel
+	// DaemonSets.
+	LabelDriverKernel = "nvidia.com/gpu.driver-kernel"
 	// LabelDriverVersion is the driver version ready on the node (a digest
 	// is written sha256-<hex>, as label values cannot hold a colon).
 	LabelDriverVersion = "nvidia.com/gpu.driver-version"

@@ -10,6 +10,9 @@ import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1
 
 // DriverSpec is the NVIDIA driver container.
 // +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
+// +kubebuilder:validation:XValidation:rule=`!has(self.usePrecompiled) || !self.usePrecompiled || !has(self.version) || self.version.matches('^[0-9]+$')`,message="with usePrecompiled, version is a driver branch such as 580: NVIDIA tags precompiled images <branch>-<kernel>-<os>",fieldPath=".version"
+// +kubebuilder:validation:XValidation:rule=`(has(self.usePrecompiled) && self.usePrecompiled) || !has(self.version) || !self.version.matches('^[0-9]+$')`,message="a driver branch such as 580 names images only with usePrecompiled: write the whole version, such as 580.126.20",fieldPath=".version"
+// +kubebuilder:validation:XValidation:rule=`!has(self.nodePools) || self.nodePools.all(p, !has(p.version) || (has(self.usePrecompiled) && self.usePrecompiled) == p.version.matches('^[0-9]+$'))`,message="a pool's version is a driver branch such as 580 with usePrecompiled, and a whole version such as 580.126.20 or a digest without",fieldPath=".nodePools"
 // +kubebuilder:validation:XValidation:rule=`!has(self.args) || size(self.args) == 0 || self.args[0] == 'init'`,message="args replace the driver container's arguments, whose first must be init: write for example [init, -m, \"8\"] (init accepts only -a/--accept-license and -m/--max-threads N)",fieldPath=".args"
 type DriverSpec struct {
 	ComponentSpec `json:",inline"`
@@ -80,6 +83,15 @@ type DriverSpec struct {
 	// +optional
 	RDMA *GPUDirectRDMASpec `json:"rdma,omitempty"`
 
+	// UsePrecompiled runs NVIDIA's precompiled driver images: built for
+	// one kernel each (tag <version>-<kernel>-<os>, version a branch such
+	// as 580), they compile nothing on the node, so Secure Boot hosts load
+	// their signed modules. One DaemonSet per kernel and OS in use; a node
+	// moves to its new kernel's image through the upgrade, once a pull of
+	// that image succeeded. repoConfig and certConfig are not used.
+	// +optional
+	UsePrecompiled *bool `json:"usePrecompiled,omitempty"`
+
 	// UseNvidiaDriverCRD hands driver management to NVIDIADriver resources
 	// (nvidia.com/v1alpha1), one per driver pool: version, nodePools and
 	// the settings above are then ignored, except upgradePolicy, the budget
@@ -95,8 +107,6 @@ type DriverSpec struct {
 // UnsupportedDriverFields are driver fields of the NVIDIA GPU Operator that
 // this operator accepts, keeps and does not act on.
 type UnsupportedDriverFields struct {
-	// +optional
-	UsePrecompiled *apiextensionsv1.JSON `json:"usePrecompiled,omitempty"`
 	// +optional
 	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty"`
 	// +optional

@@ -37,7 +37,13 @@ const (
 	ReasonNotManaged                = "NotManaged"
 	ReasonNoNodes                   = "NoNodes"
 	ReasonKernelModuleConfigMissing = "KernelModuleConfigMissing"
+	// ReasonPrecompiledImageMissing: nodes boot a kernel NVIDIA publishes
+	// no precompiled image for (or one the nodes cannot pull).
+	ReasonPrecompiledImageMissing = "PrecompiledImageMissing"
 )
+
+// MaxKernels bounds the kernels the status lists.
+const MaxKernels = 32
 
 // MaxConflicts bounds the conflicts the status lists.
 const MaxConflicts = 10
@@ -71,6 +77,14 @@ type NVIDIADriverStatus struct {
 	// +optional
 	Conflicts []NodeConflict `json:"conflicts,omitempty"`
 
+	// Kernels are, with usePrecompiled, the kernels the NVIDIADriver's
+	// nodes boot (at most MaxKernels, sorted), each with its image and
+	// whether a node could pull it.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Kernels []KernelImage `json:"kernels,omitempty"`
+
 	// IgnoredFields lists the fields set in the spec that this operator
 	// accepts for compatibility but does not act on.
 	// +listType=atomic
@@ -82,6 +96,31 @@ type NVIDIADriverStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// KernelImage is a kernel some nodes boot and the precompiled image built
+// for it.
+type KernelImage struct {
+	// Kernel is the kernel version, as NFD labels it.
+	Kernel string `json:"kernel"`
+	// Image is the precompiled driver image for it.
+	Image string `json:"image"`
+	// Nodes counts the NVIDIADriver's nodes that boot it.
+	Nodes int32 `json:"nodes"`
+	// State is Available once a node pulled the image, Missing while
+	// none can, Checking until then.
+	// +kubebuilder:validation:Enum=Available;Missing;Checking
+	State string `json:"state"`
+	// Message is what the kubelet said of a missing image.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// The states of a precompiled image.
+const (
+	ImageAvailable = "Available"
+	ImageMissing   = "Missing"
+	ImageChecking  = "Checking"
+)
 
 // NodeConflict is a node two or more NVIDIADrivers select.
 type NodeConflict struct {

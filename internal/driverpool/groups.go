@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
@@ -13,23 +14,38 @@ import (
 // Groups returns the pools the renderer deploys, each with the operating
 // systems of the GPU nodes assigned to it: every pool that runs a driver,
 // in the set's order, even one without nodes (its DaemonSets are then
-// empty of OSes and render nothing but are known).
+// empty of OSes and render nothing but are known). A precompiled pool has
+// kernels instead: the one each node runs its driver for, and the one it
+// boots once that one's image is found.
 func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 	if s == nil {
 		return nil
 	}
 	oses := map[string]map[state.OSRelease]bool{}
+	runs, wants := map[string]map[state.Kernel]bool{}, map[string]map[state.Kernel]bool{}
+	add := func(m map[string]map[state.Kernel]bool, pool string, k state.Kernel) {
+		if m[pool] == nil {
+			m[pool] = map[state.Kernel]bool{}
+		}
+		m[pool][k] = true
+	}
 	for i := range gpuNodes {
 		n := &gpuNodes[i]
 		os, ok := state.OSReleaseOf(n.Labels)
 		if !ok {
 			continue
 		}
-		pool := s.Assign(n.Name, n.Labels).Pool
-		if oses[pool] == nil {
-			oses[pool] = map[state.OSRelease]bool{}
+		a := s.Assign(n.Name, n.Labels)
+		if oses[a.Pool] == nil {
+			oses[a.Pool] = map[state.OSRelease]bool{}
 		}
-		oses[pool][os] = true
+		oses[a.Pool][os] = true
+		if k, ok := runningKernel(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
+			add(runs, a.Pool, k)
+		}
+		if a.Kernel != "" && a.AwaitsImage == "" {
+			add(wants, a.Pool, state.Kernel{Version: a.Kernel, OS: os})
+		}
 	}
 	var out []state.DriverPool
 	for i := range s.Pools {
@@ -37,7 +53,10 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 		if !p.Runs {
 			continue
 		}
-		g := state.DriverPool{Name: p.Name, Driver: &p.Driver, Daemonsets: &p.Daemonsets}
+		g := state.DriverPool{Name: p.Name, Driver: &p.Driver, Daemonsets: &p.Daemonsets, Precompiled: p.Precompiled}
+		if p.Precompiled {
+			g.Kernels = kernels(runs[p.Name], wants[p.Name])
+		}
 		for os := range oses[p.Name] {
 			g.OSReleases = append(g.OSReleases, os)
 		}
@@ -48,16 +67,25 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 }
 
 // DaemonSetFor names the DaemonSet whose pod a node should run: its pool's,
-// for its OS unless the pool pins a digest. A driver pod of any other
-// DaemonSet (a pool the node left, a digest switched to a tag) is outdated
-// and replaced through the upgrade. It is false when the node's pool runs
-// no driver or its OS, which the name needs, is not known.
+// for its OS unless the pool pins a digest, and for its kernel in a
+// precompiled pool. A driver pod of any other DaemonSet (a pool the node
+// left, a digest switched to a tag, a kernel it no longer boots) is
+// outdated and replaced through the upgrade. It is false when the node's
+// pool runs no driver, when its OS, which the name needs, is not known,
+// and when its kernel's precompiled image is not found (yet).
 func (s *Set) DaemonSetFor(name string, labels map[string]string) (string, bool) {
-	p := s.Pool(s.Assign(name, labels).Pool)
+	a := s.Assign(name, labels)
+	p := s.Pool(a.Pool)
 	if p == nil || !p.Runs {
 		return "", false
 	}
 	os, ok := state.OSReleaseOf(labels)
+	if p.Precompiled {
+		if a.AwaitsImage != "" {
+			return "", false
+		}
+		return driver.PrecompiledDaemonSetOf(p.Name, state.Kernel{Version: a.Kernel, OS: os}), true
+	}
 	return driver.DaemonSetOf(p.Name, p.Driver.Version, os, ok)
 }
 
@@ -65,5 +93,34 @@ func (s *Set) DaemonSetFor(name string, labels map[string]string) (string, bool)
 // its driver waits for NFD's OS labels.
 func (s *Set) NeedsOS(name string, labels map[string]string) bool {
 	p := s.Pool(s.Assign(name, labels).Pool)
-	return p == nil || !driver.IsDigest(p.Driver.Version)
+	return p == nil || p.Precompiled || !driver.IsDigest(p.Driver.Version)
+}
+
+// WantedKernel is the value the node's nvidia.com/gpu.driver-kernel label
+// should have: the kernel it boots in a precompiled pool once that
+// kernel's image is found; until then the one it has; none outside
+// precompiled pools. The node controller moves the label to it only where
+// no driver pod would be replaced by the move, or in the upgrade's step
+// that replaces the driver.
+func (a Assignment) WantedKernel(labels map[string]string) string {
+	switch {
+	case a.Kernel != "" && a.AwaitsImage == "":
+		return a.Kernel
+	case a.AwaitsImage != "":
+		return labels[gpuv1.LabelDriverKernel]
+	}
+	return ""
+}
+
+// Moves reports whether the node's driver DaemonSet changes by labels the
+// node controller moves in the upgrade (its pool, its kernel): the
+// DaemonSet the node leaves then deletes the old driver pod itself once
+// the labels move, and deleting it first would make that DaemonSet start
+// it again.
+func (s *Set) Moves(name string, labels map[string]string) bool {
+	if s == nil {
+		return false
+	}
+	a := s.Assign(name, labels)
+	return labels[gpuv1.LabelDriverPool] != a.Pool || labels[gpuv1.LabelDriverKernel] != a.WantedKernel(labels)
 }

@@ -3,6 +3,7 @@ package driverpool
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -12,13 +13,22 @@ import (
 
 // Load resolves the policy's pools, listing the NVIDIADrivers (from the
 // cache: there are a few) only when the policy hands the driver to them.
-func Load(ctx context.Context, c client.Reader, cp *gpuv1.ClusterPolicy) (*Set, error) {
-	if !cp.Spec.Driver.UsesNVIDIADrivers() {
-		return FromPolicy(cp), nil
+// With a precompiled pool among them, it reads the verdicts of the image
+// checks from checks; nil reads none, and every image is then unchecked.
+func Load(ctx context.Context, c client.Reader, cp *gpuv1.ClusterPolicy, checks CheckPods) (*Set, error) {
+	s := FromPolicy(cp)
+	if cp.Spec.Driver.UsesNVIDIADrivers() {
+		list := &gpuv1alpha1.NVIDIADriverList{}
+		if err := c.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing NVIDIADrivers: %w", err)
+		}
+		s = Resolve(cp, list.Items)
 	}
-	list := &gpuv1alpha1.NVIDIADriverList{}
-	if err := c.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing NVIDIADrivers: %w", err)
+	if checks != nil && slices.ContainsFunc(s.Pools, func(p Pool) bool { return p.Precompiled }) {
+		var err error
+		if s.Images, err = verdicts(checks); err != nil {
+			return nil, err
+		}
 	}
-	return Resolve(cp, list.Items), nil
+	return s, nil
 }

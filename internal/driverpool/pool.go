@@ -30,9 +30,9 @@ type Pool struct {
 	DevicePluginConfig, MIGConfig string
 	// Precompiled runs NVIDIA's precompiled driver images, one per kernel.
 	Precompiled bool
-	// Runs is false for a driver the operator does not run (vGPU, and
-	// precompiled images for now): its nodes get no driver DaemonSet, and
-	// a node that has a driver keeps it.
+	// Runs is false for a driver the operator does not run (vGPU): its
+	// nodes get no driver DaemonSet, and a node that has a driver keeps
+	// it.
 	Runs bool
 	// OwnUpgradePolicy is true for an NVIDIADriver with an upgradePolicy:
 	// its nodes upgrade within a budget of their own, not the policy's.
@@ -49,6 +49,9 @@ type Set struct {
 	Pools []Pool
 	// FromNVIDIADrivers is true under driver.useNvidiaDriverCRD.
 	FromNVIDIADrivers bool
+	// Images are the verdicts of the precompiled images' checks, by
+	// image; an image not there is not checked yet.
+	Images map[string]ImageVerdict
 }
 
 // Assignment is the pool a GPU node runs its driver from.
@@ -64,37 +67,52 @@ type Assignment struct {
 	Conflicts []string
 	Unclaimed bool
 	// NotRun is true when the node's pool is one whose driver the
-	// operator does not run (vGPU, precompiled for now): the node keeps
-	// the driver it has, if any.
+	// operator does not run (vGPU): the node keeps the driver it has, if
+	// any.
 	NotRun bool
+	// Kernel and Image are, in a precompiled pool, the kernel the node
+	// boots (NFD's label) and the image built for it; empty otherwise.
+	Kernel, Image string
+	// AwaitsImage says, in a precompiled pool, why the node's driver for
+	// its kernel cannot start yet: the kernel unknown, or its image being
+	// checked or missing (ImageMissing). Until it can, the node keeps the
+	// driver it runs.
+	AwaitsImage  string
+	ImageMissing bool
 }
 
 // IsDefault reports whether the pool takes the GPU nodes no other selects.
 func (p *Pool) IsDefault() bool { return p.isDefault }
 
 // Held reports whether the node's driver stays where it is, unmanaged.
-func (a Assignment) Held() bool { return len(a.Conflicts) > 0 || a.Unclaimed || a.NotRun }
+func (a Assignment) Held() bool {
+	return len(a.Conflicts) > 0 || a.Unclaimed || a.NotRun || a.AwaitsImage != ""
+}
 
 // FromPolicy returns the pools of the policy's driver.nodePools and its
 // default pool.
 func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 	spec := &cp.Spec.Driver
+	precompiled := spec.IsPrecompiled()
+	base := *spec
+	base.NodePools = nil
+	if precompiled {
+		// A precompiled image installs nothing from a repository.
+		base.RepoConfig, base.CertConfig = nil, nil
+	}
 	s := &Set{}
 	for _, p := range spec.NodePools {
-		driver := *spec
-		driver.NodePools = nil
+		driver := base
 		if p.Version != "" {
 			driver.Version = p.Version
 		}
 		selector := p.NodeSelector
 		s.Pools = append(s.Pools, Pool{Name: p.Name, Driver: driver, Daemonsets: cp.Spec.Daemonsets, Runs: true,
-			DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
+			Precompiled: precompiled, DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
 			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }})
 	}
-	driver := *spec
-	driver.NodePools = nil
-	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: driver, Daemonsets: cp.Spec.Daemonsets,
-		Runs: true, isDefault: true})
+	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: base, Daemonsets: cp.Spec.Daemonsets,
+		Runs: true, Precompiled: precompiled, isDefault: true})
 	return s
 }
 
@@ -131,15 +149,22 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	}
 	if driver.Version == "" {
 		driver.Version = cp.Spec.Driver.Version
+		if spec.IsPrecompiled() {
+			// Precompiled images are tagged by branch: the policy's.
+			driver.Version = gpuv1.DriverVersion(strings.SplitN(string(driver.Version), ".", 2)[0])
+		}
 	}
 	own := spec.UpgradePolicy != nil
 	if own {
 		driver.UpgradePolicy = *spec.UpgradePolicy
 	}
-	if name := spec.RepoConfig.Named(); name != "" {
+	// A precompiled image installs nothing from a repository: NVIDIA
+	// leaves its repositories and certificates out (gpu-operator v26.7.0
+	// internal/state/driver_volumes.go), and so do we.
+	if name := spec.RepoConfig.Named(); name != "" && !spec.IsPrecompiled() {
 		driver.RepoConfig = &gpuv1.DriverRepoConfig{ConfigMapName: name}
 	}
-	if name := spec.CertConfig.Named(); name != "" {
+	if name := spec.CertConfig.Named(); name != "" && !spec.IsPrecompiled() {
 		driver.CertConfig = &gpuv1.DriverCertConfig{Name: name}
 	}
 	if name := spec.KernelModuleConfig.Named(); name != "" {
@@ -160,7 +185,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 		affinity = nodeaffinity.NewLazyErrorNodeSelector(a.RequiredDuringSchedulingIgnoredDuringExecution)
 	}
 	return Pool{
-		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs() && !spec.IsPrecompiled(),
+		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
 		OwnUpgradePolicy: own, isDefault: spec.Default,
 		selects: func(name string, labels map[string]string) bool {
 			if !matches(selector, labels) {
@@ -209,7 +234,7 @@ func (s *Set) Assign(name string, labels map[string]string) Assignment {
 			picked = append(picked, p.Name)
 		}
 		if !s.FromNVIDIADrivers && len(picked) == 1 {
-			return Assignment{Pool: picked[0]} // a policy's pools all run
+			return s.assigned(p, labels) // a policy's pools cannot overlap
 		}
 	}
 	if len(picked) == 0 {
@@ -219,12 +244,20 @@ func (s *Set) Assign(name string, labels map[string]string) Assignment {
 	case 0:
 		return Assignment{Pool: labels[gpuv1.LabelDriverPool], Unclaimed: true}
 	case 1:
-		if p := s.Pool(picked[0]); !p.Runs {
-			return Assignment{Pool: picked[0], NotRun: true}
-		}
-		return Assignment{Pool: picked[0]}
+		return s.assigned(s.Pool(picked[0]), labels)
 	}
 	return Assignment{Pool: labels[gpuv1.LabelDriverPool], Conflicts: picked}
+}
+
+// assigned is the assignment of a node to the one pool that takes it.
+func (s *Set) assigned(p *Pool, labels map[string]string) Assignment {
+	switch {
+	case !p.Runs:
+		return Assignment{Pool: p.Name, NotRun: true}
+	case p.Precompiled:
+		return s.precompiled(Assignment{Pool: p.Name}, p, labels)
+	}
+	return Assignment{Pool: p.Name}
 }
 
 func matches(selector map[string]gpuv1.LabelValue, labels map[string]string) bool {

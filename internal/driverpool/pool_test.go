@@ -94,7 +94,7 @@ func TestConflictsAndUnclaimedNodesKeepTheirPool(t *testing.T) {
 	g.Expect(ok).To(BeFalse())
 }
 
-func TestDeletedVGPUAndPrecompiledDriversRunNothing(t *testing.T) {
+func TestDeletedAndVGPUDriversRunNothing(t *testing.T) {
 	g := NewWithT(t)
 	deleting := nvidiaDriver("old", nil)
 	deleting.DeletionTimestamp = &metav1.Time{}
@@ -102,15 +102,7 @@ func TestDeletedVGPUAndPrecompiledDriversRunNothing(t *testing.T) {
 		s.DriverType = gpuv1alpha1.DriverTypeVGPU
 		s.NodeSelector = gpuv1.Labels{"vgpu": "true"}
 	})
-	precompiled := nvidiaDriver("precomp", func(s *gpuv1alpha1.NVIDIADriverSpec) {
-		s.UsePrecompiled = ptr.To(true)
-		s.Version = "580"
-		s.NodeSelector = gpuv1.Labels{"secure-boot": "true"}
-	})
-	s := Resolve(byNVIDIADrivers(), []gpuv1alpha1.NVIDIADriver{deleting, vgpu, precompiled})
-	a := s.Assign("n", map[string]string{"secure-boot": "true", gpuv1.LabelDriverPool: "default"})
-	g.Expect(a).To(Equal(Assignment{Pool: "precomp", NotRun: true}), "no compiled image is run for a precompiled driver")
-	g.Expect(a.Held()).To(BeTrue(), "the node keeps the driver it has")
+	s := Resolve(byNVIDIADrivers(), []gpuv1alpha1.NVIDIADriver{deleting, vgpu})
 	g.Expect(s.Pool("old")).To(BeNil())
 	g.Expect(s.Assign("n", map[string]string{"vgpu": "true"})).To(Equal(Assignment{Pool: "vgpu", NotRun: true}))
 	_, ok := s.DaemonSetFor("n", map[string]string{"vgpu": "true"})

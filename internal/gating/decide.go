@@ -43,6 +43,15 @@ type Input struct {
 	// (a version rather than a digest): a node whose OS NFD has not
 	// labelled gets no driver DaemonSet.
 	DriverNeedsOS bool
+	// DriverKernel is, in a precompiled pool, the kernel whose image the
+	// node's driver should run (its nvidia.com/gpu.driver-kernel label),
+	// moved like the pool label; "" outside precompiled pools.
+	// DriverAwaitsImage says why the node's precompiled driver cannot
+	// start yet (its kernel's image missing or being checked); a node with
+	// no driver pod says so in its driver state, failed when the image is
+	// missing (DriverImageMissing).
+	DriverKernel, DriverAwaitsImage string
+	DriverImageMissing              bool
 	// DevicePluginConfigs are the configurations devicePlugin.config's
 	// ConfigMap holds, each with why the operator cannot run it ("" when
 	// it can); nil when it could not be read, and then a node keeps the
@@ -187,6 +196,7 @@ func Decide(in Input) Result {
 	d.migConfig = d.decideMIGConfig()
 	d.decideVariant()
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, d.driverPool())
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverKernel, d.driverKernel())
 	wasReady := d.readCurrent()
 	d.detectReboot()
 	d.resetOnVariantChange()
@@ -227,18 +237,35 @@ func (d *decision) deployLabels() {
 // moving it earlier would make the DaemonSet controller delete the running
 // driver at once, with no cordon, no eviction and no budget.
 func (d *decision) driverPool() string {
-	cur := d.in.Node.Labels[gpuv1.LabelDriverPool]
+	return d.moved(gpuv1.LabelDriverPool, d.in.DriverPool)
+}
+
+// driverKernel is the kernel label the node carries in a precompiled pool,
+// moved by the same rule as the pool label: it gates the pool's per-kernel
+// DaemonSets, and a node booted into a new kernel gets that kernel's
+// driver through the upgrade.
+func (d *decision) driverKernel() string {
+	return d.moved(gpuv1.LabelDriverKernel, d.in.DriverKernel)
+}
+
+// moved returns the value a label that gates the node's driver DaemonSet
+// takes: want, unless a running driver pod of the DaemonSet its current
+// value selects stays until the upgrade replaces it. Moving the label
+// earlier would make the DaemonSet controller delete the running driver at
+// once, with no cordon, no eviction and no budget.
+func (d *decision) moved(key, want string) string {
+	cur := d.in.Node.Labels[key]
 	switch {
-	case cur == "" || cur == d.in.DriverPool:
+	case cur == "" || cur == want:
 	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading:
 		// No driver to keep: nothing runs, or it failed to start.
 	case d.driverUpgrading():
 		// The upgrade replaces the driver now: its new pod is the new
-		// pool's. A repair's reload is not an upgrade: it keeps the pool.
+		// DaemonSet's. A repair's reload is not an upgrade: it keeps it.
 	default:
 		return cur
 	}
-	return d.in.DriverPool
+	return want
 }
 
 // readCurrent reads each state's value from the node's labels and reports

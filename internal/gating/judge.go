@@ -33,6 +33,9 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		}
 		return d.because(name, gpuv1.StateFailed, why)
 	}
+	if name == state.Driver && d.noDriverUntilImage() {
+		return d.because(name, gpuv1.StatePending, d.in.DriverAwaitsImage)
+	}
 	prereqs := d.in.Graph.Prerequisites(name)
 	if cur != gpuv1.StateReady {
 		// Not started yet, or started again: it waits for what it starts
@@ -212,6 +215,9 @@ func (d *decision) cannotRun(name state.Name) string {
 			return fmt.Sprintf("no driver image for this node: its OS is unknown (labels %s and %s are missing; is NFD running?)",
 				state.LabelOSReleaseID, state.LabelOSVersionID)
 		}
+		if d.in.DriverImageMissing && d.noDriverUntilImage() {
+			return d.in.DriverAwaitsImage
+		}
 	case state.ContainerToolkit:
 		if r := d.variant.Runtime; !state.SupportedRuntime(r) {
 			return fmt.Sprintf("the node's container runtime is %s (%s), which the container toolkit cannot configure here: "+
@@ -219,6 +225,13 @@ func (d *decision) cannotRun(name state.Name) string {
 		}
 	}
 	return ""
+}
+
+// noDriverUntilImage reports whether no driver runs on the node and none
+// can start until its kernel's precompiled image is found: a node that
+// runs one keeps it, and its state says what that pod does.
+func (d *decision) noDriverUntilImage() bool {
+	return d.in.DriverAwaitsImage != "" && d.in.Pods[state.Driver] == nil && d.in.Node.Labels[gpuv1.LabelDriverKernel] == ""
 }
 
 // because records why a state is not ready and returns its value.

@@ -17,10 +17,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // byNode is the index of pods by the node they are bound to.
 const byNode = "node"
+
+// byState is the index of pods by the state they serve.
+const byState = "state"
 
 // ErrNotSynced is returned by reads before the first list of pods is in:
 // an empty answer then would read as "no pods", which resets states.
@@ -35,7 +39,7 @@ type Index struct {
 // New returns an index fed by lw, which lists and watches operand pods.
 func New(lw toolscache.ListerWatcher) *Index {
 	informer := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
-		Indexers: toolscache.Indexers{byNode: nodeOf},
+		Indexers: toolscache.Indexers{byNode: nodeOf, byState: stateOf},
 	})
 	// SetTransform fails only on a started informer.
 	_ = informer.SetTransform(summarize)
@@ -72,6 +76,14 @@ func nodeOf(obj any) ([]string, error) {
 	return []string{p.Node}, nil
 }
 
+func stateOf(obj any) ([]string, error) {
+	p, ok := obj.(*Pod)
+	if !ok || p.State == "" {
+		return nil, nil
+	}
+	return []string{string(p.State)}, nil
+}
+
 // Start runs the informer until ctx ends.
 func (i *Index) Start(ctx context.Context) error {
 	i.informer.RunWithContext(ctx)
@@ -90,6 +102,22 @@ func (i *Index) OnNode(node string) ([]*Pod, error) {
 	objs, err := i.informer.GetIndexer().ByIndex(byNode, node)
 	if err != nil {
 		return nil, fmt.Errorf("reading operand pods on node %s: %w", node, err)
+	}
+	return pods(objs), nil
+}
+
+// OfState returns the summaries of the pods of one state (their
+// LabelState); none on a nil index.
+func (i *Index) OfState(name state.Name) ([]*Pod, error) {
+	if i == nil {
+		return nil, nil
+	}
+	if !i.informer.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := i.informer.GetIndexer().ByIndex(byState, string(name))
+	if err != nil {
+		return nil, fmt.Errorf("reading the pods of %s: %w", name, err)
 	}
 	return pods(objs), nil
 }

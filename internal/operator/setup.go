@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
+	"github.com/gpu-operator/gpu-operator/internal/controller/imagecheck"
 	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/controller/nvidiadriver"
@@ -85,6 +86,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 			Owner: FieldOwner},
 		Recorder:      recorder,
 		Metrics:       cfg.Metrics,
+		Pods:          pods,
 		Explain:       nodes.Explain,
 		GFDLabelsWait: cfg.Timers.GFDLabelsWait,
 		Now:           cfg.Now,
@@ -92,9 +94,13 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)
 	}
-	drivers := &nvidiadriver.Reconciler{Client: mgr.GetClient(), Namespace: cfg.Namespace, Recorder: recorder}
+	drivers := &nvidiadriver.Reconciler{Client: mgr.GetClient(), Namespace: cfg.Namespace, Recorder: recorder, Pods: pods}
 	if err := drivers.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NVIDIADriver controller: %w", err)
+	}
+	checks := &imagecheck.Reconciler{Client: mgr.GetClient(), Pods: pods, Namespace: cfg.Namespace}
+	if err := checks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the precompiled image check controller: %w", err)
 	}
 	upgrades := &maintenance.Reconciler{
 		Client:    mgr.GetClient(),

@@ -103,6 +103,10 @@ func (in RenderInput) RunsMPS(v Variant) bool {
 const (
 	LabelOSReleaseID = "feature.node.kubernetes.io/system-os_release.ID"
 	LabelOSVersionID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+	// LabelKernelVersion is the kernel the node runs, as NFD labels it
+	// (uname -r, characters a label cannot hold made _; absent past 63
+	// characters). Precompiled driver images are tagged with it.
+	LabelKernelVersion = "feature.node.kubernetes.io/kernel-version.full"
 )
 
 // DriverPool is a driver node pool: its name, driver settings and the
@@ -120,6 +124,17 @@ type DriverPool struct {
 	// ModuleParams are the files of the pool's kernelModuleConfig
 	// ConfigMap, read by the controller; nil when it names none.
 	ModuleParams *ModuleParams
+	// Precompiled pools run NVIDIA's precompiled images: one DaemonSet
+	// per kernel and OS in Kernels, not per OS.
+	Precompiled bool
+	Kernels     []Kernel
+}
+
+// Kernel is a kernel version (NFD's label value) on an OS: what a
+// precompiled driver image is built for.
+type Kernel struct {
+	Version string
+	OS      OSRelease
 }
 
 // ModuleParams are the kernel module parameter files of a ConfigMap: its

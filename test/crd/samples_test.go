@@ -155,7 +155,6 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	g.Expect(got.Spec.Daemonsets.RollingUpdate.MaxUnavailable).To(Equal(ptr.To(intstr.FromString("1"))))
 	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
-		"spec.driver.usePrecompiled",
 		"spec.driver.startupProbe", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
 		"spec.dcgmExporter.serviceMonitor.relabelings",

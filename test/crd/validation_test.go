@@ -243,6 +243,18 @@ func invalidCases() map[string]invalidCase {
 			},
 			field: "spec.driver.nodePools", wants: []string{"overlapping nodeSelectors", "require different values"},
 		},
+		"precompiled with a whole driver version": {
+			path: p("driver", "usePrecompiled"), value: true,
+			field: "spec.driver.version", wants: []string{"with usePrecompiled, version is a driver branch such as 580"},
+		},
+		"driver branch without precompiled": {
+			path: p("driver", "version"), value: "580",
+			field: "spec.driver.version", wants: []string{"a driver branch such as 580 names images only with usePrecompiled"},
+		},
+		"pool driver branch without precompiled": {
+			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100"}, "version": "550"}},
+			field: "spec.driver.nodePools", wants: []string{"a pool's version is a driver branch such as 580 with usePrecompiled"},
+		},
 		"pool selecting on GFD's product": {
 			path: p("driver", "nodePools"), value: []any{map[string]any{"name": "h200", "nodeSelector": map[string]any{"nvidia.com/gpu.product": "NVIDIA-H200"}}},
 			field: "spec.driver.nodePools[0].nodeSelector", wants: []string{"label the pool's nodes yourself"},
@@ -402,6 +414,8 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		"toleration of every taint":       {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
 		"NoExecute toleration seconds": {p("daemonsets", "tolerations"), []any{map[string]any{"key": "example.com/maintenance", "operator": "Exists",
 			"effect": "NoExecute", "tolerationSeconds": int64(300)}}},
+		"precompiled driver branch": {p("driver"), map[string]any{"usePrecompiled": true, "version": "580",
+			"nodePools": []any{map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100"}, "version": "570"}}}},
 		"distinct driver pools": {p("driver", "nodePools"), []any{
 			map[string]any{"name": "a100", "nodeSelector": map[string]any{"gpu": "a100", "zone": "a"}, "version": "550.54.15"},
 			map[string]any{"name": "h100", "nodeSelector": map[string]any{"gpu": "h100"}, "devicePluginConfig": "H100_ts.4"},

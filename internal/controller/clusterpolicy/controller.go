@@ -22,6 +22,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
@@ -51,6 +52,9 @@ type Reconciler struct {
 	Applier   *apply.Applier
 	Recorder  events.EventRecorder
 	Metrics   *metrics.Metrics
+	// Pods are the operand pods; the policy reads the precompiled driver
+	// images' checks from them. Nil reads none.
+	Pods *operandpods.Index
 	// Explain says why each state is not ready on a node, as the node
 	// controller decides it; the status quotes it for the nodes it names.
 	Explain func(ctx context.Context, node *corev1.Node) (map[state.Name]string, error)

@@ -33,7 +33,7 @@ const statusDelay = time.Second
 // (they are what its status summarises, at most about once per
 // statusDelay).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("clusterpolicy").
 		For(&gpuv1.ClusterPolicy{}, builder.WithPredicates(beyondStatus())).
 		// Owned objects are watched through the metadata informers the
@@ -57,8 +57,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The deletion of the active policy makes another the active one at
 		// once: it adopts the objects before the deleted one lets go.
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
-			builder.WithPredicates(policy.DeletionStarted())).
-		Complete(r)
+			builder.WithPredicates(policy.DeletionStarted()))
+	if r.Pods != nil {
+		// A precompiled image found renders its kernel's DaemonSet.
+		b = b.WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.allPolicies), driverpool.VerdictChanged()))
+	}
+	return b.Complete(r)
 }
 
 // policiesOfConfigMap enqueues the policies whose devicePlugin.config, or
@@ -85,7 +89,7 @@ func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) [
 // namesModuleParams reports whether a driver pool of the policy reads its
 // kernel module parameters from the named ConfigMap.
 func (r *Reconciler) namesModuleParams(ctx context.Context, cp *gpuv1.ClusterPolicy, name string) bool {
-	pools, err := driverpool.Load(ctx, r.Client, cp)
+	pools, err := driverpool.Load(ctx, r.Client, cp, nil)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing NVIDIADrivers after a ConfigMap change")
 		return true // looked at again rather than missed

@@ -53,7 +53,7 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
-	pools, err := driverpool.Load(ctx, r.Client, cp)
+	pools, err := driverpool.Load(ctx, r.Client, cp, r.Pods)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
 // evictionTimeout bounds one eviction request.
@@ -77,16 +75,16 @@ func (r *Reconciler) evictPod(ctx context.Context, p *corev1.Pod) error {
 }
 
 // deleteDriverPod deletes the node's outdated driver pod; its DaemonSet
-// creates one with the new spec. A pod of the pool the node is leaving is
-// left to its DaemonSet, which deletes it once the node controller moves
-// the node's pool label (it does at this step): deleted here first, the old
-// DaemonSet would start it again.
+// creates one with the new spec. A pod of the pool or the kernel the node
+// is leaving is left to its DaemonSet, which deletes it once the node
+// controller moves the node's pool or kernel label (it does at this step):
+// deleted here first, the old DaemonSet would start it again.
 func (r *Reconciler) deleteDriverPod(ctx context.Context, n *corev1.Node, obs *observed) error {
 	pod := obs.driverPods[n.Name]
 	if pod == nil {
 		return nil
 	}
-	if n.Labels[gpuv1.LabelDriverPool] != obs.pools.Assign(n.Name, n.Labels).Pool && pod.DaemonSet != "" && !obs.deleting[pod.DaemonSet] {
+	if obs.pools.Moves(n.Name, n.Labels) && pod.DaemonSet != "" && !obs.deleting[pod.DaemonSet] {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, pod.Ref(), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {

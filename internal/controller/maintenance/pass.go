@@ -71,7 +71,7 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 		return p, nil
 	}
 	var err error
-	if obs.pools, err = driverpool.Load(ctx, r.Client, cp); err != nil {
+	if obs.pools, err = driverpool.Load(ctx, r.Client, cp, r.Pods); err != nil {
 		return nil, err
 	}
 	// An invalid selector stored before the API server refused it:

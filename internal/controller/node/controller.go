@@ -116,11 +116,13 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		HealthSettle: r.Timers.HealthSettle, GPUPodsRecheck: r.Timers.GPUPodsRecheck, Now: r.now()}
 	if active != nil && gating.IsGPUNode(node) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
-		pools, err := driverpool.Load(ctx, r.Client, active)
+		pools, err := driverpool.Load(ctx, r.Client, active, r.Pods)
 		if err != nil {
 			return gating.Input{}, err
 		}
-		in.DriverPool = pools.Assign(node.Name, node.Labels).Pool
+		a := pools.Assign(node.Name, node.Labels)
+		in.DriverPool, in.DriverKernel, in.DriverAwaitsImage = a.Pool, a.WantedKernel(node.Labels), a.AwaitsImage
+		in.DriverImageMissing = a.ImageMissing
 		in.DriverNeedsOS = pools.NeedsOS(node.Name, node.Labels)
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
@@ -208,7 +210,7 @@ func (r *Reconciler) now() time.Time {
 // the operator alone, so any extra one means a write is needed too.
 func needsWrite(node *corev1.Node, d gating.Result) bool {
 	return differs(node.Labels, d.Labels, func(k string) bool {
-		return hasPrefix(k, gpuv1.StateLabelPrefix) || k == gpuv1.LabelDevicePluginConfigInUse
+		return hasPrefix(k, gpuv1.StateLabelPrefix) || k == gpuv1.LabelDevicePluginConfigInUse || k == gpuv1.LabelDriverKernel
 	}) || differs(node.Annotations, d.Annotations, func(k string) bool { return hasPrefix(k, gpuv1.OperatorAnnotationPrefix) })
 }
 

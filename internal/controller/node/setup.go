@@ -19,6 +19,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
@@ -32,6 +33,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(podToNode))).
+		// A precompiled image's verdict concerns every node that boots
+		// its kernel, not the one node its check ran on.
+		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.allGPUNodes), driverpool.VerdictChanged())).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
 			builder.WithPredicates(policy.SpecChanged())).
 		// NVIDIADrivers decide the nodes' driver pools under

@@ -22,6 +22,7 @@ import (
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
@@ -36,6 +37,9 @@ type Reconciler struct {
 	Client    client.Client
 	Namespace string
 	Recorder  events.EventRecorder
+	// Pods are the operand pods: the status reads the precompiled
+	// images' checks from them. Nil reads none.
+	Pods *operandpods.Index
 }
 
 // Reconcile writes one NVIDIADriver's status, and an event when its
@@ -55,7 +59,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var pools *driverpool.Set
 	var nodes []corev1.Node
 	if notManaged(active) == "" {
-		if pools, err = driverpool.Load(ctx, r.Client, active); err != nil {
+		if pools, err = driverpool.Load(ctx, r.Client, active, r.Pods); err != nil {
 			return ctrl.Result{}, err
 		}
 		list := &corev1.NodeList{}
@@ -128,7 +132,7 @@ func (r *Reconciler) tell(nvd *gpuv1alpha1.NVIDIADriver, before, after gpuv1alph
 // change to one can move nodes between all of them), the ClusterPolicies,
 // and node label changes, batched.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nvidiadriver").
 		For(&gpuv1alpha1.NVIDIADriver{}, builder.WithPredicates(policy.SpecChanged())).
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.all),
@@ -137,8 +141,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Or(policy.SpecChanged(), createOrDelete()))).
 		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.all), builder.WithPredicates(labelsChanged())).
 		// A kernelModuleConfig ConfigMap created or deleted.
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(createOrDelete())).
-		Complete(r)
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(createOrDelete()))
+	if r.Pods != nil {
+		// The status says which kernels have no precompiled image.
+		b = b.WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.all), driverpool.VerdictChanged()))
+	}
+	return b.Complete(r)
 }
 
 // all enqueues every NVIDIADriver.

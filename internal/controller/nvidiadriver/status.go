@@ -52,6 +52,8 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 		return st
 	}
 	var members, ready, notReady []string
+	var missing int32
+	kernels := map[string]*gpuv1alpha1.KernelImage{}
 	for i := range nodes {
 		n := &nodes[i]
 		if !gating.IsGPUNode(n) {
@@ -67,6 +69,9 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 			continue
 		}
 		members = append(members, n.Name)
+		if a.Image != "" {
+			countKernel(kernels, a, pools.Images[a.Image])
+		}
 		if runsItsDriver(n, nvd.Name) {
 			ready = append(ready, n.Name)
 		} else {
@@ -78,6 +83,7 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 	if len(st.Conflicts) > gpuv1alpha1.MaxConflicts {
 		st.Conflicts = st.Conflicts[:gpuv1alpha1.MaxConflicts]
 	}
+	st.Kernels, missing = kernelList(kernels)
 	st.Nodes = int32(len(members))
 	st.ReadyNodes = fmt.Sprintf("%d/%d", len(ready), len(members))
 	switch {
@@ -86,11 +92,12 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonKernelModuleConfigMissing, "",
 			fmt.Sprintf("kernelModuleConfig names ConfigMap %s, which does not exist in namespace %s: create it or unset "+
 				"kernelModuleConfig. The %d nodes keep the driver they run until then", missingConfig, namespace, len(members)))
-	case nvd.Spec.IsPrecompiled():
+	case missing > 0:
 		st.State = gpuv1alpha1.StateNotReady
-		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonUnsupportedDriverType, "",
-			fmt.Sprintf("usePrecompiled is not run by this operator yet: its %d nodes keep the driver they have and get none "+
-				"otherwise. Use a driver version without usePrecompiled in another NVIDIADriver", len(members)))
+		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonPrecompiledImageMissing, "",
+			fmt.Sprintf("%d of its %d nodes boot a kernel whose precompiled image cannot be pulled (%s): each keeps the "+
+				"driver it runs, and one without gets none. Boot a kernel NVIDIA publishes images for, or move the nodes "+
+				"to an NVIDIADriver without usePrecompiled", missing, len(members), describeMissing(st.Kernels)))
 	case !nvd.Spec.Runs():
 		st.State = gpuv1alpha1.StateNotReady
 		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonUnsupportedDriverType, "",
@@ -121,6 +128,58 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 		setConditions(&st, nvd.Generation, metav1.ConditionTrue, reason, msg, "")
 	}
 	return st
+}
+
+// countKernel counts a node of a precompiled pool towards its kernel.
+func countKernel(kernels map[string]*gpuv1alpha1.KernelImage, a driverpool.Assignment, v driverpool.ImageVerdict) {
+	k := kernels[a.Image]
+	if k == nil {
+		k = &gpuv1alpha1.KernelImage{Kernel: a.Kernel, Image: a.Image, State: gpuv1alpha1.ImageChecking}
+		switch v.State {
+		case driverpool.ImageAvailable:
+			k.State = gpuv1alpha1.ImageAvailable
+		case driverpool.ImageMissing:
+			k.State, k.Message = gpuv1alpha1.ImageMissing, v.Message
+		}
+		kernels[a.Image] = k
+	}
+	k.Nodes++
+}
+
+// kernelList returns the kernels, missing images first, then by kernel,
+// at most MaxKernels; and how many nodes boot one whose image is missing.
+func kernelList(kernels map[string]*gpuv1alpha1.KernelImage) ([]gpuv1alpha1.KernelImage, int32) {
+	var out []gpuv1alpha1.KernelImage
+	var missing int32
+	for _, k := range kernels {
+		out = append(out, *k)
+		if k.State == gpuv1alpha1.ImageMissing {
+			missing += k.Nodes
+		}
+	}
+	slices.SortFunc(out, func(a, b gpuv1alpha1.KernelImage) int {
+		if am, bm := a.State == gpuv1alpha1.ImageMissing, b.State == gpuv1alpha1.ImageMissing; am != bm {
+			if am {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Image, b.Image)
+	})
+	if len(out) > gpuv1alpha1.MaxKernels {
+		out = out[:gpuv1alpha1.MaxKernels]
+	}
+	return out, missing
+}
+
+func describeMissing(kernels []gpuv1alpha1.KernelImage) string {
+	var parts []string
+	for _, k := range kernels {
+		if k.State == gpuv1alpha1.ImageMissing {
+			parts = append(parts, fmt.Sprintf("kernel %s on %d nodes: %s, %s", k.Kernel, k.Nodes, k.Image, k.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // runsItsDriver reports whether a node of the pool runs the pool's driver,

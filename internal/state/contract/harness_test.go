@@ -108,6 +108,11 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	hostMOFED := ps["default"].DeepCopy()
 	hostMOFED.Spec.Driver.RDMA = &gpuv1.GPUDirectRDMASpec{Enabled: ptr.To(true), UseHostMOFED: ptr.To(true)}
 	ps["rdma-host-mofed"] = hostMOFED
+	// NVIDIA's precompiled images, a branch as the version.
+	precompiled := ps["default"].DeepCopy()
+	precompiled.Spec.Driver.UsePrecompiled = ptr.To(true)
+	precompiled.Spec.Driver.Version = "580"
+	ps["precompiled"] = precompiled
 	return ps
 }
 
@@ -369,6 +374,18 @@ func noHostPath(path string) func(*podCase) error {
 		for _, v := range p.pod.Volumes {
 			if v.HostPath != nil && v.HostPath.Path == path {
 				return fmt.Errorf("volume %s mounts the host's %s", v.Name, path)
+			}
+		}
+		return nil
+	}
+}
+
+// noVolume checks that the pod has no volume of that name.
+func noVolume(name string) func(*podCase) error {
+	return func(p *podCase) error {
+		for _, v := range p.pod.Volumes {
+			if v.Name == name {
+				return fmt.Errorf("volume %s is there", name)
 			}
 		}
 		return nil

@@ -97,7 +97,8 @@ exec nvidia-driver "$@"`
 // privileged and shares the host's PID namespace; /run/nvidia is shared
 // both ways so that the driver root it mounts at /run/nvidia/driver is
 // seen by the host and by the other operands.
-func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.ModuleParams, os state.OSRelease) corev1.PodSpec {
+func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease) corev1.PodSpec {
+	spec, params := pool.Driver, pool.ModuleParams
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
 	main := corev1.Container{
 		Name:            ContainerName,
@@ -155,7 +156,14 @@ func podSpec(cp *gpuv1.ClusterPolicy, spec *gpuv1.DriverSpec, params *state.Modu
 		// The arguments (init, or driver.args) follow the script as "$@".
 		main.Command = []string{"sh", "-c", withConfigs, "nvidia-driver"}
 	}
-	if needsEntitlement(cp, spec, os) {
+	if pool.Precompiled {
+		// Nothing to build: the modules are in the image, installed
+		// from its own repository (gpu-driver-container
+		// ubuntu22.04/precompiled/nvidia-driver _install_driver).
+		// NVIDIA's first probe of a precompiled driver is after 5 s
+		// (gpu-operator v26.7.0 internal/state/driver.go).
+		main.StartupProbe.InitialDelaySeconds = 5
+	} else if needsEntitlement(cp, spec, os) {
 		for _, e := range entitlements {
 			main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: e.name, MountPath: e.mountPath, ReadOnly: true})
 			volumes = append(volumes, render.HostPathVolume(e.name, e.hostPath, e.kind))

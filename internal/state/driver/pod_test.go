@@ -13,7 +13,7 @@ import (
 // budget: a slow but healthy build would otherwise fail every node (issue
 // 12, finding 7).
 func TestValidationOutlastsTheDriverStartup(t *testing.T) {
-	spec := podSpec(&gpuv1.ClusterPolicy{}, &gpuv1.DriverSpec{}, nil, state.OSRelease{ID: "ubuntu", VersionID: "22.04"})
+	spec := podSpec(&gpuv1.ClusterPolicy{}, state.DriverPool{Driver: &gpuv1.DriverSpec{}}, state.OSRelease{ID: "ubuntu", VersionID: "22.04"})
 	p := spec.Containers[0].StartupProbe
 	if p == nil {
 		t.Fatal("the driver container has no startup probe")

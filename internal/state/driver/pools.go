@@ -3,9 +3,11 @@ package driver
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"strings"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
@@ -36,6 +38,35 @@ func DaemonSetOf(pool string, version gpuv1.DriverVersion, os state.OSRelease, o
 	}
 	return fitName(name + "-" + os.String()), osKnown
 }
+
+// PrecompiledImage is a precompiled pool's image for a kernel on an OS,
+// tagged as NVIDIA tags them: <branch>-<kernel>-<os>, the kernel as NFD
+// labels it (gpu-operator v26.7.0 api/nvidia/v1alpha1/nvidiadriver_types.go
+// GetPrecompiledImagePath).
+func PrecompiledImage(spec *gpuv1.DriverSpec, k state.Kernel) string {
+	return render.Image(string(spec.Repository), string(spec.Image), string(spec.Version)+"-"+k.Version+"-"+k.OS.String())
+}
+
+// PrecompiledDaemonSetOf names the DaemonSet of a precompiled pool for a
+// kernel on an OS, as NVIDIA names them (nvidia-driver-daemonset-<kernel>-
+// <os>), with the pool's name for a pool other than the default. The
+// kernel is written as NVIDIA's getSanitizedKernelVersion writes it
+// (gpu-operator v26.7.0 controllers/object_controls.go): no architecture
+// suffix, _ as ., lower case, as names need; the name then ends with a
+// hash of the kernel, so that two kernels never share a name.
+func PrecompiledDaemonSetOf(pool string, k state.Kernel) string {
+	kernel := strings.ToLower(strings.ReplaceAll(archSuffix.ReplaceAllString(k.Version, ""), "_", "."))
+	kernel = strings.TrimRight(kernel, ".-")
+	name := poolPrefix(pool) + "-" + kernel + "-" + k.OS.String()
+	if kernel != k.Version {
+		sum := sha256.Sum256([]byte(k.Version))
+		name += "-" + hex.EncodeToString(sum[:3])
+	}
+	return fitName(name)
+}
+
+// archSuffix is the architecture at the end of a RHEL kernel's version.
+var archSuffix = regexp.MustCompile(`[._]?(x86_64|aarch64)(_64k)?$`)
 
 // maxNameLength is the longest DaemonSet name: it is also the value of the
 // pods' selector label.

@@ -51,6 +51,9 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 		Key: gpuv1.LabelDriverPool, Operator: corev1.NodeSelectorOpIn, Values: []string{pool.Name},
 	})
 	version := string(spec.Version)
+	if pool.Precompiled {
+		return precompiledDaemonSets(in, pool, gate)
+	}
 	if IsDigest(spec.Version) {
 		name, _ := DaemonSetOf(pool.Name, spec.Version, state.OSRelease{}, false)
 		ds, err := daemonSet(in, pool, name, render.Image(string(spec.Repository), string(spec.Image), version), gate, state.OSRelease{})
@@ -73,9 +76,30 @@ func poolDaemonSets(in state.RenderInput, pool state.DriverPool) ([]client.Objec
 	return objs, nil
 }
 
+// precompiledDaemonSets renders a precompiled pool: one DaemonSet per
+// kernel and OS, each on the nodes whose nvidia.com/gpu.driver-kernel label
+// names its kernel, with NVIDIA's image for that kernel
+// (<branch>-<kernel>-<os>).
+func precompiledDaemonSets(in state.RenderInput, pool state.DriverPool, gate []corev1.NodeSelectorRequirement) ([]client.Object, error) {
+	var objs []client.Object
+	for _, k := range pool.Kernels {
+		kernelGate := append(append([]corev1.NodeSelectorRequirement{}, gate...),
+			corev1.NodeSelectorRequirement{Key: state.LabelOSReleaseID, Operator: corev1.NodeSelectorOpIn, Values: []string{k.OS.ID}},
+			corev1.NodeSelectorRequirement{Key: state.LabelOSVersionID, Operator: corev1.NodeSelectorOpIn, Values: []string{k.OS.VersionID}},
+			corev1.NodeSelectorRequirement{Key: gpuv1.LabelDriverKernel, Operator: corev1.NodeSelectorOpIn, Values: []string{k.Version}},
+		)
+		ds, err := daemonSet(in, pool, PrecompiledDaemonSetOf(pool.Name, k), PrecompiledImage(pool.Driver, k), kernelGate, k.OS)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, ds)
+	}
+	return objs, nil
+}
+
 func daemonSet(in state.RenderInput, pool state.DriverPool, name, image string, gate []corev1.NodeSelectorRequirement,
 	os state.OSRelease) (client.Object, error) {
-	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, podSpec(in.Policy, pool.Driver, pool.ModuleParams, os))
+	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, podSpec(in.Policy, pool, os))
 	w.Gate, w.OnDelete, w.Daemonsets = gate, true, pool.Daemonsets
 	// The pool's DaemonSets are found by it when the pool cannot render
 	// (its module parameters missing) and they must stay as they are.

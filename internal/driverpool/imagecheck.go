@@ -1,0 +1,150 @@
+package driverpool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// A precompiled image exists for a kernel only if NVIDIA published it, and
+// nothing but a pull says so with the node's own registry access. Before a
+// node is moved to a kernel's image, one pod per image pulls it on a node
+// that boots that kernel and exits: its outcome is the verdict, kept in
+// the API (it survives an operator restart) and retried by the kubelet's
+// own pull back-off, so an image published later is found without anyone
+// acting. The pull is not wasted: the driver pod starts from it.
+
+// CheckState is the state label of the image check pods. It is no state
+// of the graph: nothing gates on it.
+const CheckState state.Name = "driver-image-check"
+
+// AnnotationImage is on an image check pod: the image it pulls.
+const AnnotationImage = gpuv1.OperatorAnnotationPrefix + "image"
+
+// checkPodPrefix starts each image check pod's name.
+const checkPodPrefix = "nvidia-driver-image-check-"
+
+// CheckPodName is the name of an image's check pod: one per image.
+func CheckPodName(image string) string {
+	sum := sha256.Sum256([]byte(image))
+	return checkPodPrefix + hex.EncodeToString(sum[:6])
+}
+
+// CheckPod is the pod that pulls image on node and exits at once. It runs
+// unprivileged as nobody, tolerates every taint (a cordoned or tainted GPU
+// node still pulls), asks for no resources, so that the kubelet always
+// admits it, and is owned by the policy: deleting the policy deletes it.
+func CheckPod(cp *gpuv1.ClusterPolicy, namespace, image, node string, pullSecrets []string) *corev1.Pod {
+	meta := render.ObjectMeta(cp, CheckPodName(image), namespace, string(CheckState))
+	meta.Annotations = map[string]string{AnnotationImage: image}
+	pod := &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{
+		NodeName:                     node,
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr.To(false),
+		Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		Containers: []corev1.Container{{
+			Name:            "pull",
+			Image:           image,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			// Every driver image is a distribution's userland, with
+			// true in it: exiting is all the check asks.
+			Command: []string{"true"},
+			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+		}},
+	}}
+	for _, s := range pullSecrets {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	return pod
+}
+
+// pullFailures are the reasons a kubelet gives a container whose image it
+// cannot pull.
+var pullFailures = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
+
+// Verdict reads a check pod: the image is there once the pod ran (it
+// succeeded, or its container failed after the pull), missing while the
+// kubelet cannot pull it, and being checked otherwise. A pod the kubelet
+// refused (Failed with a reason of its own) checked nothing: Retry says to
+// start it again.
+func Verdict(p *operandpods.Pod) (v ImageVerdict, retry bool) {
+	switch {
+	case p.Phase == corev1.PodSucceeded:
+		return ImageVerdict{State: ImageAvailable}, false
+	case p.Phase == corev1.PodFailed && p.Reason == "":
+		return ImageVerdict{State: ImageAvailable}, false
+	case p.Phase == corev1.PodFailed:
+		return ImageVerdict{State: ImageChecking}, true
+	}
+	for _, w := range p.Waiting {
+		if slices.Contains(pullFailures, w.Reason) {
+			msg := w.Reason
+			if w.Message != "" {
+				msg = fmt.Sprintf("%s: %s", w.Reason, w.Message)
+			}
+			return ImageVerdict{State: ImageMissing, Message: msg}, false
+		}
+	}
+	return ImageVerdict{State: ImageChecking}, false
+}
+
+// CheckPods lists the image check pods; the operand pods index is one.
+type CheckPods interface {
+	OfState(state.Name) ([]*operandpods.Pod, error)
+}
+
+// verdicts reads every check pod not being deleted, by image.
+func verdicts(checks CheckPods) (map[string]ImageVerdict, error) {
+	pods, err := checks.OfState(CheckState)
+	if err != nil {
+		return nil, fmt.Errorf("reading the precompiled images' check pods: %w", err)
+	}
+	out := make(map[string]ImageVerdict, len(pods))
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if image := p.Annotation(AnnotationImage); image != "" {
+			out[image], _ = Verdict(p)
+		}
+	}
+	return out, nil
+}
+
+// VerdictChanged passes the events of image check pods that can change
+// what a pool decides: one created or deleted, or its verdict changed.
+func VerdictChanged() predicate.Predicate {
+	verdict := func(o client.Object) (ImageVerdict, bool) {
+		p, ok := o.(*operandpods.Pod)
+		if !ok || p.State != CheckState {
+			return ImageVerdict{}, false
+		}
+		v, _ := Verdict(p)
+		return v, true
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { _, ok := verdict(e.Object); return ok },
+		DeleteFunc: func(e event.DeleteEvent) bool { _, ok := verdict(e.Object); return ok },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			before, ok := verdict(e.ObjectOld)
+			after, _ := verdict(e.ObjectNew)
+			return ok && (before.State != after.State || before.Message != after.Message)
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
