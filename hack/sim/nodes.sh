@@ -20,6 +20,14 @@
 set -euo pipefail
 n=$1
 
+# kernel OS prints the kernel NFD finds on a node of the OS.
+kernel() {
+  case $1 in
+    rhel) echo "5.14.0-427.37.1.el9_4.x86_64" ;;
+    *) echo "5.15.0-1040-azure" ;;
+  esac
+}
+
 # node NAME GPU OS VERSION RUNTIME [ANNOTATION=VALUE | label:LABEL=VALUE...]
 node() {
   local name=$1 gpu=$2 os=$3 version=$4 runtime=$5
@@ -45,6 +53,7 @@ YAML
     type: kwok
     feature.node.kubernetes.io/system-os_release.ID: "$os"
     feature.node.kubernetes.io/system-os_release.VERSION_ID: "$version"
+    feature.node.kubernetes.io/kernel-version.full: "$(kernel "$os")"
 YAML
   for a in "$@"; do
     [[ $a == label:* ]] || continue
@@ -76,7 +85,7 @@ status:
     architecture: amd64
     bootID: $(cat /proc/sys/kernel/random/uuid)
     containerRuntimeVersion: "$runtime"
-    kernelVersion: ""
+    kernelVersion: "$(kernel "$os")"
     kubeProxyVersion: ""
     kubeletVersion: ""
     machineID: ""

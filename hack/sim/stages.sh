@@ -22,10 +22,76 @@ if [[ -n $not_ready ]]; then
   values=$(echo "$not_ready" | tr ',' '\n' | sed "s#.*#'&'#" | paste -sd, -)
 fi
 # The selector key is a jq expression on the pod: its node and state.
+# Image check pods are not run: pod-image-check ends them.
 sed "/^    matchExpressions:/a\\
     - key: '.spec.nodeName + \"/\" + (.metadata.labels[\"nvidia.com/gpu-operator.state\"] // \"\")'\\
       operator: 'NotIn'\\
-      values: [$values]" "$stage/pod/fast/pod-ready.yaml" >"$dir/pod-ready.yaml"
+      values: [$values]\\
+    - key: '.metadata.labels[\"nvidia.com/gpu-operator.state\"] // \"\"'\\
+      operator: 'NotIn'\\
+      values: ['driver-image-check']" "$stage/pod/fast/pod-ready.yaml" >"$dir/pod-ready.yaml"
+
+# The simulated registry: an image whose reference holds "unpublished" is
+# not in it (a kernel NVIDIA has published no precompiled driver for);
+# every other image is. The operator's image check pods pull and exit, or
+# wait on the pull, as a kubelet's do.
+for outcome in pulled missing; do
+  unpublished=false status="phase: Succeeded
+      containerStatuses:
+      - name: pull
+        image: {{ (index .spec.containers 0).image | Quote }}
+        ready: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            startedAt: {{ Now | Quote }}
+            finishedAt: {{ Now | Quote }}"
+  if [[ $outcome == missing ]]; then
+    unpublished=true status="phase: Pending
+      containerStatuses:
+      - name: pull
+        image: {{ (index .spec.containers 0).image | Quote }}
+        ready: false
+        restartCount: 0
+        state:
+          waiting:
+            reason: ImagePullBackOff
+            message: {{ printf \"Back-off pulling image %q: not found\" (index .spec.containers 0).image | Quote }}"
+  fi
+  cat >"$dir/pod-image-$outcome.yaml" <<STAGE
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-image-$outcome
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Pending']
+    - key: '.metadata.labels["nvidia.com/gpu-operator.state"] // ""'
+      operator: 'In'
+      values: ['driver-image-check']
+    - key: '.spec.containers.[0].image | contains("unpublished")'
+      operator: 'In'
+      values: ['$unpublished']
+    - key: '(.status.containerStatuses // []) | length'
+      operator: 'In'
+      values: ['0']
+  delay:
+    durationMilliseconds: 500
+  next:
+    statusTemplate: |
+      $status
+STAGE
+done
 
 # The operator's own job pods (helm hooks) are run for real, by
 # hack/sim/pod-runner.sh, which completes them itself.
@@ -80,6 +146,6 @@ spec:
       {{ end }}
 STAGE
 
-files=("$dir/pod-ready.yaml" "$dir/pod-ready-again.yaml" "$dir/pod-complete.yaml" "$stage/pod/fast/pod-delete.yaml"
+files=("$dir/pod-ready.yaml" "$dir/pod-ready-again.yaml" "$dir/pod-complete.yaml" "$dir/pod-image-pulled.yaml" "$dir/pod-image-missing.yaml" "$stage/pod/fast/pod-delete.yaml"
   "$stage/node/fast/node-initialize.yaml" "$stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml")
 (IFS=,; echo "${files[*]}")

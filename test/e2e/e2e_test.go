@@ -85,6 +85,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("hands the drivers to NVIDIADrivers: none replaced on the default one, pools moved through the upgrade, a conflict held", func(ctx SpecContext) {
 			NVIDIADriverSpec(ctx, NVIDIADriverInput{Gold: healthy[:2], Silver: healthy[2:3], Others: healthy[3:]})
 		})
+
+		It("runs precompiled drivers per kernel: a kernel without an image held, a new kernel moved through the upgrade", func(ctx SpecContext) {
+			PrecompiledSpec(ctx, PrecompiledInput{Precompiled: healthy[:2], Others: healthy[2:]})
+		})
 	})
 
 	installed("reboots and GPU health", func() {

@@ -204,6 +204,9 @@ func (tl *timeline) observe(n *corev1.Node) {
 	up := n.Labels[gpuv1.LabelUpgradeState]
 	key := fmt.Sprintf("pool=%s upgrade=%s driver=%s cordoned=%t", n.Labels[gpuv1.LabelDriverPool], cmp.Or(up, "-"),
 		n.Labels[gpuv1.StateLabel(string(state.Driver))], n.Spec.Unschedulable)
+	if k := n.Labels[gpuv1.LabelDriverKernel]; k != "" {
+		key += " kernel=" + k
+	}
 	if tl.current[n.Name] == key {
 		return
 	}
@@ -249,6 +252,27 @@ func (tl *timeline) upgraded(node string) bool {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return tl.moved[node]
+}
+
+// upgradedSince reports whether the node entered the upgrade after the
+// first mark that starts with what.
+func (tl *timeline) upgradedSince(what, node string) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	after := false
+	for _, line := range tl.lines {
+		f := strings.Fields(line)
+		switch {
+		case f[1] == "--":
+			after = after || strings.HasPrefix(strings.Join(f[2:], " "), what)
+		case after && f[1] == node:
+			s := gpuv1.UpgradeState(strings.TrimPrefix(f[3], "upgrade="))
+			if upgrade.InProgress(s) || s == gpuv1.UpgradeRequired {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (tl *timeline) stop() { tl.cancel() }

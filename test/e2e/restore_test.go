@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
@@ -26,7 +27,8 @@ import (
 // the simulator's fault injection would: each spec's are put back after
 // it.
 var userMarks = struct{ labels, annotations []string }{
-	labels: []string{gpuv1.LabelMIGConfig, gpuv1.LabelDevicePluginConfig, gpuv1.LabelUpgradeSkip, "gpu-pool", "driver.config", "zone"},
+	labels: []string{gpuv1.LabelMIGConfig, gpuv1.LabelDevicePluginConfig, gpuv1.LabelUpgradeSkip, "gpu-pool", "driver.config", "zone",
+		"driver.precompiled", "driver.version", state.LabelKernelVersion},
 	annotations: []string{fakenode.AnnotationUnhealthyGPUs, fakenode.AnnotationUnhealthyUntil, fakenode.AnnotationMIGApply,
 		fakenode.AnnotationMIGAnchor, gpuv1.AnnotationRemediationApproved},
 }

@@ -47,7 +47,15 @@ func driverTemplates(t *testing.T, cp *gpuv1.ClusterPolicy, pools *driverpool.Se
 	var nodes []corev1.Node
 	for _, os := range []state.OSRelease{{ID: "ubuntu", VersionID: "22.04"}, {ID: "rhel", VersionID: "9.4"}} {
 		nodes = append(nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: os.String(),
-			Labels: map[string]string{state.LabelOSReleaseID: os.ID, state.LabelOSVersionID: os.VersionID}}})
+			Labels: map[string]string{state.LabelOSReleaseID: os.ID, state.LabelOSVersionID: os.VersionID,
+				state.LabelKernelVersion: "5.15.0-1040-azure"}}})
+	}
+	// Every precompiled image is found.
+	pools.Images = map[string]driverpool.ImageVerdict{}
+	for i := range nodes {
+		if image := pools.Assign(nodes[i].Name, nodes[i].Labels).Image; image != "" {
+			pools.Images[image] = driverpool.ImageVerdict{State: driverpool.ImageAvailable}
+		}
 	}
 	objs, err := driver.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: "gpu-operator", DriverPools: pools.Groups(nodes),
 		Gate: graph.Gate(state.Driver)})
@@ -69,7 +77,7 @@ func driverTemplates(t *testing.T, cp *gpuv1.ClusterPolicy, pools *driverpool.Se
 // before, byte for byte, so turning it on replaces none.
 func TestNVIDIADriverCRDValues(t *testing.T) {
 	g := NewWithT(t)
-	for _, values := range [][]string{nil, {"-f", fullValues}} {
+	for _, values := range [][]string{nil, {"-f", fullValues}, {"--set", "driver.usePrecompiled=true", "--set-string", "driver.version=580"}} {
 		before := renderedPolicy(t, template(t, values...), policyName(values))
 		g.Expect(before.Spec.Driver.UsesNVIDIADrivers()).To(BeFalse())
 		g.Expect(find(template(t, values...), "NVIDIADriver", "default")).To(BeNil())
@@ -83,6 +91,7 @@ func TestNVIDIADriverCRDValues(t *testing.T) {
 		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(raw.Object, &nvd)).To(Succeed())
 		g.Expect(nvd.Spec.Default).To(BeTrue())
 		g.Expect(nvd.Spec.DriverType).To(Equal("gpu"))
+		g.Expect(nvd.Spec.IsPrecompiled()).To(Equal(before.Spec.Driver.IsPrecompiled()))
 
 		want := driverTemplates(t, before, driverpool.FromPolicy(before))
 		got := driverTemplates(t, after, driverpool.Resolve(after, []gpuv1alpha1.NVIDIADriver{nvd}))
@@ -97,7 +106,7 @@ func TestNVIDIADriverCRDValues(t *testing.T) {
 
 // policyName is the ClusterPolicy's name under a values file.
 func policyName(values []string) string {
-	if len(values) > 0 {
+	if len(values) > 0 && values[0] == "-f" {
 		return "gpu-policy"
 	}
 	return "cluster-policy"

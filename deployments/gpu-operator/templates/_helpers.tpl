@@ -97,7 +97,6 @@ with why, each listed when it holds anything. */}}
   "operator.initContainer" (list $o.initContainer "no init container runs")
   "operator.use_ocp_driver_toolkit" (list $o.use_ocp_driver_toolkit "OpenShift's driver toolkit is not supported")
   "driver.nvidiaDriverCRD.nodeSelector" (list ($d.nvidiaDriverCRD | default dict).nodeSelector "a default NVIDIADriver takes the GPU nodes no other selects and has no nodeSelector")
-  "driver.usePrecompiled" (list $d.usePrecompiled "precompiled driver images are not supported")
   "driver.manager" (list $d.manager "the upgrade state machine evicts GPU pods itself")
   "driver.startupProbe" (list $d.startupProbe "the driver's startup probe is nvidia-smi with fixed timing")
   "driver.licensingConfig" (list $d.licensingConfig "vGPU licensing is not supported")
