@@ -45,6 +45,7 @@ func init() {
 // follow the NVIDIA GPU Operator's ClusterPolicy so that an existing policy
 // applies unchanged; sections this operator does not implement are accepted
 // as opaque values and listed in status.ignoredFields.
+// +kubebuilder:validation:XValidation:rule=`!has(self.driver) || !has(self.driver.usePrecompiled) || !self.driver.usePrecompiled || ((!has(self.gds) || !has(self.gds.enabled) || !self.gds.enabled) && (!has(self.gdrcopy) || !has(self.gdrcopy.enabled) || !self.gdrcopy.enabled))`,message="GPUDirect Storage and GDRCopy build their modules against the driver's sources, which precompiled images do not carry (as at NVIDIA): turn gds and gdrcopy off, or driver.usePrecompiled",fieldPath=".driver.usePrecompiled"
 // +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.toolkit) || !has(self.toolkit.enabled) || self.toolkit.enabled`,message="cdi.nriPluginEnabled has the operator's container toolkit inject GPUs: it needs toolkit.enabled=true",fieldPath=".cdi.nriPluginEnabled"
 // +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.devicePlugin) || !has(self.devicePlugin.env) || self.devicePlugin.env.all(e, e.name != 'DEVICE_LIST_STRATEGY' || (has(e.value) && e.value.contains('cdi-')))`,message="with cdi.nriPluginEnabled nothing reads GPU lists passed another way: devicePlugin.env DEVICE_LIST_STRATEGY must name cdi-annotations or cdi-cri, or be removed",fieldPath=".devicePlugin.env"
 type ClusterPolicySpec struct {
@@ -113,6 +114,17 @@ type ClusterPolicySpec struct {
 	// +optional
 	HostPaths HostPathsSpec `json:"hostPaths,omitempty"`
 
+	// GDS loads NVIDIA's GPUDirect Storage module (nvidia-fs) in a
+	// container of each driver pod. Under driver.useNvidiaDriverCRD each
+	// NVIDIADriver's own gds counts instead.
+	// +optional
+	GDS *GPUDirectStorageSpec `json:"gds,omitempty"`
+	// GDRCopy loads NVIDIA's GDRCopy module (gdrdrv) in a container of
+	// each driver pod. Under driver.useNvidiaDriverCRD each NVIDIADriver's
+	// own gdrcopy counts instead.
+	// +optional
+	GDRCopy *GDRCopySpec `json:"gdrcopy,omitempty"`
+
 	UnsupportedSections `json:",inline"`
 }
 
@@ -123,12 +135,6 @@ type UnsupportedSections struct {
 	// DCGM is accepted for compatibility and not acted on.
 	// +optional
 	DCGM *apiextensionsv1.JSON `json:"dcgm,omitempty"`
-	// GDS is accepted for compatibility and not acted on.
-	// +optional
-	GDS *apiextensionsv1.JSON `json:"gds,omitempty"`
-	// GDRCopy is accepted for compatibility and not acted on.
-	// +optional
-	GDRCopy *apiextensionsv1.JSON `json:"gdrcopy,omitempty"`
 	// Validator is accepted for compatibility and not acted on.
 	// +optional
 	Validator *apiextensionsv1.JSON `json:"validator,omitempty"`

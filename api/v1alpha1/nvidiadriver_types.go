@@ -54,6 +54,7 @@ const (
 
 // NVIDIADriverSpec is one driver's settings and the nodes it serves.
 // +kubebuilder:validation:XValidation:rule=`!has(self.default) || !self.default || !has(self.nodeSelector) || size(self.nodeSelector) == 0`,message="default NVIDIADriver must not use nodeSelector: it takes the GPU nodes no other NVIDIADriver selects",fieldPath=".nodeSelector"
+// +kubebuilder:validation:XValidation:rule=`!has(self.usePrecompiled) || !self.usePrecompiled || ((!has(self.gds) || !has(self.gds.enabled) || !self.gds.enabled) && (!has(self.gdrcopy) || !has(self.gdrcopy.enabled) || !self.gdrcopy.enabled))`,message="GPUDirect Storage and GDRCopy build their modules against the driver's sources, which precompiled images do not carry (as at NVIDIA): turn gds and gdrcopy off, or create an NVIDIADriver without usePrecompiled",fieldPath=".usePrecompiled"
 // +kubebuilder:validation:XValidation:rule=`!has(self.default) || !self.default || !has(self.nodeAffinity)`,message="default NVIDIADriver must not use nodeAffinity: it takes the GPU nodes no other NVIDIADriver selects",fieldPath=".nodeAffinity"
 // +kubebuilder:validation:XValidation:rule=`!has(self.usePrecompiled) || !self.usePrecompiled || !has(self.version) || !self.version.startsWith('sha256:')`,message="a precompiled driver's image is chosen per kernel (<version>-<kernel>-<os>): version must be a driver branch such as 580, not a digest",fieldPath=".version"
 // +kubebuilder:validation:XValidation:rule=`(has(self.usePrecompiled) && self.usePrecompiled) || !has(self.version) || self.version.contains('.') || self.version.startsWith('sha256:')`,message="a driver branch such as 580 names images only with usePrecompiled: write the whole version, such as 580.126.20",fieldPath=".version"
@@ -164,6 +165,14 @@ type NVIDIADriverSpec struct {
 	// +optional
 	GPUDirectRDMA *gpuv1.GPUDirectRDMASpec `json:"rdma,omitempty"`
 
+	// GPUDirectStorage loads nvidia-fs in a container of the driver pod.
+	// +optional
+	GPUDirectStorage *gpuv1.GPUDirectStorageSpec `json:"gds,omitempty"`
+
+	// GDRCopy loads gdrdrv in a container of the driver pod.
+	// +optional
+	GDRCopy *gpuv1.GDRCopySpec `json:"gdrcopy,omitempty"`
+
 	// UpgradePolicy says how this driver's nodes move to a new driver:
 	// this pool's own budget. Unset means the ClusterPolicy's
 	// driver.upgradePolicy.
@@ -239,10 +248,6 @@ type UnsupportedFields struct {
 	LivenessProbe *apiextensionsv1.JSON `json:"livenessProbe,omitempty"`
 	// +optional
 	ReadinessProbe *apiextensionsv1.JSON `json:"readinessProbe,omitempty"`
-	// +optional
-	GDS *apiextensionsv1.JSON `json:"gds,omitempty"`
-	// +optional
-	GDRCopy *apiextensionsv1.JSON `json:"gdrcopy,omitempty"`
 	// +optional
 	Manager *apiextensionsv1.JSON `json:"manager,omitempty"`
 	// +optional

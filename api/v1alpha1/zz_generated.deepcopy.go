@@ -149,6 +149,16 @@ func (in *NVIDIADriverSpec) DeepCopyInto(out *NVIDIADriverSpec) {
 		*out = new(apiv1.GPUDirectRDMASpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.GPUDirectStorage != nil {
+		in, out := &in.GPUDirectStorage, &out.GPUDirectStorage
+		*out = new(apiv1.GPUDirectStorageSpec)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.GDRCopy != nil {
+		in, out := &in.GDRCopy, &out.GDRCopy
+		*out = new(apiv1.GDRCopySpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.UpgradePolicy != nil {
 		in, out := &in.UpgradePolicy, &out.UpgradePolicy
 		*out = new(apiv1.DriverUpgradePolicySpec)
@@ -279,16 +289,6 @@ func (in *UnsupportedFields) DeepCopyInto(out *UnsupportedFields) {
 	}
 	if in.ReadinessProbe != nil {
 		in, out := &in.ReadinessProbe, &out.ReadinessProbe
-		*out = new(apiextensionsv1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.GDS != nil {
-		in, out := &in.GDS, &out.GDS
-		*out = new(apiextensionsv1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.GDRCopy != nil {
-		in, out := &in.GDRCopy, &out.GDRCopy
 		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}

@@ -53,7 +53,8 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 		if !p.Runs {
 			continue
 		}
-		g := state.DriverPool{Name: p.Name, Driver: &p.Driver, Daemonsets: &p.Daemonsets, Precompiled: p.Precompiled}
+		g := state.DriverPool{Name: p.Name, Driver: &p.Driver, Daemonsets: &p.Daemonsets, Precompiled: p.Precompiled,
+			GDS: p.GDS, GDRCopy: p.GDRCopy}
 		if p.Precompiled {
 			g.Kernels = kernels(runs[p.Name], wants[p.Name])
 		}

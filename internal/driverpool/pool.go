@@ -37,6 +37,10 @@ type Pool struct {
 	// OwnUpgradePolicy is true for an NVIDIADriver with an upgradePolicy:
 	// its nodes upgrade within a budget of their own, not the policy's.
 	OwnUpgradePolicy bool
+	// GDS and GDRCopy are the pool's GPUDirect Storage and GDRCopy
+	// modules: the policy's, or an NVIDIADriver's own.
+	GDS     *gpuv1.GPUDirectStorageSpec
+	GDRCopy *gpuv1.GDRCopySpec
 
 	isDefault bool
 	selects   func(name string, labels map[string]string) bool
@@ -109,10 +113,11 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 		selector := p.NodeSelector
 		s.Pools = append(s.Pools, Pool{Name: p.Name, Driver: driver, Daemonsets: cp.Spec.Daemonsets, Runs: true,
 			Precompiled: precompiled, DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
+			GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy,
 			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }})
 	}
 	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: base, Daemonsets: cp.Spec.Daemonsets,
-		Runs: true, Precompiled: precompiled, isDefault: true})
+		Runs: true, Precompiled: precompiled, GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, isDefault: true})
 	return s
 }
 
@@ -186,7 +191,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	}
 	return Pool{
 		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
-		OwnUpgradePolicy: own, isDefault: spec.Default,
+		OwnUpgradePolicy: own, isDefault: spec.Default, GDS: spec.GPUDirectStorage, GDRCopy: spec.GDRCopy,
 		selects: func(name string, labels map[string]string) bool {
 			if !matches(selector, labels) {
 				return false

@@ -6,9 +6,11 @@ import (
 	"strings"
 )
 
-// Pattern is the grammar of driver.version. The CRD's validation rule uses
-// the same expression; a test keeps the two identical.
-const Pattern = `^([0-9]+[.][0-9]+([.][0-9]+)?|sha256:[a-f0-9]{64})$`
+// Pattern is the grammar of driver.version: a driver version, a branch
+// (precompiled images only, which the CRD's rules on the driver section
+// hold), or a digest. The CRD's validation rule uses the same expression;
+// a test keeps the two identical.
+const Pattern = `^([0-9]+([.][0-9]+){0,2}|sha256:[a-f0-9]{64})$`
 
 var pattern = regexp.MustCompile(Pattern)
 
@@ -20,11 +22,11 @@ type Version struct {
 	numbers []string // dotted components as written, leading zeros kept
 }
 
-// Parse parses a driver version such as 535.154.05, or a digest written
-// sha256:<64 hex digits>.
+// Parse parses a driver version such as 535.154.05, a branch such as 580,
+// or a digest written sha256:<64 hex digits>.
 func Parse(s string) (Version, error) {
 	if !pattern.MatchString(s) {
-		return Version{}, fmt.Errorf("driver version %q: want dotted numbers such as 535.154.05, or sha256:<64 lower case hex digits>", s)
+		return Version{}, fmt.Errorf("driver version %q: want dotted numbers such as 535.154.05, a branch such as 580, or sha256:<64 lower case hex digits>", s)
 	}
 	v := Version{raw: s}
 	if !v.IsDigest() {

@@ -18,21 +18,21 @@ func TestParse(t *testing.T) {
 		branch  string
 		digest  bool
 	}{
-		"three components":      {in: "535.154.05", branch: "535"},
-		"two components":        {in: "470.82", branch: "470"},
-		"digest":                {in: digest, digest: true},
-		"empty":                 {in: "", wantErr: true},
-		"one component":         {in: "535", wantErr: true},
-		"four components":       {in: "535.154.05.1", wantErr: true},
-		"os suffix":             {in: "535.154.05-ubuntu22.04", wantErr: true},
-		"latest":                {in: "latest", wantErr: true},
-		"leading v":             {in: "v535.154.05", wantErr: true},
-		"short digest":          {in: "sha256:abc", wantErr: true},
-		"upper case digest":     {in: strings.ToUpper(digest), wantErr: true},
-		"digest of wrong algo":  {in: "sha512:" + digest[7:], wantErr: true},
-		"trailing dot":          {in: "535.154.", wantErr: true},
-		"whitespace":            {in: " 535.154.05", wantErr: true},
-		"huge component parses": {in: "99999999999999999999999.1", branch: "99999999999999999999999"},
+		"three components":       {in: "535.154.05", branch: "535"},
+		"two components":         {in: "470.82", branch: "470"},
+		"digest":                 {in: digest, digest: true},
+		"empty":                  {in: "", wantErr: true},
+		"a branch (precompiled)": {in: "580", branch: "580"},
+		"four components":        {in: "535.154.05.1", wantErr: true},
+		"os suffix":              {in: "535.154.05-ubuntu22.04", wantErr: true},
+		"latest":                 {in: "latest", wantErr: true},
+		"leading v":              {in: "v535.154.05", wantErr: true},
+		"short digest":           {in: "sha256:abc", wantErr: true},
+		"upper case digest":      {in: strings.ToUpper(digest), wantErr: true},
+		"digest of wrong algo":   {in: "sha512:" + digest[7:], wantErr: true},
+		"trailing dot":           {in: "535.154.", wantErr: true},
+		"whitespace":             {in: " 535.154.05", wantErr: true},
+		"huge component parses":  {in: "99999999999999999999999.1", branch: "99999999999999999999999"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

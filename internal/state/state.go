@@ -128,6 +128,10 @@ type DriverPool struct {
 	// per kernel and OS in Kernels, not per OS.
 	Precompiled bool
 	Kernels     []Kernel
+	// GDS and GDRCopy are the pool's GPUDirect Storage and GDRCopy
+	// modules, each a container of the driver pod when enabled.
+	GDS     *gpuv1.GPUDirectStorageSpec
+	GDRCopy *gpuv1.GDRCopySpec
 }
 
 // Kernel is a kernel version (NFD's label value) on an OS: what a

@@ -49,7 +49,7 @@ func TestNVIDIAsNVIDIADriversApply(t *testing.T) {
 		t.Fatalf("NVIDIA's examples are missing: %v %v", files, err)
 	}
 	ignored := map[string][]string{
-		"nvidiadriver-sample": {"spec.gds", "spec.manager", "spec.licensingConfig", "spec.virtualTopologyConfig"},
+		"nvidiadriver-sample": {"spec.manager", "spec.licensingConfig", "spec.virtualTopologyConfig"},
 		"demo-gold":           {"spec.manager"},
 		"demo-silver":         {"spec.manager"},
 		"demo-precomp-all":    {"spec.manager"},
@@ -71,7 +71,8 @@ func TestNVIDIAsNVIDIADriversApply(t *testing.T) {
 				g.Expect(got.Spec.Runs()).To(BeTrue())
 				want := append([]string{}, ignored[got.Name]...)
 				if got.Name == "demo-gold" && filepath.Base(file) == "nvd-demo-gold.yaml" {
-					want = append(want, "spec.gds", "spec.gdrcopy", "spec.startupProbe")
+					// gdrcopy's args: [], which NVIDIA's operator ignores too.
+					want = append(want, "spec.gdrcopy.args", "spec.startupProbe")
 				}
 				g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(want))
 			})
@@ -116,6 +117,14 @@ func TestInvalidNVIDIADriversAreRejected(t *testing.T) {
 				d.Spec.Version = "sha256:" + strings.Repeat("a", 64)
 			},
 			wants: []string{"spec.version", "driver branch such as 580"},
+		},
+		"GPUDirect Storage with precompiled drivers": {
+			mutate: func(d *gpuv1alpha1.NVIDIADriver) {
+				d.Spec.UsePrecompiled = ptr.To(true)
+				d.Spec.Version = "580"
+				d.Spec.GDRCopy = &gpuv1.GDRCopySpec{Enabled: ptr.To(true)}
+			},
+			wants: []string{"spec.usePrecompiled", "which precompiled images do not carry"},
 		},
 		"a branch without precompiled images": {
 			mutate: func(d *gpuv1alpha1.NVIDIADriver) { d.Spec.Version = "580" },

@@ -158,7 +158,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 		"spec.driver.startupProbe", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
 		"spec.dcgmExporter.serviceMonitor.relabelings",
-		"spec.dcgm", "spec.gds", "spec.gdrcopy", "spec.validator",
+		"spec.dcgm", "spec.validator",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
 		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi.default",
 		"spec.psp", "spec.psa",

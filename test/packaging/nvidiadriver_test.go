@@ -77,7 +77,8 @@ func driverTemplates(t *testing.T, cp *gpuv1.ClusterPolicy, pools *driverpool.Se
 // before, byte for byte, so turning it on replaces none.
 func TestNVIDIADriverCRDValues(t *testing.T) {
 	g := NewWithT(t)
-	for _, values := range [][]string{nil, {"-f", fullValues}, {"--set", "driver.usePrecompiled=true", "--set-string", "driver.version=580"}} {
+	for _, values := range [][]string{nil, {"-f", fullValues}, {"--set", "driver.usePrecompiled=true", "--set-string", "driver.version=580"},
+		{"--set", "gds.enabled=true", "--set", "gdrcopy.enabled=true", "--set", "gdrcopy.imagePullSecrets={ngc}"}} {
 		before := renderedPolicy(t, template(t, values...), policyName(values))
 		g.Expect(before.Spec.Driver.UsesNVIDIADrivers()).To(BeFalse())
 		g.Expect(find(template(t, values...), "NVIDIADriver", "default")).To(BeNil())

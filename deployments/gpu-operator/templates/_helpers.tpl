@@ -80,8 +80,8 @@ with why, each listed when it holds anything. */}}
   "platform" (list $v.platform "OpenShift's SCC is not created; OpenShift is not supported")
   "cdi.default" (list ($v.cdi | default dict).default "deprecated by NVIDIA since v25.10; CDI mode follows cdi.enabled")
   "validator" (list $v.validator "each state proves itself ready; no validator pods run")
-  "gds" (list $v.gds "GPUDirect Storage is not supported")
-  "gdrcopy" (list $v.gdrcopy "GDRCopy is not supported")
+  "gds.args" (list ($v.gds | default dict).args "NVIDIA's operator does not pass them either")
+  "gdrcopy.args" (list ($v.gdrcopy | default dict).args "NVIDIA's operator does not pass them either")
   "dcgm" (list $v.dcgm "dcgm-exporter runs its embedded DCGM")
   "nodeStatusExporter" (list $v.nodeStatusExporter "node status is in the node labels nvidia.com/gpu.state.*")
   "sandboxWorkloads" (list $v.sandboxWorkloads "VM passthrough and vGPU are not supported")
@@ -158,6 +158,30 @@ args: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .resources }}
 resources: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A GPUDirect module's container settings (gds, gdrcopy): no args, which
+NVIDIA's operator does not pass either. */}}
+{{- define "gpu-operator.gpuDirect" -}}
+enabled: true
+{{- with .repository }}
+repository: {{ . | quote }}
+{{- end }}
+{{- with .image }}
+image: {{ . | quote }}
+{{- end }}
+{{- with .version }}
+version: {{ . | quote }}
+{{- end }}
+{{- with .imagePullPolicy }}
+imagePullPolicy: {{ . }}
+{{- end }}
+{{- with .imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .env }}
+env: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 

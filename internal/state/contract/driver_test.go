@@ -49,8 +49,13 @@ var driverContract = []requirement{
 		need:  "installs the GSP firmware where the kernel looks for it, never into the host's /lib/firmware",
 		check: all(hostMount(driver.ContainerName, mount{host: "/run/nvidia/driver/lib/firmware", at: "/lib/firmware"}), noHostPath("/lib/firmware"))},
 	{source: driverScript + " (never references /dev/log or /host-etc/os-release)",
-		need:  "no socket-typed /dev/log mount that fails nodes without one, and no host os-release",
-		check: all(noHostPath("/dev/log"), noHostPath("/etc/os-release"))},
+		need: "no socket-typed /dev/log mount that fails nodes without one, and no host os-release",
+		check: all(noHostPath("/etc/os-release"), func(p *podCase) error {
+			if gpuDirect(p.spec) {
+				return noMountAt(driver.ContainerName, "/dev/log")(p)
+			}
+			return noHostPath("/dev/log")(p)
+		})},
 	{source: driverScript + " (KERNEL_MODULE_TYPE: auto asks nvidia-installer --print-recommended-kernel-module-type; open; proprietary); " +
 		operatorCtl + " (driver.kernelModuleType becomes KERNEL_MODULE_TYPE)",
 		need: "installs the kernel modules driver.kernelModuleType names; auto, the image's default, is left unset so that no driver's template changes",
@@ -106,6 +111,47 @@ var driverContract = []requirement{
 		check: antiAffine},
 	{source: operatorCtl + " (SubscriptionPathMap: rhel only, not on CRI-O)", need: "a RHEL build reads the host's subscription under /run/secrets",
 		check: rhelEntitlement, where: func(spec *gpuv1.ClusterPolicySpec) bool { return !spec.Driver.IsPrecompiled() }},
+	{source: gpuDirectSource, need: "with gds, a privileged container of the driver pod waits for the driver's root and module, " +
+		"then builds and loads nvidia-fs (nvidia-gds-driver install) from NVIDIA's image for the node's OS; it starts, and the " +
+		"driver pod is ready, only once nvidia_fs is loaded",
+		check: gpuDirectContainer(driver.GDSName, "nvidia-gds-driver install", "nvidia_fs", "nvcr.io/nvidia/cloud-native/nvidia-fs:2.29.4"),
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.GDS.IsEnabled() }},
+	{source: gpuDirectSource, need: "with gdrcopy, the same for gdrdrv (nvidia-gdrcopy-driver install), its pull secrets on the pod",
+		check: all(gpuDirectContainer(driver.GDRCopyName, "nvidia-gdrcopy-driver install", "gdrdrv", "nvcr.io/nvidia/cloud-native/gdrdrv:v2.6"),
+			func(p *podCase) error {
+				if !slices.Contains(p.pod.ImagePullSecrets, corev1.LocalObjectReference{Name: "ngc"}) {
+					return fmt.Errorf("pull secrets %v, want ngc among them", p.pod.ImagePullSecrets)
+				}
+				return nil
+			}),
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.GDRCopy.IsEnabled() }},
+	{source: "NVIDIA/k8s-driver-manager@v0.12.0:cmd/driver-manager/main.go (unloadDriver: nvidia_fs and gdrdrv before nvidia, " +
+		"by /sys/module/<m>/refcnt); " + driverScript + " (_unload_driver knows neither: with one loaded, nvidia's references " +
+		"exceed its known dependents and the driver is in use)",
+		need: "with gds or gdrcopy, each module goes with its pod (preStop), and a driver first unloads any left (init container, " +
+			"after nouveau's), failing saying which is in use",
+		check: all(
+			scriptHas(driver.UnloadModulesName, "for m in nvidia_fs gdrdrv; do"),
+			scriptHas(driver.UnloadModulesName, "if ! rmmod $m; then"),
+			privileged(driver.UnloadModulesName, true),
+			initOrder(driver.HostDriverCheckName, driver.UnloadNouveauName, driver.UnloadModulesName),
+			func(p *podCase) error {
+				for name, module := range map[string]string{driver.GDSName: "nvidia_fs", driver.GDRCopyName: "gdrdrv"} {
+					c, err := container(p, name)
+					if err != nil {
+						continue
+					}
+					if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil ||
+						!strings.Contains(strings.Join(c.Lifecycle.PreStop.Exec.Command, " "), "rmmod "+module) {
+						return fmt.Errorf("%s does not unload %s when it stops", name, module)
+					}
+				}
+				return nil
+			}),
+		where: gpuDirect},
+	{source: gpuDirectSource, need: "without gds and gdrcopy, neither container",
+		check: all(noContainer(driver.GDSName), noContainer(driver.GDRCopyName), noContainer(driver.UnloadModulesName)),
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return !gpuDirect(spec) }},
 	{source: precompiledImages, need: "with usePrecompiled, one DaemonSet per kernel and OS, on the nodes whose kernel label names it, " +
 		"its image tagged <branch>-<kernel>-<os> with NFD's kernel value as it is",
 		check: precompiledImage, where: isPrecompiled},
@@ -123,6 +169,46 @@ var driverContract = []requirement{
 				return nil
 			}),
 		where: isPrecompiled},
+}
+
+// gpuDirectSource is where the GPUDirect Storage and GDRCopy containers
+// come from: NVIDIA publishes no source of the nvidia-fs and gdrdrv
+// images (their entrypoints nvidia-gds-driver and nvidia-gdrcopy-driver),
+// so NVIDIA's own rendering, run on its users' nodes, is the contract.
+const gpuDirectSource = "NVIDIA/gpu-operator@v26.7.0:assets/state-driver/0500_daemonset.yaml (containers nvidia-fs-ctr and " +
+	"nvidia-gdrcopy-ctr, volume dev-log), controllers/object_controls.go (transformGDSContainer, transformGDRCopyContainer: " +
+	"<repository>/<image>:<version>-<os>); cmd/nvidia-validator/main.go (the modules are ready once lsmod lists nvidia_fs, gdrdrv); " +
+	"the images' own sources are not public"
+
+func gpuDirect(spec *gpuv1.ClusterPolicySpec) bool {
+	return spec.GDS.IsEnabled() || spec.GDRCopy.IsEnabled()
+}
+
+// gpuDirectContainer checks one module's container.
+func gpuDirectContainer(name, command, module, image string) func(*podCase) error {
+	return all(
+		func(p *podCase) error {
+			c, err := container(p, name)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(c.Command, []string{"bash", "-xc"}) || len(c.Args) != 1 ||
+				!strings.HasPrefix(c.Args[0], "until [ -d /run/nvidia/driver/usr/src ] && lsmod | grep nvidia; do") ||
+				!strings.HasSuffix(c.Args[0], "; done; exec "+command) {
+				return fmt.Errorf("runs %v %v, want bash -xc: wait for the driver, then exec %s", c.Command, c.Args, command)
+			}
+			os := strings.TrimPrefix(p.workload, "nvidia-driver-daemonset-")
+			if want := image + "-" + os; c.Image != want {
+				return fmt.Errorf("image %s, want %s", c.Image, want)
+			}
+			return nil
+		},
+		privileged(name, true),
+		hostMount(name, mount{host: "/run/nvidia", at: "/run/nvidia", propagation: corev1.MountPropagationHostToContainer}),
+		hostMount(name, mount{host: "/var/log", at: "/var/log"}),
+		hostMount(name, mount{host: "/dev/log", at: "/dev/log", readOnly: true}),
+		probe(name, "startup", execProbe("sh", "-c", "lsmod | grep "+module)),
+	)
 }
 
 // The precompiled images' sources: how NVIDIA names and places them, and

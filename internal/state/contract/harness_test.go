@@ -113,6 +113,13 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	precompiled.Spec.Driver.UsePrecompiled = ptr.To(true)
 	precompiled.Spec.Driver.Version = "580"
 	ps["precompiled"] = precompiled
+	// GPUDirect Storage and GDRCopy, NVIDIA's default images.
+	gpuDirect := ps["default"].DeepCopy()
+	gpuDirect.Spec.GDS = &gpuv1.GPUDirectStorageSpec{Enabled: ptr.To(true), Repository: "nvcr.io/nvidia/cloud-native",
+		Image: "nvidia-fs", Version: "2.29.4"}
+	gpuDirect.Spec.GDRCopy = &gpuv1.GDRCopySpec{Enabled: ptr.To(true), Repository: "nvcr.io/nvidia/cloud-native",
+		Image: "gdrdrv", Version: "v2.6", SidecarSettings: gpuv1.SidecarSettings{ImagePullSecrets: []gpuv1.ObjectName{"ngc"}}}
+	ps["gds-gdrcopy"] = gpuDirect
 	return ps
 }
 
@@ -374,6 +381,22 @@ func noHostPath(path string) func(*podCase) error {
 		for _, v := range p.pod.Volumes {
 			if v.HostPath != nil && v.HostPath.Path == path {
 				return fmt.Errorf("volume %s mounts the host's %s", v.Name, path)
+			}
+		}
+		return nil
+	}
+}
+
+// noMountAt checks that a container mounts nothing at path.
+func noMountAt(ctr, path string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == path {
+				return fmt.Errorf("%s mounts %s at %s", ctr, m.Name, path)
 			}
 		}
 		return nil

@@ -97,7 +97,7 @@ exec nvidia-driver "$@"`
 // privileged and shares the host's PID namespace; /run/nvidia is shared
 // both ways so that the driver root it mounts at /run/nvidia/driver is
 // seen by the host and by the other operands.
-func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease) corev1.PodSpec {
+func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease) (corev1.PodSpec, error) {
 	spec, params := pool.Driver, pool.ModuleParams
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
 	main := corev1.Container{
@@ -170,7 +170,16 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 		}
 	}
 	containers := []corev1.Container{main}
+	sidecars, sidecarVolumes, unload, err := gpuDirectContainers(pool, os, privileged)
+	if err != nil {
+		return corev1.PodSpec{}, err
+	}
+	containers = append(containers, sidecars...)
+	volumes = append(volumes, sidecarVolumes...)
 	var inits []corev1.Container
+	if unload != nil {
+		inits = append(inits, *unload)
+	}
 	if spec.RDMA.IsEnabled() {
 		var paramMounts []corev1.VolumeMount
 		for _, m := range main.VolumeMounts {
@@ -182,6 +191,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 		inits = append(inits, mofedWaiter(spec.RDMA, privileged))
 	}
 	return corev1.PodSpec{
+		ImagePullSecrets:             pullSecrets(pool),
 		HostPID:                      true,
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
@@ -203,7 +213,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 		}}, inits...),
 		Containers: containers,
 		Volumes:    volumes,
-	}
+	}, nil
 }
 
 // kernelModuleEnv chooses the driver's kernel modules: the image asks the

@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -13,7 +16,10 @@ import (
 // budget: a slow but healthy build would otherwise fail every node (issue
 // 12, finding 7).
 func TestValidationOutlastsTheDriverStartup(t *testing.T) {
-	spec := podSpec(&gpuv1.ClusterPolicy{}, state.DriverPool{Driver: &gpuv1.DriverSpec{}}, state.OSRelease{ID: "ubuntu", VersionID: "22.04"})
+	spec, err := podSpec(&gpuv1.ClusterPolicy{}, state.DriverPool{Driver: &gpuv1.DriverSpec{}}, state.OSRelease{ID: "ubuntu", VersionID: "22.04"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := spec.Containers[0].StartupProbe
 	if p == nil {
 		t.Fatal("the driver container has no startup probe")
@@ -41,5 +47,25 @@ func TestDaemonSetNamesFitALabelValue(t *testing.T) {
 	b, _ := DaemonSetOf("a-thirty-two-character-long-name2", "580.126.20", os, true)
 	if len(a) > 63 || len(b) > 63 || a == b {
 		t.Fatalf("long names %q (%d) and %q (%d)", a, len(a), b, len(b))
+	}
+}
+
+// A driver pinned by digest serves every OS from one DaemonSet; a GPUDirect
+// module's image is tagged per OS, so the pair is refused, saying which
+// to pin, unless the module is pinned by digest too.
+func TestGPUDirectImagesNeedAnOS(t *testing.T) {
+	gds := &gpuv1.GPUDirectStorageSpec{Enabled: ptr.To(true), Repository: "nvcr.io/nvidia/cloud-native", Image: "nvidia-fs", Version: "2.29.4"}
+	pool := state.DriverPool{Name: "default", Driver: &gpuv1.DriverSpec{}, GDS: gds}
+	_, err := podSpec(&gpuv1.ClusterPolicy{}, pool, state.OSRelease{})
+	if err == nil || !strings.Contains(err.Error(), "pin nvidia-fs-ctr by digest too, or the driver by version") {
+		t.Fatalf("a digest driver with a tagged nvidia-fs image: %v", err)
+	}
+	gds.Version = gpuv1.ImageVersion("sha256:" + strings.Repeat("a", 64))
+	spec, err := podSpec(&gpuv1.ClusterPolicy{}, pool, state.OSRelease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Containers[1].Image; got != "nvcr.io/nvidia/cloud-native/nvidia-fs@"+string(gds.Version) {
+		t.Fatalf("image %s", got)
 	}
 }

@@ -99,7 +99,11 @@ func precompiledDaemonSets(in state.RenderInput, pool state.DriverPool, gate []c
 
 func daemonSet(in state.RenderInput, pool state.DriverPool, name, image string, gate []corev1.NodeSelectorRequirement,
 	os state.OSRelease) (client.Object, error) {
-	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, podSpec(in.Policy, pool, os))
+	pod, err := podSpec(in.Policy, pool, os)
+	if err != nil {
+		return nil, fmt.Errorf("driver pool %s: %w", pool.Name, err)
+	}
+	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, pod)
 	w.Gate, w.OnDelete, w.Daemonsets = gate, true, pool.Daemonsets
 	// The pool's DaemonSets are found by it when the pool cannot render
 	// (its module parameters missing) and they must stay as they are.
