@@ -40,6 +40,7 @@ for outcome in pulled missing; do
       containerStatuses:
       - name: pull
         image: {{ (index .spec.containers 0).image | Quote }}
+        imageID: {{ printf \"sim://%s\" (index .spec.containers 0).image | Quote }}
         ready: false
         restartCount: 0
         state:

@@ -40,7 +40,7 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 			oses[a.Pool] = map[state.OSRelease]bool{}
 		}
 		oses[a.Pool][os] = true
-		if k, ok := runningKernel(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
+		if k, ok := s.running(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
 			add(runs, a.Pool, k)
 		}
 		if a.Kernel != "" && a.AwaitsImage == "" {
@@ -123,5 +123,11 @@ func (s *Set) Moves(name string, labels map[string]string) bool {
 		return false
 	}
 	a := s.Assign(name, labels)
-	return labels[gpuv1.LabelDriverPool] != a.Pool || labels[gpuv1.LabelDriverKernel] != a.WantedKernel(labels)
+	if labels[gpuv1.LabelDriverPool] != a.Pool {
+		return true
+	}
+	// The kernel selects a DaemonSet only within a precompiled pool: a
+	// kernel label elsewhere (one left by a person) moves nothing.
+	p := s.Pool(a.Pool)
+	return p != nil && p.Precompiled && labels[gpuv1.LabelDriverKernel] != a.WantedKernel(labels)
 }

@@ -77,18 +77,17 @@ func CheckPod(cp *gpuv1.ClusterPolicy, namespace, image, node string, pullSecret
 // cannot pull.
 var pullFailures = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
 
-// Verdict reads a check pod: the image is there once the pod ran (it
-// succeeded, or its container failed after the pull), missing while the
-// kubelet cannot pull it, and being checked otherwise. A pod the kubelet
-// refused (Failed with a reason of its own) checked nothing: Retry says to
-// start it again.
+// Verdict reads a check pod: the image is there once the kubelet pulled
+// it (an image ID, whatever the container did next), missing while the
+// kubelet cannot pull it, and being checked otherwise. A pod that ended
+// without a pull checked nothing (the kubelet refused it, or its node
+// went and the pod garbage collector failed it): retry says to start it
+// again.
 func Verdict(p *operandpods.Pod) (v ImageVerdict, retry bool) {
-	switch {
-	case p.Phase == corev1.PodSucceeded:
+	if p.Pulled {
 		return ImageVerdict{State: ImageAvailable}, false
-	case p.Phase == corev1.PodFailed && p.Reason == "":
-		return ImageVerdict{State: ImageAvailable}, false
-	case p.Phase == corev1.PodFailed:
+	}
+	if p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
 		return ImageVerdict{State: ImageChecking}, true
 	}
 	for _, w := range p.Waiting {
@@ -129,13 +128,19 @@ func verdicts(checks CheckPods) (map[string]ImageVerdict, error) {
 // VerdictChanged passes the events of image check pods that can change
 // what a pool decides: one created or deleted, or its verdict changed.
 func VerdictChanged() predicate.Predicate {
-	verdict := func(o client.Object) (ImageVerdict, bool) {
+	// The state and whether to retry: not the kubelet's message, which
+	// alternates between ErrImagePull and ImagePullBackOff at every try.
+	type outcome struct {
+		state ImageState
+		retry bool
+	}
+	verdict := func(o client.Object) (outcome, bool) {
 		p, ok := o.(*operandpods.Pod)
 		if !ok || p.State != CheckState {
-			return ImageVerdict{}, false
+			return outcome{}, false
 		}
-		v, _ := Verdict(p)
-		return v, true
+		v, retry := Verdict(p)
+		return outcome{v.State, retry}, true
 	}
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { _, ok := verdict(e.Object); return ok },
@@ -143,7 +148,7 @@ func VerdictChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			before, ok := verdict(e.ObjectOld)
 			after, _ := verdict(e.ObjectNew)
-			return ok && (before.State != after.State || before.Message != after.Message)
+			return ok && before != after
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

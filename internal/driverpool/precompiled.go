@@ -87,10 +87,31 @@ func kernels(runs, wants map[state.Kernel]bool) []state.Kernel {
 	return out
 }
 
-// runningKernel is the kernel a node of a precompiled pool runs its driver
-// for, from the operator's label; false when it has none.
-func runningKernel(labels map[string]string) (state.Kernel, bool) {
+// runningKernel is the kernel a node of a precompiled pool runs its
+// driver for, from the operator's label, with the node's OS and its pool;
+// false when it has none.
+func (s *Set) runningKernel(labels map[string]string) (*Pool, state.Kernel, bool) {
 	os, ok := state.OSReleaseOf(labels)
 	k := state.Kernel{Version: labels[gpuv1.LabelDriverKernel], OS: os}
-	return k, ok && k.Version != ""
+	p := s.Pool(labels[gpuv1.LabelDriverPool])
+	return p, k, ok && k.Version != "" && p != nil && p.Precompiled
+}
+
+// running is the node's running kernel, false also when that kernel's
+// image on that OS is known missing (an OS upgraded under the kernel
+// label, a label a person wrote): no DaemonSet is rendered for an image
+// nobody can pull.
+func (s *Set) running(labels map[string]string) (state.Kernel, bool) {
+	p, k, ok := s.runningKernel(labels)
+	return k, ok && s.Images[p.PrecompiledImage(k)].State != ImageMissing
+}
+
+// RunningImage is the precompiled image a node's driver runs, by its pool
+// and kernel labels; false outside precompiled pools.
+func (s *Set) RunningImage(labels map[string]string) (string, bool) {
+	p, k, ok := s.runningKernel(labels)
+	if !ok {
+		return "", false
+	}
+	return p.PrecompiledImage(k), true
 }

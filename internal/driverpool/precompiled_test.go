@@ -132,9 +132,10 @@ func TestImageCheckVerdicts(t *testing.T) {
 		want  ImageState
 		retry bool
 	}{
-		{"pulled and exited", operandpods.Pod{Phase: corev1.PodSucceeded}, ImageAvailable, false},
-		{"pulled, its command failed", operandpods.Pod{Phase: corev1.PodFailed}, ImageAvailable, false},
+		{"pulled and exited", operandpods.Pod{Phase: corev1.PodSucceeded, Pulled: true}, ImageAvailable, false},
+		{"pulled, its command failed", operandpods.Pod{Phase: corev1.PodFailed, Pulled: true}, ImageAvailable, false},
 		{"refused by the kubelet", operandpods.Pod{Phase: corev1.PodFailed, Reason: "OutOfcpu"}, ImageChecking, true},
+		{"failed by the pod garbage collector, its node gone", operandpods.Pod{Phase: corev1.PodFailed}, ImageChecking, true},
 		{"pulling", operandpods.Pod{Phase: corev1.PodPending,
 			Waiting: []operandpods.Waiting{{Reason: "ContainerCreating"}}}, ImageChecking, false},
 		{"no such tag", operandpods.Pod{Phase: corev1.PodPending,
@@ -162,4 +163,30 @@ func TestCheckPodPullsAndExitsUnprivileged(t *testing.T) {
 	g.Expect(p.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: "ngc"}}))
 	g.Expect(p.OwnerReferences[0].UID).To(BeEquivalentTo("uid"), "deleting the policy deletes it")
 	g.Expect(p.Annotations[AnnotationImage]).To(Equal(newImage))
+}
+
+// No DaemonSet is rendered for a kernel label whose image is known
+// missing on the node's OS (an OS upgraded under the label, or a label a
+// person wrote), and a kernel label outside a precompiled pool moves
+// nothing.
+func TestKernelLabelsOnlyCountWhereTheyCan(t *testing.T) {
+	g := NewWithT(t)
+	s := precompiledSet(map[string]ImageVerdict{oldImage: {State: ImageAvailable}, newImage: {State: ImageAvailable}})
+	upgradedOS := bootsKernel(newKernel, oldKernel)
+	upgradedOS[state.LabelOSVersionID] = "24.04"
+	s.Images["nvcr.io/nvidia/driver:580-"+oldKernel+"-ubuntu24.04"] = ImageVerdict{State: ImageMissing, Message: "not found"}
+	image, ok := s.RunningImage(upgradedOS)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(image).To(Equal("nvcr.io/nvidia/driver:580-"+oldKernel+"-ubuntu24.04"), "checked, so that its verdict is known")
+	groups := s.Groups([]corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: upgradedOS}}})
+	for _, k := range groups[0].Kernels {
+		g.Expect(k.Version).NotTo(Equal(oldKernel), "no DaemonSet for an image known missing")
+	}
+
+	compiled := Resolve(byNVIDIADrivers(), []gpuv1alpha1.NVIDIADriver{nvidiaDriver("plain", func(s *gpuv1alpha1.NVIDIADriverSpec) { s.Default = true })})
+	labels := map[string]string{gpuv1.LabelDriverPool: "plain", gpuv1.LabelDriverKernel: "written-by-a-person",
+		state.LabelOSReleaseID: "ubuntu", state.LabelOSVersionID: "22.04"}
+	g.Expect(compiled.Moves("n", labels)).To(BeFalse())
+	_, ok = compiled.RunningImage(labels)
+	g.Expect(ok).To(BeFalse())
 }

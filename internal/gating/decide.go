@@ -195,8 +195,9 @@ func Decide(in Input) Result {
 	d.deployLabels()
 	d.migConfig = d.decideMIGConfig()
 	d.decideVariant()
-	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, d.driverPool())
-	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverKernel, d.driverKernel())
+	pool := d.driverPool()
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, pool)
+	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverKernel, d.driverKernel(pool))
 	wasReady := d.readCurrent()
 	d.detectReboot()
 	d.resetOnVariantChange()
@@ -243,8 +244,12 @@ func (d *decision) driverPool() string {
 // driverKernel is the kernel label the node carries in a precompiled pool,
 // moved by the same rule as the pool label: it gates the pool's per-kernel
 // DaemonSets, and a node booted into a new kernel gets that kernel's
-// driver through the upgrade.
-func (d *decision) driverKernel() string {
+// driver through the upgrade. It says what the node's driver runs, so it
+// moves with the pool label (pool, as decided), never before it.
+func (d *decision) driverKernel(pool string) string {
+	if pool != d.in.DriverPool {
+		return d.in.Node.Labels[gpuv1.LabelDriverKernel]
+	}
 	return d.moved(gpuv1.LabelDriverKernel, d.in.DriverKernel)
 }
 

@@ -43,9 +43,20 @@ func TestKernelLabelMovesOnlyWithTheUpgrade(t *testing.T) {
 		})
 	}
 
-	// Out of a precompiled pool the label goes with the driver it gated.
+	// Into a precompiled pool from another, and out of one, the label
+	// moves with the pool label: with the driver it describes.
 	g := NewWithT(t)
 	n, pods := readyNode()
+	n.Labels[gpuv1.LabelDriverPool] = "compiled"
+	joins := func(in *Input) { in.DriverPool, in.DriverKernel = "precompiled", "6.8.0-1009" }
+	g.Expect(decide(t, n, pods, joins).Labels).NotTo(HaveKey(gpuv1.LabelDriverKernel), "the compiled pool's driver still runs")
+	n.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradePodRestart)
+	r := decide(t, n, pods, joins)
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "precompiled"))
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverKernel, "6.8.0-1009"))
+
+	// Out of a precompiled pool the label goes with the driver it gated.
+	n, pods = readyNode()
 	n.Labels[gpuv1.LabelDriverKernel] = "6.8.0-1008"
 	g.Expect(decide(t, n, pods).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverKernel, "6.8.0-1008"))
 	delete(pods, drv)

@@ -53,6 +53,9 @@ type Pod struct {
 	Waiting []Waiting
 	// Exits holds each init container's last exit.
 	Exits []state.Exit
+	// Pulled says the kubelet pulled every container's image (each has an
+	// image ID): proof that the image exists, whatever the pod did next.
+	Pulled bool
 }
 
 // notKept is the type of the fields that hide what a summary drops.
@@ -108,8 +111,10 @@ func Summarize(p *corev1.Pod) *Pod {
 			s.Exits = append(s.Exits, state.Exit{Container: cs.Name, Code: t.ExitCode, Message: truncate(t.Message)})
 		}
 	}
+	s.Pulled = len(p.Status.ContainerStatuses) > 0
 	for _, cs := range p.Status.ContainerStatuses {
 		s.addWaiting(cs)
+		s.Pulled = s.Pulled && cs.ImageID != ""
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,6 +27,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;create;delete
@@ -39,24 +42,36 @@ const batchDelay = time.Second
 // retryAfter is how soon a check pod still being deleted is created again.
 const retryAfter = 2 * time.Second
 
+// refusedFor is how long a node that refused a check pod (the kubelet's
+// admission, or its pod garbage collected) is passed over for that image;
+// with no other node to run it, the check waits that long.
+const refusedFor = 5 * time.Minute
+
 // Reconciler keeps the image check pods.
 type Reconciler struct {
 	Client    client.Client
 	Pods      *operandpods.Index
 	Namespace string
+	// Now is the clock of the refusals; time.Now when nil.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// refused holds, by image, the nodes that ended a check without a
+	// pull, and when.
+	refused map[string]map[string]time.Time
 }
 
-// wanted is an image some GPU nodes boot the kernel of: the nodes its check
-// may run on, and the pull secrets of their pool.
+// wanted is an image some GPU nodes need checked: the nodes its check may
+// run on, and the pull secrets of their pools.
 type wanted struct {
 	nodes       []*corev1.Node
 	pullSecrets []string
 }
 
 // Reconcile creates a check pod for each image wanted and without one,
-// deletes those of images no node wants, and starts again a check the
-// kubelet refused or whose node no longer boots its kernel before it
-// pulled.
+// deletes those of images no node wants, and starts again a check that
+// ended without a pull, or that waits on a node gone not ready while
+// another could run it.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	active, err := policy.Active(ctx, r.Client)
 	if err != nil {
@@ -76,13 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	for _, p := range pods {
 		image := p.Annotation(driverpool.AnnotationImage)
 		have[image] = true
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		w := want[image]
-		verdict, retry := driverpool.Verdict(p)
-		onWantedNode := w != nil && slices.ContainsFunc(w.nodes, func(n *corev1.Node) bool { return n.Name == p.Node })
-		if w != nil && !retry && (verdict.State == driverpool.ImageAvailable || onWantedNode) {
+		if p.DeletionTimestamp != nil || !r.stale(p, want[image]) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, p.Ref(), client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
@@ -90,16 +99,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		}
 	}
 	var result ctrl.Result
+	wait := func(d time.Duration) {
+		if result.RequeueAfter == 0 || d < result.RequeueAfter {
+			result.RequeueAfter = d
+		}
+	}
 	for _, image := range slices.Sorted(maps.Keys(want)) {
 		if have[image] {
 			continue
 		}
 		w := want[image]
-		pod := driverpool.CheckPod(active, r.Namespace, image, pick(w.nodes).Name, w.pullSecrets)
+		node, retryIn := r.pick(image, w.nodes)
+		if node == nil {
+			wait(retryIn)
+			continue
+		}
+		pod := driverpool.CheckPod(active, r.Namespace, image, node.Name, w.pullSecrets)
 		switch err := r.Client.Create(ctx, pod); {
 		case apierrors.IsAlreadyExists(err):
 			// The one of before is still going.
-			result.RequeueAfter = retryAfter
+			wait(retryAfter)
 		case err != nil:
 			return ctrl.Result{}, fmt.Errorf("creating image check pod %s for %s: %w", pod.Name, image, err)
 		}
@@ -107,8 +126,85 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	return result, nil
 }
 
-// wantedImages returns the precompiled images the policy's GPU nodes boot
-// the kernels of, each with its nodes.
+// stale reports whether a check pod must go: no node wants its image, it
+// ended without a pull (the node is then passed over for a while), or it
+// waits on a node that is no longer a candidate, or not ready while a
+// ready one is. A verdict reached stays, wherever it was reached.
+func (r *Reconciler) stale(p *operandpods.Pod, w *wanted) bool {
+	if w == nil {
+		return true
+	}
+	verdict, retry := driverpool.Verdict(p)
+	if retry {
+		r.refuse(p.Annotation(driverpool.AnnotationImage), p.Node)
+		return true
+	}
+	if verdict.State != driverpool.ImageChecking {
+		return false
+	}
+	i := slices.IndexFunc(w.nodes, func(n *corev1.Node) bool { return n.Name == p.Node })
+	return i < 0 || (!ready(w.nodes[i]) && slices.ContainsFunc(w.nodes, ready))
+}
+
+func (r *Reconciler) refuse(image, node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused = map[string]map[string]time.Time{}
+	}
+	if r.refused[image] == nil {
+		r.refused[image] = map[string]time.Time{}
+	}
+	r.refused[image][node] = r.now()
+}
+
+// pick chooses the node a check runs on: a ready one if any, the first by
+// name, so that every look picks the same, passing over the nodes that
+// refused the image lately. With none left it says when to look again.
+func (r *Reconciler) pick(image string, nodes []*corev1.Node) (*corev1.Node, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	var soonest time.Duration
+	candidates := make([]*corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		at, ok := r.refused[image][n.Name]
+		if left := refusedFor - now.Sub(at); ok && left > 0 {
+			if soonest == 0 || left < soonest {
+				soonest = left
+			}
+			continue
+		}
+		delete(r.refused[image], n.Name)
+		candidates = append(candidates, n)
+	}
+	if len(candidates) == 0 {
+		return nil, soonest
+	}
+	slices.SortFunc(candidates, func(a, b *corev1.Node) int {
+		if ra, rb := ready(a), ready(b); ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return candidates[0], 0
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// wantedImages returns the precompiled images to check, each with the
+// nodes its check may run on: the image for the kernel each node of a
+// precompiled pool boots, and the one its driver runs (its DaemonSet is
+// rendered only while that image is not known missing). Nodes on their
+// host's driver, or opted out of the driver, need none.
 func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]*wanted, error) {
 	pools, err := driverpool.Load(ctx, r.Client, cp, r.Pods)
 	if err != nil {
@@ -119,41 +215,40 @@ func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) 
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	out := map[string]*wanted{}
+	add := func(image string, n *corev1.Node, secrets []gpuv1.ObjectName) {
+		w := out[image]
+		if w == nil {
+			w = &wanted{}
+			out[image] = w
+		}
+		if !slices.Contains(w.nodes, n) {
+			w.nodes = append(w.nodes, n)
+		}
+		for _, s := range secrets {
+			if !slices.Contains(w.pullSecrets, string(s)) {
+				w.pullSecrets = append(w.pullSecrets, string(s))
+			}
+		}
+	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if !gating.IsGPUNode(n) {
+		if !gating.IsGPUNode(n) || n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootHost) ||
+			n.Labels[gpuv1.DeployLabel(string(state.Driver))] == "false" {
 			continue
 		}
 		a := pools.Assign(n.Name, n.Labels)
-		if a.Image == "" {
+		p := pools.Pool(a.Pool)
+		if p == nil || !p.Precompiled {
 			continue
 		}
-		w := out[a.Image]
-		if w == nil {
-			w = &wanted{}
-			for _, s := range pools.Pool(a.Pool).Driver.ImagePullSecrets {
-				w.pullSecrets = append(w.pullSecrets, string(s))
-			}
-			out[a.Image] = w
+		if a.Image != "" {
+			add(a.Image, n, p.Driver.ImagePullSecrets)
 		}
-		w.nodes = append(w.nodes, n)
+		if image, ok := pools.RunningImage(n.Labels); ok {
+			add(image, n, p.Driver.ImagePullSecrets)
+		}
 	}
 	return out, nil
-}
-
-// pick chooses the node a check runs on: a Ready one if any, the first by
-// name, so that every look picks the same.
-func pick(nodes []*corev1.Node) *corev1.Node {
-	slices.SortFunc(nodes, func(a, b *corev1.Node) int {
-		if ra, rb := ready(a), ready(b); ra != rb {
-			if ra {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return nodes[0]
 }
 
 func ready(n *corev1.Node) bool {
@@ -166,15 +261,30 @@ func ready(n *corev1.Node) bool {
 }
 
 // SetupWithManager registers the controller: GPU node labels (kernels,
-// pools), NVIDIADrivers and policies, and the check pods' verdicts.
+// pools) and readiness, NVIDIADrivers and policies, and the check pods'
+// verdicts.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toImages := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{images} }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("imagecheck").
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(toImages), driverpool.VerdictChanged())).
-		Watches(&corev1.Node{}, coalesce.After(batchDelay, toImages), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&corev1.Node{}, coalesce.After(batchDelay, toImages),
+			builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, readinessChanged()))).
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(toImages),
 			builder.WithPredicates(policy.SpecChanged())).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(toImages)).
 		Complete(r)
+}
+
+// readinessChanged passes node updates whose Ready condition changed: a
+// check waiting on a node gone not ready moves to a ready one.
+func readinessChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		DeleteFunc: func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return ready(e.ObjectOld.(*corev1.Node)) != ready(e.ObjectNew.(*corev1.Node))
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

@@ -431,8 +431,9 @@ func (s *Cluster) complete(ctx context.Context, p *corev1.Pod) error {
 		return nil
 	}
 	p.Status.Phase = corev1.PodSucceeded
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
+		ImageID: "sim://" + p.Spec.Containers[0].Image,
+		State:   corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}
 	return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
 }
 

@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -337,6 +338,27 @@ func (f *Fixture) Annotate(node, key, value string) {
 		}
 		return f.s.Client.Update(f.Ctx, n)
 	}, Timeout, Interval).Should(Succeed())
+}
+
+// AfterMaintenancePasses returns once the maintenance controller has
+// looked at the whole fleet at least once since the call, a look that
+// started after it: what a node is in then (held, not upgrading), it is in
+// on the facts as they stood at the call. A test holds on that, not on
+// waiting a while. Each look is woken by a label of no meaning on a node
+// (the cache trims other controllers' annotations).
+func (f *Fixture) AfterMaintenancePasses() {
+	f.T.Helper()
+	for i := range 2 {
+		// The first may end a look started before the call.
+		before := f.maintenancePasses()
+		f.SetLabel(f.Nodes[0], "example.com/wake-maintenance", fmt.Sprintf("%d-%d", time.Now().UnixNano(), i))
+		NewWithT(f.T).Eventually(f.maintenancePasses, Timeout, Interval).Should(BeNumerically(">", before))
+	}
+}
+
+func (f *Fixture) maintenancePasses() float64 {
+	return testutil.ToFloat64(f.s.metrics.Reconciles.WithLabelValues("maintenance", "success")) +
+		testutil.ToFloat64(f.s.metrics.Reconciles.WithLabelValues("maintenance", "error"))
 }
 
 // ExpectLabelWithin waits up to within until a node's label has value.

@@ -45,6 +45,8 @@ type Suite struct {
 	Timers timers.Timers
 
 	env *envtest.Env
+	// metrics are the running operator's.
+	metrics *metrics.Metrics
 	// writes counts the write requests the operator sends.
 	writes atomic.Int64
 	// stopManager stops the running manager and waits until it stopped.
@@ -115,6 +117,7 @@ func (s *Suite) StartOperator() error {
 	if err != nil {
 		return err
 	}
+	s.metrics = m
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := operator.Setup(mgr, operator.Config{Namespace: Namespace, NodeWorkers: 4, Timers: s.Timers, Metrics: m}); err != nil {
 		cancel()

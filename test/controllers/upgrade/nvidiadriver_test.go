@@ -2,7 +2,6 @@ package upgrade
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -71,8 +70,8 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 	// their drivers stay, orphaned.
 	g.Eventually(func() map[string]string { return driverOwners(f) }, controllertest.Timeout, controllertest.Interval).
 		Should(Equal(map[string]string{f.Nodes[0]: before[f.Nodes[0]], f.Nodes[1]: "none", f.Nodes[2]: "none"}))
-	g.Consistently(func() map[string]string { return driverOwners(f) }, 3*time.Second, controllertest.Interval).
-		Should(HaveLen(3), "held, not replaced")
+	f.AfterMaintenancePasses()
+	g.Expect(driverOwners(f)).To(HaveLen(3), "held, not replaced")
 	// NVIDIA's default image path, written whole: the same image. The
 	// DaemonSet applied again takes a while to adopt the orphans, as the
 	// garbage collector and the DaemonSet controller do: the nodes wait
@@ -83,15 +82,10 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 		s.Default, s.Repository, s.Image = true, "", "nvcr.io/nvidia/driver"
 	})
 	g.Eventually(func() bool { return len(f.DaemonSets("driver")) == 2 }, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
-	g.Consistently(func() []string {
-		var upgrading []string
-		for _, n := range f.Nodes {
-			if st := f.Node(n).Labels[gpuv1.LabelUpgradeState]; st != "" {
-				upgrading = append(upgrading, n+"="+st)
-			}
-		}
-		return upgrading
-	}, 3*time.Second, controllertest.Interval).Should(BeEmpty(), "orphans of the DaemonSet that will adopt them are not outdated")
+	f.AfterMaintenancePasses()
+	for _, n := range f.Nodes {
+		g.Expect(f.Node(n).Labels).NotTo(HaveKey(gpuv1.LabelUpgradeState), "orphans of the DaemonSet that will adopt them are not outdated")
+	}
 	suite.Sim.HoldAdoption(false)
 
 	g.Eventually(nvidiaDriver(f, "a100"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(readyNodes, Equal("ready 1/1")))
@@ -142,7 +136,8 @@ func TestConflictHoldsTheDriverUntilSettled(t *testing.T) {
 		return string(d.Status.State)
 	}, controllertest.Timeout, controllertest.Interval).Should(Equal("notReady " + gpuv1alpha1.ReasonConflictingNodeSelector))
 	zonal := nvidiaDriver(f, "zonal")()
-	g.Consistently(func() map[string]string { return f.Node(moving).Labels }, 3*time.Second, controllertest.Interval).Should(And(
+	f.AfterMaintenancePasses()
+	g.Expect(f.Node(moving).Labels).To(And(
 		HaveKeyWithValue(gpuv1.LabelDriverPool, "rest"), Not(HaveKey(gpuv1.LabelUpgradeState))), "a held node does not upgrade")
 
 	// The zone's NVIDIADriver goes: gold alone selects the node, which
