@@ -40,7 +40,7 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 			oses[a.Pool] = map[state.OSRelease]bool{}
 		}
 		oses[a.Pool][os] = true
-		if k, ok := s.running(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
+		if _, k, ok := s.runningKernel(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
 			add(runs, a.Pool, k)
 		}
 		if a.Kernel != "" && a.AwaitsImage == "" {
@@ -56,7 +56,7 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 		g := state.DriverPool{Name: p.Name, Driver: &p.Driver, Daemonsets: &p.Daemonsets, Precompiled: p.Precompiled,
 			GDS: p.GDS, GDRCopy: p.GDRCopy}
 		if p.Precompiled {
-			g.Kernels = kernels(runs[p.Name], wants[p.Name])
+			g.Kernels, g.KeptKernels = s.kernels(p, runs[p.Name], wants[p.Name])
 		}
 		for os := range oses[p.Name] {
 			g.OSReleases = append(g.OSReleases, os)

@@ -65,26 +65,35 @@ func (s *Set) precompiled(a Assignment, p *Pool, labels map[string]string) Assig
 	return a
 }
 
-// kernels returns the kernels a precompiled pool renders a DaemonSet for:
-// the one each of its nodes runs (its nvidia.com/gpu.driver-kernel label)
-// and the one each should run once its image is found.
-func kernels(runs, wants map[state.Kernel]bool) []state.Kernel {
-	var out []state.Kernel
+// kernels returns the kernels a precompiled pool renders a DaemonSet for,
+// and those whose DaemonSet stays as it is. A DaemonSet is rendered only
+// for an image a check pulled: the kernel each node runs (its
+// nvidia.com/gpu.driver-kernel label) and the one it boots, once found.
+// A kernel a node runs whose image under the pool's settings is not found
+// (a new branch not pulled yet, or an OS upgraded under the label) keeps
+// its DaemonSet as it is, if it has one.
+func (s *Set) kernels(p *Pool, runs, wants map[state.Kernel]bool) (rendered, kept []state.Kernel) {
 	for k := range runs {
-		out = append(out, k)
+		if s.Images[p.PrecompiledImage(k)].State == ImageAvailable {
+			rendered = append(rendered, k)
+		} else {
+			kept = append(kept, k)
+		}
 	}
 	for k := range wants {
 		if !runs[k] {
-			out = append(out, k)
+			rendered = append(rendered, k)
 		}
 	}
-	slices.SortFunc(out, func(a, b state.Kernel) int {
+	byOSAndVersion := func(a, b state.Kernel) int {
 		if c := strings.Compare(a.OS.String(), b.OS.String()); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Version, b.Version)
-	})
-	return out
+	}
+	slices.SortFunc(rendered, byOSAndVersion)
+	slices.SortFunc(kept, byOSAndVersion)
+	return rendered, kept
 }
 
 // runningKernel is the kernel a node of a precompiled pool runs its
@@ -95,15 +104,6 @@ func (s *Set) runningKernel(labels map[string]string) (*Pool, state.Kernel, bool
 	k := state.Kernel{Version: labels[gpuv1.LabelDriverKernel], OS: os}
 	p := s.Pool(labels[gpuv1.LabelDriverPool])
 	return p, k, ok && k.Version != "" && p != nil && p.Precompiled
-}
-
-// running is the node's running kernel, false also when that kernel's
-// image on that OS is known missing (an OS upgraded under the kernel
-// label, a label a person wrote): no DaemonSet is rendered for an image
-// nobody can pull.
-func (s *Set) running(labels map[string]string) (state.Kernel, bool) {
-	p, k, ok := s.runningKernel(labels)
-	return k, ok && s.Images[p.PrecompiledImage(k)].State != ImageMissing
 }
 
 // RunningImage is the precompiled image a node's driver runs, by its pool

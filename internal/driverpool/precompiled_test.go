@@ -165,23 +165,24 @@ func TestCheckPodPullsAndExitsUnprivileged(t *testing.T) {
 	g.Expect(p.Annotations[AnnotationImage]).To(Equal(newImage))
 }
 
-// No DaemonSet is rendered for a kernel label whose image is known
-// missing on the node's OS (an OS upgraded under the label, or a label a
-// person wrote), and a kernel label outside a precompiled pool moves
-// nothing.
+// No DaemonSet is rendered for a kernel label whose image is not found
+// on the node's OS (an OS upgraded under the label, or a label a person
+// wrote): one there stays as it is. A kernel label outside a precompiled
+// pool moves nothing.
 func TestKernelLabelsOnlyCountWhereTheyCan(t *testing.T) {
 	g := NewWithT(t)
 	s := precompiledSet(map[string]ImageVerdict{oldImage: {State: ImageAvailable}, newImage: {State: ImageAvailable}})
 	upgradedOS := bootsKernel(newKernel, oldKernel)
 	upgradedOS[state.LabelOSVersionID] = "24.04"
 	s.Images["nvcr.io/nvidia/driver:580-"+oldKernel+"-ubuntu24.04"] = ImageVerdict{State: ImageMissing, Message: "not found"}
+	s.Images["nvcr.io/nvidia/driver:580-"+newKernel+"-ubuntu24.04"] = ImageVerdict{State: ImageAvailable}
 	image, ok := s.RunningImage(upgradedOS)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(image).To(Equal("nvcr.io/nvidia/driver:580-"+oldKernel+"-ubuntu24.04"), "checked, so that its verdict is known")
 	groups := s.Groups([]corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: upgradedOS}}})
-	for _, k := range groups[0].Kernels {
-		g.Expect(k.Version).NotTo(Equal(oldKernel), "no DaemonSet for an image known missing")
-	}
+	os := state.OSRelease{ID: "ubuntu", VersionID: "24.04"}
+	g.Expect(groups[0].Kernels).To(Equal([]state.Kernel{{Version: newKernel, OS: os}}), "no DaemonSet rendered for an image known missing")
+	g.Expect(groups[0].KeptKernels).To(Equal([]state.Kernel{{Version: oldKernel, OS: os}}), "one there stays as it is")
 
 	compiled := Resolve(byNVIDIADrivers(), []gpuv1alpha1.NVIDIADriver{nvidiaDriver("plain", func(s *gpuv1alpha1.NVIDIADriverSpec) { s.Default = true })})
 	labels := map[string]string{gpuv1.LabelDriverPool: "plain", gpuv1.LabelDriverKernel: "written-by-a-person",

@@ -128,6 +128,11 @@ type DriverPool struct {
 	// per kernel and OS in Kernels, not per OS.
 	Precompiled bool
 	Kernels     []Kernel
+	// KeptKernels are kernels some nodes' drivers run whose image under
+	// the pool's settings no check has pulled yet (a new branch, say):
+	// their DaemonSets are not rendered but kept as they are, so that no
+	// pod, even one a person deletes, starts from an image nobody pulled.
+	KeptKernels []Kernel
 	// GDS and GDRCopy are the pool's GPUDirect Storage and GDRCopy
 	// modules, each a container of the driver pod when enabled.
 	GDS     *gpuv1.GPUDirectStorageSpec

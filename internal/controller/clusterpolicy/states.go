@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
@@ -44,6 +46,9 @@ type rendered struct {
 	// DaemonSets stay as they are, and problems says why.
 	heldPools []string
 	problems  []error
+	// keptDaemonSets are the precompiled kernels' DaemonSets that stay as
+	// they are until their new image is found.
+	keptDaemonSets []string
 }
 
 // renderAll renders the enabled states from the policy and what the cluster
@@ -67,6 +72,11 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	for pool, err := range failed {
 		out.heldPools = append(out.heldPools, pool)
 		out.problems = append(out.problems, err)
+	}
+	for _, g := range groups {
+		for _, k := range g.KeptKernels {
+			out.keptDaemonSets = append(out.keptDaemonSets, driver.PrecompiledDaemonSetOf(g.Name, k))
+		}
 	}
 	slices.Sort(out.heldPools)
 	for _, s := range r.Graph.States() {
@@ -168,6 +178,9 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 	errs := slices.Clone(objs.problems)
 	if err := r.keepPools(ctx, objs.heldPools, keep); err != nil {
 		return err
+	}
+	for _, name := range objs.keptDaemonSets {
+		keep[apply.Key{GVK: render.KindDaemonSet, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: name}}] = true
 	}
 	for _, o := range objs.wanted {
 		keep[apply.KeyOf(o)] = true

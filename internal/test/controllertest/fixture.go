@@ -340,25 +340,41 @@ func (f *Fixture) Annotate(node, key, value string) {
 	}, Timeout, Interval).Should(Succeed())
 }
 
-// AfterMaintenancePasses returns once the maintenance controller has
-// looked at the whole fleet at least once since the call, a look that
-// started after it: what a node is in then (held, not upgrading), it is in
-// on the facts as they stood at the call. A test holds on that, not on
-// waiting a while. Each look is woken by a label of no meaning on a node
-// (the cache trims other controllers' annotations).
-func (f *Fixture) AfterMaintenancePasses() {
+// AfterPasses returns once each named controller (maintenance,
+// clusterpolicy) has reconciled at least once since the call, in a pass
+// that started after it: what a node is in then (held, not upgrading), or
+// what was rendered, stands on the facts as they were at the call. A test
+// holds on that, not on waiting a while. Each pass is woken by a label of
+// no meaning on a node (the cache trims other controllers' annotations),
+// which both controllers watch.
+func (f *Fixture) AfterPasses(controllers ...string) {
 	f.T.Helper()
 	for i := range 2 {
-		// The first may end a look started before the call.
-		before := f.maintenancePasses()
-		f.SetLabel(f.Nodes[0], "example.com/wake-maintenance", fmt.Sprintf("%d-%d", time.Now().UnixNano(), i))
-		NewWithT(f.T).Eventually(f.maintenancePasses, Timeout, Interval).Should(BeNumerically(">", before))
+		// The first may end a pass started before the call.
+		before := f.passes(controllers)
+		f.SetLabel(f.Nodes[0], "example.com/wake", fmt.Sprintf("%d-%d", time.Now().UnixNano(), i))
+		NewWithT(f.T).Eventually(func() bool {
+			now := f.passes(controllers)
+			for j := range now {
+				if now[j] <= before[j] {
+					return false
+				}
+			}
+			return true
+		}, Timeout, Interval).Should(BeTrue(), "no pass of %v", controllers)
 	}
 }
 
-func (f *Fixture) maintenancePasses() float64 {
-	return testutil.ToFloat64(f.s.metrics.Reconciles.WithLabelValues("maintenance", "success")) +
-		testutil.ToFloat64(f.s.metrics.Reconciles.WithLabelValues("maintenance", "error"))
+// AfterMaintenancePasses is AfterPasses of the maintenance controller.
+func (f *Fixture) AfterMaintenancePasses() { f.AfterPasses("maintenance") }
+
+func (f *Fixture) passes(controllers []string) []float64 {
+	out := make([]float64, len(controllers))
+	for i, c := range controllers {
+		out[i] = testutil.ToFloat64(f.s.metrics.Reconciles.WithLabelValues(c, "success")) +
+			testutil.ToFloat64(f.s.metrics.Reconciles.WithLabelValues(c, "error"))
+	}
+	return out
 }
 
 // ExpectLabelWithin waits up to within until a node's label has value.

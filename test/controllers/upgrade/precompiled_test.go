@@ -72,3 +72,58 @@ func TestPrecompiledKernelUpgradeGoesThroughTheUpgrade(t *testing.T) {
 	g.Expect(breaches).To(BeEmpty(), "every driver replaced in the upgrade's step that replaces it")
 	g.Expect(count).To(Equal(1), "one driver replaced, once")
 }
+
+// A new branch is a new image for every kernel: until a pull of it
+// succeeded, each kernel's DaemonSet stays as it is (a driver pod deleted
+// meanwhile comes back from the image that runs), and once it did, every
+// node moves to it through the upgrade.
+func TestPrecompiledBranchWaitsForItsImages(t *testing.T) {
+	const kernel = "5.15.0-1040-azure"
+	image := func(branch string) string { return "nvcr.io/nvidia/driver:" + branch + "-" + kernel + "-ubuntu22.04" }
+	g := NewWithT(t)
+	f := suite.Setup(t, 2, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true) })
+	for _, n := range f.Nodes {
+		f.SetLabel(n, state.LabelKernelVersion, kernel)
+	}
+	createNVIDIADriver(f, "secure-boot", func(s *gpuv1alpha1.NVIDIADriverSpec) {
+		s.Default, s.UsePrecompiled, s.Version = true, ptr.To(true), "580"
+	})
+	f.ExpectAllReady(f.Nodes...)
+	deletions := recordDriverDeletions(f)
+	log := f.RecordUpgrades()
+
+	suite.Sim.SetImageMissing(image("590"), true)
+	t.Cleanup(func() { suite.Sim.SetImageMissing(image("590"), false) })
+	nvd := nvidiaDriver(f, "secure-boot")()
+	nvd.Spec.Version = "590"
+	g.Expect(suite.Client.Update(f.Ctx, nvd)).To(Succeed())
+	g.Eventually(func() []gpuv1alpha1.KernelImage { return nvidiaDriver(f, "secure-boot")().Status.Kernels },
+		controllertest.Timeout, controllertest.Interval).Should(ContainElement(And(
+		HaveField("Image", image("590")), HaveField("State", gpuv1alpha1.ImageMissing))))
+	// The policy has rendered, and the maintenance looked at the fleet,
+	// on the missing image.
+	f.AfterPasses("clusterpolicy", "maintenance")
+	var images []string
+	for _, ds := range f.DaemonSets("driver") {
+		images = append(images, ds.Spec.Template.Spec.Containers[0].Image)
+	}
+	g.Expect(images).To(Equal([]string{image("580")}), "kept as it is")
+	for _, n := range f.Nodes {
+		g.Expect(f.PodOn(n, "driver").OwnerReferences).NotTo(BeEmpty(), "node %s: its driver pod is still its DaemonSet's", n)
+	}
+	for _, n := range f.Nodes {
+		g.Expect(log.Sequence(n)).To(BeEmpty(), "node %s entered the upgrade towards an image nobody pulled", n)
+	}
+
+	suite.Sim.SetImageMissing(image("590"), false)
+	for _, n := range f.Nodes {
+		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
+		g.Eventually(func() string { return f.PodOn(n, "driver").Spec.Containers[0].Image },
+			controllertest.Timeout, controllertest.Interval).Should(Equal(image("590")))
+	}
+	f.ExpectAllReady(f.Nodes...)
+	g.Expect(log.Peak()).To(Equal(1), "within the budget")
+	count, breaches := deletions.results()
+	g.Expect(breaches).To(BeEmpty())
+	g.Expect(count).To(Equal(2))
+}
