@@ -40,6 +40,9 @@ func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
 			oses[a.Pool] = map[state.OSRelease]bool{}
 		}
 		oses[a.Pool][os] = true
+		if !RunsContainerDriver(n.Labels) {
+			continue
+		}
 		if _, k, ok := s.runningKernel(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
 			add(runs, a.Pool, k)
 		}

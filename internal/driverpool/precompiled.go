@@ -96,6 +96,14 @@ func (s *Set) kernels(p *Pool, runs, wants map[state.Kernel]bool) (rendered, kep
 	return rendered, kept
 }
 
+// RunsContainerDriver reports whether a GPU node may run the driver
+// container: not on its host's driver, and not opted out of it. Only such
+// nodes count towards a precompiled pool's kernels and image checks.
+func RunsContainerDriver(labels map[string]string) bool {
+	return labels[gpuv1.LabelDriverRoot] != string(gpuv1.DriverRootHost) &&
+		labels[gpuv1.DeployLabel(string(state.Driver))] != "false"
+}
+
 // runningKernel is the kernel a node of a precompiled pool runs its
 // driver for, from the operator's label, with the node's OS and its pool;
 // false when it has none.

@@ -191,3 +191,33 @@ func TestKernelLabelsOnlyCountWhereTheyCan(t *testing.T) {
 	_, ok = compiled.RunningImage(labels)
 	g.Expect(ok).To(BeFalse())
 }
+
+// A kernel a node runs is rendered only once its image under the pool's
+// settings was pulled; until then its DaemonSet is kept as it is. Nodes on
+// their host's driver, or opted out, count for nothing.
+func TestUnpulledKernelsAreKept(t *testing.T) {
+	g := NewWithT(t)
+	os := state.OSRelease{ID: "ubuntu", VersionID: "22.04"}
+	runs := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: bootsKernel(oldKernel, oldKernel)}}}
+	for name, images := range map[string]map[string]ImageVerdict{
+		"not checked":   nil,
+		"being checked": {oldImage: {State: ImageChecking}},
+		"missing":       {oldImage: {State: ImageMissing}},
+	} {
+		groups := precompiledSet(images).Groups(runs)
+		g.Expect(groups[0].Kernels).To(BeEmpty(), name)
+		g.Expect(groups[0].KeptKernels).To(Equal([]state.Kernel{{Version: oldKernel, OS: os}}), name)
+	}
+	groups := precompiledSet(map[string]ImageVerdict{oldImage: {State: ImageAvailable}}).Groups(runs)
+	g.Expect(groups[0].Kernels).To(Equal([]state.Kernel{{Version: oldKernel, OS: os}}))
+	g.Expect(groups[0].KeptKernels).To(BeEmpty())
+
+	host := bootsKernel(oldKernel, oldKernel)
+	host[gpuv1.LabelDriverRoot] = string(gpuv1.DriverRootHost)
+	optedOut := bootsKernel(newKernel, "")
+	optedOut[gpuv1.DeployLabel("driver")] = "false"
+	groups = precompiledSet(map[string]ImageVerdict{oldImage: {State: ImageAvailable}, newImage: {State: ImageAvailable}}).Groups(
+		[]corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "host", Labels: host}}, {ObjectMeta: metav1.ObjectMeta{Name: "out", Labels: optedOut}}})
+	g.Expect(groups[0].Kernels).To(BeEmpty())
+	g.Expect(groups[0].KeptKernels).To(BeEmpty())
+}

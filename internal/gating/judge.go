@@ -227,11 +227,12 @@ func (d *decision) cannotRun(name state.Name) string {
 	return ""
 }
 
-// noDriverUntilImage reports whether no driver runs on the node and none
-// can start until its kernel's precompiled image is found: a node that
-// runs one keeps it, and its state says what that pod does.
+// noDriverUntilImage reports whether no driver pod is on the node while
+// its kernel's precompiled image is not found: none may start until it
+// is, or the one of the kernel it ran is kept as it is. A node that runs
+// one keeps it, and its state says what that pod does.
 func (d *decision) noDriverUntilImage() bool {
-	return d.in.DriverAwaitsImage != "" && d.in.Pods[state.Driver] == nil && d.in.Node.Labels[gpuv1.LabelDriverKernel] == ""
+	return d.in.DriverAwaitsImage != "" && d.in.Pods[state.Driver] == nil
 }
 
 // because records why a state is not ready and returns its value.

@@ -74,6 +74,9 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 		out.problems = append(out.problems, err)
 	}
 	for _, g := range groups {
+		if !cp.Spec.Driver.IsEnabled() {
+			break // the driver's objects all go
+		}
 		for _, k := range g.KeptKernels {
 			out.keptDaemonSets = append(out.keptDaemonSets, driver.PrecompiledDaemonSetOf(g.Name, k))
 		}

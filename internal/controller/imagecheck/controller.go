@@ -27,7 +27,6 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;create;delete
@@ -94,10 +93,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		if p.DeletionTimestamp != nil || !r.stale(p, want[image]) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, p.Ref(), client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+		// At once: the pod pulls and exits, and a kubelet that is gone
+		// would never confirm a graceful delete, leaving the next check
+		// waiting on the name.
+		if err := r.Client.Delete(ctx, p.Ref(), client.Preconditions{UID: &p.UID}, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("deleting image check pod %s: %w", p.Name, err)
 		}
 	}
+	r.forgetRefusals(want)
 	var result ctrl.Result
 	wait := func(d time.Duration) {
 		if result.RequeueAfter == 0 || d < result.RequeueAfter {
@@ -134,16 +137,42 @@ func (r *Reconciler) stale(p *operandpods.Pod, w *wanted) bool {
 	if w == nil {
 		return true
 	}
+	image := p.Annotation(driverpool.AnnotationImage)
 	verdict, retry := driverpool.Verdict(p)
 	if retry {
-		r.refuse(p.Annotation(driverpool.AnnotationImage), p.Node)
+		r.refuse(image, p.Node)
 		return true
 	}
 	if verdict.State != driverpool.ImageChecking {
 		return false
 	}
 	i := slices.IndexFunc(w.nodes, func(n *corev1.Node) bool { return n.Name == p.Node })
-	return i < 0 || (!ready(w.nodes[i]) && slices.ContainsFunc(w.nodes, ready))
+	if i < 0 {
+		return true
+	}
+	// Another node only if it would be picked instead: ready, and not
+	// one that refused the image lately.
+	return !ready(w.nodes[i]) && slices.ContainsFunc(w.nodes, func(n *corev1.Node) bool {
+		return ready(n) && !r.refusedLately(image, n.Name)
+	})
+}
+
+// forgetRefusals drops the refusals of images no node wants any more.
+func (r *Reconciler) forgetRefusals(want map[string]*wanted) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for image := range r.refused {
+		if want[image] == nil {
+			delete(r.refused, image)
+		}
+	}
+}
+
+func (r *Reconciler) refusedLately(image, node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.refused[image][node]
+	return ok && r.now().Sub(at) < refusedFor
 }
 
 func (r *Reconciler) refuse(image, node string) {
@@ -232,8 +261,7 @@ func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) 
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if !gating.IsGPUNode(n) || n.Labels[gpuv1.LabelDriverRoot] == string(gpuv1.DriverRootHost) ||
-			n.Labels[gpuv1.DeployLabel(string(state.Driver))] == "false" {
+		if !gating.IsGPUNode(n) || !driverpool.RunsContainerDriver(n.Labels) {
 			continue
 		}
 		a := pools.Assign(n.Name, n.Labels)
@@ -244,7 +272,7 @@ func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) 
 		if a.Image != "" {
 			add(a.Image, n, p.Driver.ImagePullSecrets)
 		}
-		if image, ok := pools.RunningImage(n.Labels); ok {
+		if image, ok := pools.RunningImage(n.Labels); ok && n.Labels[gpuv1.LabelDriverPool] == a.Pool {
 			add(image, n, p.Driver.ImagePullSecrets)
 		}
 	}

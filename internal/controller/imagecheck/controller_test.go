@@ -75,3 +75,19 @@ func TestStaleChecks(t *testing.T) {
 	g.Expect(r.stale(checkPod("down", missing), both)).To(BeFalse(), "the kubelet keeps retrying the pull")
 	g.Expect(r.stale(checkPod("up", pulled), nil)).To(BeTrue(), "no node needs the image")
 }
+
+// A check waiting on a node not ready stays there when the only ready node
+// refused the image lately: moving it would be picked back at once.
+func TestNoChurnBetweenARefusingNodeAndANotReadyOne(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	r := &Reconciler{Now: func() time.Time { return now }}
+	down, up := gpuNode("down", false), gpuNode("up", true)
+	both := &wanted{nodes: []*corev1.Node{down, up}}
+	g.Expect(r.stale(checkPod("up", func(p *operandpods.Pod) { p.Phase, p.Reason = corev1.PodFailed, "OutOfpods" }), both)).To(BeTrue())
+	picked, _ := r.pick(image, both.nodes)
+	g.Expect(picked.Name).To(Equal("down"))
+	g.Expect(r.stale(checkPod("down", nil), both)).To(BeFalse(), "no other node would be picked")
+	now = now.Add(refusedFor)
+	g.Expect(r.stale(checkPod("down", nil), both)).To(BeTrue(), "the ready node may take it again")
+}
