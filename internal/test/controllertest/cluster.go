@@ -61,28 +61,6 @@ type Cluster struct {
 	missingImages map[string]bool
 }
 
-// SetImageMissing makes an image missing from (true) or present in
-// (false) the simulated registry.
-func (s *Cluster) SetImageMissing(image string, missing bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.missingImages[image] = missing
-}
-
-func (s *Cluster) imageMissing(image string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.missingImages[image]
-}
-
-// HoldAdoption stops (true) or resumes (false) the adoption of orphaned
-// pods by a DaemonSet whose selector matches them.
-func (s *Cluster) HoldAdoption(hold bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.adoptionHeld = hold
-}
-
 func newCluster(c client.Client, namespace string) *Cluster {
 	return &Cluster{c: c, namespace: namespace, behaviour: map[string]Behaviour{},
 		published: map[string]bool{}, unscanned: map[string]bool{}, missingImages: map[string]bool{}}
@@ -408,33 +386,6 @@ func (s *Cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node)
 		return nil
 	}
 	return s.setStatus(ctx, p, ready, waiting, restarts)
-}
-
-// pullFails leaves a pod of a missing image pending, its container
-// waiting on the pull, as a kubelet does.
-func (s *Cluster) pullFails(ctx context.Context, p *corev1.Pod) error {
-	if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
-		p.Status.ContainerStatuses[0].State.Waiting.Reason == "ImagePullBackOff" {
-		return nil
-	}
-	p.Status.Phase = corev1.PodPending
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff",
-			Message: fmt.Sprintf("Back-off pulling image %q: not found", p.Spec.Containers[0].Image)}}}}
-	return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
-}
-
-// complete runs a pod that does not restart to its end, successful.
-func (s *Cluster) complete(ctx context.Context, p *corev1.Pod) error {
-	if p.Status.Phase == corev1.PodSucceeded {
-		return nil
-	}
-	p.Status.Phase = corev1.PodSucceeded
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
-		ImageID: "sim://" + p.Spec.Containers[0].Image,
-		State:   corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}
-	return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
 }
 
 func (s *Cluster) setStatus(ctx context.Context, p *corev1.Pod, ready corev1.ConditionStatus, waiting *corev1.ContainerStateWaiting, restarts int32) error {
