@@ -214,6 +214,12 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	if err != nil {
 		return nil, err
 	}
+	if len(reqs) == 0 || reqs[0].At.After(t0) {
+		// The API server rotates its audit log at --audit-log-maxsize:
+		// counts from a log that starts late would be short, silently.
+		return nil, fmt.Errorf("the audit log %s does not go back to the policy's creation (%s): was it rotated?",
+			s.AuditLog(), t0.Format(time.RFC3339))
+	}
 	r.Rollout = countRequests(reqs, t0, quietStart)
 	prerequisites, gatedStates := stateGraph(graph)
 	wv := waves(times, prerequisites, gatedStates, nodeWrites(reqs), t0)
