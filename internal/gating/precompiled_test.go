@@ -12,36 +12,8 @@ import (
 // driver through the upgrade: its kernel label, which gates the per-kernel
 // DaemonSets, moves by the pool label's rule.
 func TestKernelLabelMovesOnlyWithTheUpgrade(t *testing.T) {
-	bootsNew := func(in *Input) { in.DriverKernel = "6.8.0-1009" }
-	for _, tt := range []struct {
-		name     string
-		upgrade  gpuv1.UpgradeState
-		repair   gpuv1.RemediationState
-		noDriver bool
-		want     string
-	}{
-		{name: "driver running", want: "6.8.0-1008"},
-		{name: "a repair reloads the driver", repair: gpuv1.RemediationDriverReload, want: "6.8.0-1008"},
-		{name: "waiting for its upgrade", upgrade: gpuv1.UpgradeRequired, want: "6.8.0-1008"},
-		{name: "the upgrade replaces the driver", upgrade: gpuv1.UpgradePodRestart, want: "6.8.0-1009"},
-		{name: "no driver pod", noDriver: true, want: "6.8.0-1009"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			n, pods := readyNode()
-			n.Labels[gpuv1.LabelDriverKernel] = "6.8.0-1008"
-			if tt.upgrade != "" {
-				n.Labels[gpuv1.LabelUpgradeState] = string(tt.upgrade)
-			}
-			if tt.repair != "" {
-				n.Labels[gpuv1.LabelRemediationState] = string(tt.repair)
-			}
-			if tt.noDriver {
-				delete(pods, drv)
-			}
-			g.Expect(decide(t, n, pods, bootsNew).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverKernel, tt.want))
-		})
-	}
+	expectMovesOnlyWithTheUpgrade(t, gpuv1.LabelDriverKernel, "6.8.0-1008", "6.8.0-1009",
+		func(in *Input) { in.DriverKernel = "6.8.0-1009" })
 
 	// Into a precompiled pool from another, and out of one, the label
 	// moves with the pool label: with the driver it describes.

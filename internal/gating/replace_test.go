@@ -15,27 +15,43 @@ import (
 // gates the pool's DaemonSet, while its driver runs: moved at once, the old
 // pool's DaemonSet would delete the driver under running workloads.
 func TestPoolLabelMovesOnlyWithTheUpgrade(t *testing.T) {
+	expectMovesOnlyWithTheUpgrade(t, gpuv1.LabelDriverPool, "a", "b", func(in *Input) { in.DriverPool = "b" })
+
+	// A new node gets its pool at once, and a node in its pool keeps it.
+	g := NewWithT(t)
 	inPoolB := func(in *Input) { in.DriverPool = "b" }
+	n, pods := readyNode()
+	g.Expect(decide(t, n, pods, inPoolB).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "b"))
+	n.Labels[gpuv1.LabelDriverPool] = "b"
+	g.Expect(decide(t, n, pods, inPoolB).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "b"))
+}
+
+// expectMovesOnlyWithTheUpgrade checks a label that gates the node's
+// driver DaemonSet: from from, the decision wants to; it moves only where
+// no driver runs, or in the upgrade's step that replaces the driver, never
+// in a repair's reload.
+func expectMovesOnlyWithTheUpgrade(t *testing.T, key, from, to string, wants func(*Input)) {
+	t.Helper()
 	for _, tt := range []struct {
 		name     string
 		upgrade  gpuv1.UpgradeState
 		repair   gpuv1.RemediationState
 		noDriver bool
-		want     string
+		moves    bool
 	}{
-		{name: "driver running", want: "a"},
+		{name: "driver running"},
 		// A repair's reload replaces the driver pod with one of the same
-		// pool: a new pool's driver would be an upgrade.
-		{name: "a repair reloads the driver", repair: gpuv1.RemediationDriverReload, want: "a"},
-		{name: "waiting for its upgrade", upgrade: gpuv1.UpgradeRequired, want: "a"},
-		{name: "evicting its GPU pods", upgrade: gpuv1.UpgradePodDeletion, want: "a"},
-		{name: "the upgrade replaces the driver", upgrade: gpuv1.UpgradePodRestart, want: "b"},
-		{name: "no driver pod", noDriver: true, want: "b"},
+		// DaemonSet: another DaemonSet's driver would be an upgrade.
+		{name: "a repair reloads the driver", repair: gpuv1.RemediationDriverReload},
+		{name: "waiting for its upgrade", upgrade: gpuv1.UpgradeRequired},
+		{name: "evicting its GPU pods", upgrade: gpuv1.UpgradePodDeletion},
+		{name: "the upgrade replaces the driver", upgrade: gpuv1.UpgradePodRestart, moves: true},
+		{name: "no driver pod", noDriver: true, moves: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			n, pods := readyNode()
-			n.Labels[gpuv1.LabelDriverPool] = "a"
+			n.Labels[key] = from
 			if tt.upgrade != "" {
 				n.Labels[gpuv1.LabelUpgradeState] = string(tt.upgrade)
 			}
@@ -45,17 +61,13 @@ func TestPoolLabelMovesOnlyWithTheUpgrade(t *testing.T) {
 			if tt.noDriver {
 				delete(pods, drv)
 			}
-			r := decide(t, n, pods, inPoolB)
-			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, tt.want))
+			want := from
+			if tt.moves {
+				want = to
+			}
+			g.Expect(decide(t, n, pods, wants).Labels).To(HaveKeyWithValue(key, want))
 		})
 	}
-
-	// A new node gets its pool at once, and a node in its pool keeps it.
-	g := NewWithT(t)
-	n, pods := readyNode()
-	g.Expect(decide(t, n, pods, inPoolB).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "b"))
-	n.Labels[gpuv1.LabelDriverPool] = "b"
-	g.Expect(decide(t, n, pods, inPoolB).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "b"))
 }
 
 // A terminating driver pod means its driver is unloading: the states after

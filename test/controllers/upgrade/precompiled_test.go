@@ -13,6 +13,20 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
 )
 
+// precompiledNodes sets up two GPU nodes booting kernel under a default
+// NVIDIADriver of precompiled branch 580 images, every driver ready.
+func precompiledNodes(t *testing.T, kernel string) *controllertest.Fixture {
+	f := suite.Setup(t, 2, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true) })
+	for _, n := range f.Nodes {
+		f.SetLabel(n, state.LabelKernelVersion, kernel)
+	}
+	createNVIDIADriver(f, "secure-boot", func(s *gpuv1alpha1.NVIDIADriverSpec) {
+		s.Default, s.UsePrecompiled, s.Version = true, ptr.To(true), "580"
+	})
+	f.ExpectAllReady(f.Nodes...)
+	return f
+}
+
 // A precompiled NVIDIADriver runs the image built for each node's kernel.
 // A node booted into a kernel NVIDIA publishes no image for keeps the
 // driver it runs, and both the NVIDIADriver and the node say so; once the
@@ -22,14 +36,7 @@ func TestPrecompiledKernelUpgradeGoesThroughTheUpgrade(t *testing.T) {
 	const oldKernel, newKernel = "5.15.0-1040-azure", "5.15.0-1041-azure"
 	image := func(kernel string) string { return "nvcr.io/nvidia/driver:580-" + kernel + "-ubuntu22.04" }
 	g := NewWithT(t)
-	f := suite.Setup(t, 2, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true) })
-	for _, n := range f.Nodes {
-		f.SetLabel(n, state.LabelKernelVersion, oldKernel)
-	}
-	createNVIDIADriver(f, "secure-boot", func(s *gpuv1alpha1.NVIDIADriverSpec) {
-		s.Default, s.UsePrecompiled, s.Version = true, ptr.To(true), "580"
-	})
-	f.ExpectAllReady(f.Nodes...)
+	f := precompiledNodes(t, oldKernel)
 	for _, n := range f.Nodes {
 		f.ExpectLabel(n, gpuv1.LabelDriverKernel, oldKernel)
 		g.Expect(f.PodOn(n, "driver").Spec.Containers[0].Image).To(Equal(image(oldKernel)))
@@ -81,14 +88,7 @@ func TestPrecompiledBranchWaitsForItsImages(t *testing.T) {
 	const kernel = "5.15.0-1040-azure"
 	image := func(branch string) string { return "nvcr.io/nvidia/driver:" + branch + "-" + kernel + "-ubuntu22.04" }
 	g := NewWithT(t)
-	f := suite.Setup(t, 2, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true) })
-	for _, n := range f.Nodes {
-		f.SetLabel(n, state.LabelKernelVersion, kernel)
-	}
-	createNVIDIADriver(f, "secure-boot", func(s *gpuv1alpha1.NVIDIADriverSpec) {
-		s.Default, s.UsePrecompiled, s.Version = true, ptr.To(true), "580"
-	})
-	f.ExpectAllReady(f.Nodes...)
+	f := precompiledNodes(t, kernel)
 	deletions := recordDriverDeletions(f)
 	log := f.RecordUpgrades()
 
