@@ -13,12 +13,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
@@ -72,10 +75,37 @@ func leavesTheClusterAsItFoundIt(nodes []string) {
 			op = startOperator()
 		}
 		before.restore(ctx)
-		// Ready again; the order each chain formed in is the specs' to
-		// check, which know which history they kept.
+		// Drivers at rest, then ready again; the order each chain formed
+		// in is the specs' to check, which know which history they kept.
+		waitDriversSettled(ctx, nodes)
 		waitAllReady(ctx, nodes)
 	})
+}
+
+// waitDriversSettled waits until no node is in a driver upgrade and each
+// node's driver pod is its DaemonSet's current one. A spec that moved
+// drivers between pools or NVIDIADrivers leaves, once its settings are put
+// back, nodes whose drivers still have to move back through the upgrade:
+// ready on every state until their upgrade starts, they would hand the
+// next spec a replacement in progress.
+func waitDriversSettled(ctx context.Context, nodes []string) {
+	if !policy(Default, ctx).Spec.Driver.IsEnabled() {
+		return
+	}
+	Eventually(func(g Gomega) {
+		for _, n := range nodes {
+			st := gpuv1.UpgradeState(node(g, ctx, n).Labels[gpuv1.LabelUpgradeState])
+			g.Expect(st == "" || st == gpuv1.UpgradeDone).To(BeTrue(), "node %s is in the upgrade: %s", n, st)
+			p := podOn(ctx, n, "driver")
+			g.Expect(p).NotTo(BeNil(), "no driver pod on %s", n)
+			owner := metav1.GetControllerOf(p)
+			g.Expect(owner).NotTo(BeNil(), "the driver pod on %s is orphaned", n)
+			ds := &appsv1.DaemonSet{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: owner.Name}, ds)).To(Succeed())
+			g.Expect(p.Annotations[render.AnnotationTemplateHash]).To(Equal(ds.Spec.Template.Annotations[render.AnnotationTemplateHash]),
+				"the driver pod on %s is not its DaemonSet %s's current one", n, ds.Name)
+		}
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
 }
 
 // snapshot is what leavesTheClusterAsItFoundIt puts back.
