@@ -53,8 +53,8 @@ type Reconciler struct {
 	// lastLook is how long the last look at the fleet took, in
 	// nanoseconds: events on nodes in a step wait twice that.
 	lastLook atomic.Int64
-	// written remembers the nodes this process wrote, so that no start
-	// is admitted while the cache is older than the writes.
+	// written holds the nodes this process wrote until the cache has
+	// them: each look decides on the fleet as this process left it.
 	written writes
 }
 
@@ -84,12 +84,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	all, replaced := r.written.current(list.Items)
+	if replaced > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("reading nodes as this controller wrote them: the cache has not seen those writes yet", "nodes", replaced)
+	}
 	// Each operation lets go of the nodes it no longer runs on: no
 	// policy, the operation turned off, the node opted out.
 	var nodes []*corev1.Node
 	var errs []error
-	for i := range list.Items {
-		n := &list.Items[i]
+	for _, n := range all {
 		runs := false
 		for _, m := range p.machines {
 			if m.runs(p, n) {
@@ -102,7 +105,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 		case runs:
 			nodes = append(nodes, n)
 		case n.Annotations[gpuv1.AnnotationMaintenanceWaiting] != "":
-			errs = append(errs, r.tellWaiting(ctx, n, ""))
+			_, err := r.tellWaiting(ctx, n, "")
+			errs = append(errs, err)
 		}
 	}
 	busy := r.step(ctx, p, nodes)
@@ -136,29 +140,18 @@ func (r *Reconciler) step(ctx context.Context, p *pass, nodes []*corev1.Node) bo
 	for i, n := range nodes {
 		views[i] = p.view(ctx, n)
 	}
-	admission := arbiter.Admission{Admitted: map[string]arbiter.Operation{}, Waiting: map[string]string{}}
-	behind := r.written.behind(nodes)
-	if behind != "" {
-		// A start decided on a cache that has not seen the last writes
-		// could take a place another start took: none starts until it
-		// has.
-		ctrl.LoggerFrom(ctx).V(1).Info("no start admitted: the cache has not seen this controller's last write", "node", behind)
-	} else {
-		var budgetErrs []error
-		admission, budgetErrs = arbiter.Admit(views, p.budgets)
-		for _, err := range budgetErrs {
-			// A budget stored before the API server refused it holds back
-			// the starts it covers, and says so on the policy.
-			ctrl.LoggerFrom(ctx).Error(err, "maintenance cannot start where this budget applies")
-			r.Recorder.Eventf(p.cp, nil, corev1.EventTypeWarning, "MaintenanceBlocked", "Admit", "%v", err)
-		}
+	admission, budgetErrs := arbiter.Admit(views, p.budgets)
+	for _, err := range budgetErrs {
+		// A budget stored before the API server refused it holds back
+		// the starts it covers, and says so on the policy.
+		ctrl.LoggerFrom(ctx).Error(err, "maintenance cannot start where this budget applies")
+		r.Recorder.Eventf(p.cp, nil, corev1.EventTypeWarning, "MaintenanceBlocked", "Admit", "%v", err)
 	}
 	busy := make([]bool, len(nodes))
 	workqueue.ParallelizeUntil(ctx, stepWorkers, len(nodes), func(i int) {
 		busy[i] = r.stepNode(ctx, p, nodes[i], &views[i], admission)
 	})
-	r.written.forget(nodes)
-	onTheWay := behind != ""
+	onTheWay := false
 	for _, b := range busy {
 		onTheWay = onTheWay || b
 	}
@@ -173,7 +166,6 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 	if !ok {
 		admitted = arbiter.None
 	}
-	base := n.ResourceVersion
 	busy := false
 	cur := n
 	for _, m := range p.machines {
@@ -199,13 +191,16 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 			return true
 		}
 		if out.node != cur {
-			r.written.record(n.Name, base)
+			r.written.record(cur.ResourceVersion, out.node)
 			cur = out.node
 		}
 		busy = busy || out.busy
 	}
-	if err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); err != nil && !errors.Is(err, errStale) {
+	switch out, err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); {
+	case err != nil:
 		ctrl.LoggerFrom(ctx).Error(err, "writing why the node waits", "node", n.Name)
+	case out != cur:
+		r.written.record(cur.ResourceVersion, out)
 	}
 	return busy
 }

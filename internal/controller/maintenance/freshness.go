@@ -6,57 +6,75 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// writes remembers, for each node this process wrote, the version of the
-// node its first write of a look was conditional on. A cache that still
-// shows that version has not seen the write: admitting starts on it could
-// count a node as free that a start of the last look just took (issue
-// finding 5), since admission reads every other node from the cache and
-// only the node written is conditional on its version. Nothing here must
-// survive a restart: a new process's cache is as new as any write of the
-// old one.
+// writes lets a look read this process's own writes of nodes: for each
+// node written and not yet seen in the cache, the node as the last write
+// left it (the API server's answer) and the versions it had before. A
+// look that read a node the cache still shows at one of those versions
+// would decide on a node older than this process's writes: admission
+// could count a place as free that a start of the last look just took
+// (issue 25, finding 5), and a step would write on a version that fails.
+// So the look reads the written node instead, and decides on the fleet as
+// this process left it. A cache at any other version has seen the writes
+// (each write was conditional on the version before it, or was this
+// process's own apply), or someone else's after them: it is the truth
+// again. Nothing here must survive a restart: a new process's cache is as
+// new as any write of the old one.
 type writes struct {
 	mu   sync.Mutex
-	base map[string]string
+	last map[string]*written
 }
 
-// record notes that a node was written on version base.
-func (w *writes) record(node, base string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.base == nil {
-		w.base = map[string]string{}
-	}
-	if _, ok := w.base[node]; !ok {
-		w.base[node] = base
-	}
+type written struct {
+	node   *corev1.Node
+	before map[string]bool
 }
 
-// behind returns a node whose cached version is still the one a write of
-// this process was conditional on, "" when the cache has seen every write.
-// A write conditional on a version makes the next one, so any other
-// version is the write's or a later one.
-func (w *writes) behind(nodes []*corev1.Node) string {
+// record notes that a node at version before was written, and that the
+// API server returned after.
+func (w *writes) record(before string, after *corev1.Node) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, n := range nodes {
-		if base, ok := w.base[n.Name]; ok && base == n.ResourceVersion {
-			return n.Name
+	if w.last == nil {
+		w.last = map[string]*written{}
+	}
+	e := w.last[after.Name]
+	if e == nil {
+		e = &written{before: map[string]bool{}}
+		w.last[after.Name] = e
+	}
+	e.before[before] = true
+	e.node = after
+}
+
+// current returns the cached nodes with those the cache shows from before
+// this process's writes replaced by the nodes as written, and drops what
+// it remembers of nodes the cache has caught up with, and of nodes gone.
+// It reports how many it replaced.
+func (w *writes) current(cached []corev1.Node) ([]*corev1.Node, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	nodes := make([]*corev1.Node, len(cached))
+	replaced := 0
+	listed := make(map[string]bool, len(w.last))
+	for i := range cached {
+		n := &cached[i]
+		nodes[i] = n
+		e := w.last[n.Name]
+		if e == nil {
+			continue
+		}
+		listed[n.Name] = true
+		if e.before[n.ResourceVersion] {
+			nodes[i] = e.node
+			replaced++
+			continue
+		}
+		delete(w.last, n.Name)
+	}
+	for name := range w.last {
+		if !listed[name] {
+			delete(w.last, name)
 		}
 	}
-	return ""
-}
-
-// forget drops the nodes the cache has caught up with, and those gone.
-func (w *writes) forget(nodes []*corev1.Node) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	seen := map[string]string{}
-	for _, n := range nodes {
-		seen[n.Name] = n.ResourceVersion
-	}
-	for name, base := range w.base {
-		if rv, ok := seen[name]; !ok || rv != base {
-			delete(w.base, name)
-		}
-	}
+	return nodes, replaced
 }
