@@ -39,6 +39,8 @@ type nodeTracker struct {
 	// labelsChanged is when a node's state labels last changed.
 	stall         time.Duration
 	labelsChanged time.Time
+	// upgrading counts the nodes in a driver upgrade.
+	upgrading inFlight
 	// now and poll are the clock and how often a wait looks; a test makes
 	// them fast.
 	now  func() time.Time
@@ -92,9 +94,11 @@ func (t *nodeTracker) observe(obj any) {
 // meets the goal: at thousands of nodes the first one to has its whole
 // chain up minutes into a rollout.
 func (t *nodeTracker) update(n *corev1.Node, now time.Time) {
-	if old, ok := t.nodes[n.Name]; !ok || stateLabelsChanged(old, n) {
+	old, ok := t.nodes[n.Name]
+	if !ok || stateLabelsChanged(old, n) {
 		t.labelsChanged = now
 	}
+	t.upgrading.see(old, n, now)
 	t.nodes[n.Name] = n
 	t.judge(n, now)
 }
@@ -131,6 +135,21 @@ func (t *nodeTracker) setGoal(g goal) {
 	for _, n := range t.nodes {
 		t.judge(n, now)
 	}
+}
+
+// upgradingFrom starts counting the upgrade's nodes at now.
+func (t *nodeTracker) upgradingFrom(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.upgrading.restart(now)
+}
+
+// upgradingUntil returns the mean and the peak of the nodes in an upgrade
+// at once, since upgradingFrom until now.
+func (t *nodeTracker) upgradingUntil(now time.Time) (float64, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.upgrading.figures(now)
 }
 
 // names returns the GPU nodes seen so far.

@@ -65,9 +65,14 @@ type Result struct {
 	RebootRecoverySeconds float64  `json:"rebootRecoverySeconds"`
 	Reboot                Requests `json:"reboot"`
 
-	UpgradeParallel int      `json:"upgradeParallel"`
-	UpgradeSeconds  float64  `json:"upgradeSeconds"`
-	Upgrade         Requests `json:"upgrade"`
+	UpgradeParallel int     `json:"upgradeParallel"`
+	UpgradeSeconds  float64 `json:"upgradeSeconds"`
+	// UpgradingMean and UpgradingPeak are the nodes in the upgrade at
+	// once (cordoned for it up to uncordoned): how much of the budget
+	// (UpgradeParallel) the upgrade used.
+	UpgradingMean float64  `json:"upgradingMean"`
+	UpgradingPeak int      `json:"upgradingPeak"`
+	Upgrade       Requests `json:"upgrade"`
 
 	// Skipped are the phases left out (-skip, -churn 0): their figures are
 	// not measured.
@@ -121,6 +126,9 @@ func rows() []row {
 			return f1(float64(r.Reboot.Writes) / float64(max(1, r.RebootedNodes)))
 		}},
 		{"upgrade: nodes at a time -> fleet done (s)", "", func(r *Result) string { return fmt.Sprintf("%d -> %.1f", r.UpgradeParallel, r.UpgradeSeconds) }},
+		{"upgrade: nodes upgrading at once, mean / peak", "", func(r *Result) string {
+			return fmt.Sprintf("%.1f / %d", r.UpgradingMean, r.UpgradingPeak)
+		}},
 		{"upgrade: writes per node", "", func(r *Result) string { return f1(float64(r.Upgrade.Writes) / float64(max(1, r.Nodes))) }},
 	}
 }

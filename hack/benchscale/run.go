@@ -280,17 +280,23 @@ func upgradePhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes 
 	progress(cfg.log, "upgrading the driver to %s, %d nodes at a time", upgradedVersion, r.UpgradeParallel)
 	nodes.setGoal(upgraded(graph, upgradedVersion))
 	start := time.Now()
+	nodes.upgradingFrom(start)
 	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, upgradedVersion)
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName}}
 	if err := s.Client.Patch(ctx, cp, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		return window{}, err
 	}
+	// A minute of the upgrade, or less in a small run, shows where the
+	// operator's time goes while nodes wait for their steps.
+	cfg.cpuProfiles.save(ctx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "cpu-upgrade.pprof", min(60, max(5, cfg.nodes/10)))
 	done, err := nodes.wait(ctx, names, time.Hour)
 	if err != nil {
 		return window{}, fmt.Errorf("upgrade: %w", err)
 	}
 	r.UpgradeSeconds = done.Sub(start).Seconds()
-	progress(cfg.log, "every node on %s after %.1fs", upgradedVersion, r.UpgradeSeconds)
+	r.UpgradingMean, r.UpgradingPeak = nodes.upgradingUntil(done)
+	progress(cfg.log, "every node on %s after %.1fs, %.1f nodes upgrading at once on average, %d at most",
+		upgradedVersion, r.UpgradeSeconds, r.UpgradingMean, r.UpgradingPeak)
 	sleepUntil(ctx, done.Add(settle))
 	return window{start, done.Add(settle)}, nil
 }
