@@ -190,17 +190,11 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 				"operation", m.operation().String(), "after", r.Timers.MaintenancePoll)
 			return true
 		}
-		if out.node != cur {
-			r.written.record(cur.ResourceVersion, out.node)
-			cur = out.node
-		}
+		cur = out.node
 		busy = busy || out.busy
 	}
-	switch out, err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); {
-	case err != nil:
+	if _, err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "writing why the node waits", "node", n.Name)
-	case out != cur:
-		r.written.record(cur.ResourceVersion, out)
 	}
 	return busy
 }

@@ -8,17 +8,23 @@ import (
 
 // writes lets a look read this process's own writes of nodes: for each
 // node written and not yet seen in the cache, the node as the last write
-// left it (the API server's answer) and the versions it had before. A
-// look that read a node the cache still shows at one of those versions
-// would decide on a node older than this process's writes: admission
-// could count a place as free that a start of the last look just took
-// (issue 25, finding 5), and a step would write on a version that fails.
-// So the look reads the written node instead, and decides on the fleet as
-// this process left it. A cache at any other version has seen the writes
-// (each write was conditional on the version before it, or was this
-// process's own apply), or someone else's after them: it is the truth
-// again. Nothing here must survive a restart: a new process's cache is as
-// new as any write of the old one.
+// left it (the API server's answer) and every version it was written on.
+// Every write of a node records itself here (apply, patchNode,
+// tellWaiting), so a start that takes two writes (a taint, then a label)
+// records the version between them too. A look that read a node the
+// cache still shows at one of those versions would decide on a node older
+// than this process's writes: admission could count a place as free that
+// a start of the last look took (issue 25, finding 5), and a step would
+// write on a version that fails with a conflict. So the look reads the
+// written node instead, and decides on the fleet as this process left
+// it. A cache at any other version shows the last write or a later one
+// (each write was conditional on the version before it, or, for the
+// waiting annotation, made on the version the look read), or a version
+// someone else wrote just before that unconditional annotation write,
+// which holds every conditional write before it: the cache is the truth
+// again. Nothing here must survive a restart: a new process's cache is
+// listed after any write of the old one (a standby's older cache is a
+// known gap).
 type writes struct {
 	mu   sync.Mutex
 	last map[string]*written
@@ -64,7 +70,7 @@ func (w *writes) current(cached []corev1.Node) ([]*corev1.Node, int) {
 			continue
 		}
 		listed[n.Name] = true
-		if e.before[n.ResourceVersion] {
+		if e.before[n.ResourceVersion] && e.node.UID == n.UID {
 			nodes[i] = e.node
 			replaced++
 			continue

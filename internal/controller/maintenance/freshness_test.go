@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
@@ -231,6 +232,82 @@ func TestAStaleCacheHoldsNoStartBack(t *testing.T) {
 		"c waits: a's start, which the cache has not seen, holds the first place")
 	g.Expect(labelOf(ctx, g, c, "a", gpuv1.LabelUpgradeState)).NotTo(Equal(first),
 		"a takes its next step on the node as written, not on the cache's older version")
+}
+
+// A repair's start writes twice: its taint, then its label. A cache that
+// has the first write and not the second shows a node tainted and still
+// waiting; read as it is, the place the repair took would look free. The
+// version between the two writes is one this process wrote on, so the
+// look reads the node as the second write left it, and b waits.
+func TestAStartIsCountedOnTheVersionBetweenItsWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp.Spec.Operator.Remediation.Enabled = true
+	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	stamp := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
+	a := gpuNode("a", map[string]string{gpuv1.LabelRemediationState: string(gpuv1.RemediationRequired)},
+		map[string]string{AnnotationRemediationSince: stamp(time.Hour), gpuv1.AnnotationUnhealthyGPUs: "1"})
+	b := gpuNode("b", map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeRequired), gpuv1.LabelUpgradeSkip: gpuv1.LabelTrue},
+		map[string]string{AnnotationSince: stamp(2 * time.Hour)})
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-driver-daemonset", Namespace: fixture.Namespace,
+		Labels: map[string]string{render.LabelState: string(state.Driver)}}}
+	ds.Spec.Template.Annotations = map[string]string{render.AnnotationTemplateHash: "new"}
+	// between is a as the repair's first write left it.
+	var between *corev1.Node
+	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, b, ds).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if err := c.Patch(ctx, o, p, opts...); err != nil {
+				return err
+			}
+			if n, ok := o.(*corev1.Node); ok && n.Name == "a" && between == nil && p.Type() == types.MergePatchType {
+				between = n.DeepCopy()
+			}
+			return nil
+		}}).Build()
+	a.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	a.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("7")}
+	g.Expect(c.Status().Update(ctx, a)).To(Succeed())
+
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	m, err := metrics.New(prometheus.NewRegistry())
+	g.Expect(err).NotTo(HaveOccurred())
+	reads := &staleNodes{Client: c}
+	r := &Reconciler{Client: reads, APIReader: c, Pods: podIndex(t, *outdatedDriver("b")), Graph: graph, Namespace: fixture.Namespace,
+		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
+
+	before := &corev1.NodeList{}
+	g.Expect(c.List(ctx, before)).To(Succeed())
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(between).NotTo(BeNil(), "the repair's start patched its taint first")
+	g.Expect(between.Labels[gpuv1.LabelRemediationState]).To(Equal(string(gpuv1.RemediationRequired)),
+		"between the writes, a is tainted and still waiting")
+	g.Expect(labelOf(ctx, g, c, "a", gpuv1.LabelRemediationState)).NotTo(Equal(string(gpuv1.RemediationRequired)), "the repair of a started")
+
+	// A person lets b's upgrade go; the cache has that, and a between the
+	// repair's two writes.
+	fresh := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "b"}, fresh)).To(Succeed())
+	delete(fresh.Labels, gpuv1.LabelUpgradeSkip)
+	g.Expect(c.Update(ctx, fresh)).To(Succeed())
+	for i := range before.Items {
+		switch before.Items[i].Name {
+		case "a":
+			before.Items[i] = *between
+		case "b":
+			before.Items[i] = *fresh
+		}
+	}
+	reads.nodes = before
+	_, err = r.Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labelOf(ctx, g, c, "b", gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeRequired)),
+		"no upgrade starts on b while a's repair, half seen by the cache, takes the place")
 }
 
 func labelOf(ctx context.Context, g Gomega, c client.Client, node, key string) string {

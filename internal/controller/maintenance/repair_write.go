@@ -103,6 +103,7 @@ func (r *Reconciler) patchNode(ctx context.Context, n *corev1.Node, owner, what 
 	case err != nil:
 		return nil, fmt.Errorf("writing %s of node %s: %w", what, n.Name, err)
 	}
+	r.written.record(n.ResourceVersion, patched)
 	return patched, nil
 }
 

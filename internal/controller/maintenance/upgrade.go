@@ -203,13 +203,21 @@ func (r *Reconciler) forgetUpgrade(ctx context.Context, n *corev1.Node) error {
 // look is conditional on it. A conflict or a deleted node is errStale.
 func (r *Reconciler) apply(ctx context.Context, ac *corev1ac.NodeApplyConfiguration, owner, what string) (*corev1.Node, error) {
 	name := *ac.Name
+	var base string
+	if ac.ResourceVersion != nil {
+		base = *ac.ResourceVersion
+	}
 	if err := r.Client.Apply(ctx, ac, client.FieldOwner(owner), client.ForceOwnership); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil, errStale // decided on a stale node: the watch brings it back fresh
 		}
 		return nil, fmt.Errorf("writing %s of node %s: %w", what, name, err)
 	}
-	return asNode(ac)
+	written, err := asNode(ac)
+	if err == nil && base != "" {
+		r.written.record(base, written)
+	}
+	return written, err
 }
 
 // holdDomain keeps the node's NVLink domain in an annotation while an

@@ -43,5 +43,10 @@ func (r *Reconciler) tellWaiting(ctx context.Context, n *corev1.Node, why string
 	if why != "" {
 		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, waitingEvent, "Wait", "%s", why)
 	}
-	return asNode(ac)
+	written, err := asNode(ac)
+	if err != nil {
+		return nil, err
+	}
+	r.written.record(n.ResourceVersion, written)
+	return written, nil
 }
