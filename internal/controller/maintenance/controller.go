@@ -56,6 +56,9 @@ type Reconciler struct {
 	// written holds the nodes this process wrote until the cache has
 	// them: each look decides on the fleet as this process left it.
 	written writes
+	// primed is set once the first look has read live the nodes the
+	// cache had older than the API server.
+	primed atomic.Bool
 }
 
 // Reconcile looks at the whole fleet once: every GPU node of the active
@@ -83,6 +86,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	p, err := r.newPass(ctx, active, obs)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if !r.primed.Load() {
+		// A standby that takes over holds a cache that may not have the
+		// last writes of the leader before it: its first look reads
+		// those nodes live.
+		if err := r.prime(ctx, list.Items); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.primed.Store(true)
 	}
 	all, replaced := r.written.current(list.Items)
 	if replaced > 0 {

@@ -1,10 +1,18 @@
 package maintenance
 
 import (
+	"context"
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// primePage is how many nodes a page of the first look's live list holds:
+// the list is compared page by page, so a large fleet's nodes are never
+// all decoded at once beside the cache's.
+const primePage = 200
 
 // writes lets a look read this process's own writes of nodes: for each
 // node written and not yet seen in the cache, the node as the last write
@@ -23,8 +31,9 @@ import (
 // someone else wrote just before that unconditional annotation write,
 // which holds every conditional write before it: the cache is the truth
 // again. Nothing here must survive a restart: a new process's cache is
-// listed after any write of the old one (a standby's older cache is a
-// known gap).
+// listed after any write of the old one, and a standby that takes over,
+// whose cache has run for a while, reads live at its first look the nodes
+// its cache has older than the API server (prime).
 type writes struct {
 	mu   sync.Mutex
 	last map[string]*written
@@ -83,4 +92,31 @@ func (w *writes) current(cached []corev1.Node) ([]*corev1.Node, int) {
 		}
 	}
 	return nodes, replaced
+}
+
+// prime reads the nodes live, after the cache's list, and takes those the
+// cache has at another version as written: the cache was listed first, so
+// it can only be behind. A leader that went away may have written them
+// just before, and the cache that has not seen it yet would count their
+// places as free.
+func (r *Reconciler) prime(ctx context.Context, cached []corev1.Node) error {
+	byName := make(map[string]*corev1.Node, len(cached))
+	for i := range cached {
+		byName[cached[i].Name] = &cached[i]
+	}
+	page := &corev1.NodeList{}
+	for {
+		if err := r.APIReader.List(ctx, page, client.Limit(primePage), client.Continue(page.Continue)); err != nil {
+			return fmt.Errorf("listing nodes live at the first look: %w", err)
+		}
+		for i := range page.Items {
+			live := &page.Items[i]
+			if c := byName[live.Name]; c != nil && c.UID == live.UID && c.ResourceVersion != live.ResourceVersion {
+				r.written.record(c.ResourceVersion, live.DeepCopy())
+			}
+		}
+		if page.Continue == "" {
+			return nil
+		}
+	}
 }

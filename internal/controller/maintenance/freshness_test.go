@@ -2,6 +2,8 @@ package maintenance
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -310,8 +312,121 @@ func TestAStartIsCountedOnTheVersionBetweenItsWrites(t *testing.T) {
 		"no upgrade starts on b while a's repair, half seen by the cache, takes the place")
 }
 
+// A standby that takes over has a cache that has run for a while, and may
+// not have the last writes of the leader before it. Here the old leader
+// started the repair of a, the one place; the new leader's cache still
+// shows a waiting, and b, let go by a person since, waiting the longest.
+// Its first look reads a live and b waits.
+func TestAStandbyTakingOverReadsTheLastLeadersWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp.Spec.Operator.Remediation.Enabled = true
+	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	stamp := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
+	a := gpuNode("a", map[string]string{gpuv1.LabelRemediationState: string(gpuv1.RemediationRequired)},
+		map[string]string{AnnotationRemediationSince: stamp(time.Hour), gpuv1.AnnotationUnhealthyGPUs: "1"})
+	b := gpuNode("b", map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeRequired), gpuv1.LabelUpgradeSkip: gpuv1.LabelTrue},
+		map[string]string{AnnotationSince: stamp(2 * time.Hour)})
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-driver-daemonset", Namespace: fixture.Namespace,
+		Labels: map[string]string{render.LabelState: string(state.Driver)}}}
+	ds.Spec.Template.Annotations = map[string]string{render.AnnotationTemplateHash: "new"}
+	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, b, ds).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	a.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	a.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("7")}
+	g.Expect(c.Status().Update(ctx, a)).To(Succeed())
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	reconciler := func(reads client.Client) *Reconciler {
+		m, err := metrics.New(prometheus.NewRegistry())
+		g.Expect(err).NotTo(HaveOccurred())
+		return &Reconciler{Client: reads, APIReader: c, Pods: podIndex(t, *outdatedDriver("b")), Graph: graph, Namespace: fixture.Namespace,
+			Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
+	}
+
+	before := &corev1.NodeList{}
+	g.Expect(c.List(ctx, before)).To(Succeed())
+	_, err = reconciler(c).Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labelOf(ctx, g, c, "a", gpuv1.LabelRemediationState)).NotTo(Equal(string(gpuv1.RemediationRequired)),
+		"the old leader started the repair of a")
+
+	fresh := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "b"}, fresh)).To(Succeed())
+	delete(fresh.Labels, gpuv1.LabelUpgradeSkip)
+	g.Expect(c.Update(ctx, fresh)).To(Succeed())
+	for i := range before.Items {
+		if before.Items[i].Name == "b" {
+			before.Items[i] = *fresh
+		}
+	}
+	_, err = reconciler(&staleNodes{Client: c, nodes: before}).Reconcile(ctx, ctrl.Request{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(labelOf(ctx, g, c, "b", gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeRequired)),
+		"the new leader's first look counts the place the old leader's repair took")
+}
+
 func labelOf(ctx context.Context, g Gomega, c client.Client, node, key string) string {
 	n := &corev1.Node{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
 	return n.Labels[key]
+}
+
+// pagedNodes serves a live node list page by page, as the API server does
+// (the fake client ignores Limit and Continue).
+type pagedNodes struct {
+	nodes []corev1.Node
+	pages int
+}
+
+func (p *pagedNodes) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return fmt.Errorf("not served")
+}
+
+func (p *pagedNodes) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	start := 0
+	if o.Continue != "" {
+		var err error
+		if start, err = strconv.Atoi(o.Continue); err != nil {
+			return err
+		}
+	}
+	end := min(len(p.nodes), start+int(o.Limit))
+	l := list.(*corev1.NodeList)
+	l.Items = append([]corev1.Node(nil), p.nodes[start:end]...)
+	l.Continue = ""
+	if end < len(p.nodes) {
+		l.Continue = strconv.Itoa(end)
+	}
+	p.pages++
+	return nil
+}
+
+// The first look reads every page of the live list, and takes as written
+// exactly the nodes the cache has at another version.
+func TestPrimeReadsEveryPage(t *testing.T) {
+	g := NewWithT(t)
+	const n = 2*primePage + 50
+	cached, live := make([]corev1.Node, n), make([]corev1.Node, n)
+	for i := range n {
+		cached[i] = corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), UID: types.UID(fmt.Sprint(i)), ResourceVersion: "1"}}
+		live[i] = *cached[i].DeepCopy()
+	}
+	behind := []int{0, primePage, n - 1}
+	for _, i := range behind {
+		live[i].ResourceVersion = "2"
+	}
+	reader := &pagedNodes{nodes: live}
+	r := &Reconciler{APIReader: reader}
+	g.Expect(r.prime(context.Background(), cached)).To(Succeed())
+	g.Expect(reader.pages).To(Equal(3))
+	nodes, replaced := r.written.current(cached)
+	g.Expect(replaced).To(Equal(len(behind)))
+	for _, i := range behind {
+		g.Expect(nodes[i].ResourceVersion).To(Equal("2"), nodes[i].Name)
+	}
 }
