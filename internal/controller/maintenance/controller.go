@@ -117,8 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 		case runs:
 			nodes = append(nodes, n)
 		case n.Annotations[gpuv1.AnnotationMaintenanceWaiting] != "":
-			_, err := r.tellWaiting(ctx, n, "")
-			errs = append(errs, err)
+			errs = append(errs, r.tellWaiting(ctx, n, ""))
 		}
 	}
 	busy := r.step(ctx, p, nodes)
@@ -205,7 +204,7 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 		cur = out.node
 		busy = busy || out.busy
 	}
-	if _, err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); err != nil {
+	if err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "writing why the node waits", "node", n.Name)
 	}
 	return busy

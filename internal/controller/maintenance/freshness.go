@@ -104,9 +104,13 @@ func (r *Reconciler) prime(ctx context.Context, cached []corev1.Node) error {
 	for i := range cached {
 		byName[cached[i].Name] = &cached[i]
 	}
-	page := &corev1.NodeList{}
+	cont := ""
 	for {
-		if err := r.APIReader.List(ctx, page, client.Limit(primePage), client.Continue(page.Continue)); err != nil {
+		// A fresh list for each page: a response decoded into the last
+		// page's list would keep its continue token where the new one
+		// has none, and never end.
+		page := &corev1.NodeList{}
+		if err := r.APIReader.List(ctx, page, client.Limit(primePage), client.Continue(cont)); err != nil {
 			return fmt.Errorf("listing nodes live at the first look: %w", err)
 		}
 		for i := range page.Items {
@@ -115,7 +119,7 @@ func (r *Reconciler) prime(ctx context.Context, cached []corev1.Node) error {
 				r.written.record(c.ResourceVersion, live.DeepCopy())
 			}
 		}
-		if page.Continue == "" {
+		if cont = page.Continue; cont == "" {
 			return nil
 		}
 	}

@@ -340,7 +340,9 @@ func labelOf(ctx context.Context, g Gomega, c client.Client, node, key string) s
 }
 
 // pagedNodes serves a live node list page by page, as the API server does
-// (the fake client ignores Limit and Continue).
+// (the fake client ignores Limit and Continue), and decodes each page into
+// the list it is given as a JSON decoder does: a field the response omits
+// (the last page's continue token) keeps the value it had.
 type pagedNodes struct {
 	nodes []corev1.Node
 	pages int
@@ -359,10 +361,12 @@ func (p *pagedNodes) List(_ context.Context, list client.ObjectList, opts ...cli
 			return err
 		}
 	}
+	if p.pages > len(p.nodes) {
+		return fmt.Errorf("listed %d pages of %d nodes: the pages never end", p.pages, len(p.nodes))
+	}
 	end := min(len(p.nodes), start+int(o.Limit))
 	l := list.(*corev1.NodeList)
 	l.Items = append([]corev1.Node(nil), p.nodes[start:end]...)
-	l.Continue = ""
 	if end < len(p.nodes) {
 		l.Continue = strconv.Itoa(end)
 	}

@@ -24,11 +24,11 @@ const waitingEvent = "GPUMaintenanceWaiting"
 // waits (gpuv1.AnnotationMaintenanceWaiting), removing it when none
 // does, and tells it in an event when it changes. The reasons name no
 // count of the moment, so a node waiting for a budget is written once,
-// not at every look. It returns the node as written, n itself when
-// nothing was.
-func (r *Reconciler) tellWaiting(ctx context.Context, n *corev1.Node, why string) (*corev1.Node, error) {
+// not at every look. The node as written is read back until the cache
+// has it (writes).
+func (r *Reconciler) tellWaiting(ctx context.Context, n *corev1.Node, why string) error {
 	if n.Annotations[gpuv1.AnnotationMaintenanceWaiting] == why {
-		return n, nil
+		return nil
 	}
 	ac := corev1ac.Node(n.Name)
 	if why != "" {
@@ -36,17 +36,17 @@ func (r *Reconciler) tellWaiting(ctx context.Context, n *corev1.Node, why string
 	}
 	if err := r.Client.Apply(ctx, ac, client.FieldOwner(WaitingFieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
-			return n, nil
+			return nil
 		}
-		return nil, fmt.Errorf("writing why node %s waits: %w", n.Name, err)
+		return fmt.Errorf("writing why node %s waits: %w", n.Name, err)
 	}
 	if why != "" {
 		r.Recorder.Eventf(n, nil, corev1.EventTypeNormal, waitingEvent, "Wait", "%s", why)
 	}
 	written, err := asNode(ac)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.written.record(n.ResourceVersion, written)
-	return written, nil
+	return nil
 }
