@@ -9,6 +9,20 @@ cd "$root"
 # The binary carries NFD's CRDs too, for the setup hook to apply only where
 # the operator deploys NFD and no other installer created them; the chart's
 # crds/, which helm installs unconditionally, holds only the operator's own.
+# Quantities (resources' limits and requests) get a maxLength, which no
+# marker can put on a map's values: without it the API server estimates
+# every quantity() call in the CEL rules on an unbounded string, and the
+# ClusterPolicy's rules together pass the CRD's cost budget. 64 characters
+# hold any quantity a container needs. Idempotent: a bound already there is
+# left alone.
+quantity_pattern='pattern: ^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))'
+for crd in config/crd/bases/*.yaml; do
+  awk -v pat="$quantity_pattern" '
+    index($0, pat) && prev !~ /maxLength:/ { match($0, /^ */); printf "%smaxLength: 64\n", substr($0, 1, RLENGTH) }
+    { print; prev = $0 }
+  ' "$crd" >"$crd.tmp" && mv "$crd.tmp" "$crd"
+done
+
 rm -f internal/crds/*.yaml deployments/gpu-operator/crds/*.yaml
 cp config/crd/bases/*.yaml config/crd/nfd/*.yaml internal/crds/
 cp config/crd/bases/*.yaml deployments/gpu-operator/crds/

@@ -78,8 +78,9 @@ type EnvVar struct {
 }
 
 // ResourceRequirements are the compute resources of an operand's container.
-// Each map holds at most 5 resources: the CEL cost budget of the
-// request-within-limit rule allows no more.
+// Each map holds at most 5 resources, and each quantity at most 64
+// characters (set by hack/sync-generated.sh, as no marker reaches a map's
+// values): the CRD's CEL cost budget allows no more.
 // +kubebuilder:validation:XValidation:rule=`!has(self.limits) || !has(self.requests) || self.requests.all(r, !(r in self.limits) || quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)`,message="every request must be less than or equal to the limit of the same resource"
 type ResourceRequirements struct {
 	// Limits is the most of each resource the container may use.
