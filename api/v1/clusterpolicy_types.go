@@ -48,6 +48,7 @@ func init() {
 // +kubebuilder:validation:XValidation:rule=`!has(self.driver) || !has(self.driver.usePrecompiled) || !self.driver.usePrecompiled || ((!has(self.gds) || !has(self.gds.enabled) || !self.gds.enabled) && (!has(self.gdrcopy) || !has(self.gdrcopy.enabled) || !self.gdrcopy.enabled))`,message="GPUDirect Storage and GDRCopy build their modules against the driver's sources, which precompiled images do not carry (as at NVIDIA): turn gds and gdrcopy off, or driver.usePrecompiled",fieldPath=".driver.usePrecompiled"
 // +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.toolkit) || !has(self.toolkit.enabled) || self.toolkit.enabled`,message="cdi.nriPluginEnabled has the operator's container toolkit inject GPUs: it needs toolkit.enabled=true",fieldPath=".cdi.nriPluginEnabled"
 // +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.nriPluginEnabled) || !self.cdi.nriPluginEnabled || !has(self.devicePlugin) || !has(self.devicePlugin.env) || self.devicePlugin.env.all(e, e.name != 'DEVICE_LIST_STRATEGY' || (has(e.value) && e.value.contains('cdi-')))`,message="with cdi.nriPluginEnabled nothing reads GPU lists passed another way: devicePlugin.env DEVICE_LIST_STRATEGY must name cdi-annotations or cdi-cri, or be removed",fieldPath=".devicePlugin.env"
+// +kubebuilder:validation:XValidation:rule=`!has(self.cdi) || !has(self.cdi.enabled) || self.cdi.enabled || !has(self.driver) || ((!has(self.driver.allocationMode) || self.driver.allocationMode != 'dra') && (!has(self.driver.nodePools) || self.driver.nodePools.all(p, !has(p.allocationMode) || p.allocationMode != 'dra')))`,message="the DRA driver hands GPUs to containers as CDI specs it writes to /var/run/cdi: allocation mode dra needs cdi.enabled=true",fieldPath=".cdi.enabled"
 type ClusterPolicySpec struct {
 	// Operator holds settings of the operator itself.
 	// +kubebuilder:default={}
@@ -108,6 +109,14 @@ type ClusterPolicySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	CDI CDISpec `json:"cdi,omitempty"`
+
+	// DRADriver is NVIDIA's DRA driver, which the pools in allocation mode
+	// dra (driver.allocationMode, driver.nodePools[].allocationMode) run
+	// in place of the device plugin. It renders nothing while no pool is
+	// in that mode.
+	// +kubebuilder:default={}
+	// +optional
+	DRADriver DRADriverSpec `json:"draDriver,omitempty"`
 
 	// HostPaths says where nodes keep what the operands reach on the host.
 	// +kubebuilder:default={}

@@ -93,6 +93,13 @@ type DriverNodePool struct {
 	// +optional
 	Version DriverVersion `json:"version,omitempty"`
 
+	// AllocationMode is how the pool's nodes serve their GPUs:
+	// device-plugin or dra; empty means driver.allocationMode. A change
+	// moves the pool's nodes one budget at a time: GPU pods evicted, one
+	// plugin off, the other on and proven.
+	// +optional
+	AllocationMode AllocationMode `json:"allocationMode,omitempty"`
+
 	// DevicePluginConfig is the configuration of devicePlugin.config's
 	// ConfigMap (a key of it) that the pool's nodes run, such as a
 	// time-slicing configuration; empty means devicePlugin.config.default.

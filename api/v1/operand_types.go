@@ -14,6 +14,9 @@ import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1
 // +kubebuilder:validation:XValidation:rule=`(has(self.usePrecompiled) && self.usePrecompiled) || !has(self.version) || !self.version.matches('^[0-9]+$')`,message="a driver branch such as 580 names images only with usePrecompiled: write the whole version, such as 580.126.20",fieldPath=".version"
 // +kubebuilder:validation:XValidation:rule=`!has(self.nodePools) || self.nodePools.all(p, !has(p.version) || (has(self.usePrecompiled) && self.usePrecompiled) == p.version.matches('^[0-9]+$'))`,message="a pool's version is a driver branch such as 580 with usePrecompiled, and a whole version such as 580.126.20 or a digest without",fieldPath=".nodePools"
 // +kubebuilder:validation:XValidation:rule=`!has(self.args) || size(self.args) == 0 || self.args[0] == 'init'`,message="args replace the driver container's arguments, whose first must be init: write for example [init, -m, \"8\"] (init accepts only -a/--accept-license and -m/--max-threads N)",fieldPath=".args"
+// +kubebuilder:validation:XValidation:rule=`!has(self.allocationMode) || self.allocationMode != 'dra'`,message="allocation mode dra comes with the dra-driver state, which this build does not run yet: keep device-plugin (docs/status.md says what is built)",fieldPath=".allocationMode"
+// +kubebuilder:validation:XValidation:rule=`!has(self.nodePools) || self.nodePools.all(p, !has(p.allocationMode) || p.allocationMode != 'dra')`,message="allocation mode dra comes with the dra-driver state, which this build does not run yet: keep device-plugin (docs/status.md says what is built)",fieldPath=".nodePools"
+// +kubebuilder:validation:XValidation:rule=`!has(self.nodePools) || self.nodePools.all(p, !has(p.devicePluginConfig) || size(p.devicePluginConfig) == 0 || (has(p.allocationMode) ? p.allocationMode : (has(self.allocationMode) ? self.allocationMode : 'device-plugin')) != 'dra')`,message="a pool in allocation mode dra runs no device plugin, so devicePluginConfig has no effect there: remove it, and share GPUs through draDriver.featureGates (MPSSupport, TimeSlicingSettings)",fieldPath=".nodePools"
 type DriverSpec struct {
 	ComponentSpec `json:",inline"`
 
@@ -39,6 +42,15 @@ type DriverSpec struct {
 	// +kubebuilder:validation:Enum=auto;open;proprietary
 	// +optional
 	KernelModuleType string `json:"kernelModuleType,omitempty"`
+
+	// AllocationMode is how the default pool's nodes, and every pool that
+	// names no mode of its own, serve their GPUs: device-plugin (the
+	// nvidia.com/gpu resource) or dra (ResourceClaims of the DRA driver,
+	// configured under draDriver). A pool that changes mode moves node by
+	// node within its upgrade budget, its GPU pods evicted first.
+	// +kubebuilder:default=device-plugin
+	// +optional
+	AllocationMode AllocationMode `json:"allocationMode,omitempty"`
 
 	// UpgradePolicy says how nodes move to a new driver.
 	// +kubebuilder:default={}

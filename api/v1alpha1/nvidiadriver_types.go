@@ -89,6 +89,14 @@ type NVIDIADriverSpec struct {
 	// +optional
 	KernelModuleType string `json:"kernelModuleType,omitempty"`
 
+	// AllocationMode is how the nodes this NVIDIADriver serves hand out
+	// their GPUs: device-plugin or dra; empty means the ClusterPolicy's
+	// driver.allocationMode. An extension of this operator: NVIDIA's
+	// NVIDIADriver has no such field, and its objects apply unchanged.
+	// +kubebuilder:validation:XValidation:rule=`self != 'dra'`,message="allocation mode dra comes with the dra-driver state, which this build does not run yet: keep device-plugin (docs/status.md says what is built)"
+	// +optional
+	AllocationMode gpuv1.AllocationMode `json:"allocationMode,omitempty"`
+
 	// Repository is the registry path of the driver image, such as
 	// nvcr.io/nvidia; empty when image is a whole path.
 	// +optional

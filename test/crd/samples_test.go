@@ -56,6 +56,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		Driver: gpuv1.DriverSpec{
 			ComponentSpec: enabled,
 			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "595.91.07", KernelModuleType: "auto",
+			AllocationMode: gpuv1.AllocationDevicePlugin,
 			UpgradePolicy: gpuv1.DriverUpgradePolicySpec{
 				AutoUpgrade:         ptr.To(true),
 				MaxParallelUpgrades: ptr.To[int32](1),
@@ -91,6 +92,19 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 			Repository:    "registry.k8s.io/nfd", Image: "node-feature-discovery", Version: "v0.19.0",
 		},
 		MIG: gpuv1.MIGSpec{Strategy: gpuv1.MIGStrategySingle},
+		// NVIDIA's v26.7.0 chart's draDriver values.
+		DRADriver: gpuv1.DRADriverSpec{
+			Repository: "nvcr.io/nvidia", Image: "dra-driver-nvidia-gpu", Version: "v0.5.0",
+			GPUs: gpuv1.DRAGPUsSpec{KubeletPlugin: gpuv1.DRAGPUKubeletPluginSpec{
+				Healthcheck: gpuv1.DRAGPUHealthcheckSpec{Enabled: ptr.To(true), Port: ptr.To[int32](51516)},
+			}},
+			ComputeDomains: gpuv1.DRAComputeDomainsSpec{
+				Enabled: ptr.To(true),
+				KubeletPlugin: gpuv1.DRAComputeDomainKubeletPluginSpec{
+					Healthcheck: gpuv1.DRAComputeDomainHealthcheckSpec{Enabled: ptr.To(true), Port: ptr.To[int32](51515)},
+				},
+			},
+		},
 		// Off unless enabled: turning it on reconfigures MIG-capable nodes.
 		MIGManager: gpuv1.MIGManagerSpec{
 			Enabled:    ptr.To(false),
