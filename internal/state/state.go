@@ -23,6 +23,7 @@ const (
 	MIGManager           Name = "mig-manager"
 	MPSControlDaemon     Name = "mps-control-daemon"
 	DevicePlugin         Name = "device-plugin"
+	DRADriver            Name = "dra-driver"
 	DCGMExporter         Name = "dcgm-exporter"
 	GPUFeatureDiscovery  Name = "gpu-feature-discovery"
 )
@@ -87,6 +88,20 @@ type RenderInput struct {
 	// MPSConfigs are the configurations of devicePlugin.config's ConfigMap
 	// that share GPUs with MPS: their nodes run the MPS control daemon.
 	MPSConfigs map[string]bool
+	// DRAInUse is true while some node pool is in allocation mode dra, or
+	// some node still is: the DRA driver's objects exist only then.
+	DRAInUse bool
+	// DRADriver is the DRA driver's settings; nil means the policy's
+	// draDriver.
+	DRADriver *gpuv1.DRADriverSpec
+}
+
+// DRA returns the DRA driver's settings the operand renders with.
+func (in RenderInput) DRA() *gpuv1.DRADriverSpec {
+	if in.DRADriver != nil {
+		return in.DRADriver
+	}
+	return &in.Policy.Spec.DRADriver
 }
 
 // RunsMPS reports whether the nodes of a variant share their GPUs with

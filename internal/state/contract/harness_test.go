@@ -212,7 +212,13 @@ func selects(ds *appsv1.DaemonSet, v state.Variant) bool {
 // pods checks that every variant's nodes get one.
 func checkAll(t *testing.T, name state.Name, reqs []requirement) {
 	t.Helper()
-	cases := pods(t, name)
+	checkCases(t, pods(t, name), reqs)
+}
+
+// checkCases checks requirements against rendered pods: each must hold
+// for every pod it applies to, and apply to at least one.
+func checkCases(t *testing.T, cases []*podCase, reqs []requirement) {
+	t.Helper()
 	for _, r := range reqs {
 		if !strings.Contains(r.source, "@") || !strings.Contains(r.source, ":") {
 			t.Errorf("requirement %q must name its upstream source as repo@version:path, not %q", r.need, r.source)

@@ -1,0 +1,191 @@
+package dradriver
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
+)
+
+// Where the plugin sees the host, as NVIDIA's manifests mount it: HOST_ROOT
+// is where the GPU plugin looks for the fabric manager and, with
+// PassthroughSupport, IOMMU settings and modprobe (cmd/gpu-kubelet-plugin
+// nvlib.go, vfio-device.go).
+const hostRootInContainer = toolkit.HostRoot
+
+// Volume names, NVIDIA's (0500_daemonset.yaml L351-388).
+const (
+	volumeRegistry   = "plugins-registry"
+	volumePlugins    = "plugins"
+	volumeCDI        = "cdi"
+	volumeHostRoot   = "host-root"
+	volumeDriverRoot = "driver-install-dir"
+)
+
+// The gRPC service both plugins' health servers answer for
+// (cmd/gpu-kubelet-plugin/health.go: "liveness").
+const healthService = "liveness"
+
+// kubeletPluginPod is the kubelet plugin's pod for one driver root: the
+// gpus container, always, and compute-domains when enabled.
+//
+// It departs from NVIDIA's in two ways. No driver-validation init
+// container: the state graph starts it only where the driver state is
+// ready. No bash wrapper sourcing the validator's driver-ready file: the
+// driver root comes from the node's variant, as for the device plugin.
+func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterPolicy, state.Variant) corev1.PodSpec {
+	return func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+		spec := &cp.Spec
+		gpus := pluginContainer(spec, v, d, GPUContainer, "gpu-kubelet-plugin", ":8080", d.GPUs.KubeletPlugin.Healthcheck, 30)
+		gpus.Env = append(gpus.Env,
+			corev1.EnvVar{Name: "HOST_ROOT", Value: hostRootInContainer},
+			corev1.EnvVar{Name: "IMAGE_NAME", Value: image})
+		// The MPS control daemons the GPU plugin starts pull as it does
+		// (cmd/gpu-kubelet-plugin/main.go: IMAGE_PULL_SECRETS,
+		// IMAGE_PULL_POLICY; NVIDIA's manifests set neither).
+		if len(d.ImagePullSecrets) > 0 {
+			names := make([]string, len(d.ImagePullSecrets))
+			for i, s := range d.ImagePullSecrets {
+				names[i] = string(s)
+			}
+			gpus.Env = append(gpus.Env, corev1.EnvVar{Name: "IMAGE_PULL_SECRETS", Value: strings.Join(names, ",")})
+		}
+		if d.ImagePullPolicy != "" {
+			gpus.Env = append(gpus.Env, corev1.EnvVar{Name: "IMAGE_PULL_POLICY", Value: string(d.ImagePullPolicy)})
+		}
+		volumes := pluginVolumes(spec, v)
+		if d.FeatureGate("PassthroughSupport") {
+			// Binding GPUs to vfio-pci writes sysfs and reads the host's
+			// modules (0500_daemonset.yaml L236-247).
+			gpus.VolumeMounts = append(gpus.VolumeMounts,
+				render.ReadOnlyHostMount("lib-modules", "/lib/modules/"),
+				corev1.VolumeMount{Name: "sysfs", MountPath: "/sys/", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
+				corev1.VolumeMount{Name: "procfs", MountPath: "/proc/", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)})
+			volumes = append(volumes,
+				render.HostPathVolume("lib-modules", "/lib/modules/", corev1.HostPathDirectory),
+				render.HostPathVolume("sysfs", "/sys/", corev1.HostPathDirectory),
+				render.HostPathVolume("procfs", "/proc/", corev1.HostPathDirectory))
+		}
+		containers := []corev1.Container{gpus}
+		if d.ComputeDomainsEnabled() {
+			cd := pluginContainer(spec, v, d, ComputeDomainContainer, "compute-domain-kubelet-plugin", ":8081",
+				d.ComputeDomains.KubeletPlugin.Healthcheck, 10)
+			// NVIDIA labels the node's NVLink clique (nvidia.com/gpu.clique)
+			// from this plugin, not from GFD (0500_daemonset.yaml L303-304).
+			cd.Env = render.Env(append(cd.Env, corev1.EnvVar{Name: "GPU_CLIQUE_LABEL_ENABLED", Value: "true"}),
+				d.ComputeDomains.KubeletPlugin.Env)
+			if r := d.ComputeDomains.KubeletPlugin.Resources; r != nil {
+				cd.Resources = corev1.ResourceRequirements{Limits: r.Limits, Requests: r.Requests}
+			}
+			containers = append(containers, cd)
+		}
+		return corev1.PodSpec{
+			ServiceAccountName: KubeletPluginServiceAccount,
+			// It publishes the node's ResourceSlices.
+			AutomountServiceAccountToken: ptr.To(true),
+			Containers:                   containers,
+			Volumes:                      volumes,
+		}
+	}
+}
+
+// prober is a plugin's health check setting.
+type prober interface{ ProbePort() (int32, bool) }
+
+// pluginContainer is what both plugin containers share: the kubelet's
+// plugin directories, the CDI directory, the host and the driver root,
+// the health probes, privilege, and the env NVIDIA gives both
+// (0500_daemonset.yaml L158-214 and L274-328).
+func pluginContainer(spec *gpuv1.ClusterPolicySpec, v state.Variant, d *gpuv1.DRADriverSpec, name, binary, metrics string,
+	health prober, livenessPeriod int32) corev1.Container {
+	kubelet := spec.KubeletRoot()
+	env := []corev1.EnvVar{
+		{Name: "HTTP_ENDPOINT", Value: metrics},
+		{Name: "METRICS_PATH", Value: "/metrics"},
+		{Name: "LOG_VERBOSITY", Value: "4"},
+		// The runtime must not hand the plugin GPUs: it manages them all.
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+		{Name: "CDI_ROOT", Value: toolkit.CDISpecDir},
+		{Name: "NVIDIA_MIG_CONFIG_DEVICES", Value: "all"},
+		{Name: "KUBELET_REGISTRAR_DIRECTORY_PATH", Value: path.Join(kubelet, "plugins_registry")},
+		{Name: "KUBELET_PLUGINS_DIRECTORY_PATH", Value: path.Join(kubelet, "plugins")},
+		render.FieldEnv("NODE_NAME", "spec.nodeName"),
+		render.FieldEnv("NAMESPACE", "metadata.namespace"),
+	}
+	env = append(env, toolkit.DriverRootEnv(spec, v.DriverRoot)...)
+	if gates := featureGates(d); gates != "" {
+		env = append(env, corev1.EnvVar{Name: "FEATURE_GATES", Value: gates})
+	}
+	port, probed := health.ProbePort()
+	listen := "-1" // turns the health server off (main.go: --healthcheck-port)
+	if probed {
+		listen = strconv.Itoa(int(port))
+	}
+	env = append(env, corev1.EnvVar{Name: "HEALTHCHECK_PORT", Value: listen})
+
+	c := corev1.Container{
+		Name:            name,
+		Command:         []string{binary, "-v", "$(LOG_VERBOSITY)"},
+		Env:             env,
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		VolumeMounts:    pluginMounts(spec, v, name == GPUContainer),
+	}
+	if probed {
+		grpc := corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: port, Service: ptr.To(healthService)}}
+		// Registration and the first publish can take long on a node of
+		// many GPUs: ten minutes, checked every second.
+		c.StartupProbe = &corev1.Probe{ProbeHandler: grpc, FailureThreshold: 600, PeriodSeconds: 1, TimeoutSeconds: 10}
+		c.LivenessProbe = &corev1.Probe{ProbeHandler: grpc, FailureThreshold: 3, PeriodSeconds: livenessPeriod, TimeoutSeconds: 10}
+	}
+	return c
+}
+
+// pluginMounts: the plugin registers through the kubelet's registry,
+// serves its socket under the kubelet's plugins directory (Bidirectional:
+// the kubelet must see the socket the container creates) and writes CDI
+// specs where the runtime reads them. The host is read-only at /host; the
+// driver root is a mount of its own unless it is the host's /, already
+// there.
+func pluginMounts(spec *gpuv1.ClusterPolicySpec, v state.Variant, gpus bool) []corev1.VolumeMount {
+	kubelet := spec.KubeletRoot()
+	mounts := []corev1.VolumeMount{
+		{Name: volumeRegistry, MountPath: path.Join(kubelet, "plugins_registry")},
+		{Name: volumePlugins, MountPath: path.Join(kubelet, "plugins"), MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
+		{Name: volumeCDI, MountPath: toolkit.CDISpecDir},
+		render.ReadOnlyHostMount(volumeHostRoot, hostRootInContainer),
+	}
+	if root := toolkit.DriverRootInContainer(spec, v.DriverRoot); root != hostRootInContainer {
+		m := render.ReadOnlyHostMount(volumeDriverRoot, root)
+		// Writable for the GPU plugin, as both NVIDIA's manifest
+		// (0500_daemonset.yaml L233-235) and the driver's chart
+		// (templates/kubeletplugin.yaml L335-337) mount it; the
+		// compute-domain plugin only reads it, as the chart says
+		// (L200-203), where NVIDIA's manifest mounts it writable too.
+		m.ReadOnly = !gpus
+		mounts = append(mounts, m)
+	}
+	return mounts
+}
+
+func pluginVolumes(spec *gpuv1.ClusterPolicySpec, v state.Variant) []corev1.Volume {
+	kubelet := spec.KubeletRoot()
+	volumes := []corev1.Volume{
+		render.HostPathVolume(volumeRegistry, path.Join(kubelet, "plugins_registry"), corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume(volumePlugins, path.Join(kubelet, "plugins"), corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume(volumeCDI, toolkit.CDISpecDir, corev1.HostPathDirectoryOrCreate),
+		render.HostPathVolume(volumeHostRoot, spec.HostRoot(), corev1.HostPathDirectory),
+	}
+	if toolkit.DriverRootInContainer(spec, v.DriverRoot) != hostRootInContainer {
+		// The driver container mounts its root after the pod may have
+		// started: create the directory so the pod does not wait.
+		volumes = append(volumes, render.HostPathVolume(volumeDriverRoot, toolkit.DriverRootSource(spec, v.DriverRoot), corev1.HostPathDirectoryOrCreate))
+	}
+	return volumes
+}

@@ -1,0 +1,206 @@
+package dradriver
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// upstreamRBAC is NVIDIA's 0100-0300: ServiceAccounts, Roles, ClusterRoles
+// and their bindings.
+const upstreamRBAC = "testdata/dra-driver-rbac-v26.7.0.yaml"
+
+// upstreamWhen says when NVIDIA renders each namespaced object of
+// upstreamRBAC, by the guard on its file's first line.
+var upstreamWhen = map[string]func(computeDomains, mps bool) bool{
+	// 0100_kubeletplugin-service_account.yaml: always.
+	"ServiceAccount/nvidia-dra-driver-kubeletplugin": always,
+	// 0110_controller-rbac.yaml L1, 0120_compute-domain-daemon-rbac.yaml L1,
+	// 0130_kubeletplugin-computedomain-role.yaml L1: compute domains.
+	"ServiceAccount/nvidia-dra-driver-controller":          withComputeDomains,
+	"Role/nvidia-dra-driver-controller":                    withComputeDomains,
+	"RoleBinding/nvidia-dra-driver-controller":             withComputeDomains,
+	"ServiceAccount/compute-domain-daemon-service-account": withComputeDomains,
+	"Role/nvidia-dra-driver-kubeletplugin":                 withComputeDomains,
+	"RoleBinding/nvidia-dra-driver-kubeletplugin":          withComputeDomains,
+	// 0140_kubeletplugin-mps-role.yaml L1: the MPSSupport gate.
+	"Role/nvidia-dra-driver-kubeletplugin-mps":        withMPS,
+	"RoleBinding/nvidia-dra-driver-kubeletplugin-mps": withMPS,
+	// 0150_kubeletplugin-driver-validation-role.yaml: always at NVIDIA,
+	// for the kubelet plugin's driver-validation init container; ours
+	// has none (rbac.go).
+	"Role/nvidia-dra-driver-kubeletplugin-driver-validation":        never,
+	"RoleBinding/nvidia-dra-driver-kubeletplugin-driver-validation": never,
+}
+
+func always(bool, bool) bool                         { return true }
+func never(bool, bool) bool                          { return false }
+func withComputeDomains(computeDomains, _ bool) bool { return computeDomains }
+func withMPS(_, mps bool) bool                       { return mps }
+
+// upstreamNamespaced returns NVIDIA's namespaced RBAC objects by kind and
+// name, and fails on one upstreamWhen does not place.
+func upstreamNamespaced(t *testing.T) map[string]client.Object {
+	t.Helper()
+	out := map[string]client.Object{}
+	for _, o := range upstreamObjects(t, upstreamRBAC) {
+		if o.GetNamespace() == "" {
+			continue
+		}
+		if _, ok := upstreamWhen[kindName(o)]; !ok {
+			t.Fatalf("%s: %s is not in upstreamWhen", upstreamRBAC, kindName(o))
+		}
+		out[kindName(o)] = o
+	}
+	return out
+}
+
+// access renders NVIDIA's namespaced objects under the same conditions,
+// the same Role rules in the same order, and the same bindings; nothing
+// else (0100 L1-8, 0110 L2-9 and L68-121, 0120 L2-9, 0130 L2-27,
+// 0140 L2-33; 0150 L1-28 departs).
+func TestAccessMatchesNVIDIA(t *testing.T) {
+	upstream := upstreamNamespaced(t)
+	for _, cd := range []bool{false, true} {
+		for _, mps := range []bool{false, true} {
+			t.Run(fmt.Sprintf("computeDomains=%t,MPSSupport=%t", cd, mps), func(t *testing.T) {
+				g := NewWithT(t)
+				in, d := draInput(upstreamNamespace, cd, mps)
+				var want, got []string
+				for key, when := range upstreamWhen {
+					if when(cd, mps) {
+						want = append(want, key)
+					}
+				}
+				for _, o := range access(in, d) {
+					got = append(got, kindName(o))
+					g.Expect(o.GetNamespace()).To(Equal(upstreamNamespace), kindName(o))
+					assertSameGrant(g, o, upstream[kindName(o)])
+				}
+				slices.Sort(want)
+				slices.Sort(got)
+				g.Expect(got).To(Equal(want), "the objects NVIDIA renders (%s)", upstreamRBAC)
+			})
+		}
+	}
+}
+
+// assertSameGrant compares what a rendered Role grants or a RoleBinding
+// binds with NVIDIA's object of its kind and name.
+func assertSameGrant(g Gomega, ours, theirs client.Object) {
+	switch o := ours.(type) {
+	case *rbacv1.Role:
+		up, ok := theirs.(*rbacv1.Role)
+		g.Expect(ok).To(BeTrue(), "NVIDIA has no Role %s", o.Name)
+		g.Expect(o.Rules).To(Equal(up.Rules), "Role %s's rules (%s)", o.Name, upstreamRBAC)
+	case *rbacv1.RoleBinding:
+		up, ok := theirs.(*rbacv1.RoleBinding)
+		g.Expect(ok).To(BeTrue(), "NVIDIA has no RoleBinding %s", o.Name)
+		g.Expect(o.Subjects).To(Equal(up.Subjects), "RoleBinding %s's subjects (%s)", o.Name, upstreamRBAC)
+		g.Expect(o.RoleRef).To(Equal(up.RoleRef), "RoleBinding %s's role (%s)", o.Name, upstreamRBAC)
+	case *corev1.ServiceAccount:
+		_, ok := theirs.(*corev1.ServiceAccount)
+		g.Expect(ok).To(BeTrue(), "NVIDIA has no ServiceAccount %s", o.Name)
+	default:
+		g.Expect(ours).To(BeNil(), "access renders a %T", ours)
+	}
+}
+
+// Without compute domains or MPS, the kubelet plugin needs nothing in the
+// namespace: NVIDIA renders only its ServiceAccount there (0100 L1-8),
+// besides 0150's Role, which ours does not need.
+func TestAccessWithoutComputeDomainsIsThePluginServiceAccount(t *testing.T) {
+	g := NewWithT(t)
+	in, d := draInput(upstreamNamespace, false, false)
+	objs := access(in, d)
+	g.Expect(objs).To(HaveLen(1))
+	g.Expect(kindName(objs[0])).To(Equal("ServiceAccount/" + KubeletPluginServiceAccount))
+}
+
+// A RoleBinding to a ServiceAccount that is not there, or in another
+// namespace, grants nothing the driver runs as.
+func TestRoleBindingsBindRenderedServiceAccounts(t *testing.T) {
+	g := NewWithT(t)
+	in, d := draInput("other-namespace", true, true)
+	objs := access(in, d)
+	rendered := map[string]client.Object{}
+	for _, o := range objs {
+		rendered[kindName(o)] = o
+	}
+	bindings := 0
+	for _, o := range objs {
+		rb, ok := o.(*rbacv1.RoleBinding)
+		if !ok {
+			continue
+		}
+		bindings++
+		g.Expect(rb.Subjects).NotTo(BeEmpty(), rb.Name)
+		for _, s := range rb.Subjects {
+			g.Expect(s.Kind).To(Equal(rbacv1.ServiceAccountKind), rb.Name)
+			g.Expect(s.Namespace).To(Equal(rb.Namespace), rb.Name)
+			sa, ok := rendered["ServiceAccount/"+s.Name]
+			g.Expect(ok).To(BeTrue(), "%s binds ServiceAccount %s, which is not rendered", rb.Name, s.Name)
+			g.Expect(sa.GetNamespace()).To(Equal(rb.Namespace), rb.Name)
+		}
+		role, ok := rendered["Role/"+rb.RoleRef.Name]
+		g.Expect(ok).To(BeTrue(), "%s binds Role %s, which is not rendered", rb.Name, rb.RoleRef.Name)
+		g.Expect(role.GetNamespace()).To(Equal(rb.Namespace), rb.Name)
+	}
+	g.Expect(bindings).To(Equal(3), "the plugin's, its -mps and the controller's")
+}
+
+// The IMEX daemons' pods are the controller's: their template names the
+// ServiceAccount and leaves the token to it (dra-driver-nvidia-gpu
+// 95932046, templates/compute-domain-daemon.tmpl.yaml L20), and the daemon
+// calls the API server (cmd/compute-domain-daemon/main.go:228-236). The
+// operator's own pods mount their tokens in their pod specs.
+func TestComputeDomainDaemonServiceAccountMountsItsToken(t *testing.T) {
+	g := NewWithT(t)
+	in, d := draInput(upstreamNamespace, true, false)
+	seen := 0
+	for _, o := range access(in, d) {
+		sa, ok := o.(*corev1.ServiceAccount)
+		if !ok {
+			continue
+		}
+		seen++
+		mounts := sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken
+		g.Expect(mounts).To(Equal(sa.Name == ComputeDomainDaemonServiceAccount), sa.Name)
+	}
+	g.Expect(seen).To(Equal(3))
+}
+
+// ClusterRules grants each ServiceAccount exactly the ClusterRole NVIDIA
+// binds it to, rule for rule and in order: 0200 L6-50 (bound by 0300
+// L1-12), 0110 L15-66 (bound by L96-107) and 0120 L14-46 (bound by
+// L48-59).
+func TestClusterRulesMatchNVIDIA(t *testing.T) {
+	g := NewWithT(t)
+	roles := map[string][]rbacv1.PolicyRule{}
+	var bindings []*rbacv1.ClusterRoleBinding
+	for _, o := range upstreamObjects(t, upstreamRBAC) {
+		switch r := o.(type) {
+		case *rbacv1.ClusterRole:
+			roles[r.Name] = r.Rules
+		case *rbacv1.ClusterRoleBinding:
+			bindings = append(bindings, r)
+		}
+	}
+	want := map[string][]rbacv1.PolicyRule{}
+	for _, b := range bindings {
+		g.Expect(b.Subjects).To(HaveLen(1), b.Name)
+		s := b.Subjects[0]
+		g.Expect(s.Kind).To(Equal(rbacv1.ServiceAccountKind), b.Name)
+		g.Expect(s.Namespace).To(Equal(upstreamNamespace), b.Name)
+		rules, ok := roles[b.RoleRef.Name]
+		g.Expect(ok).To(BeTrue(), "%s binds ClusterRole %s, which %s lacks", b.Name, b.RoleRef.Name, upstreamRBAC)
+		want[s.Name] = rules
+	}
+	g.Expect(want).To(HaveLen(3))
+	g.Expect(ClusterRules()).To(Equal(want), upstreamRBAC)
+}

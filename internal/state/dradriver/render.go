@@ -1,0 +1,89 @@
+package dradriver
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// dimensions: the plugin loads NVML from the node's driver root and
+// writes CDI specs naming its libraries there. It needs no RuntimeClass:
+// it is privileged and sees no GPU through the runtime
+// (NVIDIA_VISIBLE_DEVICES=void).
+var dimensions = state.Dimensions{DriverRoot: true}
+
+// Operand renders the dra-driver state.
+type Operand struct{}
+
+// Enabled is true: the state is part of every policy and is disabled per
+// node, on the nodes not in allocation mode dra. Render says whether it
+// has anything to run.
+func (Operand) Enabled(*gpuv1.ClusterPolicySpec) bool { return true }
+
+// Render returns nothing while no node is in allocation mode dra (so a
+// cluster that never uses DRA holds none of the driver's objects), and
+// otherwise the driver's RBAC, DeviceClasses, ResourceSlice admission
+// policy, one kubelet plugin DaemonSet per driver root in use and, with
+// compute domains on, the compute-domain controller.
+func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
+	if !in.DRAInUse {
+		return nil, nil
+	}
+	d := in.DRA()
+	image := render.Image(string(d.Repository), string(d.Image), string(d.Version))
+	objs := access(in, d)
+	objs = append(objs, deviceClasses(in.Policy, d.ComputeDomainsEnabled())...)
+	objs = append(objs, sliceAdmissionPolicy(in.Policy, in.Namespace)...)
+
+	gpus := containerSettings(d, d.GPUs.KubeletPlugin.DRAContainerSpec)
+	sets, err := in.DaemonSets(KubeletPluginName, state.DRADriver, &gpus, image, dimensions, kubeletPluginPod(d, image))
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, sets...)
+	if d.ComputeDomainsEnabled() {
+		controller, err := controllerDeployment(in, d, image)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, controller)
+	}
+	return objs, nil
+}
+
+// containerSettings are the pull settings every container of the driver
+// shares, with one container's env and resources.
+func containerSettings(d *gpuv1.DRADriverSpec, c gpuv1.DRAContainerSpec) gpuv1.ContainerSettings {
+	return gpuv1.ContainerSettings{
+		ImagePullPolicy:  d.ImagePullPolicy,
+		ImagePullSecrets: d.ImagePullSecrets,
+		Env:              c.Env,
+		Resources:        c.Resources,
+	}
+}
+
+// featureGates is FEATURE_GATES as the driver parses it
+// (pkg/flags/featuregates.go: k8s.io/component-base's Name=bool list),
+// sorted so that the pod template does not depend on map order.
+func featureGates(d *gpuv1.DRADriverSpec) string {
+	names := slices.Sorted(maps.Keys(d.FeatureGates))
+	pairs := make([]string, len(names))
+	for i, n := range names {
+		pairs[i] = n + "=" + strconv.FormatBool(d.FeatureGates[n])
+	}
+	return strings.Join(pairs, ",")
+}
+
+// Kinds lists the kinds Render returns.
+func (Operand) Kinds() []schema.GroupVersionKind {
+	return append(slices.Clone(render.RBACKinds), render.KindDaemonSet, render.KindDeployment, render.KindDeviceClass,
+		render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)
+}
