@@ -6,23 +6,33 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-# The binary carries NFD's CRDs too, for the setup hook to apply only where
-# the operator deploys NFD and no other installer created them; the chart's
-# crds/, which helm installs unconditionally, holds only the operator's own.
 # Quantities (resources' limits and requests) get a maxLength, which no
 # marker can put on a map's values: without it the API server estimates
 # every quantity() call in the CEL rules on an unbounded string, and the
 # ClusterPolicy's rules together pass the CRD's cost budget. 64 characters
-# hold any quantity a container needs. Idempotent: a bound already there is
-# left alone.
+# hold any quantity a container needs. The pattern must open its line, so
+# that a description quoting it is left alone; a bound already there is
+# kept (idempotent); and a quantity left unbounded, because controller-gen
+# changed how it writes them, fails here rather than at install.
 quantity_pattern='pattern: ^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))'
 for crd in config/crd/bases/*.yaml; do
   awk -v pat="$quantity_pattern" '
-    index($0, pat) && prev !~ /maxLength:/ { match($0, /^ */); printf "%smaxLength: 64\n", substr($0, 1, RLENGTH) }
+    function opens(line, text) { match(line, /^ */); return substr(line, RLENGTH + 1, length(text)) == text }
+    opens($0, pat) && !opens(prev, "maxLength:") { match($0, /^ */); printf "%smaxLength: 64\n", substr($0, 1, RLENGTH) }
     { print; prev = $0 }
   ' "$crd" >"$crd.tmp" && mv "$crd.tmp" "$crd"
+  unbounded=$(awk -v pat="$quantity_pattern" '
+    function opens(line, text) { match(line, /^ */); return substr(line, RLENGTH + 1, length(text)) == text }
+    opens($0, pat) && !opens(prev, "maxLength: 64") { n++ } { prev = $0 } END { print n + 0 }' "$crd")
+  if [[ $unbounded != 0 ]]; then
+    echo "hack/sync-generated.sh: $crd has $unbounded quantities without maxLength" >&2
+    exit 1
+  fi
 done
 
+# The binary carries NFD's CRDs too, for the setup hook to apply only where
+# the operator deploys NFD and no other installer created them; the chart's
+# crds/, which helm installs unconditionally, holds only the operator's own.
 rm -f internal/crds/*.yaml deployments/gpu-operator/crds/*.yaml
 cp config/crd/bases/*.yaml config/crd/nfd/*.yaml internal/crds/
 cp config/crd/bases/*.yaml deployments/gpu-operator/crds/

@@ -31,6 +31,8 @@ const (
 // +kubebuilder:validation:XValidation:rule=`!has(self.featureGates) || !('DynamicMIG' in self.featureGates && self.featureGates['DynamicMIG']) || !(('PassthroughSupport' in self.featureGates && self.featureGates['PassthroughSupport']) || ('MPSSupport' in self.featureGates && self.featureGates['MPSSupport']))`,message="the DRA driver refuses to start with DynamicMIG and PassthroughSupport or MPSSupport both on: turn one of them off",fieldPath=".featureGates"
 // +kubebuilder:validation:XValidation:rule=`!has(self.featureGates) || !('IMEXDaemonsWithDNSNames' in self.featureGates && !self.featureGates['IMEXDaemonsWithDNSNames']) || ('ComputeDomainCliques' in self.featureGates && !self.featureGates['ComputeDomainCliques'])`,message="the DRA driver's ComputeDomainCliques, on by default, needs IMEXDaemonsWithDNSNames: with IMEXDaemonsWithDNSNames=false set ComputeDomainCliques=false too",fieldPath=".featureGates"
 // +kubebuilder:validation:XValidation:rule=`!has(self.featureGates) || !('DeviceMetadata' in self.featureGates && self.featureGates['DeviceMetadata']) || ('PassthroughSupport' in self.featureGates && self.featureGates['PassthroughSupport'])`,message="the DRA driver's DeviceMetadata needs PassthroughSupport=true: set it, or DeviceMetadata=false",fieldPath=".featureGates"
+// +kubebuilder:validation:XValidation:rule=`!has(self.featureGates) || self.featureGates.all(k, k in ['TimeSlicingSettings', 'MPSSupport', 'IMEXDaemonsWithDNSNames', 'PassthroughSupport', 'NVMLDeviceHealthCheck', 'DynamicMIG', 'ComputeDomainCliques', 'CrashOnNVLinkFabricErrors', 'DeviceMetadata', 'FabricManagerPartitioning', 'HostManagedIMEXDaemon', 'DRAListTypeAttributes', 'ConsumableShares', 'ContextualLogging', 'LoggingAlphaOptions', 'LoggingBetaOptions', 'LoggingStableOptions', 'AllAlpha', 'AllBeta'])`,message="the DRA driver v0.5.0 stops at start on a feature gate it does not know: use one of its gates (TimeSlicingSettings, MPSSupport, IMEXDaemonsWithDNSNames, PassthroughSupport, NVMLDeviceHealthCheck, DynamicMIG, ComputeDomainCliques, CrashOnNVLinkFabricErrors, DeviceMetadata, FabricManagerPartitioning, HostManagedIMEXDaemon, DRAListTypeAttributes, ConsumableShares) or a logging gate",fieldPath=".featureGates"
+// +kubebuilder:validation:XValidation:rule=`!has(self.computeDomains) || (has(self.computeDomains.enabled) && !self.computeDomains.enabled) || !has(self.gpus) || !has(self.gpus.kubeletPlugin) || !has(self.gpus.kubeletPlugin.healthcheck) || !has(self.gpus.kubeletPlugin.healthcheck.port) || !has(self.computeDomains.kubeletPlugin) || !has(self.computeDomains.kubeletPlugin.healthcheck) || !has(self.computeDomains.kubeletPlugin.healthcheck.port) || self.gpus.kubeletPlugin.healthcheck.port != self.computeDomains.kubeletPlugin.healthcheck.port`,message="the two kubelet plugin containers share the pod's network: gpus and computeDomains health check ports must differ",fieldPath=".computeDomains.kubeletPlugin.healthcheck.port"
 type DRADriverSpec struct {
 	// Repository is the registry path of the DRA driver's image.
 	// +kubebuilder:default="nvcr.io/nvidia"
@@ -60,8 +62,8 @@ type DRADriverSpec struct {
 	ImagePullSecrets []ObjectName `json:"imagePullSecrets,omitempty"`
 	// FeatureGates are the DRA driver's feature gates (such as
 	// NVMLDeviceHealthCheck, which publishes unhealthy GPUs as device
-	// taints), passed to every container as FEATURE_GATES. Gates this
-	// operator does not know are passed on as they are.
+	// taints), passed to every container as FEATURE_GATES. Only the gates
+	// of the driver v0.5.0 are accepted: it refuses to start on any other.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
@@ -153,8 +155,10 @@ type DRAGPUHealthcheckSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-	// Port is the pod's port the endpoint listens on and the probes call.
+	// Port is the pod's port the endpoint listens on and the probes call:
+	// not 8080 or 8081, where the two containers serve metrics.
 	// +kubebuilder:default=51516
+	// +kubebuilder:validation:XValidation:rule=`self != 8080 && self != 8081`,message="8080 and 8081 serve the kubelet plugin's metrics: choose another port"
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
@@ -168,25 +172,42 @@ type DRAComputeDomainHealthcheckSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-	// Port is the pod's port the endpoint listens on and the probes call.
+	// Port is the pod's port the endpoint listens on and the probes call:
+	// not 8080 or 8081, where the two containers serve metrics.
 	// +kubebuilder:default=51515
+	// +kubebuilder:validation:XValidation:rule=`self != 8080 && self != 8081`,message="8080 and 8081 serve the kubelet plugin's metrics: choose another port"
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port *int32 `json:"port,omitempty"`
 }
 
-// ProbePort returns the port the plugin's probes call, and false when the
-// health check is off.
-func (h DRAGPUHealthcheckSpec) ProbePort() (int32, bool) { return probePort(h.Enabled, h.Port) }
+// The plugins' health ports when none is set, NVIDIA's (gpu-operator
+// v26.7.0, internal/state/dra_driver.go L41-45): a spec the API server did
+// not default, such as a GPUCluster's draDriver, probes them too.
+const (
+	DefaultGPUHealthcheckPort           int32 = 51516
+	DefaultComputeDomainHealthcheckPort int32 = 51515
+)
 
 // ProbePort returns the port the plugin's probes call, and false when the
 // health check is off.
-func (h DRAComputeDomainHealthcheckSpec) ProbePort() (int32, bool) { return probePort(h.Enabled, h.Port) }
+func (h DRAGPUHealthcheckSpec) ProbePort() (int32, bool) {
+	return probePort(h.Enabled, h.Port, DefaultGPUHealthcheckPort)
+}
 
-func probePort(enabled *bool, port *int32) (int32, bool) {
-	if (enabled != nil && !*enabled) || port == nil {
+// ProbePort returns the port the plugin's probes call, and false when the
+// health check is off.
+func (h DRAComputeDomainHealthcheckSpec) ProbePort() (int32, bool) {
+	return probePort(h.Enabled, h.Port, DefaultComputeDomainHealthcheckPort)
+}
+
+func probePort(enabled *bool, port *int32, fallback int32) (int32, bool) {
+	if enabled != nil && !*enabled {
 		return 0, false
+	}
+	if port == nil {
+		return fallback, true
 	}
 	return *port, true
 }

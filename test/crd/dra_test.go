@@ -73,6 +73,18 @@ func draInvalidCases() map[string]invalidCase {
 			path: p("draDriver", "featureGates"), value: map[string]any{"DeviceMetadata": true},
 			field: "spec.draDriver.featureGates", wants: []string{"DeviceMetadata needs PassthroughSupport=true"},
 		},
+		"a gate the driver does not know": {
+			path: p("draDriver", "featureGates"), value: map[string]any{"MPSSupport": true, "GPUPartitioning": true},
+			field: "spec.draDriver.featureGates", wants: []string{"stops at start on a feature gate it does not know"},
+		},
+		"both plugins' health on one port": {
+			path: p("draDriver", "computeDomains", "kubeletPlugin", "healthcheck", "port"), value: int64(51516),
+			field: "spec.draDriver.computeDomains.kubeletPlugin.healthcheck.port", wants: []string{"ports must differ"},
+		},
+		"health on the metrics port": {
+			path: p("draDriver", "gpus", "kubeletPlugin", "healthcheck", "port"), value: int64(8081),
+			field: "spec.draDriver.gpus.kubeletPlugin.healthcheck.port", wants: []string{"serve the kubelet plugin's metrics"},
+		},
 		"an image name with a path": {
 			path: p("draDriver", "image"), value: "nvidia/dra-driver-nvidia-gpu",
 			field: "spec.draDriver.image", wants: []string{"should match"},
@@ -201,15 +213,15 @@ func TestNVIDIADriverAllocationMode(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, nvd, client.DryRunAll)).To(Succeed())
 }
 
-// Gate sets the DRA driver starts with are accepted, including gates this
-// operator does not know: a newer driver's gates must not need a new CRD.
+// Gate sets the DRA driver starts with are accepted, its logging gates
+// included.
 func TestValidDRAGatesAreAccepted(t *testing.T) {
 	for name, gates := range map[string]map[string]any{
 		"both IMEX gates off":           {"IMEXDaemonsWithDNSNames": false, "ComputeDomainCliques": false},
 		"device metadata with passthru": {"DeviceMetadata": true, "PassthroughSupport": true},
 		"MPS with health checks":        {"MPSSupport": true, "NVMLDeviceHealthCheck": true},
 		"dynamic MIG, health off":       {"DynamicMIG": true, "NVMLDeviceHealthCheck": false},
-		"a gate from a later driver":    {"SomeFutureGate": true},
+		"a logging gate":                {"ContextualLogging": true, "LoggingBetaOptions": false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -78,6 +78,22 @@ func TestDRAControllerContract(t *testing.T) {
 	g.Expect(pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution).To(BeNil(),
 		"the controller gates no node: it runs wherever it fits")
 
+	// The controller's own section, not a plugin's (0600 L129-135).
+	g.Expect(values).To(HaveKeyWithValue("MAX_NODES_PER_IMEX_DOMAIN", "18"))
+	g.Expect(c.Resources.Limits.Memory().String()).To(Equal("128Mi"))
+	// One replica without leader election: never two at once.
+	g.Expect(d.Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType))
+
+	for name, cp := range ps {
+		got := controllerOf(renderDRA(t, cp, true))
+		if !cp.Spec.DRADriver.ComputeDomainsEnabled() {
+			g.Expect(got).To(BeNil(), "%s: no controller without compute domains", name)
+			continue
+		}
+		g.Expect(got).NotTo(BeNil(), name)
+		g.Expect(got.Spec.Template.Spec.ServiceAccountName).To(Equal(dradriver.ControllerName), name)
+		g.Expect(got.Spec.Template.Spec.Containers[0].Command[0]).To(Equal("compute-domain-controller"), name)
+	}
 	g.Expect(controllerOf(renderDRA(t, ps["dra-gpus-only"], true))).To(BeNil(), "no controller without compute domains")
 }
 

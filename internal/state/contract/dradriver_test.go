@@ -2,7 +2,10 @@ package contract
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,13 +54,18 @@ func draPolicies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	d.FeatureGates = map[string]bool{"PassthroughSupport": true, "MPSSupport": true, "TimeSlicingSettings": false}
 	d.GPUs.KubeletPlugin.Env = []gpuv1.EnvVar{{Name: "ADDITIONAL_XIDS_TO_IGNORE", Value: "48"}, {Name: "LOG_VERBOSITY", Value: "6"}}
 	d.GPUs.KubeletPlugin.Healthcheck.Port = ptr.To[int32](52516)
-	d.ComputeDomains.KubeletPlugin.Env = []gpuv1.EnvVar{{Name: "IMEX_MODE", Value: "hostManaged"}}
+	d.ComputeDomains.KubeletPlugin.Env = []gpuv1.EnvVar{{Name: "KUBE_API_QPS", Value: "20"}}
+	d.ComputeDomains.Controller.Env = []gpuv1.EnvVar{{Name: "MAX_NODES_PER_IMEX_DOMAIN", Value: "18"}}
+	d.ComputeDomains.Controller.Resources = &gpuv1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
 	d.ComputeDomains.KubeletPlugin.Resources = &gpuv1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}
 	ps["dra-full"] = full
 	bare := ps["default"].DeepCopy()
 	bare.Spec.DRADriver.ComputeDomains.Enabled = ptr.To(false)
 	bare.Spec.DRADriver.GPUs.KubeletPlugin.Healthcheck.Enabled = ptr.To(false)
 	ps["dra-gpus-only"] = bare
+	unprobed := ps["default"].DeepCopy()
+	unprobed.Spec.DRADriver.ComputeDomains.KubeletPlugin.Healthcheck.Enabled = ptr.To(false)
+	ps["dra-cd-unprobed"] = unprobed
 	return ps
 }
 
@@ -97,13 +105,13 @@ func passthrough(spec *gpuv1.ClusterPolicySpec) bool {
 }
 func gatesSet(spec *gpuv1.ClusterPolicySpec) bool { return len(spec.DRADriver.FeatureGates) > 0 }
 
-// kubeletDirs are the kubelet's plugin registry and plugins directories,
-// under hostPaths.kubeletRootDir.
+// kubeletDir is one of the kubelet's directories under
+// hostPaths.kubeletRootDir.
 func kubeletDir(p *podCase, dir string) string { return path.Join(p.spec.KubeletRoot(), dir) }
 
-// bothPlugins are the requirements the GPU and compute-domain plugins
-// share; each is checked on the containers that run.
-func bothPlugins(ctr string) []func(*podCase) error {
+// registers are the requirements the GPU and compute-domain plugins share
+// to register with the kubelet and hand out devices by CDI.
+func registers(ctr string) []func(*podCase) error {
 	return []func(*podCase) error{
 		fieldEnv(ctr, "NODE_NAME", "spec.nodeName"),
 		fieldEnv(ctr, "NAMESPACE", "metadata.namespace"),
@@ -119,37 +127,48 @@ func bothPlugins(ctr string) []func(*podCase) error {
 		hostMount(ctr, mount{host: toolkit.CDISpecDir, at: toolkit.CDISpecDir}),
 		env(ctr, "NVIDIA_VISIBLE_DEVICES", "void"),
 		privileged(ctr, true),
+	}
+}
+
+// seesDriver are the driver root and host mounts both plugins have.
+func seesDriver(ctr string) []func(*podCase) error {
+	return []func(*podCase) error{
 		envBy(ctr, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
-		envBy(ctr, "DRIVER_ROOT_CTR_PATH", func(p *podCase) string { return toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot) }),
+		env(ctr, "DRIVER_ROOT_CTR_PATH", "/driver-root"),
+		hostMountBy(ctr, func(p *podCase) mount {
+			return mount{host: toolkit.DriverRootSource(p.spec, p.variant.DriverRoot), at: "/driver-root",
+				readOnly: ctr != gpusCtr, propagation: corev1.MountPropagationHostToContainer}
+		}),
+		hostMountBy(ctr, func(p *podCase) mount {
+			return mount{host: p.spec.HostRoot(), at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}
+		}),
 	}
 }
 
 var draDriverContract = []requirement{
 	{source: draImage + "; " + draManifest + " (L157: exec gpu-kubelet-plugin -v ${LOG_VERBOSITY})",
 		need:  "runs the GPU plugin at NVIDIA's verbosity",
-		check: all(commandIs(gpusCtr, "gpu-kubelet-plugin", "-v", "$(LOG_VERBOSITY)"), env(gpusCtr, "LOG_VERBOSITY", ""))},
+		check: all(commandIs(gpusCtr, "gpu-kubelet-plugin", "-v", "$(LOG_VERBOSITY)"), env(gpusCtr, "LOG_VERBOSITY", "4")),
+		where: func(s *gpuv1.ClusterPolicySpec) bool { return len(s.DRADriver.GPUs.KubeletPlugin.Env) == 0 }},
 	{source: draGPUMain + " (--node-name and --image-name required; --namespace for its objects)",
 		need:  "knows its node, its namespace and its own image, for the MPS daemons it starts",
 		check: all(fieldEnv(gpusCtr, "NODE_NAME", "spec.nodeName"), fieldEnv(gpusCtr, "NAMESPACE", "metadata.namespace"), imageNameIsOwn(gpusCtr))},
 	{source: draGPUMain + " (kubelet-registrar-directory-path, kubelet-plugins-directory-path); " + draManifest + " (L185-188, L218-223)",
 		need:  "registers with the kubelet and serves its socket under the kubelet's root, propagated back to the host; writes CDI specs where the runtime reads them",
-		check: all(bothPlugins(gpusCtr)...)},
+		check: all(registers(gpusCtr)...)},
 	{source: draGPUMain + " (--host-root: fabric manager, IOMMU, modprobe); " + draManifest + " (L171-172, L229-232)",
-		need: "sees the host read-only at /host",
-		check: all(env(gpusCtr, "HOST_ROOT", "/host"), hostMountBy(gpusCtr, func(p *podCase) mount {
-			return mount{host: p.spec.HostRoot(), at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}
-		}))},
-	{source: draGPUMain + " (--nvidia-driver-root, the host path its CDI specs name; --container-driver-root, where it loads NVML); " +
-		draManifest + " (L233-235, set by the validator's driver-ready file there)",
-		need: "knows the node's driver root on the host and sees it where it loads NVML, writable as NVIDIA mounts it",
-		check: hostMountBy(gpusCtr, func(p *podCase) mount {
-			at := toolkit.DriverRootInContainer(p.spec, p.variant.DriverRoot)
-			if at == "/host" {
-				// The host's own driver: the host mount is the root.
-				return mount{host: p.spec.HostRoot(), at: at, readOnly: true, propagation: corev1.MountPropagationHostToContainer}
-			}
-			return mount{host: toolkit.DriverRootSource(p.spec, p.variant.DriverRoot), at: at, propagation: corev1.MountPropagationHostToContainer}
-		})},
+		need: "sees the host read-only at /host", check: env(gpusCtr, "HOST_ROOT", "/host")},
+	{source: draGPUMain + " (--nvidia-driver-root, the host path its CDI specs name; --container-driver-root); " +
+		dra + "cmd/gpu-kubelet-plugin/sharing.go (the MPS daemon's /dev/shm under /driver-root); " +
+		dra + "pkg/fabricmanager/manager.go (the fabric manager's socket under /driver-root/run); " +
+		dra + "deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml (driver-root at /driver-root, the host's / by default)",
+		need:  "sees the node's driver root at /driver-root whatever it is, a host's / included, writable for the GPU plugin",
+		check: all(seesDriver(gpusCtr)...)},
+	{source: draManifest + " (L158-198: the env NVIDIA gives the GPU plugin alone)", need: "HOST_ROOT, IMAGE_NAME and the MPS settings are the GPU plugin's alone",
+		check: all(noEnv(cdCtr, "HOST_ROOT"), noEnv(cdCtr, "IMAGE_NAME")), where: cdOn},
+	{source: dra + "deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml (SERVICE_ACCOUNT_NAME from spec.serviceAccountName); " + draGPUMain,
+		need:  "runs the MPS control daemons it starts as its own ServiceAccount, not the namespace's default",
+		check: fieldEnv(gpusCtr, "SERVICE_ACCOUNT_NAME", "spec.serviceAccountName")},
 	{source: draGPUHealth + " (gRPC Check, services \"\" and liveness); " + draManifest + " (L189-190, L199-214)",
 		need:  "is started and kept alive by its gRPC health check on the configured port",
 		check: grpcHealth(gpusCtr, func(s *gpuv1.DRADriverSpec) prober { return s.GPUs.KubeletPlugin.Healthcheck }, 30)},
@@ -175,7 +194,7 @@ var draDriverContract = []requirement{
 		check: all(serviceAccount(dradriver.KubeletPluginServiceAccount), token(true))},
 	{source: draImage + "; " + draManifest + " (L273, L274-312); " + draCDMain,
 		need: "with compute domains, runs their plugin beside the GPU plugin, labelling the node's NVLink clique",
-		check: all(append(bothPlugins(cdCtr),
+		check: all(append(append(registers(cdCtr), seesDriver(cdCtr)...),
 			commandIs(cdCtr, "compute-domain-kubelet-plugin", "-v", "$(LOG_VERBOSITY)"),
 			env(cdCtr, "HTTP_ENDPOINT", ":8081"), env(cdCtr, "GPU_CLIQUE_LABEL_ENABLED", "true"),
 			grpcHealth(cdCtr, func(s *gpuv1.DRADriverSpec) prober {
@@ -184,7 +203,7 @@ var draDriverContract = []requirement{
 		where: cdOn},
 	{source: draManifest + " (L309-312, L329-331: the user's env and resources for the compute-domain plugin)",
 		need:  "takes the user's env and resources on the compute-domain plugin, not on the GPU plugin",
-		check: all(env(cdCtr, "IMEX_MODE", "hostManaged"), noEnv(gpusCtr, "IMEX_MODE"), memoryLimit(cdCtr, "256Mi"), memoryLimit(gpusCtr, "")),
+		check: all(env(cdCtr, "KUBE_API_QPS", "20"), noEnv(gpusCtr, "KUBE_API_QPS"), memoryLimit(cdCtr, "256Mi"), memoryLimit(gpusCtr, "")),
 		where: func(s *gpuv1.ClusterPolicySpec) bool {
 			return cdOn(s) && len(s.DRADriver.ComputeDomains.KubeletPlugin.Env) > 0
 		}},
@@ -210,11 +229,11 @@ func imageNameIsOwn(ctr string) func(*podCase) error {
 	}
 }
 
-// grpcHealth checks HEALTHCHECK_PORT and the probes against the policy's
-// healthcheck: -1 and no probes when it is off.
 // prober is a plugin's health check setting.
 type prober interface{ ProbePort() (int32, bool) }
 
+// grpcHealth checks HEALTHCHECK_PORT and the probes against the policy's
+// healthcheck: -1 and no probes when it is off.
 func grpcHealth(ctr string, of func(*gpuv1.DRADriverSpec) prober, livenessPeriod int32) func(*podCase) error {
 	return func(p *podCase) error {
 		port, on := of(&p.spec.DRADriver).ProbePort()
@@ -235,22 +254,18 @@ func grpcHealth(ctr string, of func(*gpuv1.DRADriverSpec) prober, livenessPeriod
 	}
 }
 
-// gates checks FEATURE_GATES against the policy's gates, sorted by name.
+// gates checks FEATURE_GATES against the policy's gates: Name=bool, by
+// name, comma-separated.
 func gates(ctr string) func(*podCase) error {
 	return func(p *podCase) error {
-		want := ""
-		for _, n := range []string{"MPSSupport", "PassthroughSupport", "TimeSlicingSettings"} {
-			if v, ok := p.spec.DRADriver.FeatureGates[n]; ok {
-				if want != "" {
-					want += ","
-				}
-				want += fmt.Sprintf("%s=%t", n, v)
-			}
-		}
 		if _, err := container(p, ctr); err != nil && ctr == cdCtr && cdOff(p.spec) {
 			return nil
 		}
-		return env(ctr, "FEATURE_GATES", want)(p)
+		var pairs []string
+		for _, n := range slices.Sorted(maps.Keys(p.spec.DRADriver.FeatureGates)) {
+			pairs = append(pairs, fmt.Sprintf("%s=%t", n, p.spec.DRADriver.FeatureGates[n]))
+		}
+		return env(ctr, "FEATURE_GATES", strings.Join(pairs, ","))(p)
 	}
 }
 

@@ -1,8 +1,7 @@
 package dradriver
 
 import (
-	"strings"
-
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,11 +40,7 @@ func controllerDeployment(in state.RenderInput, d *gpuv1.DRADriverSpec, image st
 		// (cmd/compute-domain-controller/main.go:
 		// CD_DAEMON_IMAGE_PULL_SECRET_NAMES; NVIDIA's manifest leaves it
 		// unset, so a private registry fails there).
-		names := make([]string, len(d.ImagePullSecrets))
-		for i, s := range d.ImagePullSecrets {
-			names[i] = string(s)
-		}
-		env = append(env, corev1.EnvVar{Name: "CD_DAEMON_IMAGE_PULL_SECRET_NAMES", Value: strings.Join(names, ",")})
+		env = append(env, corev1.EnvVar{Name: "CD_DAEMON_IMAGE_PULL_SECRET_NAMES", Value: secretNames(d)})
 	}
 	pod := corev1.PodSpec{
 		ServiceAccountName:           ControllerName,
@@ -73,5 +68,12 @@ func controllerDeployment(in state.RenderInput, d *gpuv1.DRADriverSpec, image st
 	// The controller gates nothing: no node affinity from the graph.
 	w := render.Workload{Policy: in.Policy, Namespace: in.Namespace, Name: ControllerName, State: string(state.DRADriver),
 		Component: &settings, Image: image, Pod: pod}
-	return render.Deployment(w)
+	deployment, err := render.Deployment(w)
+	if err != nil {
+		return nil, err
+	}
+	// One controller at a time: without leader election a rolling update
+	// would run two for a while, both writing the IMEX DaemonSets.
+	deployment.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	return deployment, nil
 }

@@ -20,6 +20,15 @@ import (
 // nvlib.go, vfio-device.go).
 const hostRootInContainer = toolkit.HostRoot
 
+// driverRootInContainer is where both plugins see the node's driver
+// root, whichever it is: the driver's code assumes this path beside
+// DRIVER_ROOT_CTR_PATH (cmd/gpu-kubelet-plugin/sharing.go: the MPS
+// daemon's /dev/shm under /driver-root; pkg/fabricmanager/manager.go: the
+// fabric manager's socket under /driver-root/run), so a host's own driver
+// at / is mounted there too, as the driver's chart does
+// (deployments/helm/dra-driver-nvidia-gpu values.yaml nvidiaDriverRoot /).
+const driverRootInContainer = toolkit.DriverRootMount
+
 // Volume names, NVIDIA's (0500_daemonset.yaml L351-388).
 const (
 	volumeRegistry   = "plugins-registry"
@@ -43,19 +52,21 @@ const healthService = "liveness"
 func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterPolicy, state.Variant) corev1.PodSpec {
 	return func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		spec := &cp.Spec
-		gpus := pluginContainer(spec, v, d, GPUContainer, "gpu-kubelet-plugin", ":8080", d.GPUs.KubeletPlugin.Healthcheck, 30)
+		gpus := pluginContainer(spec, v, d, plugin{name: GPUContainer, binary: "gpu-kubelet-plugin", metrics: ":8080",
+			health: d.GPUs.KubeletPlugin.Healthcheck, livenessPeriod: 30, writesDriverRoot: true})
 		gpus.Env = append(gpus.Env,
 			corev1.EnvVar{Name: "HOST_ROOT", Value: hostRootInContainer},
-			corev1.EnvVar{Name: "IMAGE_NAME", Value: image})
-		// The MPS control daemons the GPU plugin starts pull as it does
-		// (cmd/gpu-kubelet-plugin/main.go: IMAGE_PULL_SECRETS,
-		// IMAGE_PULL_POLICY; NVIDIA's manifests set neither).
+			corev1.EnvVar{Name: "IMAGE_NAME", Value: image},
+			// The MPS control daemons the GPU plugin starts run as the
+			// plugin's ServiceAccount, as the driver's chart says
+			// (templates/kubeletplugin.yaml); NVIDIA's manifest leaves
+			// them the namespace's default.
+			render.FieldEnv("SERVICE_ACCOUNT_NAME", "spec.serviceAccountName"))
+		// They pull as it does (cmd/gpu-kubelet-plugin/main.go:
+		// IMAGE_PULL_SECRETS, IMAGE_PULL_POLICY; NVIDIA's manifest sets
+		// neither).
 		if len(d.ImagePullSecrets) > 0 {
-			names := make([]string, len(d.ImagePullSecrets))
-			for i, s := range d.ImagePullSecrets {
-				names[i] = string(s)
-			}
-			gpus.Env = append(gpus.Env, corev1.EnvVar{Name: "IMAGE_PULL_SECRETS", Value: strings.Join(names, ",")})
+			gpus.Env = append(gpus.Env, corev1.EnvVar{Name: "IMAGE_PULL_SECRETS", Value: secretNames(d)})
 		}
 		if d.ImagePullPolicy != "" {
 			gpus.Env = append(gpus.Env, corev1.EnvVar{Name: "IMAGE_PULL_POLICY", Value: string(d.ImagePullPolicy)})
@@ -65,9 +76,9 @@ func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterP
 			// Binding GPUs to vfio-pci writes sysfs and reads the host's
 			// modules (0500_daemonset.yaml L236-247).
 			gpus.VolumeMounts = append(gpus.VolumeMounts,
-				render.ReadOnlyHostMount("lib-modules", "/lib/modules/"),
-				corev1.VolumeMount{Name: "sysfs", MountPath: "/sys/", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
-				corev1.VolumeMount{Name: "procfs", MountPath: "/proc/", MountPropagation: ptr.To(corev1.MountPropagationBidirectional)})
+				hostPathMount("lib-modules", "/lib/modules/", true, corev1.MountPropagationHostToContainer),
+				hostPathMount("sysfs", "/sys/", false, corev1.MountPropagationBidirectional),
+				hostPathMount("procfs", "/proc/", false, corev1.MountPropagationBidirectional))
 			volumes = append(volumes,
 				render.HostPathVolume("lib-modules", "/lib/modules/", corev1.HostPathDirectory),
 				render.HostPathVolume("sysfs", "/sys/", corev1.HostPathDirectory),
@@ -75,8 +86,8 @@ func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterP
 		}
 		containers := []corev1.Container{gpus}
 		if d.ComputeDomainsEnabled() {
-			cd := pluginContainer(spec, v, d, ComputeDomainContainer, "compute-domain-kubelet-plugin", ":8081",
-				d.ComputeDomains.KubeletPlugin.Healthcheck, 10)
+			cd := pluginContainer(spec, v, d, plugin{name: ComputeDomainContainer, binary: "compute-domain-kubelet-plugin",
+				metrics: ":8081", health: d.ComputeDomains.KubeletPlugin.Healthcheck, livenessPeriod: 10})
 			// NVIDIA labels the node's NVLink clique (nvidia.com/gpu.clique)
 			// from this plugin, not from GFD (0500_daemonset.yaml L303-304).
 			cd.Env = render.Env(append(cd.Env, corev1.EnvVar{Name: "GPU_CLIQUE_LABEL_ENABLED", Value: "true"}),
@@ -99,15 +110,29 @@ func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterP
 // prober is a plugin's health check setting.
 type prober interface{ ProbePort() (int32, bool) }
 
+// plugin is what differs between the two plugin containers.
+type plugin struct {
+	name, binary string
+	// metrics is HTTP_ENDPOINT, where the plugin serves its metrics.
+	metrics        string
+	health         prober
+	livenessPeriod int32
+	// writesDriverRoot mounts the driver root writable, as NVIDIA's
+	// manifest (0500_daemonset.yaml L233-235) and the driver's chart
+	// (templates/kubeletplugin.yaml L335-337) do for the GPU plugin; the
+	// compute-domain plugin only reads it, as the chart says (L200-203),
+	// where NVIDIA's manifest mounts it writable too.
+	writesDriverRoot bool
+}
+
 // pluginContainer is what both plugin containers share: the kubelet's
 // plugin directories, the CDI directory, the host and the driver root,
 // the health probes, privilege, and the env NVIDIA gives both
 // (0500_daemonset.yaml L158-214 and L274-328).
-func pluginContainer(spec *gpuv1.ClusterPolicySpec, v state.Variant, d *gpuv1.DRADriverSpec, name, binary, metrics string,
-	health prober, livenessPeriod int32) corev1.Container {
+func pluginContainer(spec *gpuv1.ClusterPolicySpec, v state.Variant, d *gpuv1.DRADriverSpec, p plugin) corev1.Container {
 	kubelet := spec.KubeletRoot()
 	env := []corev1.EnvVar{
-		{Name: "HTTP_ENDPOINT", Value: metrics},
+		{Name: "HTTP_ENDPOINT", Value: p.metrics},
 		{Name: "METRICS_PATH", Value: "/metrics"},
 		{Name: "LOG_VERBOSITY", Value: "4"},
 		// The runtime must not hand the plugin GPUs: it manages them all.
@@ -118,12 +143,15 @@ func pluginContainer(spec *gpuv1.ClusterPolicySpec, v state.Variant, d *gpuv1.DR
 		{Name: "KUBELET_PLUGINS_DIRECTORY_PATH", Value: path.Join(kubelet, "plugins")},
 		render.FieldEnv("NODE_NAME", "spec.nodeName"),
 		render.FieldEnv("NAMESPACE", "metadata.namespace"),
+		// The driver on the host, which the CDI specs name, and where
+		// the container sees it.
+		{Name: "NVIDIA_DRIVER_ROOT", Value: spec.DriverRootPath(v.DriverRoot)},
+		{Name: "DRIVER_ROOT_CTR_PATH", Value: driverRootInContainer},
 	}
-	env = append(env, toolkit.DriverRootEnv(spec, v.DriverRoot)...)
 	if gates := featureGates(d); gates != "" {
 		env = append(env, corev1.EnvVar{Name: "FEATURE_GATES", Value: gates})
 	}
-	port, probed := health.ProbePort()
+	port, probed := p.health.ProbePort()
 	listen := "-1" // turns the health server off (main.go: --healthcheck-port)
 	if probed {
 		listen = strconv.Itoa(int(port))
@@ -131,18 +159,18 @@ func pluginContainer(spec *gpuv1.ClusterPolicySpec, v state.Variant, d *gpuv1.DR
 	env = append(env, corev1.EnvVar{Name: "HEALTHCHECK_PORT", Value: listen})
 
 	c := corev1.Container{
-		Name:            name,
-		Command:         []string{binary, "-v", "$(LOG_VERBOSITY)"},
+		Name:            p.name,
+		Command:         []string{p.binary, "-v", "$(LOG_VERBOSITY)"},
 		Env:             env,
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-		VolumeMounts:    pluginMounts(spec, v, name == GPUContainer),
+		VolumeMounts:    pluginMounts(spec, p.writesDriverRoot),
 	}
 	if probed {
 		grpc := corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: port, Service: ptr.To(healthService)}}
 		// Registration and the first publish can take long on a node of
 		// many GPUs: ten minutes, checked every second.
 		c.StartupProbe = &corev1.Probe{ProbeHandler: grpc, FailureThreshold: 600, PeriodSeconds: 1, TimeoutSeconds: 10}
-		c.LivenessProbe = &corev1.Probe{ProbeHandler: grpc, FailureThreshold: 3, PeriodSeconds: livenessPeriod, TimeoutSeconds: 10}
+		c.LivenessProbe = &corev1.Probe{ProbeHandler: grpc, FailureThreshold: 3, PeriodSeconds: p.livenessPeriod, TimeoutSeconds: 10}
 	}
 	return c
 }
@@ -150,42 +178,49 @@ func pluginContainer(spec *gpuv1.ClusterPolicySpec, v state.Variant, d *gpuv1.DR
 // pluginMounts: the plugin registers through the kubelet's registry,
 // serves its socket under the kubelet's plugins directory (Bidirectional:
 // the kubelet must see the socket the container creates) and writes CDI
-// specs where the runtime reads them. The host is read-only at /host; the
-// driver root is a mount of its own unless it is the host's /, already
-// there.
-func pluginMounts(spec *gpuv1.ClusterPolicySpec, v state.Variant, gpus bool) []corev1.VolumeMount {
+// specs where the runtime reads them. The host is read-only at /host and
+// the driver root at /driver-root.
+func pluginMounts(spec *gpuv1.ClusterPolicySpec, writesDriverRoot bool) []corev1.VolumeMount {
 	kubelet := spec.KubeletRoot()
-	mounts := []corev1.VolumeMount{
+	return []corev1.VolumeMount{
 		{Name: volumeRegistry, MountPath: path.Join(kubelet, "plugins_registry")},
-		{Name: volumePlugins, MountPath: path.Join(kubelet, "plugins"), MountPropagation: ptr.To(corev1.MountPropagationBidirectional)},
+		hostPathMount(volumePlugins, path.Join(kubelet, "plugins"), false, corev1.MountPropagationBidirectional),
 		{Name: volumeCDI, MountPath: toolkit.CDISpecDir},
-		render.ReadOnlyHostMount(volumeHostRoot, hostRootInContainer),
+		hostPathMount(volumeHostRoot, hostRootInContainer, true, corev1.MountPropagationHostToContainer),
+		// HostToContainer: a driver container mounts its root after the
+		// pod may have started.
+		hostPathMount(volumeDriverRoot, driverRootInContainer, !writesDriverRoot, corev1.MountPropagationHostToContainer),
 	}
-	if root := toolkit.DriverRootInContainer(spec, v.DriverRoot); root != hostRootInContainer {
-		m := render.ReadOnlyHostMount(volumeDriverRoot, root)
-		// Writable for the GPU plugin, as both NVIDIA's manifest
-		// (0500_daemonset.yaml L233-235) and the driver's chart
-		// (templates/kubeletplugin.yaml L335-337) mount it; the
-		// compute-domain plugin only reads it, as the chart says
-		// (L200-203), where NVIDIA's manifest mounts it writable too.
-		m.ReadOnly = !gpus
-		mounts = append(mounts, m)
-	}
-	return mounts
+}
+
+func hostPathMount(name, at string, readOnly bool, propagation corev1.MountPropagationMode) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: at, ReadOnly: readOnly, MountPropagation: ptr.To(propagation)}
 }
 
 func pluginVolumes(spec *gpuv1.ClusterPolicySpec, v state.Variant) []corev1.Volume {
 	kubelet := spec.KubeletRoot()
-	volumes := []corev1.Volume{
+	driverRoot := toolkit.DriverRootSource(spec, v.DriverRoot)
+	// A driver container's root is created if the driver has not mounted
+	// it yet; a host's driver root exists.
+	driverRootType := corev1.HostPathDirectoryOrCreate
+	if v.DriverRoot == gpuv1.DriverRootHost {
+		driverRootType = corev1.HostPathDirectory
+	}
+	return []corev1.Volume{
 		render.HostPathVolume(volumeRegistry, path.Join(kubelet, "plugins_registry"), corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume(volumePlugins, path.Join(kubelet, "plugins"), corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume(volumeCDI, toolkit.CDISpecDir, corev1.HostPathDirectoryOrCreate),
 		render.HostPathVolume(volumeHostRoot, spec.HostRoot(), corev1.HostPathDirectory),
+		render.HostPathVolume(volumeDriverRoot, driverRoot, driverRootType),
 	}
-	if toolkit.DriverRootInContainer(spec, v.DriverRoot) != hostRootInContainer {
-		// The driver container mounts its root after the pod may have
-		// started: create the directory so the pod does not wait.
-		volumes = append(volumes, render.HostPathVolume(volumeDriverRoot, toolkit.DriverRootSource(spec, v.DriverRoot), corev1.HostPathDirectoryOrCreate))
+}
+
+// secretNames are the pull secrets, comma-separated, as the driver's
+// binaries take them.
+func secretNames(d *gpuv1.DRADriverSpec) string {
+	names := make([]string, len(d.ImagePullSecrets))
+	for i, s := range d.ImagePullSecrets {
+		names[i] = string(s)
 	}
-	return volumes
+	return strings.Join(names, ",")
 }
