@@ -1,0 +1,110 @@
+package fakenode
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
+)
+
+// XIDTaint is the device taint the simulated DRA driver puts on an
+// unhealthy GPU: an XID 79 (fallen off the bus), as the driver does with
+// NVMLDeviceHealthCheck on (cmd/gpu-kubelet-plugin/device_health.go at
+// kubernetes-sigs/dra-driver-nvidia-gpu 95932046).
+var XIDTaint = resourcev1.DeviceTaint{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule}
+
+// DRASlices are the ResourceSlices the DRA driver's kubelet plugin
+// publishes for a node while plugin, its pod there, runs: one slice of
+// the node's GPUs (driver gpu.nvidia.com, pool named after the node,
+// devices gpu-<minor>) and, with the compute-domains container, one of
+// its IMEX channel and daemon (compute-domain.nvidia.com). Unhealthy GPUs
+// carry XIDTaint when the pod's FEATURE_GATES turn NVMLDeviceHealthCheck
+// on; without it the driver publishes no health. Nil when plugin is nil
+// or not Ready: the kubelet removes a stopped plugin's slices.
+func DRASlices(n *corev1.Node, plugin *corev1.Pod) []*resourcev1.ResourceSlice {
+	if plugin == nil || plugin.DeletionTimestamp != nil || !PodReady(plugin) {
+		return nil
+	}
+	p := ProfileOf(n)
+	health := strings.Contains(envOf(plugin, dradriver.GPUContainer, "FEATURE_GATES"), "NVMLDeviceHealthCheck=true")
+	gpus := make([]resourcev1.Device, p.GPUs)
+	for i := range gpus {
+		gpus[i] = resourcev1.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type":                  {StringValue: ptr.To(draslices.TypeGPU)},
+				"uuid":                  {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", n.Name, i))},
+				"productName":           {StringValue: ptr.To("NVIDIA H200")},
+				"architecture":          {StringValue: ptr.To("Hopper")},
+				"cudaComputeCapability": {VersionValue: ptr.To("9.0.0")},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("141Gi")}},
+		}
+		if health && i < p.Unhealthy {
+			gpus[i].Taints = []resourcev1.DeviceTaint{XIDTaint}
+		}
+	}
+	out := []*resourcev1.ResourceSlice{slice(n, draslices.GPUDriver, gpus)}
+	if hasContainer(plugin, dradriver.ComputeDomainContainer) {
+		out = append(out, slice(n, draslices.ComputeDomainDriver, []resourcev1.Device{
+			{Name: "channel-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type": {StringValue: ptr.To("channel")}, "id": {IntValue: ptr.To[int64](0)}}},
+			{Name: "daemon-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type": {StringValue: ptr.To("daemon")}, "id": {IntValue: ptr.To[int64](0)}}},
+		}))
+	}
+	return out
+}
+
+// slice is one driver's slice of a node, owned by the node as the
+// kubelet's helper makes it, so that it goes with the node.
+func slice(n *corev1.Node, driver string, devices []resourcev1.Device) *resourcev1.ResourceSlice {
+	return &resourcev1.ResourceSlice{
+		TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            DRASliceName(n.Name, driver),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}},
+		},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   driver,
+			Pool:     resourcev1.ResourcePool{Name: n.Name, Generation: 1, ResourceSliceCount: 1},
+			NodeName: ptr.To(n.Name),
+			Devices:  devices,
+		},
+	}
+}
+
+// DRASliceName names a node's slice of a driver; the real driver's are
+// generated (<index>-<driver>-<node>-<random>), one name per node here so
+// that the simulator updates rather than duplicates.
+func DRASliceName(node, driver string) string { return driver + "-" + node }
+
+func hasContainer(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func envOf(p *corev1.Pod, container, name string) string {
+	for _, c := range p.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
