@@ -46,7 +46,10 @@ type agent struct {
 	cs    kubernetes.Interface
 	nodes cache.Indexer
 	pods  cache.Indexer
-	queue workqueue.TypedRateLimitingInterface[string]
+	// slices are the cluster's ResourceSlices, by node; nil where
+	// resource.k8s.io/v1 is not served.
+	slices cache.Indexer
+	queue  workqueue.TypedRateLimitingInterface[string]
 }
 
 func run(kubeconfig, namespace string, workers int) error {
@@ -99,9 +102,18 @@ func run(kubeconfig, namespace string, workers int) error {
 	}); err != nil {
 		return err
 	}
+	synced := []cache.InformerSynced{nodes.HasSynced, pods.HasSynced}
+	if servesResourceSlices(cs.Discovery()) {
+		slices := nodeInformers.Resource().V1().ResourceSlices().Informer()
+		if err := slices.AddIndexers(cache.Indexers{byNode: slicesByNode}); err != nil {
+			return err
+		}
+		a.slices = slices.GetIndexer()
+		synced = append(synced, slices.HasSynced)
+	}
 	nodeInformers.Start(ctx.Done())
 	podInformers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced, pods.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("caches did not sync")
 	}
 	for range workers {
@@ -151,6 +163,9 @@ func (a *agent) sync(ctx context.Context, name string) error {
 		if err := a.answerDriverCheck(ctx, node, p); err != nil {
 			return err
 		}
+	}
+	if err := a.syncSlices(ctx, node, pods); err != nil {
+		return err
 	}
 	changed := fakenode.Apply(node, pods, a.configs(ctx))
 	if changed.Labels {
