@@ -94,7 +94,7 @@ func draInvalidCases() map[string]invalidCase {
 			field: "spec.draDriver.computeDomains.kubeletPlugin.healthcheck.port", wants: []string{"greater than or equal to 1"},
 		},
 		"a request over its limit": {
-			path: p("draDriver", "computeDomains", "controller", "resources"),
+			path:  p("draDriver", "computeDomains", "controller", "resources"),
 			value: map[string]any{"requests": map[string]any{"memory": "1Gi"}, "limits": map[string]any{"memory": "512Mi"}},
 			field: "spec.draDriver.computeDomains.controller.resources", wants: []string{"every request must be less than or equal to the limit"},
 		},
