@@ -25,6 +25,14 @@ const (
 	// nodes for itself, such as the last boot ID it saw.
 	OperatorAnnotationPrefix = "nvidia.com/gpu-operator."
 
+	// LabelAllocationMode is how a GPU node serves its GPUs, as the
+	// operator writes it: device-plugin, dra, or none while a switch
+	// between the two has taken one plugin off and not started the other.
+	// The device plugin runs only where it is not dra or none (a node
+	// labelled before modes existed keeps its plugin), the DRA driver only
+	// where it is dra: never both on one node.
+	LabelAllocationMode = "nvidia.com/gpu.allocation-mode"
+
 	// LabelDriverPool names the driver node pool of a GPU node: a pool of
 	// driver.nodePools, or "default".
 	LabelDriverPool = "nvidia.com/gpu.driver-pool"

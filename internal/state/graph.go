@@ -31,6 +31,9 @@ func NewGraph(states ...State) (*Graph, error) {
 		if s.Operand == nil {
 			return nil, fmt.Errorf("state %q has no operand", s.Name)
 		}
+		if s.Mode != "" && (s.Mode != gpuv1.AllocationDevicePlugin && s.Mode != gpuv1.AllocationDRA || s.Scope != PerNode) {
+			return nil, fmt.Errorf("state %q runs in allocation mode %q: only a per-node state has a mode, device-plugin or dra", s.Name, s.Mode)
+		}
 		g.index[s.Name] = i
 	}
 	return g, nil
@@ -138,7 +141,27 @@ func (g *Graph) Gate(name Name) []corev1.NodeSelectorRequirement {
 	for _, p := range g.Prerequisites(name) {
 		reqs = append(reqs, g.upRequirement(p))
 	}
+	if r, ok := modeRequirement(s.Mode); ok {
+		reqs = append(reqs, r)
+	}
 	return reqs
+}
+
+// modeRequirement selects the nodes in a state's allocation mode. The
+// device plugin's side excludes dra and none rather than requiring
+// device-plugin: a node the operator has not labelled with a mode yet
+// (every node, when an operator without modes is upgraded) keeps its
+// device plugin, and no GPU pod loses its GPUs.
+func modeRequirement(m gpuv1.AllocationMode) (corev1.NodeSelectorRequirement, bool) {
+	switch m {
+	case gpuv1.AllocationDRA:
+		return corev1.NodeSelectorRequirement{Key: gpuv1.LabelAllocationMode, Operator: corev1.NodeSelectorOpIn,
+			Values: []string{string(gpuv1.AllocationDRA)}}, true
+	case gpuv1.AllocationDevicePlugin:
+		return corev1.NodeSelectorRequirement{Key: gpuv1.LabelAllocationMode, Operator: corev1.NodeSelectorOpNotIn,
+			Values: []string{string(gpuv1.AllocationDRA), string(gpuv1.AllocationNone)}}, true
+	}
+	return corev1.NodeSelectorRequirement{}, false
 }
 
 // GateEither returns the alternatives that must hold beside Gate for a

@@ -39,6 +39,14 @@ func TestNewGraphRejectsBadOrders(t *testing.T) {
 			states: []State{{Name: "a"}},
 			want:   `state "a" has no operand`,
 		},
+		"a mode no node has": {
+			states: []State{{Name: "a", Operand: op, Mode: gpuv1.AllocationNone}},
+			want:   `state "a" runs in allocation mode "none": only a per-node state has a mode, device-plugin or dra`,
+		},
+		"a mode on a cluster-wide state": {
+			states: []State{{Name: "a", Operand: op, Scope: ClusterWide, Mode: gpuv1.AllocationDRA}},
+			want:   `state "a" runs in allocation mode "dra": only a per-node state has a mode, device-plugin or dra`,
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -88,4 +96,36 @@ func TestStartsAfter(t *testing.T) {
 
 	_, err = NewGraph(State{Name: "b", StartsAfter: []Name{"a"}, Operand: op}, State{Name: "a", Operand: op})
 	g.Expect(err).To(MatchError(`state "b" must come after its prerequisite "a"`))
+}
+
+// A state of one allocation mode is gated on the node's mode label: the
+// DRA side on dra alone, the device plugin's side on anything but dra and
+// none, so that a node not labelled yet keeps its device plugin. Their
+// common successor runs on either, each disabling the other per node.
+func TestModesGateOnTheAllocationModeLabel(t *testing.T) {
+	g := NewWithT(t)
+	op := fakeOperand{}
+	graph, err := NewGraph(
+		State{Name: "driver", Operand: op},
+		State{Name: "plugin", After: []Name{"driver"}, Operand: op, Mode: gpuv1.AllocationDevicePlugin},
+		State{Name: "dra", After: []Name{"driver"}, Operand: op, Mode: gpuv1.AllocationDRA},
+		State{Name: "metrics", After: []Name{"plugin", "dra"}, Operand: op},
+	)
+	g.Expect(err).NotTo(HaveOccurred())
+	mode := func(name Name) []corev1.NodeSelectorRequirement {
+		var out []corev1.NodeSelectorRequirement
+		for _, r := range graph.Gate(name) {
+			if r.Key == gpuv1.LabelAllocationMode {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	g.Expect(mode("dra")).To(ConsistOf(corev1.NodeSelectorRequirement{Key: gpuv1.LabelAllocationMode,
+		Operator: corev1.NodeSelectorOpIn, Values: []string{"dra"}}))
+	g.Expect(mode("plugin")).To(ConsistOf(corev1.NodeSelectorRequirement{Key: gpuv1.LabelAllocationMode,
+		Operator: corev1.NodeSelectorOpNotIn, Values: []string{"dra", "none"}}))
+	g.Expect(mode("metrics")).To(BeEmpty())
+	g.Expect(mode("driver")).To(BeEmpty())
+	g.Expect(graph.Prerequisites("metrics")).To(ConsistOf(Name("driver"), Name("plugin"), Name("dra")))
 }

@@ -198,6 +198,10 @@ type State struct {
 	// reverted, the runtime restarted) when the driver is replaced.
 	StartsAfter []Name
 	Operand     Operand
+	// Mode is the allocation mode of the nodes the state runs on: its
+	// pods are gated on the node's LabelAllocationMode. Empty for every
+	// node, whatever its mode.
+	Mode gpuv1.AllocationMode
 	// GatesOnlyWhenLabelled makes a node without the state's label pass
 	// the gates of the states after it: a state added to the graph after
 	// nodes were labelled must not take their operands off them before
