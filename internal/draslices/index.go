@@ -10,11 +10,11 @@ import (
 	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/gpu-operator/gpu-operator/internal/syncsource"
 )
 
 // byNode indexes the NVIDIA driver's slices by their node.
@@ -101,26 +101,5 @@ func (i *Index) OnNode(node string) (*Node, error) {
 // Source is a controller's watch of ResourceSlices: h receives *Slice,
 // and the controller starts its workers only once the slices are listed.
 func (i *Index) Source(h handler.EventHandler, predicates ...predicate.Predicate) source.SyncingSource {
-	return &syncingSource{
-		informer: &source.Informer{Informer: i.informer, Handler: h, Predicates: predicates},
-		synced:   i.informer.HasSynced,
-	}
+	return syncsource.New(i.informer, "resource slices", h, predicates...)
 }
-
-type syncingSource struct {
-	informer source.Source
-	synced   toolscache.InformerSynced
-}
-
-func (s *syncingSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	return s.informer.Start(ctx, q)
-}
-
-func (s *syncingSource) WaitForSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
-		return fmt.Errorf("waiting for resource slices to be listed: %w", context.Cause(ctx))
-	}
-	return nil
-}
-
-func (s *syncingSource) String() string { return "resource slices" }

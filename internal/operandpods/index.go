@@ -10,14 +10,13 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/syncsource"
 )
 
 // byNode is the index of pods by the node they are bound to.
@@ -143,26 +142,5 @@ func pods(objs []any) []*Pod {
 // Source is a controller's watch of operand pods: h receives *Pod, and the
 // controller starts its workers only once the pods are listed.
 func (i *Index) Source(h handler.EventHandler, predicates ...predicate.Predicate) source.SyncingSource {
-	return &syncingSource{
-		informer: &source.Informer{Informer: i.informer, Handler: h, Predicates: predicates},
-		synced:   i.informer.HasSynced,
-	}
+	return syncsource.New(i.informer, "operand pods", h, predicates...)
 }
-
-type syncingSource struct {
-	informer source.Source
-	synced   toolscache.InformerSynced
-}
-
-func (s *syncingSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	return s.informer.Start(ctx, q)
-}
-
-func (s *syncingSource) WaitForSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.synced) {
-		return fmt.Errorf("waiting for operand pods to be listed: %w", context.Cause(ctx))
-	}
-	return nil
-}
-
-func (s *syncingSource) String() string { return "operand pods" }
