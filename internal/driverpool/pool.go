@@ -41,6 +41,11 @@ type Pool struct {
 	// modules: the policy's, or an NVIDIADriver's own.
 	GDS     *gpuv1.GPUDirectStorageSpec
 	GDRCopy *gpuv1.GDRCopySpec
+	// Mode is how the pool's nodes serve their GPUs: the pool's own
+	// allocationMode, else the policy's driver.allocationMode, else the
+	// device plugin. It is kept out of Driver so that a pool changing
+	// mode changes nothing of its driver's DaemonSets.
+	Mode gpuv1.AllocationMode
 
 	isDefault bool
 	selects   func(name string, labels map[string]string) bool
@@ -83,6 +88,10 @@ type Assignment struct {
 	// driver it runs.
 	AwaitsImage  string
 	ImageMissing bool
+	// Mode is the allocation mode of the node's pool; empty when the node
+	// is held by no pool (Conflicts, Unclaimed), and then it keeps the
+	// mode it has.
+	Mode gpuv1.AllocationMode
 }
 
 // IsDefault reports whether the pool takes the GPU nodes no other selects.
@@ -100,6 +109,8 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 	precompiled := spec.IsPrecompiled()
 	base := *spec
 	base.NodePools = nil
+	base.AllocationMode = ""
+	mode := ModeOr(spec.AllocationMode, gpuv1.AllocationDevicePlugin)
 	if precompiled {
 		// A precompiled image installs nothing from a repository.
 		base.RepoConfig, base.CertConfig = nil, nil
@@ -113,12 +124,34 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 		selector := p.NodeSelector
 		s.Pools = append(s.Pools, Pool{Name: p.Name, Driver: driver, Daemonsets: cp.Spec.Daemonsets, Runs: true,
 			Precompiled: precompiled, DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
-			GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy,
+			GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, Mode: ModeOr(p.AllocationMode, mode),
 			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }})
 	}
 	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: base, Daemonsets: cp.Spec.Daemonsets,
-		Runs: true, Precompiled: precompiled, GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, isDefault: true})
+		Runs: true, Precompiled: precompiled, GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, Mode: mode, isDefault: true})
 	return s
+}
+
+// ModeOr is mode, or otherwise when mode is empty (a field left unset).
+func ModeOr(mode, otherwise gpuv1.AllocationMode) gpuv1.AllocationMode {
+	if mode == "" {
+		return otherwise
+	}
+	return mode
+}
+
+// UsesDRA reports whether some pool serves its nodes' GPUs through DRA:
+// the DRA driver's cluster-wide objects are then deployed.
+func (s *Set) UsesDRA() bool {
+	if s == nil {
+		return false
+	}
+	for i := range s.Pools {
+		if s.Pools[i].Mode == gpuv1.AllocationDRA {
+			return true
+		}
+	}
+	return false
 }
 
 // Resolve returns the pools the policy runs: its own, or under
@@ -192,6 +225,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	return Pool{
 		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
 		OwnUpgradePolicy: own, isDefault: spec.Default, GDS: spec.GPUDirectStorage, GDRCopy: spec.GDRCopy,
+		Mode: ModeOr(spec.AllocationMode, ModeOr(cp.Spec.Driver.AllocationMode, gpuv1.AllocationDevicePlugin)),
 		selects: func(name string, labels map[string]string) bool {
 			if !matches(selector, labels) {
 				return false
@@ -256,13 +290,14 @@ func (s *Set) Assign(name string, labels map[string]string) Assignment {
 
 // assigned is the assignment of a node to the one pool that takes it.
 func (s *Set) assigned(p *Pool, labels map[string]string) Assignment {
+	a := Assignment{Pool: p.Name, Mode: p.Mode}
 	switch {
 	case !p.Runs:
-		return Assignment{Pool: p.Name, NotRun: true}
+		a.NotRun = true
 	case p.Precompiled:
-		return s.precompiled(Assignment{Pool: p.Name}, p, labels)
+		return s.precompiled(a, p, labels)
 	}
-	return Assignment{Pool: p.Name}
+	return a
 }
 
 func matches(selector map[string]gpuv1.LabelValue, labels map[string]string) bool {

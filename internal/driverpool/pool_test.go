@@ -39,9 +39,9 @@ func TestPolicyPoolsFirstMatchThenDefault(t *testing.T) {
 			{Name: "a100", NodeSelector: map[string]gpuv1.LabelValue{"gpu": "a100"}},
 		}}}}
 	s := FromPolicy(cp)
-	g.Expect(s.Assign("n", map[string]string{"gpu": "h100"})).To(Equal(Assignment{Pool: "h100"}))
-	g.Expect(s.Assign("n", map[string]string{"gpu": "a100"})).To(Equal(Assignment{Pool: "a100"}))
-	g.Expect(s.Assign("n", map[string]string{"gpu": "t4"})).To(Equal(Assignment{Pool: gpuv1.DefaultDriverPool}))
+	g.Expect(s.Assign("n", map[string]string{"gpu": "h100"})).To(Equal(Assignment{Pool: "h100", Mode: gpuv1.AllocationDevicePlugin}))
+	g.Expect(s.Assign("n", map[string]string{"gpu": "a100"})).To(Equal(Assignment{Pool: "a100", Mode: gpuv1.AllocationDevicePlugin}))
+	g.Expect(s.Assign("n", map[string]string{"gpu": "t4"})).To(Equal(Assignment{Pool: gpuv1.DefaultDriverPool, Mode: gpuv1.AllocationDevicePlugin}))
 	g.Expect(s.Pool("h100").Driver.Version).To(BeEquivalentTo("580.126.20"))
 	g.Expect(s.Pool("a100").Driver.Version).To(BeEquivalentTo("595.91.07"), "a pool without a pin runs driver.version")
 	g.Expect(s.Pool("h100").Driver.NodePools).To(BeEmpty())
@@ -61,11 +61,11 @@ func TestNVIDIADriversSelectTheirNodes(t *testing.T) {
 	})
 	g.Expect(s.FromNVIDIADrivers).To(BeTrue())
 	g.Expect(s.Pool("gold")).To(BeNil(), "driver.nodePools are ignored under NVIDIADrivers")
-	g.Expect(s.Assign("n", map[string]string{"driver.config": "gold"})).To(Equal(Assignment{Pool: "demo-gold"}))
-	g.Expect(s.Assign("n", map[string]string{"driver.config": "silver", "zone": "a"})).To(Equal(Assignment{Pool: "demo-silver"}))
-	g.Expect(s.Assign("n", map[string]string{"driver.config": "silver", "zone": "c"})).To(Equal(Assignment{Pool: "fallback"}),
+	g.Expect(s.Assign("n", map[string]string{"driver.config": "gold"})).To(Equal(Assignment{Pool: "demo-gold", Mode: gpuv1.AllocationDevicePlugin}))
+	g.Expect(s.Assign("n", map[string]string{"driver.config": "silver", "zone": "a"})).To(Equal(Assignment{Pool: "demo-silver", Mode: gpuv1.AllocationDevicePlugin}))
+	g.Expect(s.Assign("n", map[string]string{"driver.config": "silver", "zone": "c"})).To(Equal(Assignment{Pool: "fallback", Mode: gpuv1.AllocationDevicePlugin}),
 		"nodeAffinity narrows nodeSelector's selection")
-	g.Expect(s.Assign("n", map[string]string{})).To(Equal(Assignment{Pool: "fallback"}))
+	g.Expect(s.Assign("n", map[string]string{})).To(Equal(Assignment{Pool: "fallback", Mode: gpuv1.AllocationDevicePlugin}))
 }
 
 func TestConflictsAndUnclaimedNodesKeepTheirPool(t *testing.T) {
@@ -77,7 +77,7 @@ func TestConflictsAndUnclaimedNodesKeepTheirPool(t *testing.T) {
 	a := s.Assign("n", onGold)
 	g.Expect(a).To(Equal(Assignment{Pool: "gold", Conflicts: []string{"all", "gold"}}))
 	g.Expect(a.Held()).To(BeTrue())
-	g.Expect(s.Assign("n", map[string]string{"tier": "silver"})).To(Equal(Assignment{Pool: "all"}))
+	g.Expect(s.Assign("n", map[string]string{"tier": "silver"})).To(Equal(Assignment{Pool: "all", Mode: gpuv1.AllocationDevicePlugin}))
 
 	two := Resolve(byNVIDIADrivers(), []gpuv1alpha1.NVIDIADriver{
 		nvidiaDriver("a", func(s *gpuv1alpha1.NVIDIADriverSpec) { s.Default = true }),
@@ -104,7 +104,7 @@ func TestDeletedAndVGPUDriversRunNothing(t *testing.T) {
 	})
 	s := Resolve(byNVIDIADrivers(), []gpuv1alpha1.NVIDIADriver{deleting, vgpu})
 	g.Expect(s.Pool("old")).To(BeNil())
-	g.Expect(s.Assign("n", map[string]string{"vgpu": "true"})).To(Equal(Assignment{Pool: "vgpu", NotRun: true}))
+	g.Expect(s.Assign("n", map[string]string{"vgpu": "true"})).To(Equal(Assignment{Pool: "vgpu", NotRun: true, Mode: gpuv1.AllocationDevicePlugin}))
 	_, ok := s.DaemonSetFor("n", map[string]string{"vgpu": "true"})
 	g.Expect(ok).To(BeFalse(), "a vGPU pool renders no DaemonSet")
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"vgpu": "true",

@@ -78,7 +78,7 @@ func TestPrecompiledNodeMovesToItsKernelsImageOnceFound(t *testing.T) {
 	s := precompiledSet(map[string]ImageVerdict{newImage: {State: ImageAvailable}, oldImage: {State: ImageAvailable}})
 	labels := bootsKernel(newKernel, oldKernel)
 	a := s.Assign("n", labels)
-	g.Expect(a).To(Equal(Assignment{Pool: "secure", Kernel: newKernel, Image: newImage}))
+	g.Expect(a).To(Equal(Assignment{Pool: "secure", Kernel: newKernel, Image: newImage, Mode: gpuv1.AllocationDevicePlugin}))
 	g.Expect(a.WantedKernel(labels)).To(Equal(newKernel))
 	g.Expect(s.Moves("n", labels)).To(BeTrue(), "the old kernel's DaemonSet deletes the driver once the label moves")
 	ds, ok := s.DaemonSetFor("n", labels)
