@@ -32,10 +32,15 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the Go markers (and NFD's CRDs), then copy them to the chart and binary.
-	$(CONTROLLER_GEN) rbac:roleName=gpu-operator crd paths="./..." \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+# The operator's CRDs come from its own API packages (group nvidia.com); the
+# DRA driver's (group resource.nvidia.com, in api/computedomain) go to
+# config/crd/dra, so config/crd/bases holds only the operator's.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the Go markers (and NFD's and the DRA driver's CRDs), then copy them to the chart and binary.
+	$(CONTROLLER_GEN) rbac:roleName=gpu-operator paths="./..." output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) crd paths="./api/v1/...;./api/v1alpha1/..." output:crd:artifacts:config=config/crd/bases
 	hack/nfd-crds.sh
+	rm -rf config/crd/dra
+	$(CONTROLLER_GEN) crd paths="./api/computedomain/..." output:crd:dir=config/crd/dra
 	go run ./hack/operandrbac .
 	hack/sync-generated.sh
 

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
@@ -14,6 +16,21 @@ container toolkit, device plugin, dcgm-exporter, GPU feature discovery); the
 operator rolls it out on every GPU node in order, each state starting on a
 node only after the states before it are ready there, as node labels
 (nvidia.com/gpu.state.*) show.`
+
+// draGroup is the API group of the DRA driver's CRDs (api/computedomain).
+const draGroup = "resource.nvidia.com"
+
+// draDescriptions are the CSV's descriptions of the DRA driver's CRDs.
+var draDescriptions = map[string]string{
+	"ComputeDomain":       "ComputeDomain is a group of nodes joined by Multi-Node NVLink that NVIDIA's DRA driver runs one multi-node workload on.",
+	"ComputeDomainClique": "ComputeDomainClique lists the IMEX daemons of one NVLink clique of a ComputeDomain, as NVIDIA's DRA driver records them.",
+}
+
+// owned says whether the CSV owns and ships a CRD: the operator's and the
+// DRA driver's are, NFD's are not.
+func owned(crd apiextensionsv1.CustomResourceDefinition) bool {
+	return crd.Spec.Group == "nvidia.com" || crd.Spec.Group == draGroup
+}
 
 // clusterServiceVersion builds the CSV from the generated sources.
 func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any, error) {
@@ -29,19 +46,24 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 	if err != nil {
 		return nil, err
 	}
-	// The CSV owns the ClusterPolicy CRD only. NFD's CRDs are required, not
-	// owned: OLM resolves them from the NFD Operator, whose CSV owns them,
-	// and two CSVs cannot own one CRD.
-	var owned, required []map[string]any
+	// The CSV owns the operator's CRDs and the DRA driver's ComputeDomain
+	// CRDs, which it ships (as NVIDIA's bundle does). NFD's CRDs are
+	// required, not owned: OLM resolves them from the NFD Operator, whose
+	// CSV owns them, and two CSVs cannot own one CRD.
+	var ownedCRDs, required []map[string]any
 	for _, f := range crds {
 		c := f.crd
 		entry := map[string]any{
 			"name": c.Name, "version": c.Spec.Versions[0].Name, "kind": c.Spec.Names.Kind, "displayName": c.Spec.Names.Kind,
 		}
-		if c.Spec.Group == "nvidia.com" {
+		switch {
+		case c.Spec.Group == draGroup:
+			entry["description"] = draDescriptions[c.Spec.Names.Kind]
+			ownedCRDs = append(ownedCRDs, entry)
+		case owned(c):
 			entry["description"] = "ClusterPolicy describes the GPU node stack the operator keeps on every GPU node."
-			owned = append(owned, entry)
-		} else {
+			ownedCRDs = append(ownedCRDs, entry)
+		default:
 			entry["description"] = fmt.Sprintf("%s of Node Feature Discovery, which the NFD Operator provides.", c.Spec.Names.Kind)
 			required = append(required, entry)
 		}
@@ -80,7 +102,7 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 				{"type": "MultiNamespace", "supported": false},
 				{"type": "AllNamespaces", "supported": false},
 			},
-			"customresourcedefinitions": map[string]any{"owned": owned, "required": required},
+			"customresourcedefinitions": map[string]any{"owned": ownedCRDs, "required": required},
 			"relatedImages":             related,
 			"install": map[string]any{
 				"strategy": "deployment",

@@ -62,7 +62,7 @@ func run(root string) error {
 		"metadata/annotations.yaml":                                map[string]any{"annotations": annotations},
 	}
 	for _, crd := range crds {
-		if crd.crd.Spec.Group == "nvidia.com" {
+		if owned(crd.crd) {
 			files["manifests/"+crd.file] = crd.raw // NFD's are the NFD Operator's
 		}
 	}
@@ -116,7 +116,7 @@ type crdFile struct {
 
 func readCRDs(root string) ([]crdFile, error) {
 	var paths []string
-	for _, dir := range []string{"config/crd/bases", "config/crd/nfd"} {
+	for _, dir := range []string{"config/crd/bases", "config/crd/nfd", "config/crd/dra"} {
 		m, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
 		if err != nil {
 			return nil, err

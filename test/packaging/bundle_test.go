@@ -86,12 +86,19 @@ func TestBundle(t *testing.T) {
 	g.Expect(csv.Spec.Install.Spec.ClusterPermissions[0].Rules).To(Equal(cluster))
 	g.Expect(csv.Spec.Install.Spec.Permissions[0].Rules).To(Equal(namespaced))
 
-	// The operator's CRD is owned, described, and byte-identical to the
-	// generated one; NFD's are required from the NFD Operator, which owns
-	// them, and not shipped: two CSVs cannot own one CRD.
+	// The operator's CRDs and the DRA driver's ComputeDomain CRDs are
+	// owned, described, and byte-identical to the generated ones; NFD's are
+	// required from the NFD Operator, which owns them, and not shipped: two
+	// CSVs cannot own one CRD.
 	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
+	dra, err := filepath.Glob(filepath.Join(root, "config", "crd", "dra", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(dra).To(HaveLen(2), "config/crd/dra: run make manifests")
+	files = append(files, dra...)
 	g.Expect(csv.Spec.CRDs.Owned).To(HaveLen(len(files)))
+	g.Expect(csv.Spec.CRDs.Owned).To(ContainElements(HaveField("Name", "computedomains.resource.nvidia.com"),
+		HaveField("Name", "computedomaincliques.resource.nvidia.com")))
 	g.Expect(csv.Spec.CRDs.Required).To(ConsistOf(HaveField("Name", "nodefeatures.nfd.k8s-sigs.io"),
 		HaveField("Name", "nodefeaturerules.nfd.k8s-sigs.io"), HaveField("Name", "nodefeaturegroups.nfd.k8s-sigs.io")))
 	shipped, err := filepath.Glob(filepath.Join(root, "bundle", "manifests", "nfd.*"))

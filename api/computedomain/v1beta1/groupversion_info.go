@@ -1,0 +1,17 @@
+package v1beta1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every type in this package.
+	GroupVersion = schema.GroupVersion{Group: "resource.nvidia.com", Version: "v1beta1"}
+
+	// SchemeBuilder registers the types of this package with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types of this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
