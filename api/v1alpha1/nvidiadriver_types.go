@@ -93,7 +93,6 @@ type NVIDIADriverSpec struct {
 	// their GPUs: device-plugin or dra; empty means the ClusterPolicy's
 	// driver.allocationMode. An extension of this operator: NVIDIA's
 	// NVIDIADriver has no such field, and its objects apply unchanged.
-	// +kubebuilder:validation:XValidation:rule=`self != 'dra'`,message="allocation mode dra comes with the dra-driver state, which this build does not run yet: keep device-plugin (docs/status.md says what is built)"
 	// +optional
 	AllocationMode gpuv1.AllocationMode `json:"allocationMode,omitempty"`
 

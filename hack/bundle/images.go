@@ -38,8 +38,10 @@ func relatedImages(version string) ([]map[string]string, error) {
 		nodes = append(nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: os.String(),
 			Labels: map[string]string{state.LabelOSReleaseID: os.ID, state.LabelOSVersionID: os.VersionID}}})
 	}
+	// DRAInUse: a disconnected cluster mirrors the DRA driver's image too,
+	// for the day a pool moves to allocation mode dra.
 	in := state.RenderInput{Policy: cp, Namespace: fixture.Namespace, DriverPools: driverpool.FromPolicy(cp).Groups(nodes),
-		Variants: fixture.Variants(cp)}
+		Variants: fixture.Variants(cp), DRAInUse: true}
 	images := []string{fmt.Sprintf("%s:v%s", image, version)}
 	for _, s := range graph.States() {
 		in.Gate = graph.Gate(s.Name)

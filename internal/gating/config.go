@@ -45,6 +45,15 @@ func (d *decision) devicePluginConfig() string {
 			}
 		}
 	}
+	if d.mode != gpuv1.AllocationDevicePlugin {
+		// No device plugin runs: its configuration is left off the node,
+		// with no GPU pod of the plugin's to wait for.
+		if want != "" {
+			d.tell(AnnotationDevicePluginConfigRefused, "%s names device plugin configuration %q, which has no effect: "+
+				"the node is in allocation mode %s, and runs no device plugin", from, want, d.mode)
+		}
+		return ""
+	}
 	if cfg == nil || cfg.Name == "" {
 		if want != "" {
 			d.tell(AnnotationDevicePluginConfigRefused, "%s names device plugin configuration %q, and devicePlugin.config.name "+
@@ -128,10 +137,15 @@ func (d *decision) mpsProblem() string {
 // the operator keeps on the node, and one that holds for days must not be
 // told at every write.
 func (d *decision) tell(annotation, format string, args ...any) {
+	d.tellAs("DevicePluginConfig", annotation, format, args...)
+}
+
+// tellAs is tell with the event's reason.
+func (d *decision) tellAs(reason, annotation, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	d.result.Annotations[annotation] = msg
 	if d.in.Node.Annotations[annotation] != msg {
-		d.event(true, "DevicePluginConfig", "%s", msg)
+		d.event(true, reason, "%s", msg)
 	}
 }
 

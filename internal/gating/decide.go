@@ -2,6 +2,7 @@ package gating
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
@@ -71,6 +73,15 @@ type Input struct {
 	// allocatable again on its next status update after the plugin
 	// registers (timers.HealthSettle).
 	HealthSettle time.Duration
+	// AllocationMode is the mode of the node's driver pool; empty when no
+	// pool holds the node, which then keeps the mode it has.
+	AllocationMode gpuv1.AllocationMode
+	// DRAServed says whether the API server serves resource.k8s.io/v1
+	// ResourceSlices, which the DRA driver publishes.
+	DRAServed bool
+	// DRA is what the node's ResourceSlices of NVIDIA's DRA driver say;
+	// nil when it has none.
+	DRA *draslices.Node
 	// GPUPodsRecheck is how often a node whose configuration change waits
 	// for its GPU pods looks again: the node controller does not watch
 	// them (timers.GPUPodsRecheck).
@@ -169,6 +180,10 @@ type decision struct {
 	// booted is when this decision found that the node rebooted; zero
 	// otherwise.
 	booted time.Time
+	// mode is the node's allocation mode, as decided; modeWaits says why
+	// it is not its pool's, "" when it is.
+	mode      gpuv1.AllocationMode
+	modeWaits string
 }
 
 // Decide returns the labels and annotations the operator wants on the node.
@@ -193,6 +208,7 @@ func Decide(in Input) Result {
 		d.result.Annotations[AnnotationFoundBy] = foundByNFD
 	}
 	d.deployLabels()
+	d.mode = d.allocationMode()
 	d.migConfig = d.decideMIGConfig()
 	d.decideVariant()
 	pool := d.driverPool()
@@ -206,6 +222,9 @@ func Decide(in Input) Result {
 		d.result.Labels[gpuv1.StateLabel(string(name))] = string(d.values[name])
 	}
 	d.driverVersion()
+	if d.modeWaits != "" {
+		d.tellAs("AllocationModeWaiting", AnnotationAllocationModeWaiting, "%s", d.modeWaits)
+	}
 	d.health()
 	d.bookkeeping()
 	if !wasReady && d.allReady() {
@@ -277,7 +296,10 @@ func (d *decision) disabled(name state.Name) bool {
 	if name == state.Driver && d.variant.DriverRoot == gpuv1.DriverRootHost {
 		return true
 	}
-	if name == state.MPSControlDaemon && (!d.runsMPS() || d.optedOut(state.DevicePlugin)) {
+	if d.offMode(name) {
+		return true
+	}
+	if name == state.MPSControlDaemon && (!d.runsMPS() || d.disabled(state.DevicePlugin)) {
 		return true
 	}
 	return d.optedOut(name)
@@ -344,6 +366,9 @@ func (d *decision) bookkeeping() {
 	a[AnnotationDiscoveredAt] = discovered
 	if d.served() {
 		a[gpuv1.AnnotationServed] = gpuv1.LabelTrue
+	}
+	if n := d.gpuCount(); n > 0 {
+		a[AnnotationGPUCount] = strconv.Itoa(n)
 	}
 	if !d.booted.IsZero() {
 		a[AnnotationBootedAt] = d.booted.Format(time.RFC3339)

@@ -179,13 +179,17 @@ func TestNewGPUNode(t *testing.T) {
 		"nvidia.com/gpu.state.mig-manager":            "disabled",
 		"nvidia.com/gpu.state.mps-control-daemon":     "disabled",
 		"nvidia.com/gpu.state.device-plugin":          "pending",
+		"nvidia.com/gpu.state.dra-driver":             "disabled",
 		"nvidia.com/gpu.state.dcgm-exporter":          "pending",
 		"nvidia.com/gpu.state.gpu-feature-discovery":  "pending",
+		"nvidia.com/gpu.allocation-mode":              "device-plugin",
 	}))
 	g.Expect(r.Annotations).To(Equal(map[string]string{
-		AnnotationBootID:       "boot-1",
-		AnnotationDiscoveredAt: "2026-11-30T12:00:00Z",
-		AnnotationFoundBy:      "nfd",
+		AnnotationBootID:         "boot-1",
+		AnnotationDiscoveredAt:   "2026-11-30T12:00:00Z",
+		AnnotationFoundBy:        "nfd",
+		AnnotationAllocationMode: "device-plugin",
+		AnnotationGPUCount:       "8",
 	}))
 	g.Expect(r.Events).To(BeEmpty())
 }

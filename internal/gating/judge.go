@@ -218,6 +218,8 @@ func (d *decision) cannotRun(name state.Name) string {
 		if d.in.DriverImageMissing && d.noDriverUntilImage() {
 			return d.in.DriverAwaitsImage
 		}
+	case state.DRADriver:
+		return d.draUnavailable()
 	case state.ContainerToolkit:
 		if r := d.variant.Runtime; !state.SupportedRuntime(r) {
 			return fmt.Sprintf("the node's container runtime is %s (%s), which the container toolkit cannot configure here: "+

@@ -124,10 +124,12 @@ func (g MIGGate) Value() (gpuv1.StateValue, string) {
 	return gpuv1.StatePending, fmt.Sprintf("waiting for MIG configuration %q to be applied", g.Desired)
 }
 
-// served reports whether the node's device plugin has been ready there,
-// before or in this decision (gpuv1.AnnotationServed).
+// served reports whether a plugin has served the node's GPUs there, the
+// device plugin or the DRA driver, before or in this decision
+// (gpuv1.AnnotationServed).
 func (d *decision) served() bool {
-	return d.in.Node.Annotations[gpuv1.AnnotationServed] == gpuv1.LabelTrue || d.values[state.DevicePlugin] == gpuv1.StateReady
+	return d.in.Node.Annotations[gpuv1.AnnotationServed] == gpuv1.LabelTrue ||
+		d.values[state.DevicePlugin] == gpuv1.StateReady || d.values[state.DRADriver] == gpuv1.StateReady
 }
 
 // migDevicesLost reports whether the MIG devices of the applied
@@ -160,8 +162,10 @@ func driverGeneration(bootID, driverPod string) string { return bootID + "/" + d
 // opted out) makes GPUs allocatable there. A MIG reconfiguration of a
 // node that serves none takes nothing from anyone.
 func ServesGPUs(n *corev1.Node) bool {
-	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) == gpuv1.StateReady {
-		return true
+	for _, plugin := range []state.Name{state.DevicePlugin, state.DRADriver} {
+		if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(plugin))]) == gpuv1.StateReady {
+			return true
+		}
 	}
 	for _, q := range GPUResources(n.Status.Allocatable) {
 		if q > 0 {

@@ -73,6 +73,8 @@ func (d *decision) unproven(name state.Name) string {
 	switch name {
 	case state.ContainerToolkit:
 		return d.handlerMissing()
+	case state.DRADriver:
+		return d.draUnproven(false)
 	case state.DevicePlugin:
 		if !advertises(n.Status.Allocatable) {
 			return "the device plugin runs, but the node advertises no GPU (nvidia.com/gpu or nvidia.com/mig-*)"
@@ -93,6 +95,9 @@ func (d *decision) unproven(name state.Name) string {
 // them would be the wrong answer (and unhealthy GPUs are remediated, not
 // ungated).
 func (d *decision) stillProven(name state.Name) string {
+	if name == state.DRADriver {
+		return d.draUnproven(true)
+	}
 	if name == state.DevicePlugin {
 		if advertises(d.in.Node.Status.Capacity) {
 			return ""

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/gpu-operator/gpu-operator/internal/apply"
@@ -12,6 +15,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/controller/nvidiadriver"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -62,10 +66,15 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := mgr.Add(pods); err != nil {
 		return fmt.Errorf("adding the operand pods index: %w", err)
 	}
+	slices, err := draSlices(mgr)
+	if err != nil {
+		return err
+	}
 	recorder := mgr.GetEventRecorder(FieldOwner)
 	nodes := &node.Reconciler{
 		Client:     mgr.GetClient(),
 		Pods:       pods,
+		Slices:     slices,
 		Graph:      graph,
 		Namespace:  cfg.Namespace,
 		Timers:     cfg.Timers,
@@ -117,4 +126,27 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the maintenance controller: %w", err)
 	}
 	return nil
+}
+
+// draSlices registers the index of the DRA driver's ResourceSlices where
+// the API server serves resource.k8s.io/v1 (Kubernetes 1.34 and later),
+// and returns nil elsewhere: nodes of a DRA pool then say why their DRA
+// driver cannot run. A cluster upgraded to serve them is seen once the
+// operator restarts.
+func draSlices(mgr ctrl.Manager) (*draslices.Index, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: resourcev1.GroupName, Kind: "ResourceSlice"}, "v1")
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("finding whether the API server serves ResourceSlices: %w", err)
+	}
+	slices, err := draslices.ForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(slices); err != nil {
+		return nil, fmt.Errorf("adding the resource slices index: %w", err)
+	}
+	return slices, nil
 }

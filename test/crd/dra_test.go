@@ -30,19 +30,10 @@ func draPool(mode string, extra map[string]any) []any {
 // kubernetes-sigs/dra-driver-nvidia-gpu 95932046, L252-279), moved to the
 // API server so that a bad gate fails at apply, not on every node.
 func draInvalidCases() map[string]invalidCase {
-	notYet := "comes with the dra-driver state, which this build does not run yet"
 	return map[string]invalidCase{
 		"an unknown allocation mode": {
 			path: p("driver", "allocationMode"), value: "mig",
 			field: "spec.driver.allocationMode", wants: []string{`"device-plugin", "dra"`},
-		},
-		"dra before the dra-driver state": {
-			path: p("driver", "allocationMode"), value: "dra",
-			field: "spec.driver.allocationMode", wants: []string{notYet},
-		},
-		"a dra pool before the dra-driver state": {
-			path: p("driver", "nodePools"), value: draPool("dra", nil),
-			field: "spec.driver.nodePools", wants: []string{notYet},
 		},
 		"a dra pool with a device plugin configuration": {
 			path: p("driver", "nodePools"), value: draPool("dra", map[string]any{"devicePluginConfig": "ts-4"}),
@@ -147,6 +138,10 @@ func TestDRANeedsCDI(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("spec.cdi.enabled"))
 	g.Expect(err.Error()).To(ContainSubstring("allocation mode dra needs cdi.enabled=true"))
+	g.Expect(unstructured.SetNestedField(spec, true, "cdi", "enabled")).To(Succeed())
+	g.Expect(k8sClient.Create(context.Background(), obj, client.DryRunAll)).To(Succeed(), "a dra pool with CDI")
+	g.Expect(unstructured.SetNestedField(spec, "dra", "driver", "allocationMode")).To(Succeed())
+	g.Expect(k8sClient.Create(context.Background(), obj, client.DryRunAll)).To(Succeed(), "every pool in dra, with CDI")
 
 	// A device-plugin pool runs without CDI, as before modes existed.
 	obj = validPolicy("device-plugin-no-cdi")
@@ -196,21 +191,20 @@ func TestNVIDIAsDRADriverSectionApplies(t *testing.T) {
 	g.Expect(got.Spec.IgnoredFields()).To(BeEmpty(), "every draDriver field is one the operator acts on")
 }
 
-// An NVIDIADriver names its pool's mode; dra waits for the state as the
-// policy's does.
+// An NVIDIADriver names its pool's mode, one of the two.
 func TestNVIDIADriverAllocationMode(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	nvd := &gpuv1alpha1.NVIDIADriver{}
 	nvd.Name = "modes"
-	nvd.Spec.AllocationMode = gpuv1.AllocationDRA
+	for _, mode := range []gpuv1.AllocationMode{gpuv1.AllocationDRA, gpuv1.AllocationDevicePlugin} {
+		nvd.Spec.AllocationMode = mode
+		g.Expect(k8sClient.Create(ctx, nvd, client.DryRunAll)).To(Succeed(), "mode %s", mode)
+	}
+	nvd.Spec.AllocationMode = gpuv1.AllocationNone
 	err := k8sClient.Create(ctx, nvd, client.DryRunAll)
-	g.Expect(err).To(HaveOccurred())
+	g.Expect(err).To(HaveOccurred(), "none is the switch's, never a person's")
 	g.Expect(err.Error()).To(ContainSubstring("spec.allocationMode"))
-	g.Expect(err.Error()).To(ContainSubstring("does not run yet"))
-
-	nvd.Spec.AllocationMode = gpuv1.AllocationDevicePlugin
-	g.Expect(k8sClient.Create(ctx, nvd, client.DryRunAll)).To(Succeed())
 }
 
 // Gate sets the DRA driver starts with are accepted, its logging gates

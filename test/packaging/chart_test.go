@@ -42,23 +42,23 @@ func TestTemplate(t *testing.T) {
 	}{
 		"documented command": {
 			args: []string{"--set", "driver.enabled=true", "--set", "driver.version=535.154.05"},
-			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
-				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 10,
+				"ClusterRoleBinding": 9, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 		"default values": {
-			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
-				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 10,
+				"ClusterRoleBinding": 9, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 		"every value set": {
 			args: []string{"-f", fullValues},
-			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
-				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1, "ServiceMonitor": 1,
+			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 10,
+				"ClusterRoleBinding": 9, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1, "ServiceMonitor": 1,
 				"PodDisruptionBudget": 1},
 		},
 		"no ClusterPolicy": {
 			args: []string{"--set", "clusterPolicy.create=false"},
-			want: map[string]int{"Deployment": 1, "ServiceAccount": 3, "ClusterRole": 7,
-				"ClusterRoleBinding": 6, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
+			want: map[string]int{"Deployment": 1, "ServiceAccount": 3, "ClusterRole": 10,
+				"ClusterRoleBinding": 9, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1},
 		},
 	}
 	for name, tt := range tests {
@@ -271,15 +271,25 @@ func TestChartCarriesTheGeneratedSources(t *testing.T) {
 	g.Expect(meta["version"]).To(Equal(version(t)))
 
 	// The chart's crds/, which helm installs whatever the values say, holds
-	// only the operator's own CRD: NFD's are applied by the setup hook, and
-	// only where no other installer created them.
+	// the operator's own CRDs and the DRA driver's ComputeDomain CRDs (as
+	// NVIDIA's chart does): NFD's are applied by the setup hook, and only
+	// where no other installer created them. The setup hook does not apply
+	// the DRA driver's, so the binary does not carry them.
 	copies := map[string][]string{
 		"config/crd/bases": {"deployments/gpu-operator/crds", "internal/crds"},
 		"config/crd/nfd":   {"internal/crds"},
+		"config/crd/dra":   {"deployments/gpu-operator/crds"},
 	}
 	nfdInChart, err := filepath.Glob(filepath.Join(root, "deployments/gpu-operator/crds", "nfd.*"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(nfdInChart).To(BeEmpty())
+	draInBinary, err := filepath.Glob(filepath.Join(root, "internal/crds", "resource.nvidia.com_*"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(draInBinary).To(BeEmpty())
+	draInChart, err := filepath.Glob(filepath.Join(root, "deployments/gpu-operator/crds", "resource.nvidia.com_*"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(draInChart).To(ConsistOf(HaveSuffix("resource.nvidia.com_computedomains.yaml"),
+		HaveSuffix("resource.nvidia.com_computedomaincliques.yaml")))
 	for src, dirs := range copies {
 		files, err := filepath.Glob(filepath.Join(root, src, "*.yaml"))
 		g.Expect(err).NotTo(HaveOccurred())

@@ -21,10 +21,12 @@ func TestKustomizeInstall(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "kubectl kustomize config/default (run make tools)")
 	objs := decode(t, string(out))
 	g.Expect(kinds(objs)).To(Equal(map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
-		// The operator's, the metrics reader, nfd-master's, nfd-gc's and
-		// mig-manager's.
-		"ClusterRole": 5, "ClusterRoleBinding": 4,
+		// CRDs: the ClusterPolicy's, NFD's three and the DRA driver's two.
+		"Namespace": 1, "CustomResourceDefinition": 6, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+		// The operator's, the metrics reader, nfd-master's, nfd-gc's,
+		// mig-manager's and the DRA driver's three (kubelet plugin,
+		// compute-domain controller, IMEX daemons).
+		"ClusterRole": 8, "ClusterRoleBinding": 7,
 	}))
 	ns := find(objs, "Namespace", "gpu-operator")
 	g.Expect(ns.GetLabels()).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))

@@ -54,7 +54,9 @@ func TestRBACScopedWrites(t *testing.T) {
 	// Every write is a server-side apply or a merge patch: update is held
 	// only where it is granted on (leases, NodeFeatures) or required (a
 	// finalizers subresource for owner references that block deletion).
-	updatable := []string{"leases", "nodefeatures", "clusterpolicies/finalizers"}
+	// The DRA driver's Roles grant update on its MPS and IMEX workloads
+	// and on ComputeDomainCliques, which the operator must hold to grant.
+	updatable := []string{"leases", "nodefeatures", "clusterpolicies/finalizers", "daemonsets", "deployments", "computedomaincliques"}
 	for _, kind := range []string{"ClusterRole", "Role"} {
 		for _, r := range rulesOf(g, objs, kind, "gpu-operator") {
 			if slices.Contains(r.Verbs, "update") {
@@ -74,7 +76,8 @@ func TestRBACScopedWrites(t *testing.T) {
 
 	// The operands' cluster-wide roles come with the install, bound to
 	// their ServiceAccounts in the release namespace.
-	for _, c := range []string{"nfd-master", "nfd-gc", "nvidia-mig-manager"} {
+	for _, c := range []string{"nfd-master", "nfd-gc", "nvidia-mig-manager", "nvidia-dra-driver-kubeletplugin",
+		"nvidia-dra-driver-controller", "compute-domain-daemon-service-account"} {
 		name := "gpu-operator:" + c
 		g.Expect(rulesOf(g, objs, "ClusterRole", name)).NotTo(BeEmpty())
 		b := &rbacv1.ClusterRoleBinding{}

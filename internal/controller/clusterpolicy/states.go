@@ -67,8 +67,14 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 		return nil, err
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps}
+		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps,
+		DRAInUse: pools.UsesDRA() && r.served(render.KindDeviceClass)}
 	out := &rendered{kinds: r.managedKinds()}
+	if pools.UsesDRA() && !in.DRAInUse {
+		out.problems = append(out.problems, errors.New("a driver pool is in allocation mode dra, but the API server does not serve "+
+			"resource.k8s.io/v1 (Kubernetes 1.34 and later): its nodes run no GPU plugin. Upgrade the cluster and restart the "+
+			"operator, or set the pool's allocationMode to device-plugin"))
+	}
 	for pool, err := range failed {
 		out.heldPools = append(out.heldPools, pool)
 		out.problems = append(out.problems, err)

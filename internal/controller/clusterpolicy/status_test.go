@@ -225,6 +225,8 @@ func TestBuildStatus(t *testing.T) {
 		{Name: "mig-manager", Disabled: 2},
 		{Name: "mps-control-daemon", Disabled: 2},
 		{Name: "device-plugin", Desired: 2, Ready: 1, Message: "not ready on b"},
+		// Enabled, and no node is in allocation mode dra.
+		{Name: "dra-driver", Disabled: 2},
 		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
 	}), "disabled states are left out")
 

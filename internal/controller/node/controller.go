@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
@@ -29,6 +30,7 @@ import (
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nvidia.com,resources=nvidiadrivers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch
 
 // Reconciler keeps each node's operator labels in line with the operand
 // pods on it.
@@ -36,7 +38,10 @@ type Reconciler struct {
 	// Client reads from the cache and writes to the API server.
 	Client client.Client
 	// Pods are the operand pods, by node.
-	Pods      *operandpods.Index
+	Pods *operandpods.Index
+	// Slices are the DRA driver's ResourceSlices, by node; nil where the
+	// API server does not serve them.
+	Slices    *draslices.Index
 	Graph     *state.Graph
 	Namespace string
 	// Timers are the waits of the node's decisions: the grace period, the
@@ -123,6 +128,12 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		a := pools.Assign(node.Name, node.Labels)
 		in.DriverPool, in.DriverKernel, in.DriverAwaitsImage = a.Pool, a.WantedKernel(node.Labels), a.AwaitsImage
 		in.DriverImageMissing = a.ImageMissing
+		in.AllocationMode, in.DRAServed = a.Mode, r.Slices != nil
+		if r.Slices != nil {
+			if in.DRA, err = r.Slices.OnNode(node.Name); err != nil {
+				return gating.Input{}, err
+			}
+		}
 		in.DriverNeedsOS = pools.NeedsOS(node.Name, node.Labels)
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err

@@ -19,6 +19,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
@@ -29,7 +30,12 @@ import (
 // matter (labels, operator annotations, boot ID), to operand pods on a
 // node, and to ClusterPolicy spec changes, which concern every GPU node.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Slices != nil {
+		// The DRA driver's slices prove it on its node.
+		b = b.WatchesRawSource(r.Slices.Source(handler.EnqueueRequestsFromMapFunc(sliceToNode)))
+	}
+	return b.
 		Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(podToNode))).
@@ -47,6 +53,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.nodesOfDevicePluginConfigs)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+func sliceToNode(_ context.Context, o client.Object) []reconcile.Request {
+	s, ok := o.(*draslices.Slice)
+	if !ok || s.Node == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: s.Node}}}
 }
 
 func podToNode(_ context.Context, o client.Object) []reconcile.Request {

@@ -183,6 +183,23 @@ func pods(t *testing.T, name state.Name) []*podCase {
 
 // selects reports whether a DaemonSet's node affinity takes the nodes of a
 // variant.
+// modeTakesUnlabelled reports whether a DaemonSet's allocation mode
+// requirement, if any, holds on a node without the allocation-mode label.
+func modeTakesUnlabelled(ds *appsv1.DaemonSet) bool {
+	aff := ds.Spec.Template.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range term.MatchExpressions {
+			if r.Key == gpuv1.LabelAllocationMode && (r.Operator == corev1.NodeSelectorOpIn || r.Operator == corev1.NodeSelectorOpExists) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func selects(ds *appsv1.DaemonSet, v state.Variant) bool {
 	aff := ds.Spec.Template.Spec.Affinity
 	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
@@ -569,7 +586,8 @@ func onRuntime(r gpuv1.Runtime) func(state.Variant) bool {
 // right after an operator upgrade that brings variants) stays with one
 // DaemonSet of each per-node state, the default variant's: no operand pod,
 // a driver pod least of all, leaves a node because the labels are not
-// written yet.
+// written yet. The allocation mode is a label too: an unlabelled node
+// keeps its device plugin and gets no DRA driver.
 func TestUnlabelledNodesKeepTheirPods(t *testing.T) {
 	graph, err := registry.Graph()
 	if err != nil {
@@ -582,15 +600,21 @@ func TestUnlabelledNodesKeepTheirPods(t *testing.T) {
 				continue
 			}
 			objs, err := s.Operand.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(name),
-				DriverPools: fixture.DriverPools(cp), Variants: fixture.Variants(cp)})
+				DriverPools: fixture.DriverPools(cp), Variants: fixture.Variants(cp), DRAInUse: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var taking []string
 			for _, o := range objs {
-				if ds, ok := o.(*appsv1.DaemonSet); ok && selects(ds, state.Variant{}) {
-					taking = append(taking, ds.Name)
+				ds, ok := o.(*appsv1.DaemonSet)
+				if !ok || !selects(ds, state.Variant{}) {
+					continue
 				}
+				if modeTakesUnlabelled(ds) != (s.Mode != gpuv1.AllocationDRA) {
+					t.Errorf("%s policy, %s: DaemonSet %s in allocation mode %q: taking a node without %s is %t",
+						pname, name, ds.Name, s.Mode, gpuv1.LabelAllocationMode, modeTakesUnlabelled(ds))
+				}
+				taking = append(taking, ds.Name)
 			}
 			// The MPS control daemon runs only on nodes labelled with an MPS
 			// configuration: an unlabelled node has none.

@@ -20,6 +20,14 @@ import (
 // (NVIDIA_VISIBLE_DEVICES=void).
 var dimensions = state.Dimensions{DriverRoot: true}
 
+// The operator applies the driver's DeviceClasses and its ResourceSlice
+// admission policy, and holds what it grants the driver in its namespace
+// (a Role grants nothing its writer lacks).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=update
+// +kubebuilder:rbac:groups=resource.nvidia.com,namespace=gpu-operator,resources=computedomaincliques,verbs=get;list;watch;update
+
 // Operand renders the dra-driver state.
 type Operand struct{}
 

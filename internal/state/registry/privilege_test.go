@@ -61,6 +61,16 @@ var privilegeTable = map[string]privileges{
 	// and waits for it to name the driver that runs.
 	"nvidia-mig-manager": {privileged: true, hostPID: true, hostIPC: true, token: true, hostPaths: []string{
 		"/", "/run/nvidia/driver", "/sys", "/usr/local/nvidia", "/var/run/cdi"}},
+	// NVIDIA's DRA driver (dra-driver-nvidia-gpu 95932046): registers with
+	// the kubelet and serves its DRA socket under the plugins directory
+	// (Bidirectional); loads NVML from the driver root (the host's / for a
+	// host's driver) and reads the host's / (read-only, --host-root) for
+	// the device nodes; writes the claims' CDI specs; publishes its node's
+	// ResourceSlices with its token.
+	"nvidia-dra-driver-kubelet-plugin": {privileged: true, token: true, hostPaths: []string{
+		"/", "/", "/run/nvidia/driver", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"}},
+	// Watches ComputeDomains and writes their IMEX DaemonSets.
+	"nvidia-dra-driver-controller": {token: true},
 	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
 	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
 	// Writes its feature file where nfd-worker reads it; reads PCI config

@@ -1,11 +1,16 @@
 package registry
 
 import (
+	"maps"
+
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
+	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/migmanager"
@@ -30,6 +35,14 @@ import (
 // were labelled, so a node without its label is not held back by it. The
 // MPS control daemon runs before the device plugin on nodes that share
 // GPUs with MPS: the plugin checks it is up when it starts.
+//
+// A node hands out its GPUs in one allocation mode: the device plugin
+// (and the MPS daemon) run on nodes in mode device-plugin, NVIDIA's DRA
+// driver on nodes in mode dra, never both. The DRA driver takes the
+// device plugin's place after mig-manager: it reads the node's MIG
+// devices only when it starts. dcgm-exporter and GFD come after both,
+// of which one is disabled on each node. The DRA driver came after nodes
+// were labelled, so a node without its label is not held back by it.
 func states() []state.State {
 	return []state.State{
 		{Name: state.NodeFeatureDiscovery, Scope: state.ClusterWide, Operand: nfd.Operand{}},
@@ -39,11 +52,13 @@ func states() []state.State {
 		{Name: state.MIGManager, After: []state.Name{state.Driver, state.ContainerToolkit}, Operand: migmanager.Operand{},
 			GatesOnlyWhenLabelled: true},
 		{Name: state.MPSControlDaemon, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}, Operand: mps.Operand{},
-			GatesOnlyWhenLabelled: true},
+			Mode: gpuv1.AllocationDevicePlugin, GatesOnlyWhenLabelled: true},
 		{Name: state.DevicePlugin, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon},
-			Operand: deviceplugin.Operand{}},
-		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin}, Operand: dcgmexporter.Operand{}},
-		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin}, Operand: gfd.Operand{}},
+			Mode: gpuv1.AllocationDevicePlugin, Operand: deviceplugin.Operand{}},
+		{Name: state.DRADriver, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager},
+			Mode: gpuv1.AllocationDRA, Operand: dradriver.Operand{}, GatesOnlyWhenLabelled: true},
+		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: dcgmexporter.Operand{}},
+		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: gfd.Operand{}},
 	}
 }
 
@@ -52,13 +67,15 @@ func Graph() (*state.Graph, error) { return state.NewGraph(states()...) }
 
 // ClusterRules are the cluster-wide rules of the operands that act on
 // cluster-wide objects, by ServiceAccount name: NFD's master and garbage
-// collector, and mig-manager, which labels its node. The chart, kustomize
+// collector, mig-manager, which labels its node, and the DRA driver's
+// kubelet plugin, compute-domain controller and IMEX daemons. The chart, kustomize
 // config and OLM bundle ship them as ClusterRoles named ClusterRoleName,
 // bound to those ServiceAccounts (make manifests), since the operator does
 // not hold them to grant.
 func ClusterRules() map[string][]rbacv1.PolicyRule {
 	rules := nfd.ClusterRules()
 	rules[migmanager.ServiceAccountName] = migmanager.ClusterRules()
+	maps.Copy(rules, dradriver.ClusterRules())
 	return rules
 }
 

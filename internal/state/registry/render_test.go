@@ -37,6 +37,9 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 		// The full policy's files; time-slicing-4's content is unknown.
 		DevicePluginConfigDigests: map[string]string{"a100": "0123456789abcdef", "H200_MPS.x2": "fedcba9876543210"},
 		MPSConfigs:                map[string]bool{"H200_MPS.x2": true},
+		// As if a pool were in allocation mode dra: the DRA driver's
+		// objects render nothing otherwise.
+		DRAInUse: true,
 	})
 	if err != nil {
 		t.Fatalf("rendering %s: %v", s.Name, err)
@@ -115,24 +118,26 @@ func TestGraph(t *testing.T) {
 	graph, err := Graph()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.PerNode()).To(Equal([]state.Name{
-		state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter,
-		state.GPUFeatureDiscovery,
+		state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver,
+		state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
 	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "a driver replacement does not tear the toolkit down")
 	g.Expect(graph.StartPrerequisites(state.ContainerToolkit)).To(Equal([]state.Name{state.Driver}),
 		"the toolkit first starts after the driver, whose files its CDI spec names")
 	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
-		state.MPSControlDaemon, state.DevicePlugin}))
+		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver}), "one of the two plugins is disabled on each node")
+	g.Expect(graph.Prerequisites(state.DRADriver)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}),
+		"the DRA driver does not wait for the device plugin's MPS daemon")
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{
-		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}), "a driver replacement leaves the toolkit, and so the runtime's config, alone")
 	g.Expect(graph.Downstream(state.ContainerToolkit)).To(Equal([]state.Name{
-		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Downstream(state.MIGManager)).To(Equal([]state.Name{
-		state.MPSControlDaemon, state.DevicePlugin, state.DCGMExporter, state.GPUFeatureDiscovery,
-	}), "a MIG reconfiguration takes every GPU client off the node")
+		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGMExporter, state.GPUFeatureDiscovery,
+	}), "a MIG reconfiguration takes every GPU client off the node, the DRA driver included: it reads MIG devices when it starts")
 	g.Expect(graph.Downstream(state.DCGMExporter)).To(BeEmpty())
 	g.Expect(graph.Gate(state.NodeFeatureDiscovery)).To(BeEmpty())
 	g.Expect(graph.Gate(state.DevicePlugin)).To(Equal([]corev1.NodeSelectorRequirement{
@@ -145,5 +150,13 @@ func TestGraph(t *testing.T) {
 		// (an operator upgrade) keeps its device plugin.
 		{Key: "nvidia.com/gpu.state.mig-manager", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}},
 		{Key: "nvidia.com/gpu.state.mps-control-daemon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}},
+		// Not In: a node the operator has not labelled with its allocation
+		// mode yet keeps its device plugin.
+		{Key: "nvidia.com/gpu.allocation-mode", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"dra", "none"}},
 	}))
+	g.Expect(graph.Gate(state.DRADriver)).To(ContainElement(corev1.NodeSelectorRequirement{
+		Key: "nvidia.com/gpu.allocation-mode", Operator: corev1.NodeSelectorOpIn, Values: []string{"dra"}}))
+	g.Expect(graph.Gate(state.DCGMExporter)).To(ContainElement(corev1.NodeSelectorRequirement{
+		Key: "nvidia.com/gpu.state.dra-driver", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}}),
+		"a node the operator has not labelled for the DRA driver yet keeps dcgm-exporter")
 }

@@ -149,7 +149,10 @@ func (s *Cluster) step(ctx context.Context) error {
 			}
 		}
 	}
-	return s.nodes(ctx, nodes.Items, pods.Items)
+	if err := s.nodes(ctx, nodes.Items, pods.Items); err != nil {
+		return err
+	}
+	return s.slices(ctx, nodes.Items, pods.Items)
 }
 
 // collectOrphans does what the garbage collector, which envtest does not

@@ -1,0 +1,127 @@
+package gating
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// Annotations of the node's allocation mode.
+const (
+	// AnnotationAllocationMode is the allocation mode the operator last
+	// wrote on the node's gpuv1.LabelAllocationMode. The label gates the
+	// device plugin's and the DRA driver's DaemonSets, so a person's edit
+	// of it is not taken as the node's mode: the operator writes its own
+	// back, and a pool's mode is changed in the policy.
+	AnnotationAllocationMode = gpuv1.OperatorAnnotationPrefix + "allocation-mode"
+	// AnnotationGPUCount is the number of GPUs GPU feature discovery last
+	// counted on the node (its nvidia.com/gpu.count label), kept when the
+	// label goes with GFD: the DRA driver's ResourceSlices must name as
+	// many.
+	AnnotationGPUCount = gpuv1.OperatorAnnotationPrefix + "gpu-count"
+	// AnnotationAllocationModeWaiting says why the node is not in its
+	// pool's allocation mode; absent when it is.
+	AnnotationAllocationModeWaiting = gpuv1.OperatorAnnotationPrefix + "allocation-mode-waiting"
+)
+
+// labelGPUCount is GFD's count of the node's GPUs.
+const labelGPUCount = "nvidia.com/gpu.count"
+
+// allocationMode decides the node's allocation mode, which the device
+// plugin's and the DRA driver's DaemonSets are gated on: never both on one
+// node, since the kubelet would hand a GPU out twice. A node moves to its
+// pool's mode at once when it has nothing to lose: a new node, or one
+// whose GPU stack never served (gpuv1.AnnotationServed) and runs neither
+// plugin. A node from before allocation modes keeps its device plugin. A
+// node that serves GPUs keeps its mode until a switch moves it, with its
+// GPU pods evicted first; it says so meanwhile.
+func (d *decision) allocationMode() gpuv1.AllocationMode {
+	cur := gpuv1.AllocationMode(d.in.Node.Annotations[AnnotationAllocationMode])
+	want := d.in.AllocationMode
+	mode := cur
+	switch {
+	case want == "" && cur == "":
+		// Held by no pool and never labelled: as before modes.
+		mode = gpuv1.AllocationDevicePlugin
+	case want == "" || cur == want:
+	case !d.served() && d.in.Pods[state.DevicePlugin] == nil && d.in.Pods[state.DRADriver] == nil:
+		mode = want
+	case cur == "":
+		mode = gpuv1.AllocationDevicePlugin
+	}
+	if want != "" && mode != want {
+		d.modeWaits = fmt.Sprintf("its pool's allocation mode is %s, but the node serves GPUs in mode %s: "+
+			"it waits for its allocation mode switch, which moves it once its GPU pods are evicted", want, mode)
+	}
+	d.result.Labels[gpuv1.LabelAllocationMode] = string(mode)
+	d.result.Annotations[AnnotationAllocationMode] = string(mode)
+	return mode
+}
+
+// AllocationModeOf is the node's allocation mode as its label says: an
+// unlabelled node serves through the device plugin, as before modes.
+func AllocationModeOf(n *corev1.Node) gpuv1.AllocationMode {
+	if m := gpuv1.AllocationMode(n.Labels[gpuv1.LabelAllocationMode]); m != "" {
+		return m
+	}
+	return gpuv1.AllocationDevicePlugin
+}
+
+// offMode reports whether a state runs in another allocation mode than
+// the node's: the device plugin and the MPS daemon off DRA nodes, the DRA
+// driver off the others.
+func (d *decision) offMode(name state.Name) bool {
+	s, _ := d.in.Graph.Get(name)
+	return s.Mode != "" && s.Mode != d.mode
+}
+
+// draUnavailable says why the DRA driver cannot run on any node: the API
+// server does not serve ResourceSlices.
+func (d *decision) draUnavailable() string {
+	if d.in.DRAServed {
+		return ""
+	}
+	return "the API server does not serve resource.k8s.io/v1 ResourceSlices: allocation mode dra needs Kubernetes 1.34 " +
+		"or later (restart the operator once the cluster serves them)"
+}
+
+// draUnproven says why the DRA driver's plugin, whose pod is ready, does
+// not hand out the node's GPUs yet, from the ResourceSlices it publishes:
+// its pod has no readiness probe, so only the slices prove it. The slices
+// must be complete and name every GPU of the node when GFD has counted
+// them (a node with MIG devices is not counted: GFD's count there depends
+// on its MIG strategy). A ready state only needs a GPU named (still):
+// fewer GPUs is a health matter, as for the device plugin's capacity.
+func (d *decision) draUnproven(still bool) string {
+	n := d.in.DRA
+	switch {
+	case n == nil || len(n.Pools) == 0:
+		return "the DRA driver runs, but the node has no ResourceSlice of driver gpu.nvidia.com"
+	case still && n.GPUs > 0:
+		return ""
+	case !n.Complete():
+		return "the DRA driver runs, but its ResourceSlices are incomplete: " + n.Incomplete()
+	case n.GPUs == 0:
+		return "the DRA driver runs, but its ResourceSlices name no GPU"
+	}
+	if count := d.gpuCount(); count > 0 && d.migConfig == "" && n.GPUs != count && !still {
+		return fmt.Sprintf("the DRA driver's ResourceSlices name %d GPUs, but the node has %d (GPU feature discovery's %s)",
+			n.GPUs, count, labelGPUCount)
+	}
+	return ""
+}
+
+// gpuCount is the node's number of GPUs as GFD last counted them; 0 when
+// not known yet.
+func (d *decision) gpuCount() int {
+	for _, v := range []string{d.in.Node.Labels[labelGPUCount], d.in.Node.Annotations[AnnotationGPUCount]} {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,188 @@
+package gating
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+const dra = state.DRADriver
+
+// inDRAPool puts the node in a pool of allocation mode dra, on a cluster
+// that serves ResourceSlices, with the DRA driver enabled.
+func inDRAPool(in *Input) {
+	in.AllocationMode = gpuv1.AllocationDRA
+	in.DRAServed = true
+	in.Enabled[dra] = true
+}
+
+// slicesNaming is a node's complete ResourceSlices naming n GPUs.
+func slicesNaming(n int) *draslices.Node {
+	return &draslices.Node{Slices: 1, Pools: []draslices.Pool{{Name: "gpu-1", Generation: 1, Have: 1, Want: 1}}, GPUs: n}
+}
+
+// draReadyPods are the pods of a DRA node whose stack is up.
+func draReadyPods() map[state.Name]*state.PodFacts {
+	old := now.Add(-time.Hour)
+	return map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old), dra: readyPod("r1", old),
+		dcg: readyPod("e1", old), gfd: readyPod("g1", old)}
+}
+
+// A new node of a DRA pool runs the DRA driver in the device plugin's
+// place, and the driver is ready only once its ResourceSlices are
+// complete and name every GPU GFD counted: its pod has no readiness
+// probe.
+func TestNewNodeOfADRAPool(t *testing.T) {
+	tests := map[string]struct {
+		slices *draslices.Node
+		want   gpuv1.StateValue
+		why    string
+	}{
+		"no slices": {want: gpuv1.StatePending, why: "no ResourceSlice of driver gpu.nvidia.com"},
+		"incomplete": {slices: &draslices.Node{Slices: 1, GPUs: 4,
+			Pools: []draslices.Pool{{Name: "gpu-1", Generation: 2, Have: 1, Want: 2}}},
+			want: gpuv1.StatePending, why: "pool gpu-1 generation 2: 1 of 2 slices"},
+		"no GPU":          {slices: slicesNaming(0), want: gpuv1.StatePending, why: "name no GPU"},
+		"fewer than GFD":  {slices: slicesNaming(6), want: gpuv1.StatePending, why: "name 6 GPUs, but the node has 8"},
+		"every GPU named": {slices: slicesNaming(8), want: gpuv1.StateReady},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			// Labelled dra when first seen, before any pod ran.
+			n := node(variantLabels(states(map[state.Name]gpuv1.StateValue{drv: gpuv1.StateReady, tk: gpuv1.StateReady})),
+				map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra"})
+			pods := draReadyPods()
+			delete(pods, dcg)
+			delete(pods, gfd)
+			r := decide(t, n, pods, inDRAPool, func(in *Input) { in.DRA = tt.slices })
+			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "dra"))
+			g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationAllocationMode, "dra"))
+			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.DeployLabel(string(dra)), "true"))
+			g.Expect(stateOf(r, dp)).To(Equal("disabled"), "never both plugins on one node")
+			g.Expect(stateOf(r, mpsd)).To(Equal("disabled"))
+			g.Expect(stateOf(r, dra)).To(Equal(string(tt.want)))
+			if tt.why != "" {
+				g.Expect(r.Why[dra]).To(ContainSubstring(tt.why))
+				g.Expect(stateOf(r, dcg)).To(Equal("pending"), "dcgm-exporter waits for the plugin that serves")
+				return
+			}
+			g.Expect(r.Why).NotTo(HaveKey(dra))
+			g.Expect(stateOf(r, dcg)).To(Equal("pending"))
+			g.Expect(r.Why[dcg]).To(Equal("no pod yet"), "past the DRA driver, dcgm-exporter waits for its own pod")
+			g.Expect(r.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationServed, "true"), "the DRA driver serves the node")
+		})
+	}
+}
+
+// A node of a DRA pool whose stack is up is ready on every state, and a
+// ready DRA driver stays ready while its slices name a GPU: fewer GPUs is
+// a health matter. Slices gone leave it after the grace period.
+func TestReadyDRANode(t *testing.T) {
+	g := NewWithT(t)
+	labels := variantLabels(states(map[state.Name]gpuv1.StateValue{drv: gpuv1.StateReady, tk: gpuv1.StateReady,
+		dra: gpuv1.StateReady, dcg: gpuv1.StateReady, gfd: gpuv1.StateReady}))
+	labels[gpuv1.LabelAllocationMode] = "dra"
+	annotations := map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra",
+		gpuv1.AnnotationServed: "true"}
+	n := node(labels, annotations)
+	n.Status.Allocatable, n.Status.Capacity = nil, nil // the DRA driver advertises no extended resource
+
+	r := decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = slicesNaming(8) })
+	g.Expect(r.Why).To(BeEmpty())
+	g.Expect(stateOf(r, dp)).To(Equal("disabled"))
+	g.Expect(ServesGPUs(&corev1.Node{ObjectMeta: n.ObjectMeta})).To(BeTrue(), "a ready DRA driver serves the node's GPUs")
+
+	r = decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = slicesNaming(7) })
+	g.Expect(stateOf(r, dra)).To(Equal("ready"), "a GPU fewer is health, not the plugin's function")
+
+	r = decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = nil })
+	g.Expect(stateOf(r, dra)).To(Equal("ready"), "within the grace period")
+	g.Expect(r.RequeueAfter).To(Equal(grace))
+	n.Annotations[AnnotationMissingSince] = "dra-driver=" + now.Add(-2*grace).Format(time.RFC3339)
+	r = decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = nil })
+	g.Expect(stateOf(r, dra)).To(Equal("pending"))
+	g.Expect(r.StalePods).To(ContainElement(dra), "its pod is restarted")
+	g.Expect(stateOf(r, dcg)).To(Equal("pending"), "the states after it restart")
+}
+
+// A node that serves GPUs keeps its allocation mode when its pool's
+// changes: only a switch, which evicts its GPU pods first, moves it. A
+// node from before modes serves through the device plugin. A person's
+// edit of the mode label is not taken.
+func TestAllocationModeMovesOnlyWhereNothingIsLost(t *testing.T) {
+	tests := map[string]struct {
+		annotations map[string]string
+		labels      map[string]string
+		pool        gpuv1.AllocationMode
+		pods        bool // the device plugin's pod runs
+		want        gpuv1.AllocationMode
+		waits       bool
+	}{
+		"new node":                        {pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDRA},
+		"new node, device plugin started": {pool: gpuv1.AllocationDRA, pods: true, want: gpuv1.AllocationDevicePlugin, waits: true},
+		"from before modes, served":       {annotations: map[string]string{gpuv1.AnnotationServed: "true"}, pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDevicePlugin, waits: true},
+		"served, pool moved":              {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin"}, pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDevicePlugin, waits: true},
+		"served, pool moved back":         {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "dra"}, pool: gpuv1.AllocationDevicePlugin, want: gpuv1.AllocationDRA, waits: true},
+		"in its pool's mode":              {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "dra"}, pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDRA},
+		"no pool holds it":                {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "dra"}, want: gpuv1.AllocationDRA},
+		"no pool, never labelled":         {want: gpuv1.AllocationDevicePlugin},
+		"a person's label":                {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin"}, labels: map[string]string{gpuv1.LabelAllocationMode: "dra"}, pool: gpuv1.AllocationDevicePlugin, want: gpuv1.AllocationDevicePlugin},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var pods map[state.Name]*state.PodFacts
+			if tt.pods {
+				pods = map[state.Name]*state.PodFacts{dp: notReadyPod(now)}
+			}
+			r := decide(t, node(tt.labels, tt.annotations), pods, inDRAPool, func(in *Input) { in.AllocationMode = tt.pool })
+			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, string(tt.want)))
+			g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationAllocationMode, string(tt.want)))
+			if !tt.waits {
+				g.Expect(r.Annotations).NotTo(HaveKey(AnnotationAllocationModeWaiting))
+				return
+			}
+			g.Expect(r.Annotations[AnnotationAllocationModeWaiting]).To(ContainSubstring("waits for its allocation mode switch"))
+			g.Expect(reasons(r)).To(ContainElement("AllocationModeWaiting"))
+		})
+	}
+}
+
+// A node that waits for its switch is told so once, not at every write.
+func TestAllocationModeWaitIsToldOnce(t *testing.T) {
+	g := NewWithT(t)
+	annotations := map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin"}
+	r := decide(t, node(nil, annotations), nil, inDRAPool)
+	annotations[AnnotationAllocationModeWaiting] = r.Annotations[AnnotationAllocationModeWaiting]
+	r = decide(t, node(nil, annotations), nil, inDRAPool)
+	g.Expect(reasons(r)).NotTo(ContainElement("AllocationModeWaiting"))
+	g.Expect(r.Annotations).To(HaveKey(AnnotationAllocationModeWaiting), "kept while it holds")
+}
+
+// Where the API server serves no ResourceSlices, the DRA driver fails on
+// the DRA pool's nodes with the reason, and no device plugin takes its
+// place behind the user's back.
+func TestDRAWithoutTheAPI(t *testing.T) {
+	g := NewWithT(t)
+	r := decide(t, node(variantLabels(nil), nil), nil, inDRAPool, func(in *Input) { in.DRAServed = false })
+	g.Expect(stateOf(r, dra)).To(Equal("failed"))
+	g.Expect(r.Why[dra]).To(ContainSubstring("needs Kubernetes 1.34"))
+	g.Expect(stateOf(r, dp)).To(Equal("disabled"))
+}
+
+// The device plugin's configuration has no effect on a DRA node: it is
+// left off the node and said to have none.
+func TestDevicePluginConfigOnADRANode(t *testing.T) {
+	g := NewWithT(t)
+	r := decide(t, node(variantLabels(map[string]string{gpuv1.LabelDevicePluginConfig: "mps-2"}), nil), nil, inDRAPool, withMPSConfigs)
+	g.Expect(r.Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
+	g.Expect(r.Annotations[AnnotationDevicePluginConfigRefused]).To(ContainSubstring("has no effect"))
+	g.Expect(stateOf(r, mpsd)).To(Equal("disabled"), "no MPS daemon without the device plugin")
+}
