@@ -81,7 +81,7 @@ func (reconfigurations) position(ctx context.Context, p *pass, n *corev1.Node, v
 	if !arbiter.MIGStartsFree(everServed, servingNow, lost, 0) {
 		return
 	}
-	pods, err := p.r.countPods(ctx, n.Name, nil, p.r.isGPUPod(p.cp, p.sel.gpuExtra))
+	pods, err := p.r.countPods(ctx, n.Name, nil, p.r.isGPUPod(ctx, p.cp, p.sel.gpuExtra))
 	if err != nil {
 		// Unknown: it waits for a place, as a node with pods does.
 		ctrl.LoggerFrom(ctx).Error(err, "counting the GPU pods of a node to reconfigure", "node", n.Name)
@@ -175,7 +175,7 @@ func (r *Reconciler) migFacts(ctx context.Context, p *pass, n *corev1.Node) (f m
 			f.InPlace = migreconfig.Differs
 		}
 	case gpuv1.MIGEviction:
-		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra))
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra))
 		return f, bind, err
 	case gpuv1.MIGValidation:
 		f.Advertised, f.Mismatch = r.advertised(cp, o, n, configs, f)

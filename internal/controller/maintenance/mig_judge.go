@@ -21,8 +21,11 @@ import (
 // with the operator's clock, which may run ahead.)
 func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs,
 	f migreconfig.Facts) (migreconfig.Advertised, string) {
-	if !cp.Spec.DevicePlugin.IsEnabled() || n.Labels[gpuv1.DeployLabel(string(state.DevicePlugin))] != gpuv1.LabelTrue {
-		return migreconfig.Matches, "" // nothing advertises: nothing to check
+	if !cp.Spec.DevicePlugin.IsEnabled() || n.Labels[gpuv1.DeployLabel(string(state.DevicePlugin))] != gpuv1.LabelTrue ||
+		gating.AllocationModeOf(n) != gpuv1.AllocationDevicePlugin {
+		// Nothing advertises: nothing to check. On a DRA node only
+		// configurations without MIG devices are applied (refusal).
+		return migreconfig.Matches, ""
 	}
 	pod := o.pluginPods[n.Name]
 	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||

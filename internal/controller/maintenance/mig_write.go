@@ -28,7 +28,7 @@ func (r *Reconciler) takeMIG(ctx context.Context, p *pass, n *corev1.Node, f mig
 	bind string) (*corev1.Node, gpuv1.MIGReconfigureState, error) {
 	cp, sel := p.cp, p.sel
 	if step.Action == migreconfig.EvictGPUPods {
-		err := r.evict(ctx, n, migEvent, r.isGPUPod(cp, sel.gpuExtra),
+		err := r.evict(ctx, n, migEvent, r.isGPUPod(ctx, cp, sel.gpuExtra),
 			cp.Spec.Driver.UpgradePolicy.PodDeletion.Force, cp.Spec.Driver.UpgradePolicy.PodDeletion.DeleteEmptyDir)
 		if err != nil {
 			return n, f.State, fmt.Errorf("node %s, %s: %w", n.Name, step.Action, err)

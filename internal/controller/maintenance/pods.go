@@ -96,13 +96,14 @@ func (r *Reconciler) podsOn(ctx context.Context, node string, selector labels.Se
 // isGPUPod says which pods hold the GPU: they ask for an nvidia.com/
 // resource, run with the operator's runtime class, name CDI devices for
 // the toolkit's NRI plugin to inject (nvidia.cdi.k8s.io/ annotations), or
-// match the policy's extra selector. The operator's own operand pods never count, nor do
+// match the policy's extra selector, or hold a device of NVIDIA's DRA driver through a
+// ResourceClaim (holdsNVIDIAClaim). The operator's own operand pods never count, nor do
 // DaemonSet pods: their controller puts them back at once, so evicting
 // them cannot free the node, and waiting for them would fail every node at
 // the deletion timeout. One that holds the GPU keeps the old driver
 // loaded: the new driver container cannot unload it and crash-loops, and
 // the upgrade's validation fails the node saying so.
-func (r *Reconciler) isGPUPod(cp *gpuv1.ClusterPolicy, extra labels.Selector) func(*corev1.Pod) bool {
+func (r *Reconciler) isGPUPod(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector) func(*corev1.Pod) bool {
 	runtimeClass := string(cp.Spec.Operator.RuntimeClass)
 	return func(p *corev1.Pod) bool {
 		if r.isOperand(p) || isDaemonSetPod(p) {
@@ -119,7 +120,7 @@ func (r *Reconciler) isGPUPod(cp *gpuv1.ClusterPolicy, extra labels.Selector) fu
 				return true
 			}
 		}
-		return gating.RequestsNVIDIAResource(p)
+		return gating.RequestsNVIDIAResource(p) || r.holdsNVIDIAClaim(ctx, p)
 	}
 }
 

@@ -139,7 +139,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 			f.Recurrent = f.Since.Sub(last) < r.Timers.RepairRecurrenceWindow
 		}
 		var err error
-		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra))
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra))
 		return f, err
 	case gpuv1.RemediationDevicePluginRestart:
 		f.PluginToReplace = plugin != nil && replaced != "" && plugin.UID == replaced

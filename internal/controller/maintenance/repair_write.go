@@ -31,7 +31,7 @@ func (r *Reconciler) takeRemediation(ctx context.Context, p *pass, n *corev1.Nod
 	var err error
 	switch step.Action {
 	case remediation.EvictGPUPods:
-		err = r.evict(ctx, n, remediationEvent, r.isGPUPod(cp, sel.gpuExtra),
+		err = r.evict(ctx, n, remediationEvent, r.isGPUPod(ctx, cp, sel.gpuExtra),
 			cp.Spec.Driver.UpgradePolicy.PodDeletion.Force, cp.Spec.Driver.UpgradePolicy.PodDeletion.DeleteEmptyDir)
 	case remediation.RestartDevicePlugin:
 		err = r.deletePod(ctx, obs.pluginPods[n.Name])

@@ -109,7 +109,7 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		// a node cordoned by someone before stays cordoned after.
 		cordoned = cordoned || !n.Spec.Unschedulable
 	case upgrade.EvictGPUPods:
-		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(p.cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(ctx, p.cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
 	case upgrade.Drain:
 		err = r.evict(ctx, n, upgradeEvent, r.isDrainable(sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
 	case upgrade.DeleteDriverPod:

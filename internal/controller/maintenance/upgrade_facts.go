@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/upgrade"
@@ -33,9 +34,9 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 			f.JobsRunning, err = r.countPods(ctx, n.Name, sel.waitFor, func(*corev1.Pod) bool { return true })
 		}
 	case gpuv1.UpgradePodDeletion:
-		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra))
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra))
 	case gpuv1.UpgradeDrainRequired:
-		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(cp, sel.gpuExtra)); err == nil {
+		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra)); err == nil {
 			f.DrainPods, err = r.countPods(ctx, n.Name, nil, r.isDrainable(sel.drain))
 		}
 	case gpuv1.UpgradeValidation:
@@ -45,19 +46,25 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 }
 
 // validated reports whether the new driver works on the node: its pod is
-// ready and current, the device plugin is ready again (unless disabled),
-// and the node advertises GPUs, whole, shared or MIG.
+// ready and current, and the plugin of the node's allocation mode is ready
+// again (unless disabled): the device plugin, with the node advertising
+// GPUs, whole, shared or MIG; or the DRA driver, whose state is ready only
+// once a pod started after the driver published slices naming the GPUs.
 func (r *Reconciler) validated(o *observed, n *corev1.Node, pod *operandpods.Pod) bool {
 	if pod == nil || o.outdated(pod, n) || !pod.Ready {
 		return false
 	}
-	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) {
+	plugin := state.DevicePlugin
+	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
+		plugin = state.DRADriver
+	}
+	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(plugin))]) {
 	case gpuv1.StateDisabled:
 		return true
 	case gpuv1.StateReady:
 		// Any GPU resource: a shared configuration may advertise
 		// nvidia.com/gpu.shared alone, MIG nvidia.com/mig-*.
-		return gpuTotal(n.Status.Allocatable) > 0
+		return plugin == state.DRADriver || gpuTotal(n.Status.Allocatable) > 0
 	}
 	return false
 }

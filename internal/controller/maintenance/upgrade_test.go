@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"maps"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -44,6 +45,30 @@ func TestValidatedOnAnyGPUResource(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels}, Status: corev1.NodeStatus{Allocatable: tt.allocatable}}
 			NewWithT(t).Expect(r.validated(o, n, pod)).To(Equal(tt.want))
 		})
+	}
+}
+
+// On a node in allocation mode dra, a new driver is validated by the DRA
+// driver's state alone: it advertises no extended resource, and its state
+// is ready only once a plugin started after the driver published slices
+// naming the node's GPUs.
+func TestValidatedOnADRANode(t *testing.T) {
+	pools := driverpool.FromPolicy(&gpuv1.ClusterPolicy{Spec: gpuv1.ClusterPolicySpec{Driver: gpuv1.DriverSpec{Version: "570.172.08"}}})
+	base := map[string]string{
+		"feature.node.kubernetes.io/system-os_release.ID": "ubuntu", "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+		gpuv1.LabelAllocationMode: "dra", gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateDisabled),
+	}
+	ds, _ := pools.DaemonSetFor("node", base)
+	pod := &operandpods.Pod{DaemonSet: ds, Ready: true, Annotations: []state.Annotation{{Key: render.AnnotationTemplateHash, Value: "h"}}}
+	o := &observed{hashes: map[string]string{ds: "h"}, deleting: map[string]bool{}, pools: pools}
+	r := &Reconciler{}
+	for value, want := range map[gpuv1.StateValue]bool{
+		gpuv1.StatePending: false, gpuv1.StateFailed: false, gpuv1.StateReady: true, gpuv1.StateDisabled: true,
+	} {
+		labels := maps.Clone(base)
+		labels[gpuv1.StateLabel(string(state.DRADriver))] = string(value)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels}}
+		NewWithT(t).Expect(r.validated(o, n, pod)).To(Equal(want), "dra-driver %s", value)
 	}
 }
 
