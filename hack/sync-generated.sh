@@ -30,14 +30,14 @@ for crd in config/crd/bases/*.yaml; do
   fi
 done
 
-# The binary carries NFD's CRDs too, for the setup hook to apply only where
-# the operator deploys NFD and no other installer created them. The chart's
-# crds/, which helm installs unconditionally (skipping a CRD that exists
-# already), holds the operator's own and the DRA driver's ComputeDomain
-# CRDs, as NVIDIA's chart does; the setup hook does not apply those.
+# The binary carries NFD's and the DRA driver's CRDs too, for the setup
+# hook to apply where no other installer created them (NFD's only where the
+# operator deploys NFD), on install and on every upgrade: helm never
+# upgrades a chart's crds/. The chart's crds/, which helm installs
+# unconditionally, holds only the operator's own.
 rm -f internal/crds/*.yaml deployments/gpu-operator/crds/*.yaml
-cp config/crd/bases/*.yaml config/crd/nfd/*.yaml internal/crds/
-cp config/crd/bases/*.yaml config/crd/dra/*.yaml deployments/gpu-operator/crds/
+cp config/crd/bases/*.yaml config/crd/nfd/*.yaml config/crd/dra/*.yaml internal/crds/
+cp config/crd/bases/*.yaml deployments/gpu-operator/crds/
 
 # The chart's RBAC is the generated role.yaml, bound to the release's
 # namespace and names.

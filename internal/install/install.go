@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	computedomainv1beta1 "github.com/gpu-operator/gpu-operator/api/computedomain/v1beta1"
 	"github.com/gpu-operator/gpu-operator/internal/crds"
 )
 
@@ -58,10 +59,11 @@ type Report struct {
 	Labelled           bool
 }
 
-// Setup applies the operator's CRDs (ClusterPolicy, NVIDIADriver) and, if
-// asked, NFD's, waits until they are established, and, if asked, labels
-// the namespace for privileged pods. Nothing another manager owns is
-// forced.
+// Setup applies the operator's CRDs (ClusterPolicy, NVIDIADriver), the DRA
+// driver's ComputeDomain CRDs and, if asked, NFD's, waits until they are
+// established, and, if asked, labels the namespace for privileged pods.
+// Another installer's CRDs (NVIDIA's DRA driver chart, an NFD of its own)
+// are left alone, and nothing another manager owns is forced.
 func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 	var rep Report
 	if o.PodSecurity && sharedNamespaces[o.Namespace] {
@@ -74,7 +76,7 @@ func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 	}
 	for _, crd := range all {
 		own := crd.Spec.Group == gpuv1.GroupVersion.Group
-		if !own && !o.NFDCRDs {
+		if !own && !o.NFDCRDs && crd.Spec.Group != computedomainv1beta1.GroupVersion.Group {
 			continue
 		}
 		if !own {
@@ -220,8 +222,9 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) (bool, erro
 	return true, deleteCRDs(ctx, c)
 }
 
-// deleteCRDs deletes the operator's CRDs and the NFD CRDs setup created;
-// NFD CRDs another installer created stay, with their objects.
+// deleteCRDs deletes the operator's CRDs and the NFD and DRA driver CRDs
+// setup created; those another installer created stay, with their
+// objects.
 func deleteCRDs(ctx context.Context, c client.Client) error {
 	all, err := crds.All()
 	if err != nil {

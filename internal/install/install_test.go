@@ -16,8 +16,9 @@ func crd(name string, labels map[string]string) *apiextensionsv1.CustomResourceD
 }
 
 // Deleting the CRDs on uninstall deletes the operator's own and the NFD
-// CRDs setup created; an NFD CRD another installer created stays, and with
-// it every NodeFeature of that NFD (issue 13, item 1).
+// and DRA driver CRDs setup created; one another installer created stays,
+// and with it every NodeFeature of that NFD (issue 13, item 1) or every
+// ComputeDomain of that DRA driver.
 func TestDeleteCRDsLeavesAnotherInstallersNFD(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
@@ -28,6 +29,8 @@ func TestDeleteCRDsLeavesAnotherInstallersNFD(t *testing.T) {
 		crd("clusterpolicies.nvidia.com", nil),
 		crd("nodefeatures.nfd.k8s-sigs.io", ours),
 		crd("nodefeaturerules.nfd.k8s-sigs.io", map[string]string{LabelInstalledBy: "Helm"}),
+		crd("computedomains.resource.nvidia.com", ours),
+		crd("computedomaincliques.resource.nvidia.com", nil),
 	).Build()
 	if err := deleteCRDs(context.Background(), c); err != nil {
 		t.Fatal(err)
@@ -40,8 +43,8 @@ func TestDeleteCRDsLeavesAnotherInstallersNFD(t *testing.T) {
 	for _, x := range left.Items {
 		names = append(names, x.Name)
 	}
-	if len(names) != 1 || names[0] != "nodefeaturerules.nfd.k8s-sigs.io" {
-		t.Fatalf("left %v, want only the NFD CRD another installer created", names)
+	if len(names) != 2 || names[0] != "computedomaincliques.resource.nvidia.com" || names[1] != "nodefeaturerules.nfd.k8s-sigs.io" {
+		t.Fatalf("left %v, want only the CRDs another installer created", names)
 	}
 	if err := c.Get(context.Background(), client.ObjectKey{Name: "clusterpolicies.nvidia.com"}, crd("", nil)); err == nil {
 		t.Fatal("the ClusterPolicy CRD was not deleted")

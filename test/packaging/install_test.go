@@ -16,9 +16,10 @@ import (
 )
 
 // What the setup hook runs: the ClusterPolicy CRD is applied (again, here:
-// envtest installed it already); NFD's CRDs, which envtest created as
-// another installer would, are left as they are; the namespace is
-// labelled only when asked (issue 13, items 1 and 2).
+// envtest installed it already), and so are the DRA driver's ComputeDomain
+// CRDs, which helm's crds/ would never upgrade; NFD's CRDs, which envtest
+// created as another installer would, are left as they are; the namespace
+// is labelled only when asked (issue 13, items 1 and 2).
 func TestSetupHook(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -28,7 +29,11 @@ func TestSetupHook(t *testing.T) {
 
 	rep, err := install.Setup(ctx, k8sClient, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rep.Applied).To(Equal([]string{"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com"}))
+	g.Expect(rep.Applied).To(Equal([]string{"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com",
+		"computedomaincliques.resource.nvidia.com", "computedomains.resource.nvidia.com"}))
+	cd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "computedomains.resource.nvidia.com"}, cd)).To(Succeed())
+	g.Expect(cd.Labels).To(HaveKeyWithValue(install.LabelInstalledBy, Not(BeEmpty())), "marked as setup's, for upgrades and uninstall")
 	g.Expect(rep.LeftAlone).To(ConsistOf("nodefeatures.nfd.k8s-sigs.io", "nodefeaturerules.nfd.k8s-sigs.io", "nodefeaturegroups.nfd.k8s-sigs.io"))
 	after := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "nodefeatures.nfd.k8s-sigs.io"}, after)).To(Succeed())
