@@ -28,8 +28,12 @@ const (
 	AnnotationAllocationModeWaiting = gpuv1.OperatorAnnotationPrefix + "allocation-mode-waiting"
 )
 
-// labelGPUCount is GFD's count of the node's GPUs.
-const labelGPUCount = "nvidia.com/gpu.count"
+// GFD's count of the node's GPUs, and the MIG strategy it counted them
+// under.
+const (
+	labelGPUCount    = "nvidia.com/gpu.count"
+	labelMIGStrategy = "nvidia.com/mig.strategy"
+)
 
 // allocationMode decides the node's allocation mode, which the device
 // plugin's and the DRA driver's DaemonSets are gated on: never both on one
@@ -41,6 +45,11 @@ const labelGPUCount = "nvidia.com/gpu.count"
 // GPU pods evicted first; it says so meanwhile.
 func (d *decision) allocationMode() gpuv1.AllocationMode {
 	cur := gpuv1.AllocationMode(d.in.Node.Annotations[AnnotationAllocationMode])
+	switch cur {
+	case gpuv1.AllocationDevicePlugin, gpuv1.AllocationDRA, gpuv1.AllocationNone:
+	default:
+		cur = "" // not the operator's writing
+	}
 	want := d.in.AllocationMode
 	mode := cur
 	switch {
@@ -48,7 +57,7 @@ func (d *decision) allocationMode() gpuv1.AllocationMode {
 		// Held by no pool and never labelled: as before modes.
 		mode = gpuv1.AllocationDevicePlugin
 	case want == "" || cur == want:
-	case !d.served() && d.in.Pods[state.DevicePlugin] == nil && d.in.Pods[state.DRADriver] == nil:
+	case d.nothingToLose():
 		mode = want
 	case cur == "":
 		mode = gpuv1.AllocationDevicePlugin
@@ -60,6 +69,15 @@ func (d *decision) allocationMode() gpuv1.AllocationMode {
 	d.result.Labels[gpuv1.LabelAllocationMode] = string(mode)
 	d.result.Annotations[AnnotationAllocationMode] = string(mode)
 	return mode
+}
+
+// nothingToLose reports whether no plugin serves, or may serve, the node's
+// GPUs: its GPU stack never served (gpuv1.AnnotationServed), neither
+// plugin's pod runs there, and neither has left GPUs behind, allocatable
+// or in ResourceSlices, as a plugin whose pod is terminating does.
+func (d *decision) nothingToLose() bool {
+	return !d.served() && d.in.Pods[state.DevicePlugin] == nil && d.in.Pods[state.DRADriver] == nil &&
+		!advertises(d.in.Node.Status.Capacity) && (d.in.DRA == nil || d.in.DRA.Slices == 0)
 }
 
 // AllocationModeOf is the node's allocation mode as its label says: an
@@ -80,22 +98,29 @@ func (d *decision) offMode(name state.Name) bool {
 }
 
 // draUnavailable says why the DRA driver cannot run on any node: the API
-// server does not serve ResourceSlices.
+// server does not serve ResourceSlices, or CDI is off (the driver hands
+// GPUs to containers through CDI specs alone). The API server refuses the
+// latter in a ClusterPolicy's own pools, not in an NVIDIADriver's.
 func (d *decision) draUnavailable() string {
-	if d.in.DRAServed {
-		return ""
+	switch {
+	case !d.in.DRAServed:
+		return "the API server does not serve resource.k8s.io/v1 ResourceSlices: allocation mode dra needs Kubernetes 1.34 " +
+			"or later (restart the operator once the cluster serves them)"
+	case !d.in.Policy.Spec.CDI.IsEnabled():
+		return "allocation mode dra needs CDI: set the ClusterPolicy's cdi.enabled to true, or the pool's allocationMode to device-plugin"
 	}
-	return "the API server does not serve resource.k8s.io/v1 ResourceSlices: allocation mode dra needs Kubernetes 1.34 " +
-		"or later (restart the operator once the cluster serves them)"
+	return ""
 }
 
 // draUnproven says why the DRA driver's plugin, whose pod is ready, does
 // not hand out the node's GPUs yet, from the ResourceSlices it publishes:
 // its pod has no readiness probe, so only the slices prove it. The slices
-// must be complete and name every GPU of the node when GFD has counted
-// them (a node with MIG devices is not counted: GFD's count there depends
-// on its MIG strategy). A ready state only needs a GPU named (still):
-// fewer GPUs is a health matter, as for the device plugin's capacity.
+// must be complete and name a GPU. On a node that never served, they must
+// name every GPU GFD counted there, when it did; after that, fewer GPUs is
+// a health matter, as for the device plugin's capacity, and must not keep
+// a node whose GPU fell off the bus from ever coming back (after a reboot
+// its slices name one GPU fewer than the count it had). A ready state only
+// needs a GPU named (still).
 func (d *decision) draUnproven(still bool) string {
 	n := d.in.DRA
 	switch {
@@ -108,7 +133,7 @@ func (d *decision) draUnproven(still bool) string {
 	case n.GPUs == 0:
 		return "the DRA driver runs, but its ResourceSlices name no GPU"
 	}
-	if count := d.gpuCount(); count > 0 && d.migConfig == "" && n.GPUs != count && !still {
+	if count := d.gpuCount(); count > 0 && !d.served() && n.GPUs != count && !still {
 		return fmt.Sprintf("the DRA driver's ResourceSlices name %d GPUs, but the node has %d (GPU feature discovery's %s)",
 			n.GPUs, count, labelGPUCount)
 	}
@@ -116,8 +141,12 @@ func (d *decision) draUnproven(still bool) string {
 }
 
 // gpuCount is the node's number of GPUs as GFD last counted them; 0 when
-// not known yet.
+// not known yet, or when GFD counts MIG devices instead (mig.strategy
+// single on a GPU in MIG mode; its nvidia.com/mig.strategy label says so).
 func (d *decision) gpuCount() int {
+	if d.in.Node.Labels[labelMIGStrategy] == string(gpuv1.MIGStrategySingle) && d.in.Node.Labels[gpuv1.LabelMIGCapable] == gpuv1.LabelTrue {
+		return 0
+	}
 	for _, v := range []string{d.in.Node.Labels[labelGPUCount], d.in.Node.Annotations[AnnotationGPUCount]} {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			return n

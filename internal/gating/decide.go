@@ -367,7 +367,8 @@ func (d *decision) bookkeeping() {
 	if d.served() {
 		a[gpuv1.AnnotationServed] = gpuv1.LabelTrue
 	}
-	if n := d.gpuCount(); n > 0 {
+	if n := d.gpuCount(); n > 0 && d.mode == gpuv1.AllocationDRA {
+		// Only the DRA driver's proof reads it.
 		a[AnnotationGPUCount] = strconv.Itoa(n)
 	}
 	if !d.booted.IsZero() {

@@ -189,7 +189,6 @@ func TestNewGPUNode(t *testing.T) {
 		AnnotationDiscoveredAt:   "2026-11-30T12:00:00Z",
 		AnnotationFoundBy:        "nfd",
 		AnnotationAllocationMode: "device-plugin",
-		AnnotationGPUCount:       "8",
 	}))
 	g.Expect(r.Events).To(BeEmpty())
 }

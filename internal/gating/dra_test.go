@@ -1,6 +1,7 @@
 package gating
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -27,6 +28,12 @@ func slicesNaming(n int) *draslices.Node {
 	return &draslices.Node{Slices: 1, Pools: []draslices.Pool{{Name: "gpu-1", Generation: 1, Have: 1, Want: 1}}, GPUs: n}
 }
 
+// bare is a node no plugin has served: it advertises no GPU.
+func bare(n *corev1.Node) *corev1.Node {
+	n.Status.Allocatable, n.Status.Capacity = nil, nil
+	return n
+}
+
 // draReadyPods are the pods of a DRA node whose stack is up.
 func draReadyPods() map[state.Name]*state.PodFacts {
 	old := now.Add(-time.Hour)
@@ -37,13 +44,21 @@ func draReadyPods() map[state.Name]*state.PodFacts {
 // A new node of a DRA pool runs the DRA driver in the device plugin's
 // place, and the driver is ready only once its ResourceSlices are
 // complete and name every GPU GFD counted: its pod has no readiness
-// probe.
+// probe. A node that served before (its driver restarted, it rebooted)
+// needs a GPU named, not every one: a GPU lost is health, and must not
+// keep the node from coming back. GFD's count of MIG devices is no
+// count of GPUs.
 func TestNewNodeOfADRAPool(t *testing.T) {
 	tests := map[string]struct {
 		slices *draslices.Node
+		served bool
+		labels map[string]string
 		want   gpuv1.StateValue
 		why    string
 	}{
+		"fewer than GFD, served before": {slices: slicesNaming(7), served: true, want: gpuv1.StateReady},
+		"GFD counting MIG devices": {slices: slicesNaming(8), want: gpuv1.StateReady,
+			labels: map[string]string{"nvidia.com/gpu.count": "56", "nvidia.com/mig.strategy": "single", gpuv1.LabelMIGCapable: "true"}},
 		"no slices": {want: gpuv1.StatePending, why: "no ResourceSlice of driver gpu.nvidia.com"},
 		"incomplete": {slices: &draslices.Node{Slices: 1, GPUs: 4,
 			Pools: []draslices.Pool{{Name: "gpu-1", Generation: 2, Have: 1, Want: 2}}},
@@ -56,8 +71,12 @@ func TestNewNodeOfADRAPool(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			// Labelled dra when first seen, before any pod ran.
-			n := node(variantLabels(states(map[state.Name]gpuv1.StateValue{drv: gpuv1.StateReady, tk: gpuv1.StateReady})),
-				map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra"})
+			labels := variantLabels(states(map[state.Name]gpuv1.StateValue{drv: gpuv1.StateReady, tk: gpuv1.StateReady}))
+			maps.Copy(labels, tt.labels)
+			n := node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra"})
+			if tt.served {
+				n.Annotations[gpuv1.AnnotationServed] = "true"
+			}
 			pods := draReadyPods()
 			delete(pods, dcg)
 			delete(pods, gfd)
@@ -122,10 +141,15 @@ func TestAllocationModeMovesOnlyWhereNothingIsLost(t *testing.T) {
 		labels      map[string]string
 		pool        gpuv1.AllocationMode
 		pods        bool // the device plugin's pod runs
+		advertised  bool // GPUs registered by a device plugin
+		slices      int  // the DRA driver's slices on the node
 		want        gpuv1.AllocationMode
 		waits       bool
 	}{
 		"new node":                        {pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDRA},
+		"new node, GPUs registered":       {pool: gpuv1.AllocationDRA, advertised: true, want: gpuv1.AllocationDevicePlugin, waits: true},
+		"new node, slices left":           {annotations: map[string]string{AnnotationAllocationMode: "dra"}, pool: gpuv1.AllocationDevicePlugin, slices: 1, want: gpuv1.AllocationDRA, waits: true},
+		"an annotation not ours":          {annotations: map[string]string{AnnotationAllocationMode: "gpu"}, pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDRA},
 		"new node, device plugin started": {pool: gpuv1.AllocationDRA, pods: true, want: gpuv1.AllocationDevicePlugin, waits: true},
 		"from before modes, served":       {annotations: map[string]string{gpuv1.AnnotationServed: "true"}, pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDevicePlugin, waits: true},
 		"served, pool moved":              {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin"}, pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDevicePlugin, waits: true},
@@ -142,7 +166,16 @@ func TestAllocationModeMovesOnlyWhereNothingIsLost(t *testing.T) {
 			if tt.pods {
 				pods = map[state.Name]*state.PodFacts{dp: notReadyPod(now)}
 			}
-			r := decide(t, node(tt.labels, tt.annotations), pods, inDRAPool, func(in *Input) { in.AllocationMode = tt.pool })
+			n := node(tt.labels, tt.annotations)
+			if !tt.advertised {
+				bare(n)
+			}
+			r := decide(t, n, pods, inDRAPool, func(in *Input) {
+				in.AllocationMode = tt.pool
+				if tt.slices > 0 {
+					in.DRA = &draslices.Node{Slices: tt.slices}
+				}
+			})
 			g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, string(tt.want)))
 			g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationAllocationMode, string(tt.want)))
 			if !tt.waits {
@@ -171,17 +204,23 @@ func TestAllocationModeWaitIsToldOnce(t *testing.T) {
 // place behind the user's back.
 func TestDRAWithoutTheAPI(t *testing.T) {
 	g := NewWithT(t)
-	r := decide(t, node(variantLabels(nil), nil), nil, inDRAPool, func(in *Input) { in.DRAServed = false })
+	r := decide(t, bare(node(variantLabels(nil), nil)), nil, inDRAPool, func(in *Input) { in.DRAServed = false })
 	g.Expect(stateOf(r, dra)).To(Equal("failed"))
 	g.Expect(r.Why[dra]).To(ContainSubstring("needs Kubernetes 1.34"))
 	g.Expect(stateOf(r, dp)).To(Equal("disabled"))
+
+	// An NVIDIADriver's dra pool under a policy with CDI off: the API
+	// server refuses it only in the policy's own pools.
+	r = decide(t, bare(node(variantLabels(nil), nil)), nil, inDRAPool, func(in *Input) { in.Policy.Spec.CDI.Enabled = new(bool) })
+	g.Expect(stateOf(r, dra)).To(Equal("failed"))
+	g.Expect(r.Why[dra]).To(ContainSubstring("set the ClusterPolicy's cdi.enabled to true"))
 }
 
 // The device plugin's configuration has no effect on a DRA node: it is
 // left off the node and said to have none.
 func TestDevicePluginConfigOnADRANode(t *testing.T) {
 	g := NewWithT(t)
-	r := decide(t, node(variantLabels(map[string]string{gpuv1.LabelDevicePluginConfig: "mps-2"}), nil), nil, inDRAPool, withMPSConfigs)
+	r := decide(t, bare(node(variantLabels(map[string]string{gpuv1.LabelDevicePluginConfig: "mps-2"}), nil)), nil, inDRAPool, withMPSConfigs)
 	g.Expect(r.Labels).NotTo(HaveKey(gpuv1.LabelDevicePluginConfigInUse))
 	g.Expect(r.Annotations[AnnotationDevicePluginConfigRefused]).To(ContainSubstring("has no effect"))
 	g.Expect(stateOf(r, mpsd)).To(Equal("disabled"), "no MPS daemon without the device plugin")

@@ -68,7 +68,7 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps,
-		DRAInUse: pools.UsesDRA() && r.served(render.KindDeviceClass)}
+		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass)}
 	out := &rendered{kinds: r.managedKinds()}
 	if pools.UsesDRA() && !in.DRAInUse {
 		out.problems = append(out.problems, errors.New("a driver pool is in allocation mode dra, but the API server does not serve "+
@@ -124,6 +124,21 @@ func (r *Reconciler) managedKinds() []schema.GroupVersionKind {
 		}
 	}
 	return kinds
+}
+
+// draNodes reports whether some node is, or is being switched, out of the
+// device plugin's mode: its DRA driver stays until the switch takes it off
+// the node, whatever its pool now says, and pruning the driver's objects
+// would take it from under the pods that hold its GPUs.
+func draNodes(nodes []corev1.Node) bool {
+	for i := range nodes {
+		for _, m := range []string{nodes[i].Annotations[gating.AnnotationAllocationMode], nodes[i].Labels[gpuv1.LabelAllocationMode]} {
+			if m == string(gpuv1.AllocationDRA) || m == string(gpuv1.AllocationNone) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // toolkitRegistersHandler reports whether the toolkit registers the NVIDIA

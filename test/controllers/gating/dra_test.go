@@ -1,6 +1,7 @@
 package gating
 
 import (
+	"strconv"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -36,9 +37,20 @@ func TestDRAPoolBesideADevicePluginPool(t *testing.T) {
 	f.CreateNode(draNode, map[string]string{rackLabel: "nvl72"})
 	f.CreateNode(dpNode, nil)
 	f.Nodes = append(f.Nodes, draNode, dpNode)
+	// Never both: no node is taken by both plugins' DaemonSets, whose
+	// gates decide where the pods go (there is one DaemonSet of each
+	// here: one driver root, one configuration).
 	never := func() {
 		for _, n := range f.Nodes {
-			g.Expect(f.PodOn(n, "device-plugin") != nil && f.PodOn(n, "dra-driver") != nil).To(BeFalse(), "%s runs both plugins", n)
+			var taking []string
+			for _, s := range []string{"device-plugin", "dra-driver"} {
+				for _, ds := range f.DaemonSets(s) {
+					if f.Selects(&ds, n) {
+						taking = append(taking, ds.Name)
+					}
+				}
+			}
+			g.Expect(len(taking)).To(BeNumerically("<=", 1), "%s is taken by %v", n, taking)
 		}
 	}
 
@@ -79,9 +91,20 @@ func TestDRADriverWithoutSlicesIsNotReady(t *testing.T) {
 	f.Nodes = append(f.Nodes, node)
 	f.ExpectState("pending", "dra-driver", node)
 	g.Eventually(func() *corev1.Pod { return f.PodOn(node, "dra-driver") }, controllertest.Timeout, controllertest.Interval).ShouldNot(BeNil())
-	// The status says why: the slices, once the pod is ready.
+	g.Eventually(func() []resourcev1.ResourceSlice {
+		slices := &resourcev1.ResourceSliceList{}
+		g.Expect(suite.Client.List(f.Ctx, slices, client.MatchingFields{"spec.nodeName": node})).To(Succeed())
+		return slices.Items
+	}, controllertest.Timeout, controllertest.Interval).ShouldNot(BeEmpty(), "the simulated plugin publishes its pool")
+	// The status says why. A reason that changes while the label stays
+	// pending does not refresh the status by itself: a label of no meaning
+	// to the operator, changed at each look, makes the status decide
+	// again.
 	cp := &gpuv1.ClusterPolicy{}
+	look := 0
 	g.Eventually(func() string {
+		look++
+		f.SetLabel(node, "example.com/look", strconv.Itoa(look))
 		g.Expect(suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(f.Policy), cp)).To(Succeed())
 		if c := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionReady); c != nil {
 			return c.Message
@@ -107,4 +130,37 @@ func TestServingNodeWaitsForItsSwitch(t *testing.T) {
 	g.Expect(f.Node(node).Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "device-plugin"))
 	f.ExpectAllReady(node)
 	g.Expect(f.PodOn(node, "dra-driver")).To(BeNil())
+}
+
+// A DRA node that serves keeps its DRA driver when its pool moves back to
+// the device plugin: the driver's objects stay while a node is in mode
+// dra, and the node waits for its switch, saying so. Nothing takes its
+// plugin from under the pods holding its GPUs.
+func TestServingDRANodeKeepsItsDriverWhenThePoolMovesBack(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 0, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDRA })
+	node := "dra-moves-back-0"
+	f.CreateNode(node, nil)
+	f.Nodes = append(f.Nodes, node)
+	f.ExpectState("ready", "dra-driver", node)
+	f.ExpectState("ready", "gpu-feature-discovery", node)
+	plugin := f.PodOn(node, "dra-driver")
+
+	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDevicePlugin })
+	g.Eventually(func() string { return f.Node(node).Annotations[gating.AnnotationAllocationModeWaiting] },
+		controllertest.Timeout, controllertest.Interval).Should(ContainSubstring("its pool's allocation mode is device-plugin"))
+	// The policy was reconciled after the change (the waiting note comes
+	// from the node controller, the DaemonSets from the policy's): its
+	// status reflects this generation.
+	cp := &gpuv1.ClusterPolicy{}
+	g.Eventually(func() bool {
+		g.Expect(suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(f.Policy), cp)).To(Succeed())
+		return cp.Status.ObservedGeneration == cp.Generation
+	}, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
+	g.Expect(f.DaemonSets("dra-driver")).To(HaveLen(1), "the DRA driver's DaemonSet stays while a node runs it")
+	g.Expect(f.DaemonSetMatches("dra-driver", node)).To(BeTrue())
+	g.Expect(f.DaemonSetMatches("device-plugin", node)).To(BeFalse())
+	g.Expect(f.PodOn(node, "dra-driver").UID).To(Equal(plugin.UID))
+	g.Expect(f.Node(node).Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "dra"))
+	f.ExpectState("ready", "dra-driver", node)
 }
