@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
@@ -20,17 +21,16 @@ import (
 // GPU pods; a claim that cannot be read counts, so that a failed read
 // never lets a driver go from under a workload.
 func (r *Reconciler) holdsNVIDIAClaim(ctx context.Context, p *corev1.Pod) bool {
-	for _, s := range p.Status.ResourceClaimStatuses {
-		if s.ResourceClaimName == nil {
-			continue // the claim was not needed: none was made
-		}
+	for _, name := range claimNames(p) {
 		if r.APIReader == nil {
 			return true
 		}
 		claim := &resourcev1.ResourceClaim{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: *s.ResourceClaimName}, claim)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, claim)
 		switch {
-		case apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+			// Gone, or the API server serves no resource.k8s.io/v1, which
+			// NVIDIA's driver needs: another driver's claim.
 			continue
 		case err != nil:
 			return true
@@ -44,4 +44,30 @@ func (r *Reconciler) holdsNVIDIAClaim(ctx context.Context, p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// claimNames are the ResourceClaims a pod uses: those it names, shared
+// with other pods, and those made for it from a template, named in its
+// status once made.
+func claimNames(p *corev1.Pod) []string {
+	made := map[string]string{}
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			made[s.Name] = *s.ResourceClaimName
+		}
+	}
+	var names []string
+	for _, c := range p.Spec.ResourceClaims {
+		switch {
+		case c.ResourceClaimName != nil:
+			names = append(names, *c.ResourceClaimName)
+		case made[c.Name] != "":
+			names = append(names, made[c.Name])
+			delete(made, c.Name)
+		}
+	}
+	for _, n := range made {
+		names = append(names, n) // a status entry the spec does not name
+	}
+	return names
 }

@@ -8,7 +8,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,12 +29,23 @@ func allocatedBy(name, driver string) *resourcev1.ResourceClaim {
 	return c
 }
 
+// podWithClaims is a pod whose claims were made from templates: the spec
+// names the templates, the status the claims made.
 func podWithClaims(names ...*string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train"}}
 	for i, n := range names {
-		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses,
-			corev1.PodResourceClaimStatus{Name: string(rune('a' + i)), ResourceClaimName: n})
+		entry := string(rune('a' + i))
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: entry, ResourceClaimTemplateName: ptr.To("t")})
+		p.Status.ResourceClaimStatuses = append(p.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{Name: entry, ResourceClaimName: n})
 	}
+	return p
+}
+
+// podSharingClaim is a pod that names a claim it shares with others: the
+// status does not list it.
+func podSharingClaim(name string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "infer"}}
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "shared", ResourceClaimName: ptr.To(name)}}
 	return p
 }
 
@@ -48,6 +61,10 @@ func TestPodsHoldingNVIDIAClaimsAreGPUPods(t *testing.T) {
 		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 			return errors.New("the API server refuses")
 		}}).Build()
+	noV1 := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceClaim"}, SearchedVersions: []string{"v1"}}
+		}}).Build()
 	for name, tt := range map[string]struct {
 		pod    *corev1.Pod
 		reader client.Reader
@@ -61,6 +78,9 @@ func TestPodsHoldingNVIDIAClaimsAreGPUPods(t *testing.T) {
 		"a claim that was not needed": {pod: podWithClaims(nil), reader: broken},
 		"a claim that cannot be read": {pod: podWithClaims(ptr.To("gpu")), reader: broken, want: true},
 		"no claim":                    {pod: podWithClaims(), reader: broken},
+		"a shared GPU claim":          {pod: podSharingClaim("gpu"), reader: reader, want: true},
+		"a shared NIC claim":          {pod: podSharingClaim("nic"), reader: reader},
+		"no resource.k8s.io/v1":       {pod: podWithClaims(ptr.To("gpu")), reader: noV1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Reconciler{APIReader: tt.reader, Namespace: "gpu-operator"}

@@ -21,11 +21,21 @@ import (
 // with the operator's clock, which may run ahead.)
 func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs,
 	f migreconfig.Facts) (migreconfig.Advertised, string) {
+	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
+		// Only configurations without MIG devices are applied on a DRA
+		// node (refusal): the DRA driver's state says whether it serves
+		// the GPUs again. It left ready when the reconfiguration took
+		// the GPU clients off, and is ready again only once a plugin
+		// started since published slices naming them.
+		switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DRADriver))]) {
+		case gpuv1.StateReady, gpuv1.StateDisabled:
+			return migreconfig.Matches, ""
+		}
+		return migreconfig.Unknown, ""
+	}
 	if !cp.Spec.DevicePlugin.IsEnabled() || n.Labels[gpuv1.DeployLabel(string(state.DevicePlugin))] != gpuv1.LabelTrue ||
 		gating.AllocationModeOf(n) != gpuv1.AllocationDevicePlugin {
-		// Nothing advertises: nothing to check. On a DRA node only
-		// configurations without MIG devices are applied (refusal).
-		return migreconfig.Matches, ""
+		return migreconfig.Matches, "" // nothing advertises: nothing to check
 	}
 	pod := o.pluginPods[n.Name]
 	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||
