@@ -225,3 +225,32 @@ func TestDevicePluginConfigOnADRANode(t *testing.T) {
 	g.Expect(r.Annotations[AnnotationDevicePluginConfigRefused]).To(ContainSubstring("has no effect"))
 	g.Expect(stateOf(r, mpsd)).To(Equal("disabled"), "no MPS daemon without the device plugin")
 }
+
+// On a DRA node the unhealthy GPUs are those the driver's slices taint
+// (its NVMLDeviceHealthCheck gate): counted in the same annotation, and
+// told, as the device plugin's are; a MIG device's taint counts its GPU.
+func TestDRADeviceTaintsAreUnhealthyGPUs(t *testing.T) {
+	g := NewWithT(t)
+	labels := variantLabels(states(map[state.Name]gpuv1.StateValue{drv: gpuv1.StateReady, tk: gpuv1.StateReady,
+		dra: gpuv1.StateReady, dcg: gpuv1.StateReady, gfd: gpuv1.StateReady}))
+	annotations := map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra",
+		gpuv1.AnnotationServed: "true"}
+	n := bare(node(labels, annotations))
+	tainted := slicesNaming(8)
+	tainted.Tainted = map[string][]string{"gpu-3": {"gpu.nvidia.com/xid=79"}, "gpu-5": {"gpu.nvidia.com/xid=48"}}
+
+	r := decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = tainted })
+	g.Expect(r.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationUnhealthyGPUs, "2"))
+	g.Expect(r.Events).To(ContainElement(HaveField("Message", ContainSubstring("2 GPU(s) unhealthy, as the DRA driver's device taints say: gpu-3 (gpu.nvidia.com/xid=79), gpu-5"))))
+	g.Expect(stateOf(r, dra)).To(Equal("ready"), "unhealthy GPUs are remediated, not ungated")
+
+	n.Annotations[gpuv1.AnnotationUnhealthyGPUs] = "2"
+	r = decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = slicesNaming(8) })
+	g.Expect(r.Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs))
+	g.Expect(reasons(r)).To(ContainElement("GPUsHealthy"))
+
+	// Until the slices are read again (the plugin restarting), the count
+	// stands.
+	r = decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = nil })
+	g.Expect(r.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationUnhealthyGPUs, "2"))
+}

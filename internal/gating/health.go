@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
@@ -40,16 +41,47 @@ func UnhealthyGPUsOf(n *corev1.Node) int64 {
 	return v
 }
 
+// UnhealthyDRAGPUs counts the GPUs the DRA driver's ResourceSlices keep
+// workloads off with a device taint (NoSchedule or NoExecute, on the GPU
+// or one of its MIG devices: an XID error the driver's health check
+// saw), and says which, as "gpu-0 (gpu.nvidia.com/xid=79:NoSchedule)".
+func UnhealthyDRAGPUs(n *draslices.Node) (int64, []string) {
+	if n == nil {
+		return 0, nil
+	}
+	var short []string
+	for _, gpu := range slices.Sorted(maps.Keys(n.Tainted)) {
+		short = append(short, fmt.Sprintf("%s (%s)", gpu, strings.Join(n.Tainted[gpu], ", ")))
+	}
+	return int64(len(n.Tainted)), short
+}
+
 // health records the node's unhealthy GPUs and says when their number
-// changes. Only the word of a device plugin that has been ready a while
-// counts (Input.HealthSettle): when its pod goes or restarts, the kubelet marks every GPU of it
+// changes, from the plugin of the node's allocation mode. Only the word of
+// a device plugin that has been ready a while counts (Input.HealthSettle):
+// when its pod goes or restarts, the kubelet marks every GPU of it
 // unhealthy (allocatable 0, capacity kept) while the state stays ready
 // for its grace period, so the last count stands until the plugin is back
-// and settled. A disabled plugin says nothing: the count goes, untold.
+// and settled. The DRA driver's word is its slices' device taints, while
+// its state is ready (its slices proven). A disabled plugin says nothing:
+// the count goes, untold.
 func (d *decision) health() {
 	before := UnhealthyGPUsOf(d.in.Node)
 	now, judged := before, false
 	var short []string
+	if d.mode == gpuv1.AllocationDRA {
+		switch d.values[state.DRADriver] {
+		case gpuv1.StateReady:
+			if _, missing := d.missing[state.DRADriver]; !missing && d.in.DRA != nil && d.in.DRA.GPUs > 0 {
+				now, short = UnhealthyDRAGPUs(d.in.DRA)
+				judged = true
+			}
+		case gpuv1.StateDisabled:
+			now = 0
+		}
+		d.tellHealth(before, now, judged, "the DRA driver's device taints say", short)
+		return
+	}
 	switch d.values[state.DevicePlugin] {
 	case gpuv1.StateReady:
 		pod := d.in.Pods[state.DevicePlugin]
@@ -66,6 +98,12 @@ func (d *decision) health() {
 	case gpuv1.StateDisabled:
 		now = 0
 	}
+	d.tellHealth(before, now, judged, "the device plugin reports them", short)
+}
+
+// tellHealth records the count of unhealthy GPUs and, when a plugin's
+// word was judged, says how it changed.
+func (d *decision) tellHealth(before, now int64, judged bool, source string, short []string) {
 	if now > 0 {
 		d.result.Annotations[gpuv1.AnnotationUnhealthyGPUs] = strconv.FormatInt(now, 10)
 	}
@@ -74,8 +112,7 @@ func (d *decision) health() {
 	}
 	switch {
 	case now > before:
-		d.event(true, "GPUsUnhealthy", "%d GPU(s) unhealthy, as the device plugin reports them: %s",
-			now, strings.Join(short, ", "))
+		d.event(true, "GPUsUnhealthy", "%d GPU(s) unhealthy, as %s: %s", now, source, strings.Join(short, ", "))
 	case now == 0 && before > 0:
 		d.event(false, "GPUsHealthy", "every GPU is healthy again")
 	case now < before:

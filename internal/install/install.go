@@ -15,8 +15,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	computedomainv1beta1 "github.com/gpu-operator/gpu-operator/api/computedomain/v1beta1"
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/crds"
 )
 

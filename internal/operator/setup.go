@@ -122,6 +122,9 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Timers:    cfg.Timers,
 		Now:       cfg.Now,
 	}
+	if slices != nil {
+		upgrades.Slices = slices // a nil index is no reader
+	}
 	if err := upgrades.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the maintenance controller: %w", err)
 	}

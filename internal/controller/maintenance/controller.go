@@ -15,6 +15,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
@@ -30,6 +31,12 @@ const stepWorkers = 16
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 
+// SliceReader summarises a node's ResourceSlices of NVIDIA's DRA driver
+// (draslices.Index).
+type SliceReader interface {
+	OnNode(node string) (*draslices.Node, error)
+}
+
 // Reconciler moves GPU nodes through the operations that take them out of
 // service.
 type Reconciler struct {
@@ -37,6 +44,10 @@ type Reconciler struct {
 	Client client.Client
 	// Pods are the operand pods.
 	Pods *operandpods.Index
+	// Slices are the DRA driver's ResourceSlices, by node: the health of
+	// the GPUs of nodes in allocation mode dra. Nil where the API server
+	// does not serve them.
+	Slices SliceReader
 	// APIReader lists a node's workload pods live, only for nodes in a
 	// step that needs them: no cluster-wide pod cache.
 	APIReader client.Reader

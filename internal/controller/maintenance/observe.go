@@ -25,7 +25,10 @@ type observed struct {
 	deleting map[string]bool
 	// downstream counts, per node, the operand pods after the driver.
 	downstream map[string]int
-	// pluginPods maps a node to its device plugin pod.
+	// pluginPods maps a node to the pod of the plugin that serves its
+	// GPUs: the device plugin, or the DRA driver's kubelet plugin on a
+	// node in allocation mode dra (never both: their gates exclude each
+	// other).
 	pluginPods map[string]*operandpods.Pod
 	// migClients counts, per node, the operand pods a MIG
 	// reconfiguration takes off the node (those after mig-manager);
@@ -63,7 +66,7 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 			o.driverPods[p.Node] = p
 		case slices.Contains(after, p.State):
 			o.downstream[p.Node]++
-			if p.State == state.DevicePlugin && p.DeletionTimestamp == nil {
+			if (p.State == state.DevicePlugin || p.State == state.DRADriver) && p.DeletionTimestamp == nil {
 				o.pluginPods[p.Node] = p
 			}
 		}

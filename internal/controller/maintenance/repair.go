@@ -15,7 +15,6 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // Annotations of a node's repair.
@@ -110,7 +109,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 	f := remediation.Facts{
 		State:         remediationStateOf(n),
 		Now:           p.now,
-		UnhealthyGPUs: unhealthyGPUs(n),
+		UnhealthyGPUs: r.unhealthyGPUs(n),
 		Approved:      n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue,
 		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), p.upgradePolicy(n).AutoUpgrade, n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
 		// The driver container runs there: a reload replaces its pod.
@@ -173,38 +172,39 @@ func gpuTotal(l corev1.ResourceList) int64 {
 	return total
 }
 
-// pluginHealth is what the node's device plugin says of its GPUs, once its
-// word counts: its state is ready again since the node's last boot, and
-// its pod (not the one replaced) has been ready for a while, since the
-// kubelet reports allocatable again only at its next status update after
-// the plugin registers. Healthy means every registered GPU is allocatable
-// again, and as many as when the repair started (at least one): a GPU
-// gone from the bus is gone from capacity too once the plugin registers
-// again.
+// pluginHealth is what the plugin of the node's allocation mode says of
+// its GPUs, once its word counts: its state is ready again since the
+// node's last boot, and its pod (not the one replaced) has been ready for
+// a while, since the kubelet reports allocatable again only at its next
+// status update after the device plugin registers. Healthy means every
+// registered GPU is usable again (allocatable; in the DRA driver's slices,
+// untainted), and as many as when the repair started (at least one): a
+// GPU gone from the bus is gone from capacity, or the slices, too once
+// the plugin registers again.
 func (r *Reconciler) pluginHealth(n *corev1.Node, pod *operandpods.Pod, replaced types.UID, expected int64, now time.Time) remediation.Health {
-	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady ||
-		n.Annotations[gating.AnnotationBootID] != n.Status.NodeInfo.BootID {
+	gpus := r.gpusOf(n)
+	if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(gpus.plugin))]) != gpuv1.StateReady ||
+		n.Annotations[gating.AnnotationBootID] != n.Status.NodeInfo.BootID || !gpus.known {
 		return remediation.Unknown // the node controller has not judged the plugin since the last boot
 	}
 	if pod == nil || pod.UID == replaced || !pod.Ready || now.Before(pod.ReadySince.Add(r.Timers.HealthSettle)) {
 		return remediation.Unknown
 	}
-	allocatable := gpuTotal(n.Status.Allocatable)
-	if unhealthy, _ := gating.UnhealthyGPUs(n); unhealthy > 0 || allocatable < expected {
+	if gpus.unhealthy() > 0 || gpus.usable < expected {
 		return remediation.Unhealthy
 	}
-	if allocatable == 0 {
+	if gpus.usable == 0 {
 		return remediation.Unknown
 	}
 	return remediation.Healthy
 }
 
 // unhealthyGPUs is the node controller's count of the node's unhealthy
-// GPUs, judged from a settled device plugin, while the node still shows
-// them: the count is cleared only at the node controller's next look, and
-// a repair that has just healed the GPUs must not start again on it.
-func unhealthyGPUs(n *corev1.Node) int64 {
-	if now, _ := gating.UnhealthyGPUs(n); now == 0 {
+// GPUs, judged from a settled plugin, while the node still shows them:
+// the count is cleared only at the node controller's next look, and a
+// repair that has just healed the GPUs must not start again on it.
+func (r *Reconciler) unhealthyGPUs(n *corev1.Node) int64 {
+	if gpus := r.gpusOf(n); !gpus.known || gpus.unhealthy() == 0 {
 		return 0
 	}
 	return gating.UnhealthyGPUsOf(n)

@@ -150,7 +150,7 @@ func (r *Reconciler) writeRemediation(ctx context.Context, n *corev1.Node, obs *
 		keep(AnnotationReason)
 	case st == gpuv1.RemediationEviction:
 		if annotations[AnnotationExpectedGPUs] == "" {
-			annotations[AnnotationExpectedGPUs] = strconv.FormatInt(gpuTotal(n.Status.Capacity), 10)
+			annotations[AnnotationExpectedGPUs] = strconv.FormatInt(r.gpusOf(n).registered, 10)
 		}
 	case st == gpuv1.RemediationDone:
 		annotations[AnnotationLastRepaired] = f.Now.UTC().Format(time.RFC3339)

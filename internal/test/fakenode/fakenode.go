@@ -176,7 +176,11 @@ func heal(n *corev1.Node, p *Profile, running func(state.Name) *corev1.Pod) bool
 	var now string
 	switch a[AnnotationUnhealthyUntil] {
 	case HealOnDevicePluginRestart:
+		// The plugin that serves the node: the device plugin, or on a
+		// node in allocation mode dra the DRA driver's.
 		if pod := running(state.DevicePlugin); pod != nil {
+			now = string(pod.UID)
+		} else if pod := running(state.DRADriver); pod != nil {
 			now = string(pod.UID)
 		}
 	case HealOnDriverReload:

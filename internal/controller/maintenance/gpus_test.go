@@ -1,0 +1,74 @@
+package maintenance
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
+)
+
+// slicesSay is a SliceReader with one answer for every node.
+type slicesSay struct {
+	node *draslices.Node
+	err  error
+}
+
+func (s slicesSay) OnNode(string) (*draslices.Node, error) { return s.node, s.err }
+
+// A repair of a DRA node reads the DRA driver: its state ready again since
+// the boot, its pod (not the one replaced) ready a while, and its slices
+// naming every GPU of the repair's start with none tainted.
+func TestRepairOfADRANodeReadsItsSlices(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	node := func(draState gpuv1.StateValue) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+				gpuv1.LabelAllocationMode: "dra", gpuv1.StateLabel(string(state.DRADriver)): string(draState),
+				gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateDisabled),
+			}, Annotations: map[string]string{gating.AnnotationBootID: "b", gpuv1.AnnotationUnhealthyGPUs: "1"}},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "b"}},
+		}
+	}
+	settled := &operandpods.Pod{ObjectMeta: metav1.ObjectMeta{UID: "new"}, Ready: true, ReadySince: now.Add(-time.Hour)}
+	naming := func(gpus int, tainted ...string) *draslices.Node {
+		n := &draslices.Node{Slices: 1, GPUs: gpus, Tainted: map[string][]string{}}
+		for _, g := range tainted {
+			n.Tainted[g] = []string{"gpu.nvidia.com/xid=79"}
+		}
+		return n
+	}
+	for name, tt := range map[string]struct {
+		state    gpuv1.StateValue
+		slices   SliceReader
+		pod      *operandpods.Pod
+		want     remediation.Health
+		counting int64 // what the repair's start reads of the node's unhealthy GPUs
+	}{
+		"healthy":               {state: gpuv1.StateReady, slices: slicesSay{node: naming(8)}, pod: settled, want: remediation.Healthy},
+		"a GPU tainted":         {state: gpuv1.StateReady, slices: slicesSay{node: naming(8, "gpu-3")}, pod: settled, want: remediation.Unhealthy, counting: 1},
+		"a GPU gone":            {state: gpuv1.StateReady, slices: slicesSay{node: naming(7)}, pod: settled, want: remediation.Unhealthy},
+		"plugin not ready":      {state: gpuv1.StatePending, slices: slicesSay{node: naming(8)}, pod: settled, want: remediation.Unknown},
+		"the replaced pod":      {state: gpuv1.StateReady, slices: slicesSay{node: naming(8)}, pod: &operandpods.Pod{ObjectMeta: metav1.ObjectMeta{UID: "old"}, Ready: true, ReadySince: now.Add(-time.Hour)}, want: remediation.Unknown},
+		"slices not listed yet": {state: gpuv1.StateReady, slices: slicesSay{err: errors.New("not synced")}, pod: settled, want: remediation.Unknown},
+		"API not served":        {state: gpuv1.StateReady, pod: settled, want: remediation.Unknown},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := &Reconciler{Slices: tt.slices, Timers: timers.Timers{HealthSettle: 30 * time.Second}}
+			n := node(tt.state)
+			g.Expect(r.pluginHealth(n, tt.pod, "old", 8, now)).To(Equal(tt.want))
+			g.Expect(r.unhealthyGPUs(n)).To(Equal(tt.counting))
+		})
+	}
+}
