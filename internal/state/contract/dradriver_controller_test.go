@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
@@ -45,6 +46,10 @@ func TestDRAControllerContract(t *testing.T) {
 	d := controllerOf(renderDRA(t, ps["dra-full"], true))
 	g.Expect(d).NotTo(BeNil(), "compute domains are on by default: %s (L1)", draController)
 	g.Expect(*d.Spec.Replicas).To(Equal(int32(1)))
+	// Its pods are no node's kubelet plugin: the operator reads a per-node
+	// state's pods by their state label.
+	g.Expect(d.Labels).To(HaveKeyWithValue(render.LabelState, string(state.DRADriver)), "the Deployment is the state's, for pruning")
+	g.Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(render.LabelState, dradriver.ControllerPodState))
 	pod := d.Spec.Template.Spec
 	g.Expect(pod.ServiceAccountName).To(Equal(dradriver.ControllerName), "%s L45", draController)
 	g.Expect(ptr.Deref(pod.AutomountServiceAccountToken, false)).To(BeTrue(), "it watches ComputeDomains and writes DaemonSets")

@@ -75,5 +75,11 @@ func controllerDeployment(in state.RenderInput, d *gpuv1.DRADriverSpec, image st
 	// One controller at a time: without leader election a rolling update
 	// would run two for a while, both writing the IMEX DaemonSets.
 	deployment.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	// Its pods serve no node, wherever they land: labelled as the
+	// dra-driver state's, they would be taken for the kubelet plugin of
+	// their node (its state judged from them, a MIG change waiting for
+	// them to leave it, a repair restarting them). The Deployment itself
+	// stays the state's, for pruning.
+	deployment.Spec.Template.Labels[render.LabelState] = ControllerPodState
 	return deployment, nil
 }

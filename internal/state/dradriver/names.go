@@ -13,6 +13,9 @@ const (
 	// ComputeDomainDaemonServiceAccount runs the IMEX daemons the
 	// controller starts for each ComputeDomain.
 	ComputeDomainDaemonServiceAccount = "compute-domain-daemon-service-account"
+	// ControllerPodState is the state label of the controller's pods,
+	// which belong to no per-node state.
+	ControllerPodState = "dra-driver-controller"
 	// GPUContainer and ComputeDomainContainer are the kubelet plugin's
 	// containers.
 	GPUContainer           = "gpus"

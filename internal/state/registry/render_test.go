@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
@@ -159,4 +161,25 @@ func TestGraph(t *testing.T) {
 	g.Expect(graph.Gate(state.DCGMExporter)).To(ContainElement(corev1.NodeSelectorRequirement{
 		Key: "nvidia.com/gpu.state.dra-driver", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"failed", "pending", "upgrading"}}),
 		"a node the operator has not labelled for the DRA driver yet keeps dcgm-exporter")
+}
+
+// A per-node state's pods are read by their state label: only its
+// DaemonSets' pods may carry it. A Deployment's pod labelled so would be
+// taken for the state's pod of whatever node it lands on.
+func TestOnlyDaemonSetPodsCarryAPerNodeStatesLabel(t *testing.T) {
+	graph, err := Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for caseName, cp := range policies(t) {
+		for _, name := range graph.PerNode() {
+			s, _ := graph.Get(name)
+			for _, o := range renderObjects(t, graph, s, cp) {
+				if d, ok := o.(*appsv1.Deployment); ok {
+					NewWithT(t).Expect(d.Spec.Template.Labels[render.LabelState]).NotTo(Equal(string(name)),
+						"%s: Deployment %s's pods carry the per-node state label of %s", caseName, d.Name, name)
+				}
+			}
+		}
+	}
 }
