@@ -228,7 +228,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("installs unchanged, saying what it ignores", func(ctx SpecContext) {
 			InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
 				"These values of NVIDIA's chart are accepted and ignored:", "  validator: each state proves itself ready; no validator pods run",
-				"  draDriver: not passed to the ClusterPolicy yet: set spec.draDriver there (docs/dra.md)", "name NVIDIA's operator image",
+				"name NVIDIA's operator image",
 			}})
 			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})
 			for _, n := range healthy {

@@ -150,3 +150,25 @@ func TestDevicePluginConfigFromValues(t *testing.T) {
 		"--set", "devicePlugin.config.default=missing", "--set-string", "devicePlugin.config.data.shared=version: v1")
 	g.Expect(err).To(MatchError(ContainSubstring("devicePlugin.config.default=missing is not a key of devicePlugin.config.data (shared)")))
 }
+
+// NVIDIA's draDriver section (its GPUCluster's) reaches the ClusterPolicy
+// unchanged, and with allocationMode dra the policy passes the API
+// server's validation (issue 29, item 2).
+func TestNVIDIADRADriverValuesReachThePolicy(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t, "-f", nvidiaValues, "--set", "draDriver.featureGates.NVMLDeviceHealthCheck=true",
+		"--set", "driver.allocationMode=dra", "--set", "draDriver.gpus.kubeletPlugin.healthcheck.port=52516")
+	o := find(objs, "ClusterPolicy", "cluster-policy")
+	g.Expect(k8sClient.Create(context.Background(), o, client.DryRunAll)).To(Succeed())
+	cp := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, cp)).To(Succeed())
+	d := cp.Spec.DRADriver
+	g.Expect(cp.Spec.Driver.AllocationMode).To(Equal(gpuv1.AllocationDRA))
+	g.Expect([]string{string(d.Repository), string(d.Image), string(d.Version), string(d.ImagePullPolicy)}).To(
+		Equal([]string{"nvcr.io/nvidia", "dra-driver-nvidia-gpu", "v0.5.0", "IfNotPresent"}), "NVIDIA's v26.7.0 values L350-363")
+	g.Expect(d.FeatureGate("NVMLDeviceHealthCheck")).To(BeTrue())
+	g.Expect(d.ComputeDomainsEnabled()).To(BeTrue())
+	port, probed := d.GPUs.KubeletPlugin.Healthcheck.ProbePort()
+	g.Expect(probed).To(BeTrue())
+	g.Expect(port).To(Equal(int32(52516)))
+}

@@ -118,7 +118,6 @@ with why, each listed when it holds anything. */}}
   "driver.readinessProbe" (list $d.readinessProbe "the driver's probes are fixed")
   "operator.env" (list $o.env "the operator's env is fixed")
   "operator.defaultGPUMode" (list $o.defaultGPUMode "VM passthrough and vGPU are not supported")
-  "draDriver" (list $v.draDriver "not passed to the ClusterPolicy yet: set spec.draDriver there (docs/dra.md)")
   "gpuCluster" (list ($v.gpuCluster | default dict).deployCR "the GPUCluster resource is not supported yet")
   "kataSandboxDevicePlugin" (list $v.kataSandboxDevicePlugin "Kata containers are not supported")
   "extraObjects" (list $v.extraObjects "extra manifests are not rendered")
