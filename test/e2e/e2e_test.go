@@ -222,6 +222,14 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		})
 	})
 
+	Describe("installed with a driver pool in allocation mode dra", Ordered, func() {
+		BeforeAll(func(ctx SpecContext) { ensureUninstalled(ctx) })
+
+		It("runs the DRA driver in the device plugin's place on the DRA pool, and the scheduler allocates its GPUs", func(ctx SpecContext) {
+			DRASpec(ctx, DRAInput{DRA: healthy[0], DevicePlugin: healthy[1:3]})
+		})
+	})
+
 	Describe("installed with NVIDIA's default values file", Ordered, func() {
 		BeforeAll(func(ctx SpecContext) { ensureUninstalled(ctx) })
 
