@@ -44,7 +44,7 @@ func UnhealthyGPUsOf(n *corev1.Node) int64 {
 // UnhealthyDRAGPUs counts the GPUs the DRA driver's ResourceSlices keep
 // workloads off with a device taint (NoSchedule or NoExecute, on the GPU
 // or one of its MIG devices: an XID error the driver's health check
-// saw), and says which, as "gpu-0 (gpu.nvidia.com/xid=79:NoSchedule)".
+// saw), and says which, as "GPU-<uuid> (gpu.nvidia.com/xid=79)".
 func UnhealthyDRAGPUs(n *draslices.Node) (int64, []string) {
 	if n == nil {
 		return 0, nil
@@ -72,7 +72,9 @@ func (d *decision) health() {
 	if d.mode == gpuv1.AllocationDRA {
 		switch d.values[state.DRADriver] {
 		case gpuv1.StateReady:
-			if _, missing := d.missing[state.DRADriver]; !missing && d.in.DRA != nil && d.in.DRA.GPUs > 0 {
+			// A pool being published counts part of the GPUs: the last
+			// count stands until it is complete.
+			if _, missing := d.missing[state.DRADriver]; !missing && d.in.DRA != nil && d.in.DRA.GPUs > 0 && d.in.DRA.Complete() {
 				now, short = UnhealthyDRAGPUs(d.in.DRA)
 				judged = true
 			}

@@ -159,7 +159,8 @@ func waitEstablished(ctx context.Context, c client.Client, name string, timeout 
 // CleanupOptions are what cleanup does.
 type CleanupOptions struct {
 	// DeleteCRDs deletes the ClusterPolicy CRD, and NFD's CRDs where setup
-	// created them, with every custom resource of their kinds.
+	// created them, with every custom resource of their kinds; never the
+	// DRA driver's (deleteCRDs).
 	DeleteCRDs bool
 	Timeout    time.Duration
 	// Namespace and SkipIfExists name a ConfigMap whose existence means
@@ -222,15 +223,22 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) (bool, erro
 	return true, deleteCRDs(ctx, c)
 }
 
-// deleteCRDs deletes the operator's CRDs and the NFD and DRA driver CRDs
-// setup created; those another installer created stay, with their
-// objects.
+// deleteCRDs deletes the operator's CRDs and the NFD CRDs setup created;
+// NFD CRDs another installer created stay, with their objects. The DRA
+// driver's ComputeDomain CRDs always stay: their objects may be another
+// DRA driver's (NVIDIA's chart installed after ours runs on our CRDs), and
+// a ComputeDomain's finalizer, which only its controller removes, would
+// hold the CRD's deletion for ever once the operator took the controller
+// away.
 func deleteCRDs(ctx context.Context, c client.Client) error {
 	all, err := crds.All()
 	if err != nil {
 		return err
 	}
 	for _, crd := range all {
+		if crd.Spec.Group == computedomainv1beta1.GroupVersion.Group {
+			continue
+		}
 		if crd.Spec.Group != gpuv1.GroupVersion.Group {
 			existing := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, existing); err != nil {

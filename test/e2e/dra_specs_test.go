@@ -92,7 +92,9 @@ func DRASpec(ctx context.Context, in DRAInput) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(claimed), claimed)).To(Succeed())
 		g.Expect(claimed.Spec.NodeName).To(Equal(in.DRA), "the only node whose slices name GPUs")
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(asksPlugin), asksPlugin)).To(Succeed())
-		g.Expect(in.DevicePlugin).To(ContainElement(asksPlugin.Spec.NodeName), "the DRA node advertises no nvidia.com/gpu")
+		g.Expect(asksPlugin.Spec.NodeName).NotTo(BeEmpty())
+		g.Expect(asksPlugin.Spec.NodeName).NotTo(Equal(in.DRA), "the DRA node advertises no nvidia.com/gpu")
+		g.Expect(node(g, ctx, asksPlugin.Spec.NodeName).Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "device-plugin"))
 		claims := &resourcev1.ResourceClaimList{}
 		g.Expect(k8s.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
 		g.Expect(claims.Items).To(HaveLen(1))

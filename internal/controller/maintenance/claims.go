@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
@@ -28,9 +27,7 @@ func (r *Reconciler) holdsNVIDIAClaim(ctx context.Context, p *corev1.Pod) bool {
 		claim := &resourcev1.ResourceClaim{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, claim)
 		switch {
-		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
-			// Gone, or the API server serves no resource.k8s.io/v1, which
-			// NVIDIA's driver needs: another driver's claim.
+		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
 			return true

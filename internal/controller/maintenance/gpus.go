@@ -34,7 +34,9 @@ func (r *Reconciler) gpusOf(n *corev1.Node) nodeGPUs {
 		return g
 	}
 	slices, err := r.Slices.OnNode(n.Name)
-	if err != nil {
+	if err != nil || !slices.Complete() {
+		// Not listed yet, or a pool being published: a part of the
+		// node's GPUs would read as lost.
 		return g
 	}
 	tainted, _ := gating.UnhealthyDRAGPUs(slices)

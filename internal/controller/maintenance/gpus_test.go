@@ -42,7 +42,8 @@ func TestRepairOfADRANodeReadsItsSlices(t *testing.T) {
 	}
 	settled := &operandpods.Pod{ObjectMeta: metav1.ObjectMeta{UID: "new"}, Ready: true, ReadySince: now.Add(-time.Hour)}
 	naming := func(gpus int, tainted ...string) *draslices.Node {
-		n := &draslices.Node{Slices: 1, GPUs: gpus, Tainted: map[string][]string{}}
+		n := &draslices.Node{Slices: 1, GPUs: gpus, Tainted: map[string][]string{},
+			Pools: []draslices.Pool{{Name: "n", Generation: 1, Have: 1, Want: 1}}}
 		for _, g := range tainted {
 			n.Tainted[g] = []string{"gpu.nvidia.com/xid=79"}
 		}
@@ -55,13 +56,18 @@ func TestRepairOfADRANodeReadsItsSlices(t *testing.T) {
 		want     remediation.Health
 		counting int64 // what the repair's start reads of the node's unhealthy GPUs
 	}{
-		"healthy":               {state: gpuv1.StateReady, slices: slicesSay{node: naming(8)}, pod: settled, want: remediation.Healthy},
-		"a GPU tainted":         {state: gpuv1.StateReady, slices: slicesSay{node: naming(8, "gpu-3")}, pod: settled, want: remediation.Unhealthy, counting: 1},
-		"a GPU gone":            {state: gpuv1.StateReady, slices: slicesSay{node: naming(7)}, pod: settled, want: remediation.Unhealthy},
-		"plugin not ready":      {state: gpuv1.StatePending, slices: slicesSay{node: naming(8)}, pod: settled, want: remediation.Unknown},
-		"the replaced pod":      {state: gpuv1.StateReady, slices: slicesSay{node: naming(8)}, pod: &operandpods.Pod{ObjectMeta: metav1.ObjectMeta{UID: "old"}, Ready: true, ReadySince: now.Add(-time.Hour)}, want: remediation.Unknown},
-		"slices not listed yet": {state: gpuv1.StateReady, slices: slicesSay{err: errors.New("not synced")}, pod: settled, want: remediation.Unknown},
-		"API not served":        {state: gpuv1.StateReady, pod: settled, want: remediation.Unknown},
+		"healthy":          {state: gpuv1.StateReady, slices: slicesSay{node: naming(8)}, pod: settled, want: remediation.Healthy},
+		"a GPU tainted":    {state: gpuv1.StateReady, slices: slicesSay{node: naming(8, "gpu-3")}, pod: settled, want: remediation.Unhealthy, counting: 1},
+		"a GPU gone":       {state: gpuv1.StateReady, slices: slicesSay{node: naming(7)}, pod: settled, want: remediation.Unhealthy},
+		"plugin not ready": {state: gpuv1.StatePending, slices: slicesSay{node: naming(8)}, pod: settled, want: remediation.Unknown},
+		"the replaced pod": {state: gpuv1.StateReady, slices: slicesSay{node: naming(8)}, pod: &operandpods.Pod{ObjectMeta: metav1.ObjectMeta{UID: "old"}, Ready: true, ReadySince: now.Add(-time.Hour)}, want: remediation.Unknown},
+		// Unknown: the count as last recorded stands, and a queued repair
+		// keeps its place.
+		"slices not listed yet": {state: gpuv1.StateReady, slices: slicesSay{err: errors.New("not synced")}, pod: settled, want: remediation.Unknown, counting: 1},
+		"API not served":        {state: gpuv1.StateReady, pod: settled, want: remediation.Unknown, counting: 1},
+		"a pool half published": {state: gpuv1.StateReady, pod: settled, want: remediation.Unknown, counting: 1,
+			slices: slicesSay{node: &draslices.Node{Slices: 1, GPUs: 4, Pools: []draslices.Pool{{Name: "n", Generation: 2, Have: 1, Want: 2}}}}},
+		"slices wiped": {state: gpuv1.StateReady, slices: slicesSay{node: naming(0)}, pod: settled, want: remediation.Unknown},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)

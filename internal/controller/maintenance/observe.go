@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -25,11 +27,10 @@ type observed struct {
 	deleting map[string]bool
 	// downstream counts, per node, the operand pods after the driver.
 	downstream map[string]int
-	// pluginPods maps a node to the pod of the plugin that serves its
-	// GPUs: the device plugin, or the DRA driver's kubelet plugin on a
-	// node in allocation mode dra (never both: their gates exclude each
-	// other).
-	pluginPods map[string]*operandpods.Pod
+	// pluginPods maps a node to its device plugin pod, draPluginPods to
+	// its DRA driver's kubelet plugin pod; servingPlugin picks the one of
+	// the node's allocation mode.
+	pluginPods, draPluginPods map[string]*operandpods.Pod
 	// migClients counts, per node, the operand pods a MIG
 	// reconfiguration takes off the node (those after mig-manager);
 	// migManagers maps a node to its mig-manager pod, and
@@ -43,7 +44,7 @@ type observed struct {
 
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	o := &observed{driverPods: map[string]*operandpods.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
-		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{},
+		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{}, draPluginPods: map[string]*operandpods.Pod{},
 		migClients: map[string]int{}, migManagers: map[string]*operandpods.Pod{}, migManagerPods: map[string]int{}}
 	pods, err := r.Pods.All()
 	if err != nil {
@@ -66,8 +67,12 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 			o.driverPods[p.Node] = p
 		case slices.Contains(after, p.State):
 			o.downstream[p.Node]++
-			if (p.State == state.DevicePlugin || p.State == state.DRADriver) && p.DeletionTimestamp == nil {
+			switch {
+			case p.DeletionTimestamp != nil:
+			case p.State == state.DevicePlugin:
 				o.pluginPods[p.Node] = p
+			case p.State == state.DRADriver:
+				o.draPluginPods[p.Node] = p
 			}
 		}
 	}
@@ -127,4 +132,16 @@ func (o *observed) outdated(pod *operandpods.Pod, n *corev1.Node) bool {
 		return true
 	}
 	return pod.Annotation(render.AnnotationTemplateHash) != hash
+}
+
+// servingPlugin is the pod of the plugin that serves the node's GPUs in
+// its allocation mode: the DRA driver's on a node in mode dra, the device
+// plugin's otherwise. Both may run for a moment (a person's edit of the
+// mode label, a DaemonSet controller behind); the other is not the one a
+// repair restarts.
+func (o *observed) servingPlugin(n *corev1.Node) *operandpods.Pod {
+	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
+		return o.draPluginPods[n.Name]
+	}
+	return o.pluginPods[n.Name]
 }

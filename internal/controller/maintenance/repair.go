@@ -124,7 +124,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		f.Since = t
 	}
 	replaced := types.UID(n.Annotations[AnnotationReplacedPod])
-	plugin, driverPod := o.pluginPods[n.Name], o.driverPods[n.Name]
+	plugin, driverPod := o.servingPlugin(n), o.driverPods[n.Name]
 	bootID := n.Annotations[AnnotationBootID]
 	f.Rebooted = bootID != "" && bootID != n.Status.NodeInfo.BootID
 	f.AfterReboot = bootID != ""
@@ -190,11 +190,11 @@ func (r *Reconciler) pluginHealth(n *corev1.Node, pod *operandpods.Pod, replaced
 	if pod == nil || pod.UID == replaced || !pod.Ready || now.Before(pod.ReadySince.Add(r.Timers.HealthSettle)) {
 		return remediation.Unknown
 	}
+	if gpus.registered == 0 {
+		return remediation.Unknown // not registered again yet, or wiped
+	}
 	if gpus.unhealthy() > 0 || gpus.usable < expected {
 		return remediation.Unhealthy
-	}
-	if gpus.usable == 0 {
-		return remediation.Unknown
 	}
 	return remediation.Healthy
 }
@@ -204,7 +204,13 @@ func (r *Reconciler) pluginHealth(n *corev1.Node, pod *operandpods.Pod, replaced
 // the count is cleared only at the node controller's next look, and a
 // repair that has just healed the GPUs must not start again on it.
 func (r *Reconciler) unhealthyGPUs(n *corev1.Node) int64 {
-	if gpus := r.gpusOf(n); !gpus.known || gpus.unhealthy() == 0 {
+	gpus := r.gpusOf(n)
+	switch {
+	case !gpus.known:
+		// The slices cannot be read now (not listed yet, a pool being
+		// published): the count as last recorded stands, and a queued
+		// repair keeps its place.
+	case gpus.unhealthy() == 0:
 		return 0
 	}
 	return gating.UnhealthyGPUsOf(n)

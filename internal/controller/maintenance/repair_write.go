@@ -34,7 +34,7 @@ func (r *Reconciler) takeRemediation(ctx context.Context, p *pass, n *corev1.Nod
 		err = r.evict(ctx, n, remediationEvent, r.isGPUPod(ctx, cp, sel.gpuExtra),
 			cp.Spec.Driver.UpgradePolicy.PodDeletion.Force, cp.Spec.Driver.UpgradePolicy.PodDeletion.DeleteEmptyDir)
 	case remediation.RestartDevicePlugin:
-		err = r.deletePod(ctx, obs.pluginPods[n.Name])
+		err = r.deletePod(ctx, obs.servingPlugin(n))
 	case remediation.DeleteDriverPod:
 		err = r.deletePod(ctx, obs.driverPods[n.Name])
 	}
@@ -155,7 +155,7 @@ func (r *Reconciler) writeRemediation(ctx context.Context, n *corev1.Node, obs *
 	case st == gpuv1.RemediationDone:
 		annotations[AnnotationLastRepaired] = f.Now.UTC().Format(time.RFC3339)
 	case st == gpuv1.RemediationDevicePluginRestart:
-		if pod := obs.pluginPods[n.Name]; pod != nil {
+		if pod := obs.servingPlugin(n); pod != nil {
 			annotations[AnnotationReplacedPod] = string(pod.UID)
 		}
 	case st == gpuv1.RemediationDriverReload:

@@ -13,8 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
@@ -56,7 +58,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return inStep(o.GetLabels())
 	}, toFleet)
 	podEvents := coalesce.Split(fleetDelay, r.quickDelay, r.onNodeInStep, toFleet)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if slices, ok := r.Slices.(sliceSource); ok {
+		// A repair of a DRA node reads its slices: the workers start once
+		// they are listed (a look before would find none and read a queued
+		// repair's GPUs as unknown), and a slice's change is looked at.
+		b = b.WatchesRawSource(slices.Source(batched))
+	}
+	return b.
 		Named("maintenance").
 		Watches(&gpuv1.ClusterPolicy{}, batched, builder.WithPredicates(policy.SpecChanged())).
 		// An NVIDIADriver's selector or budget moves nodes between pools
@@ -139,4 +148,10 @@ func upgradeInputsChanged() predicate.Predicate {
 				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))
 		},
 	}
+}
+
+// sliceSource is a SliceReader that controllers can watch
+// (draslices.Index).
+type sliceSource interface {
+	Source(h handler.EventHandler, predicates ...predicate.Predicate) source.SyncingSource
 }

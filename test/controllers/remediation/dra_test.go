@@ -27,15 +27,17 @@ func TestRepairOfADRANode(t *testing.T) {
 	f.Nodes = append(f.Nodes, sick)
 	f.ExpectState("ready", "dra-driver", sick)
 	f.ExpectState("ready", "gpu-feature-discovery", sick)
-	plugin := f.PodOn(sick, "dra-driver")
+	plugin, driver := f.PodOn(sick, "dra-driver"), f.PodOn(sick, "driver")
 
 	f.Annotate(sick, fakenode.AnnotationUnhealthyUntil, fakenode.HealOnDevicePluginRestart)
 	f.Annotate(sick, fakenode.AnnotationUnhealthyGPUs, "1")
 	g.Eventually(func() string { return f.Node(sick).Annotations[gpuv1.AnnotationUnhealthyGPUs] },
 		controllertest.Timeout, controllertest.Interval).Should(Equal("1"), "the tainted GPU is counted")
-	g.Expect(f.EventsOf(sick)).To(ContainElement(ContainSubstring("as the DRA driver's device taints say: GPU-dra-repair-0-0 (gpu.nvidia.com/xid=79)")))
+	g.Eventually(func() []string { return f.EventsOf(sick) }, controllertest.Timeout, controllertest.Interval).Should(
+		ContainElement(ContainSubstring("as the DRA driver's device taints say: GPU-dra-repair-0-0 (gpu.nvidia.com/xid=79)")))
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationDone), repairTimeout)
 	g.Expect(f.PodOn(sick, "dra-driver").UID).NotTo(Equal(plugin.UID), "the DRA driver's plugin was the one restarted")
+	g.Expect(f.PodOn(sick, "driver").UID).To(Equal(driver.UID), "and that healed it: the driver was not reloaded")
 	g.Expect(f.PodOn(sick, "device-plugin")).To(BeNil(), "and no device plugin came in its place")
 	g.Expect(f.Node(sick).Annotations).NotTo(HaveKey(gpuv1.AnnotationUnhealthyGPUs))
 	g.Expect(f.Node(sick).Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "dra"))
