@@ -18,6 +18,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 )
 
@@ -40,6 +41,14 @@ const draPoolLabel = "gpu-rack"
 // on a device-plugin node. Uninstalled, nothing of the DRA driver is left:
 // no DeviceClass, admission policy or slice.
 func DRASpec(ctx context.Context, in DRAInput) {
+	// A node moves to its pool's mode at once only with nothing to lose:
+	// no GPU registered by a device plugin (an earlier spec's, gone with
+	// the uninstall).
+	Eventually(func(g Gomega) {
+		for name, q := range gating.GPUResources(node(g, ctx, in.DRA).Status.Capacity) {
+			g.Expect(q).To(BeZero(), "%s registered on %s", name, in.DRA)
+		}
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	setNodeLabel(ctx, in.DRA, draPoolLabel, "nvl72")
 	DeferCleanup(func(ctx SpecContext) { setNodeLabel(ctx, in.DRA, draPoolLabel, "") })
 	InstallSpec(InstallInput{HelmArgs: append(append([]string{}, documented...),
@@ -64,7 +73,11 @@ func DRASpec(ctx context.Context, in DRAInput) {
 	for _, n := range in.DevicePlugin {
 		Expect(podOn(ctx, n, "dra-driver")).To(BeNil(), n)
 	}
-	Expect(node(Default, ctx, in.DRA).Status.Allocatable).NotTo(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
+	// No GPU advertised: a node whose device plugin ran before (an earlier
+	// spec) keeps the resource at 0, as the kubelet does.
+	for name, q := range gating.GPUResources(node(Default, ctx, in.DRA).Status.Allocatable) {
+		Expect(q).To(BeZero(), "%s on the DRA node", name)
+	}
 
 	By("a claim's GPU allocated from the DRA node's slices, a plugin GPU on another node")
 	ns := "dra-workloads"
