@@ -5,11 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
@@ -38,34 +36,28 @@ func (a *agent) syncSlices(ctx context.Context, node *corev1.Node, pods []*corev
 			plugin = p
 		}
 	}
-	want := map[string]*resourcev1.ResourceSlice{}
-	for _, rs := range fakenode.DRASlices(node, plugin) {
-		want[rs.Name] = rs
-	}
-	have, err := a.slices.ByIndex(byNode, node.Name)
+	objs, err := a.slices.ByIndex(byNode, node.Name)
 	if err != nil {
 		return err
 	}
+	have := make([]*resourcev1.ResourceSlice, 0, len(objs))
+	for _, o := range objs {
+		have = append(have, o.(*resourcev1.ResourceSlice))
+	}
+	create, update, remove := fakenode.SliceChanges(have, fakenode.DRASlices(node, plugin))
 	api := a.cs.ResourceV1().ResourceSlices()
-	for _, o := range have {
-		cur := o.(*resourcev1.ResourceSlice)
-		if cur.Spec.Driver != draslices.GPUDriver && cur.Spec.Driver != draslices.ComputeDomainDriver {
-			continue
-		}
-		next, keep := want[cur.Name]
-		delete(want, cur.Name)
-		switch {
-		case !keep:
-			err = api.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}})
-		case !apiequality.Semantic.DeepEqual(cur.Spec, next.Spec):
-			next.ResourceVersion = cur.ResourceVersion
-			_, err = api.Update(ctx, next, metav1.UpdateOptions{})
-		}
+	for _, rs := range remove {
+		err := api.Delete(ctx, rs.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rs.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
-	for _, rs := range want {
+	for _, rs := range update {
+		if _, err := api.Update(ctx, rs, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	for _, rs := range create {
 		if _, err := api.Create(ctx, rs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}

@@ -110,7 +110,7 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 	base := *spec
 	base.NodePools = nil
 	base.AllocationMode = ""
-	mode := ModeOr(spec.AllocationMode, gpuv1.AllocationDevicePlugin)
+	mode := modeOr(spec.AllocationMode, gpuv1.AllocationDevicePlugin)
 	if precompiled {
 		// A precompiled image installs nothing from a repository.
 		base.RepoConfig, base.CertConfig = nil, nil
@@ -124,7 +124,7 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 		selector := p.NodeSelector
 		s.Pools = append(s.Pools, Pool{Name: p.Name, Driver: driver, Daemonsets: cp.Spec.Daemonsets, Runs: true,
 			Precompiled: precompiled, DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
-			GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, Mode: ModeOr(p.AllocationMode, mode),
+			GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, Mode: modeOr(p.AllocationMode, mode),
 			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }})
 	}
 	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: base, Daemonsets: cp.Spec.Daemonsets,
@@ -132,8 +132,8 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 	return s
 }
 
-// ModeOr is mode, or otherwise when mode is empty (a field left unset).
-func ModeOr(mode, otherwise gpuv1.AllocationMode) gpuv1.AllocationMode {
+// modeOr is mode, or otherwise when mode is empty (a field left unset).
+func modeOr(mode, otherwise gpuv1.AllocationMode) gpuv1.AllocationMode {
 	if mode == "" {
 		return otherwise
 	}
@@ -225,7 +225,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	return Pool{
 		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
 		OwnUpgradePolicy: own, isDefault: spec.Default, GDS: spec.GPUDirectStorage, GDRCopy: spec.GDRCopy,
-		Mode: ModeOr(spec.AllocationMode, ModeOr(cp.Spec.Driver.AllocationMode, gpuv1.AllocationDevicePlugin)),
+		Mode: modeOr(spec.AllocationMode, modeOr(cp.Spec.Driver.AllocationMode, gpuv1.AllocationDevicePlugin)),
 		selects: func(name string, labels map[string]string) bool {
 			if !matches(selector, labels) {
 				return false

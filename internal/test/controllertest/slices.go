@@ -5,11 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
@@ -31,32 +29,26 @@ func (s *Cluster) slices(ctx context.Context, nodes []corev1.Node, pods []corev1
 	if err := s.c.List(ctx, have); err != nil {
 		return err
 	}
-	want := map[string]*resourcev1.ResourceSlice{}
+	var want []*resourcev1.ResourceSlice
 	for i := range nodes {
-		for _, rs := range fakenode.DRASlices(&nodes[i], plugins[nodes[i].Name]) {
-			want[rs.Name] = rs
-		}
+		want = append(want, fakenode.DRASlices(&nodes[i], plugins[nodes[i].Name])...)
 	}
+	current := make([]*resourcev1.ResourceSlice, len(have.Items))
 	for i := range have.Items {
-		cur := &have.Items[i]
-		if cur.Spec.Driver != draslices.GPUDriver && cur.Spec.Driver != draslices.ComputeDomainDriver {
-			continue
-		}
-		next, keep := want[cur.Name]
-		delete(want, cur.Name)
-		var err error
-		switch {
-		case !keep:
-			err = s.c.Delete(ctx, cur, client.Preconditions{UID: &cur.UID})
-		case !apiequality.Semantic.DeepEqual(cur.Spec, next.Spec):
-			next.ResourceVersion = cur.ResourceVersion
-			err = s.c.Update(ctx, next)
-		}
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		current[i] = &have.Items[i]
+	}
+	create, update, remove := fakenode.SliceChanges(current, want)
+	for _, rs := range remove {
+		if err := s.c.Delete(ctx, rs, client.Preconditions{UID: &rs.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
-	for _, rs := range want {
+	for _, rs := range update {
+		if err := s.c.Update(ctx, rs); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	for _, rs := range create {
 		if err := s.c.Create(ctx, rs); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -107,4 +108,36 @@ func envOf(p *corev1.Pod, container, name string) string {
 		}
 	}
 	return ""
+}
+
+// SliceChanges says what makes the NVIDIA driver slices a simulator finds
+// (have) into those its nodes' plugins publish (want): the slices to
+// create, to update (carrying have's resource version), and to delete.
+// Other drivers' slices are left alone.
+func SliceChanges(have, want []*resourcev1.ResourceSlice) (create, update, remove []*resourcev1.ResourceSlice) {
+	wanted := make(map[string]*resourcev1.ResourceSlice, len(want))
+	for _, rs := range want {
+		wanted[rs.Name] = rs
+	}
+	for _, cur := range have {
+		if cur.Spec.Driver != draslices.GPUDriver && cur.Spec.Driver != draslices.ComputeDomainDriver {
+			continue
+		}
+		next, keep := wanted[cur.Name]
+		delete(wanted, cur.Name)
+		switch {
+		case !keep:
+			remove = append(remove, cur)
+		case !apiequality.Semantic.DeepEqual(cur.Spec, next.Spec):
+			next = next.DeepCopy()
+			next.ResourceVersion = cur.ResourceVersion
+			update = append(update, next)
+		}
+	}
+	for _, rs := range want {
+		if _, left := wanted[rs.Name]; left {
+			create = append(create, rs)
+		}
+	}
+	return create, update, remove
 }

@@ -1,10 +1,12 @@
 package fakenode
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
@@ -58,4 +60,28 @@ func TestDRASlices(t *testing.T) {
 		g.Expect(rs.OwnerReferences).To(ConsistOf(HaveField("UID", n.UID)), "the slices go with their node")
 		g.Expect(rs.Name).To(Equal(DRASliceName("gpu-1", rs.Spec.Driver)))
 	}
+}
+
+// A simulator's slices follow its plugins': missing ones created, changed
+// ones updated on the version found, gone ones deleted, other drivers'
+// left alone.
+func TestSliceChanges(t *testing.T) {
+	g := NewWithT(t)
+	mk := func(name, driver string, devices int) *resourcev1.ResourceSlice {
+		rs := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "7"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: driver}}
+		for i := range devices {
+			rs.Spec.Devices = append(rs.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("d%d", i)})
+		}
+		return rs
+	}
+	have := []*resourcev1.ResourceSlice{mk("same", draslices.GPUDriver, 2), mk("changed", draslices.GPUDriver, 2),
+		mk("gone", draslices.ComputeDomainDriver, 1), mk("nic", "rdma.example.com", 1)}
+	changed := mk("changed", draslices.GPUDriver, 3)
+	changed.ResourceVersion = ""
+	create, update, remove := SliceChanges(have, []*resourcev1.ResourceSlice{mk("same", draslices.GPUDriver, 2), changed,
+		mk("new", draslices.GPUDriver, 1)})
+	g.Expect(create).To(ConsistOf(HaveField("Name", "new")))
+	g.Expect(update).To(ConsistOf(And(HaveField("Name", "changed"), HaveField("ResourceVersion", "7"))))
+	g.Expect(remove).To(ConsistOf(HaveField("Name", "gone")))
 }
