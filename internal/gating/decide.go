@@ -218,6 +218,7 @@ func Decide(in Input) Result {
 	d.detectReboot()
 	d.resetOnVariantChange()
 	for _, name := range in.Graph.PerNode() {
+		d.startAfterPrerequisites(name)
 		d.values[name] = d.judge(name)
 		d.result.Labels[gpuv1.StateLabel(string(name))] = string(d.values[name])
 	}
@@ -287,6 +288,46 @@ func (d *decision) detectReboot() {
 	}
 	d.missingBefore = timeMap{}
 	d.event(false, "NodeRebooted", "boot ID changed from %s to %s: every state restarts in order from the driver down", last, bootID)
+}
+
+// startAfterPrerequisites makes a state that was reset wait for a pod
+// started after the states it starts after, when one of them became ready
+// in this decision. The DaemonSet gate starts its pods only then, but a pod
+// may be there already: the kubelet restarts every pod of a node in place
+// after a reboot, the driver's as the toolkit's, and a DaemonSet controller
+// that reads the node only once its prerequisite is ready again never
+// removes the pod it should have. Such a pod raced the states before it,
+// as the states of other operators race after a reboot: it restarts now,
+// as does a pod whose grace period to report its restart is spent; any
+// other waits for that grace period (judgeStale). A state never reset
+// keeps the pod it has: on its first rollout there is none yet, and a node
+// taken over keeps its operands.
+func (d *decision) startAfterPrerequisites(name state.Name) {
+	reset, ok := d.notBefore[name]
+	if !ok {
+		return
+	}
+	if cur := d.current[name]; cur == gpuv1.StateReady || cur == gpuv1.StateDisabled {
+		return
+	}
+	readied := false
+	for _, p := range d.in.Graph.StartPrerequisites(name) {
+		readied = readied || (d.values[p] == gpuv1.StateReady && d.current[p] != gpuv1.StateReady)
+	}
+	if !readied {
+		return
+	}
+	// Pods' times have whole seconds: a restart in this second may have
+	// come before this decision, and counts from the next second only.
+	after := d.now
+	if after.Before(d.in.Now) {
+		after = after.Add(time.Second)
+	}
+	d.notBefore[name] = after
+	pod := d.in.Pods[name]
+	if pod != nil && pod.Ready && pod.Since.Before(after) && (!pod.Since.Before(reset) || d.now.Sub(reset) >= d.in.Grace) {
+		d.result.StalePods = append(d.result.StalePods, name)
+	}
 }
 
 // disabled reports whether the state does not run on this node: disabled in

@@ -438,7 +438,7 @@ func TestResetRecordsNotBefore(t *testing.T) {
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
 	g.Expect(stateOf(r, tk)).To(Equal("ready"))
 	g.Expect(stateOf(r, dp)).To(Equal("pending"))
-	g.Expect(r.Why).To(HaveKeyWithValue(dp, "its pod has not restarted since the state was reset"))
+	g.Expect(r.Why).To(HaveKeyWithValue(dp, msgStalePod))
 
 	// A fresh plugin pod does.
 	pods[dp] = readyPod("p2", now.Add(3*time.Second))
@@ -474,6 +474,71 @@ func TestReboot(t *testing.T) {
 	g.Expect(stateOf(r, tk)).To(Equal("pending"), "the toolkit pod has not restarted yet")
 	g.Expect(stateOf(r, dp)).To(Equal("pending"))
 	g.Expect(r.Events).To(BeEmpty())
+	g.Expect(r.StalePods).To(BeEmpty(), "the kubelet has the grace period to report the toolkit's restart")
+}
+
+// After a reboot the kubelet restarts every pod in place. A toolkit pod
+// that restarted before the driver was ready again raced it: it restarts
+// once the driver is ready. One that restarted after counts as it is.
+func TestRebootRestartsPodsThatRacedTheirPrerequisites(t *testing.T) {
+	g := NewWithT(t)
+	labels := variantLabels(states(allStates(gpuv1.StateReady)))
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
+	r := decide(t, node(labels, map[string]string{AnnotationBootID: "boot-0", AnnotationDriverPod: "d1"}), pods)
+	g.Expect(stateOf(r, drv)).To(Equal("pending"))
+
+	// The toolkit's container restarts first; the driver's is still loading.
+	pods = map[state.Name]*state.PodFacts{drv: notReadyPod(now.Add(time.Second)), tk: readyPod("t1", now.Add(2*time.Second))}
+	at := func(d time.Duration) func(*Input) { return func(in *Input) { in.Now = now.Add(d) } }
+	r = decide(t, node(r.Labels, r.Annotations), pods, at(3*time.Second))
+	g.Expect(stateOf(r, tk)).To(Equal("pending"))
+
+	loading := r
+
+	// The driver is ready: the toolkit pod started before it did.
+	pods[drv] = readyPod("d1", now.Add(10*time.Second))
+	r = decide(t, node(r.Labels, r.Annotations), pods, at(11*time.Second))
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(stateOf(r, tk)).To(Equal("pending"))
+	g.Expect(r.Why).To(HaveKeyWithValue(tk, msgStalePod))
+	g.Expect(r.StalePods).To(Equal([]state.Name{tk}), "it will not restart by itself")
+	g.Expect(r.Annotations[AnnotationNotBefore]).To(ContainSubstring("container-toolkit=2026-11-30T12:00:11Z"))
+
+	// Should the deletion fail, the pod is still not taken: it is deleted
+	// again past the grace period.
+	again := decide(t, node(r.Labels, r.Annotations), pods, at(12*time.Second))
+	g.Expect(stateOf(again, tk)).To(Equal("pending"))
+	g.Expect(again.StalePods).To(BeEmpty())
+	again = decide(t, node(r.Labels, r.Annotations), pods, at(11*time.Second+grace))
+	g.Expect(again.StalePods).To(Equal([]state.Name{tk}))
+
+	// The API's times have whole seconds: a restart in the second the
+	// driver became ready in may have come before it.
+	within := decide(t, node(loading.Labels, loading.Annotations), map[state.Name]*state.PodFacts{
+		drv: readyPod("d1", now.Add(10*time.Second)), tk: readyPod("t1", now.Add(10*time.Second)),
+	}, at(10*time.Second+500*time.Millisecond))
+	g.Expect(stateOf(within, drv)).To(Equal("ready"))
+	g.Expect(within.StalePods).To(Equal([]state.Name{tk}))
+	g.Expect(within.Annotations[AnnotationNotBefore]).To(ContainSubstring("container-toolkit=2026-11-30T12:00:11Z"))
+
+	// A toolkit pod that restarted after the driver was ready counts.
+	pods[tk] = readyPod("t1", now.Add(12*time.Second))
+	r = decide(t, node(r.Labels, r.Annotations), pods, at(13*time.Second))
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(r.StalePods).To(BeEmpty())
+}
+
+// A state never reset keeps the pod it has when the states before it
+// become ready: a node taken over with its operands running loses none.
+func TestNoResetRestartsNothing(t *testing.T) {
+	g := NewWithT(t)
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
+	r := decide(t, node(nil, nil), pods)
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(stateOf(r, tk)).To(Equal("ready"))
+	g.Expect(r.Annotations).NotTo(HaveKey(AnnotationNotBefore))
 }
 
 func TestTimeMapRoundTrip(t *testing.T) {

@@ -180,16 +180,20 @@ func (d *decision) withinGrace(name state.Name) bool {
 }
 
 // judgeStale handles a pod that has been ready since before its state was
-// reset: it has not restarted yet. Past the grace period it is deleted so
-// that its DaemonSet starts a fresh one.
+// reset, or since before the states it starts after were ready again: it
+// has not restarted yet, or it raced them. Past the grace period it is
+// deleted so that its DaemonSet starts a fresh one.
 func (d *decision) judgeStale(name state.Name) gpuv1.StateValue {
 	if left := d.in.Grace - d.now.Sub(d.notBefore[name]); left > 0 {
 		d.requeue(left)
 	} else {
 		d.result.StalePods = append(d.result.StalePods, name)
 	}
-	return d.because(name, gpuv1.StatePending, "its pod has not restarted since the state was reset")
+	return d.because(name, gpuv1.StatePending, msgStalePod)
 }
+
+// msgStalePod says why a state waits for its pod to restart.
+const msgStalePod = "its pod has not restarted since the state was reset and the states before it were ready"
 
 // staleDriverAccepted decides a driver pod ready since before the node's
 // reboot, as far as the API says. A driver pod is never deleted as stale:

@@ -103,7 +103,7 @@ func TestTerminatingDriverResetsTheChainAtOnce(t *testing.T) {
 	r = decide(t, node(r.Labels, r.Annotations), pods, func(in *Input) { in.Now = now.Add(2 * time.Minute) })
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
 	g.Expect(stateOf(r, dp)).To(Equal("pending"))
-	g.Expect(r.Why).To(HaveKeyWithValue(dp, "its pod has not restarted since the state was reset"))
+	g.Expect(r.Why).To(HaveKeyWithValue(dp, msgStalePod))
 }
 
 // A reboot noticed late (the operator was down: the pods restarted

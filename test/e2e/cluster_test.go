@@ -97,14 +97,18 @@ func (o *operator) kill() {
 }
 
 // labelHistory records, from a watch on nodes, when each node's state
-// label first took each value.
+// label first took each value. It records changes only: a node event that
+// carries a value the label already had (the one a boot ID change brings,
+// before the operator reset the chain) says nothing of when it took it.
 type labelHistory struct {
-	mu    sync.Mutex
-	times map[string]time.Time // node/state/value -> first seen
+	mu       sync.Mutex
+	times    map[string]time.Time // node/state/value -> first seen
+	last     map[string]string    // node/state -> value last seen, "" for none
+	forgotAt map[string]time.Time // node -> when its history was last forgotten
 }
 
 func watchLabels(ctx context.Context, c client.WithWatch) *labelHistory {
-	h := &labelHistory{times: map[string]time.Time{}}
+	h := &labelHistory{times: map[string]time.Time{}, last: map[string]string{}, forgotAt: map[string]time.Time{}}
 	w, err := c.Watch(ctx, &corev1.NodeList{})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {
@@ -128,24 +132,37 @@ func (h *labelHistory) record(n *corev1.Node) {
 	defer h.mu.Unlock()
 	now := time.Now()
 	for _, s := range states {
-		if v, ok := n.Labels[gpuv1.StateLabel(s)]; ok {
-			key := n.Name + "/" + s + "/" + v
-			if _, seen := h.times[key]; !seen {
-				h.times[key] = now
-			}
+		key := n.Name + "/" + s
+		v := n.Labels[gpuv1.StateLabel(s)]
+		if prev, seen := h.last[key]; seen && prev == v {
+			continue
+		}
+		h.last[key] = v
+		if _, seen := h.times[key+"/"+v]; v != "" && !seen {
+			h.times[key+"/"+v] = now
 		}
 	}
 }
 
-// forget drops a node's history, before a scenario that resets it.
+// forget drops a node's history, before a scenario that resets it: from
+// now on, the values its labels take.
 func (h *labelHistory) forget(node string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forgotAt[node] = time.Now()
 	for k := range h.times {
 		if strings.HasPrefix(k, node+"/") {
 			delete(h.times, k)
 		}
 	}
+}
+
+// forgotten returns when the node's history was last forgotten.
+func (h *labelHistory) forgotten(node string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.forgotAt[node]
+	return t, ok
 }
 
 // forgetValue drops when a node's state labels were first seen with value:

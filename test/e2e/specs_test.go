@@ -78,21 +78,40 @@ func waitAllReady(ctx context.Context, nodes []string) {
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
 }
 
-// expectOrder checks the pods on the nodes against the label history.
+// expectOrder checks the pods on the nodes against the label history: each
+// started after the states before it were ready there. A pod from before
+// the node's history was forgotten (a reboot) that the kubelet restarted in
+// place started when it was ready again.
 func expectOrder(ctx context.Context, nodes []string) {
 	for _, n := range nodes {
+		forgot, reset := history.forgotten(n)
 		for state, prereqs := range prerequisites {
 			pod := podOn(ctx, n, state)
 			Expect(pod).NotTo(BeNil(), "%s pod on %s", state, n)
+			started, how := pod.CreationTimestamp.Time, "created"
+			if reset && started.Before(forgot) {
+				started, how = readySince(pod), "restarted"
+			}
 			for _, p := range prereqs {
 				readyAt, ok := history.firstSeen(n, p, "ready")
 				Expect(ok).To(BeTrue(), "%s was never seen ready on %s", p, n)
-				// Creation times have whole seconds.
-				Expect(pod.CreationTimestamp.Time).To(BeTemporally(">=", readyAt.Truncate(time.Second)),
-					"%s pod on %s created before %s was ready there", state, n, p)
+				// The API's times have whole seconds.
+				Expect(started).To(BeTemporally(">=", readyAt.Truncate(time.Second)),
+					"%s pod on %s %s before %s was ready there", state, n, how, p)
 			}
 		}
 	}
+}
+
+// readySince is when the pod's Ready condition last became true; zero if it
+// is not ready.
+func readySince(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // BrokenNodeInput names a node whose driver never becomes ready.
