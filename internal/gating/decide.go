@@ -317,15 +317,12 @@ func (d *decision) startAfterPrerequisites(name state.Name) {
 	if !readied {
 		return
 	}
-	// Pods' times have whole seconds: a restart in this second may have
-	// come before this decision, and counts from the next second only.
-	after := d.now
-	if after.Before(d.in.Now) {
-		after = after.Add(time.Second)
-	}
-	d.notBefore[name] = after
+	// Pods' times have whole seconds: a restart in the second of this
+	// decision counts as after it, as it almost always is (the decision
+	// comes after the prerequisite's pod was ready).
+	d.notBefore[name] = d.now
 	pod := d.in.Pods[name]
-	if pod != nil && pod.Ready && pod.Since.Before(after) && (!pod.Since.Before(reset) || d.now.Sub(reset) >= d.in.Grace) {
+	if pod != nil && pod.Ready && pod.Since.Before(d.now) && (!pod.Since.Before(reset) || d.now.Sub(reset) >= d.in.Grace) {
 		d.result.StalePods = append(d.result.StalePods, name)
 	}
 }

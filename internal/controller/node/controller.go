@@ -77,13 +77,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		decision = gating.Decide(in)
 	}
-	// A taint the API server refuses (an admission policy on node taints)
-	// must not stop the labels, which gate every operand: they are
-	// written, and the refusal is told and tried again.
-	done, taintErr := r.syncReadinessTaint(ctx, node, decision.ReadinessTaint)
-	if taintErr == nil && !done {
-		// Not written: the node changed since it was read.
-		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	// The readiness taint goes on before the labels that take a state
+	// from ready, and comes off only after the labels that make every
+	// state ready: no version of the node is untainted with a state not
+	// ready, when the scheduler could place a GPU pod there. A taint the
+	// API server refuses (an admission policy on node taints) must not
+	// stop the labels, which gate every operand: they are written, and
+	// the refusal is told and tried again.
+	var taintErr error
+	if decision.ReadinessTaint {
+		var done bool
+		if done, taintErr = r.syncReadinessTaint(ctx, node, true); taintErr == nil && !done {
+			// Not written: the node changed since it was read.
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
 	}
 	if needsWrite(node, decision) {
 		written, err := r.write(ctx, node, decision)
@@ -93,6 +100,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return ctrl.Result{RequeueAfter: staleRetry}, err
 		}
 		r.record(ctx, node, decision)
+	}
+	if !decision.ReadinessTaint {
+		var done bool
+		if done, taintErr = r.syncReadinessTaint(ctx, node, false); taintErr == nil && !done {
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
 	}
 	if err := r.deleteStalePods(ctx, node.Name, decision.StalePods); err != nil {
 		return ctrl.Result{}, err
@@ -192,6 +205,10 @@ func (r *Reconciler) write(ctx context.Context, node *corev1.Node, d gating.Resu
 		return false, fmt.Errorf("applying the labels of node %s: %w", node.Name, err)
 	}
 	log.FromContext(ctx).V(1).Info("node labels written", "labels", d.Labels)
+	// The taint written next is conditional on this version.
+	if ac.ResourceVersion != nil {
+		node.ResourceVersion = *ac.ResourceVersion
+	}
 	return true, nil
 }
 

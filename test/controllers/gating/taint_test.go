@@ -2,8 +2,10 @@ package gating
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -49,13 +51,42 @@ const (
 	usersTaint    = "team:NoSchedule"
 )
 
+// untaintedUnready records every version of the fixture's nodes that has
+// a state label neither ready nor disabled and no readiness taint: the
+// scheduler could place a GPU pod there before the node's stack is up.
+func untaintedUnready(f *controllertest.Fixture) func() []string {
+	var mu sync.Mutex
+	var out []string
+	f.WatchOwnNodes(func(n *corev1.Node) {
+		if slices.ContainsFunc(n.Spec.Taints, gating.HasReadinessTaintKey) {
+			return
+		}
+		for k, v := range n.Labels {
+			if strings.HasPrefix(k, gpuv1.StateLabelPrefix) && v != string(gpuv1.StateReady) && v != string(gpuv1.StateDisabled) {
+				mu.Lock()
+				out = append(out, fmt.Sprintf("%s at rv %s: %s=%s, untainted", n.Name, n.ResourceVersion, k, v))
+				mu.Unlock()
+				return
+			}
+		}
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(out)
+	}
+}
+
 // The readiness taint is on a GPU node while a state is not ready there,
 // after a reboot too, and goes once every state is ready; a user's taints
-// stay as they are throughout.
+// stay as they are throughout. It goes on before a state leaves ready and
+// comes off after the last one is: no version of the node shows it
+// untainted with a state not ready.
 func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 2, withReadinessTaint)
 	node, other := f.Nodes[0], f.Nodes[1]
+	breaches := untaintedUnready(f)
 	suite.Sim.Set(node, "dcgm-exporter", controllertest.StaysNotReady)
 	addTaint(f, node, corev1.Taint{Key: "team", Value: "ml", Effect: corev1.TaintEffectNoSchedule})
 
@@ -78,6 +109,7 @@ func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 	suite.Sim.Set(node, "driver", controllertest.BecomesReady)
 	f.ExpectAllReady(node)
 	g.Eventually(taintsOf(f, node), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{usersTaint}))
+	g.Expect(breaches()).To(BeEmpty())
 }
 
 // Turning the option off, or deleting the policy, removes the taints the
