@@ -58,6 +58,10 @@ func (w world) moves() []move {
 		if n.pdb {
 			add(at("the PodDisruptionBudget lets go"), true, change(func(n *node) { n.pdb = false }))
 		}
+		if n.slices && !(n.mode == draMode && n.pluginReady) {
+			// The kubelet deletes the slices of a plugin gone for a while.
+			add(at("the kubelet deletes the DRA driver's slices"), true, change(func(n *node) { n.slices = false }))
+		}
 		if n.rep.label() == gpuv1.RemediationRebootRequired && n.repBootGen == n.bootGen {
 			// kured reboots a node marked reboot-required, once a period
 			// (an hour): the operator has looked at it long before.
@@ -84,7 +88,7 @@ func (w world) moves() []move {
 			if n.pods && !n.pdb {
 				fault("a PodDisruptionBudget holds its GPU pods", func(n *node) { n.pdb, n.excused = true, true })
 			}
-			if !n.pods && !n.upCordon && !n.repTaint && !n.migTaint {
+			if !n.pods && !n.upCordon && !n.repTaint && !n.migTaint && !n.swTaint && n.mode != noneMode {
 				fault("a GPU pod is scheduled", func(n *node) { n.pods = true })
 			}
 			if n.migPod == 1 && n.migWord == pendingWord {
@@ -112,6 +116,12 @@ func (w world) moves() []move {
 			next.migChanges--
 			add(at("a person changes its MIG configuration"), false, next)
 		}
+	}
+	if w.modeChanges > 0 {
+		next := w
+		next.poolMode = map[mode]mode{dpMode: draMode, draMode: dpMode}[w.poolMode]
+		next.modeChanges--
+		add("a person changes the pool's allocation mode", false, next)
 	}
 	if w.specChanges > 0 {
 		next := w
@@ -177,11 +187,11 @@ func stuck(w, look world, moves []move) bool {
 }
 
 // initial is a fleet of size nodes at rest: every node serving whole
-// GPUs, with GPU pods, on the current driver.
-func initial(size, faults uint8) world {
-	w := world{size: size, faults: faults, specChanges: 1, migChanges: 1}
+// GPUs through the device plugin, with GPU pods, on the current driver.
+func initial(size, faults, modeChanges uint8) world {
+	w := world{size: size, faults: faults, specChanges: 1, migChanges: 1, modeChanges: modeChanges, poolMode: dpMode}
 	for i := range size {
-		w.n[i] = node{desired: whole, applied: whole, served: true, pluginReady: true, pods: true}
+		w.n[i] = node{desired: whole, applied: whole, served: true, pluginReady: true, pods: true, mode: dpMode}
 	}
 	return w
 }

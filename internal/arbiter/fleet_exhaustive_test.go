@@ -11,7 +11,7 @@ import (
 // pairs: how many nodes, and how many faults may happen on the way,
 // besides one change of the driver's spec and one of a node's MIG
 // configuration.
-var fleets = flag.String("fleets", "3:1,2:2", "the exhaustive check's fleets, nodes:faults, separated by commas")
+var fleets = flag.String("fleets", "3:1,2:2,2:1:2", "the exhaustive check's fleets, nodes:faults[:mode changes], separated by commas")
 
 // The three node operations together, on a fleet of three nodes in one
 // pool with every budget 1: every state reachable with up to -fleet-faults
@@ -29,16 +29,23 @@ var fleets = flag.String("fleets", "3:1,2:2", "the exhaustive check's fleets, no
 // no cycle of steps goes on for ever.
 func TestNoNodeCanWedge(t *testing.T) {
 	for _, fleet := range strings.Split(*fleets, ",") {
-		var nodes, faults uint8
-		if _, err := fmt.Sscanf(fleet, "%d:%d", &nodes, &faults); err != nil || nodes < 1 || nodes > fleetSize {
-			t.Fatalf("-fleets: %q is not nodes:faults with 1 to %d nodes", fleet, fleetSize)
+		var nodes, faults, modeChanges uint8
+		parts := strings.Split(fleet, ":")
+		_, err := fmt.Sscanf(strings.Join(parts[:min(2, len(parts))], ":"), "%d:%d", &nodes, &faults)
+		if err == nil && len(parts) == 3 {
+			_, err = fmt.Sscanf(parts[2], "%d", &modeChanges)
 		}
-		t.Run(fmt.Sprintf("%d nodes, %d faults", nodes, faults), func(t *testing.T) { checkFleet(t, nodes, faults) })
+		if err != nil || len(parts) > 3 || nodes < 1 || nodes > fleetSize {
+			t.Fatalf("-fleets: %q is not nodes:faults[:mode changes] with 1 to %d nodes", fleet, fleetSize)
+		}
+		t.Run(fmt.Sprintf("%d nodes, %d faults, %d mode changes", nodes, faults, modeChanges), func(t *testing.T) {
+			checkFleet(t, nodes, faults, modeChanges)
+		})
 	}
 }
 
-func checkFleet(t *testing.T, nodes, faults uint8) {
-	e := explore(t, initial(nodes, faults), 3_000_000)
+func checkFleet(t *testing.T, nodes, faults, modeChanges uint8) {
+	e := explore(t, initial(nodes, faults, modeChanges), 3_000_000)
 	progress := 0
 	for id := range e.states {
 		if len(e.progress[id]) > 0 {

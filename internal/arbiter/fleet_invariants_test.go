@@ -7,6 +7,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/modeswitch"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
 	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
@@ -94,6 +95,14 @@ func timesOut(n node, op arbiter.Operation) bool {
 			UnhealthyGPUs: 1, DriverReloadable: true, DownstreamPods: 1}
 		s := remediation.Next(f, repairPolicy)
 		return s.Next != st || s.Action != remediation.None
+	case arbiter.ModeSwitch:
+		// Whatever the node shows: GPU pods, a plugin and slices left, the
+		// new plugin not serving, the pool's mode the switch's target.
+		st := n.sw.label()
+		f := modeswitch.Facts{State: st, Since: long, Now: now, Current: n.mode.label(), Desired: n.swTarget.label(),
+			Target: n.swTarget.label(), Hold: n.swHold.label(), GPUPods: 1, PluginPods: 1, Slices: 1, Requeues: int(n.swRequeues)}
+		s := modeswitch.Next(f, switchPolicy)
+		return s.Next != st || s.Action != modeswitch.None
 	}
 	st := n.mig.label()
 	f := migreconfig.Facts{State: st, Since: long, Now: now, AttemptSince: long, Desired: n.desired.String(),
@@ -109,6 +118,8 @@ func (n *node) label(op arbiter.Operation) string {
 		return string(n.up.label())
 	case arbiter.Repair:
 		return string(n.rep.label())
+	case arbiter.ModeSwitch:
+		return string(n.sw.label())
 	}
 	return string(n.mig.label())
 }
@@ -129,8 +140,19 @@ func final(w world) (bool, string) {
 		if n.upCordon != n.phase(arbiter.DriverUpgrade).Holds() {
 			return false, fmt.Sprintf("node %c: cordoned=%t with the upgrade %s", 'a'+i, n.upCordon, n.label(arbiter.DriverUpgrade))
 		}
-		if n.repTaint != remediation.Tainted(n.rep.label()) || n.migTaint != migreconfig.Tainted(n.mig.label()) {
+		if n.repTaint != remediation.Tainted(n.rep.label()) || n.migTaint != migreconfig.Tainted(n.mig.label()) ||
+			n.swTaint != modeswitch.Tainted(n.sw.label()) {
 			return false, fmt.Sprintf("node %c: a taint outlives its operation", 'a'+i)
+		}
+		// Every node serves in its pool's mode, or its switch waits for a
+		// place or, failed, for a person; none serves in no mode unheld.
+		sw := n.phase(arbiter.ModeSwitch)
+		if n.mode != w.poolMode && sw != arbiter.Queued && sw != arbiter.Parked {
+			return false, fmt.Sprintf("node %c serves in mode %s, its pool's is %s, and its switch is %s", 'a'+i,
+				n.mode.label(), w.poolMode.label(), sw)
+		}
+		if n.mode == noneMode && !sw.Holds() {
+			return false, fmt.Sprintf("node %c is in mode none with no switch holding it", 'a'+i)
 		}
 	}
 	return true, ""
@@ -141,9 +163,14 @@ func describe(w world) string {
 	for i := range w.size {
 		n := &w.n[i]
 		fmt.Fprintf(&b, "  node %c: upgrade=%q cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t "+
+			"switch=%q taint=%t target=%s hold=%s mode=%s slices=%t "+
 			"driverOld=%t driverGone=%t restarting=%t plugin=%t unhealthy=%t heal=%d pods=%t pdb=%t expired=%v excused=%t\n",
 			'a'+i, n.up.label(), n.upCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(),
+			n.sw.label(), n.swTaint, n.swTarget.label(), n.swHold.label(), n.mode.label(), n.slices,
 			n.driverOld, n.driverGone, n.restarting, n.pluginReady, n.unhealthy, n.heal, n.pods, n.pdb, n.expired, n.excused)
+	}
+	if w.size > 0 {
+		fmt.Fprintf(&b, "  the pool's allocation mode: %s\n", w.poolMode.label())
 	}
 	return b.String()
 }

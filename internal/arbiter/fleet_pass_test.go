@@ -22,7 +22,7 @@ type effect func(*node)
 // (a free MIG reconfiguration) is marked on its node (node.freeHold).
 func (w world) pass(skip, cut int) world {
 	for i := range w.size {
-		w.n[i].judge()
+		w.n[i].judge(w.poolMode)
 	}
 	views := make([]arbiter.Node, w.size)
 	for i := range views {
@@ -38,7 +38,7 @@ func (w world) pass(skip, cut int) world {
 			admitted = arbiter.None
 		}
 		start, _ := arbiter.Candidate(&views[i])
-		effects := w.n[i].step(&views[i], admitted, start.Free)
+		effects := w.n[i].step(&views[i], admitted, start.Free, w.poolMode)
 		switch i {
 		case skip:
 			effects = nil
@@ -54,7 +54,7 @@ func (w world) pass(skip, cut int) world {
 
 // step takes one step of each machine on the node, in the arbiter's
 // order, and returns the effects in the order the controller makes them.
-func (n node) step(view *arbiter.Node, admitted arbiter.Operation, free bool) []effect {
+func (n node) step(view *arbiter.Node, admitted arbiter.Operation, free bool, pool mode) []effect {
 	var all []effect
 	cur := n
 	for op := range arbiter.NumOperations {
@@ -66,6 +66,8 @@ func (n node) step(view *arbiter.Node, admitted arbiter.Operation, free bool) []
 			effects = cur.stepRepair(view, admitted)
 		case arbiter.MIGReconfiguration:
 			effects = cur.stepMIG(view, admitted)
+		case arbiter.ModeSwitch:
+			effects = cur.stepSwitch(view, admitted, pool)
 		}
 		if admitted == op && len(effects) > 0 {
 			// The start's place, for the budget check.

@@ -9,6 +9,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/modeswitch"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
 	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
@@ -100,9 +101,19 @@ type node struct {
 	heal                  healing
 	unhealthySeen         bool
 	pods, pdb             bool
-	// pluginReady is the node controller's last word on the device
-	// plugin; served: it was ready once.
+	// pluginReady is the node controller's last word on the plugin of
+	// the node's allocation mode; served: one was ready once.
 	pluginReady, served bool
+
+	// The allocation mode switch: its label and taint, what its
+	// annotations keep; the node's allocation mode label, and whether
+	// the DRA driver's ResourceSlices are published for the node.
+	sw               swState
+	swTaint          bool
+	swTarget, swHold mode
+	swRequeues       uint8
+	mode             mode
+	slices           bool
 }
 
 // The machines' states, kept as small indices so that a world is small.
@@ -110,6 +121,7 @@ type (
 	upState  uint8
 	repState uint8
 	migState uint8
+	swState  uint8
 )
 
 var (
@@ -122,6 +134,20 @@ var (
 	migStates = []gpuv1.MIGReconfigureState{"", gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction, gpuv1.MIGClientsOff,
 		gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone, gpuv1.MIGReconfigureFailed}
 )
+
+var swStates = []gpuv1.ModeSwitchState{"", gpuv1.ModeSwitchRequired, gpuv1.ModeSwitchEviction, gpuv1.ModeSwitchPluginsOff,
+	gpuv1.ModeSwitchPluginOn, gpuv1.ModeSwitchDone, gpuv1.ModeSwitchFailed}
+
+func (s swState) label() gpuv1.ModeSwitchState { return swStates[s] }
+
+func swOf(l gpuv1.ModeSwitchState) swState {
+	for i, s := range swStates {
+		if s == l {
+			return swState(i)
+		}
+	}
+	panic("no switch state " + l)
+}
 
 func (s upState) label() gpuv1.UpgradeState         { return upStates[s] }
 func (s repState) label() gpuv1.RemediationState    { return repStates[s] }
@@ -159,8 +185,11 @@ type world struct {
 	// n are the nodes; the first size are the fleet's.
 	n    [fleetSize]node
 	size uint8
-	// faults, spec changes and MIG configuration changes left to happen.
-	faults, specChanges, migChanges uint8
+	// faults, spec changes, MIG configuration changes and changes of the
+	// pool's allocation mode left to happen.
+	faults, specChanges, migChanges, modeChanges uint8
+	// poolMode is the pool's allocation mode.
+	poolMode mode
 }
 
 // now is the model's clock; a step past its timeout started long before.
@@ -185,6 +214,8 @@ func (n *node) phase(op arbiter.Operation) arbiter.Phase {
 		return arbiter.UpgradePhase(n.up.label(), true)
 	case arbiter.Repair:
 		return arbiter.RepairPhase(n.rep.label(), true)
+	case arbiter.ModeSwitch:
+		return arbiter.ModeSwitchPhase(n.sw.label(), !n.driverGone)
 	}
 	return arbiter.MIGPhase(n.mig.label(), !n.driverGone && !n.restarting)
 }
@@ -205,15 +236,25 @@ func (n *node) gate() gpuv1.StateValue {
 	return v
 }
 
-// judge is the node controller's look at the node: the device plugin
-// runs where the driver is back, the stack re-formed and mig-manager lets
-// it; GPUs count as unhealthy only from a plugin that runs.
-func (n *node) judge() {
+// judge is the node controller's look at the node: its allocation mode
+// label is the switch's hold, else its pool's where it has nothing to
+// lose, else the one it has (gating's allocationMode); the plugin of that
+// mode runs where the driver is back, the stack re-formed and mig-manager
+// lets it, none in mode none, and the DRA driver's publishes its slices;
+// GPUs count as unhealthy only from a plugin that runs.
+func (n *node) judge(pool mode) {
+	switch {
+	case n.swHold != noMode:
+		n.mode = n.swHold
+	case n.mode != pool && !n.served && !n.pluginReady && !n.slices:
+		n.mode = pool
+	}
 	v := n.gate()
-	n.pluginReady = !n.driverGone && !n.restarting && (v == gpuv1.StateReady || v == gpuv1.StateDisabled)
+	n.pluginReady = n.mode != noneMode && !n.driverGone && !n.restarting && (v == gpuv1.StateReady || v == gpuv1.StateDisabled)
 	if n.pluginReady {
 		n.served = true
 		n.unhealthySeen = n.unhealthy
+		n.slices = n.slices || n.mode == draMode
 	}
 }
 
@@ -224,7 +265,8 @@ var (
 		ValidationTimeout: time.Hour, PodRestartTimeout: time.Hour}
 	repairPolicy = remediation.Policy{AutoStart: true, EvictionTimeout: time.Hour, ValidationTimeout: time.Hour,
 		DriverReplaceTimeout: time.Hour, RecurrenceWindow: time.Hour}
-	migPolicy = migreconfig.Policy{EvictionTimeout: time.Hour, ApplyTimeout: time.Hour, ValidationTimeout: time.Hour,
+	switchPolicy = modeswitch.Policy{EvictionTimeout: time.Hour, PluginsOffTimeout: time.Hour, ValidationTimeout: time.Hour}
+	migPolicy    = migreconfig.Policy{EvictionTimeout: time.Hour, ApplyTimeout: time.Hour, ValidationTimeout: time.Hour,
 		InPlaceWait: time.Hour, ClientsOffTimeout: time.Hour, RetryBackoff: time.Minute}
 	budgets = func() arbiter.Budgets {
 		var b arbiter.Budgets
@@ -233,6 +275,8 @@ var (
 			{Field: "maxUnavailable", Op: arbiter.DriverUpgrade, Limit: one, PerPool: true, Unavailable: true}}
 		b[arbiter.Repair] = []arbiter.Budget{{Field: "remediation.maxParallel", Op: arbiter.Repair, Limit: one}}
 		b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Op: arbiter.MIGReconfiguration, Limit: one}}
+		b[arbiter.ModeSwitch] = []arbiter.Budget{{Field: "maxParallelUpgrades", Op: arbiter.ModeSwitch, Limit: one, PerPool: true},
+			{Field: "maxUnavailable", Op: arbiter.ModeSwitch, Limit: one, PerPool: true, Unavailable: true}}
 		return b
 	}()
 )

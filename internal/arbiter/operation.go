@@ -5,6 +5,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/modeswitch"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
 	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
@@ -17,6 +18,7 @@ const (
 	DriverUpgrade Operation = iota
 	Repair
 	MIGReconfiguration
+	ModeSwitch
 	// NumOperations counts the operations; arrays indexed by Operation
 	// have this length.
 	NumOperations
@@ -33,8 +35,18 @@ func (o Operation) String() string {
 		return "repair"
 	case MIGReconfiguration:
 		return "MIG reconfiguration"
+	case ModeSwitch:
+		return "allocation mode switch"
 	}
 	return "none"
+}
+
+// withArticle is the operation's name after "a" or "an", for reasons.
+func (o Operation) withArticle() string {
+	if o == ModeSwitch {
+		return "an " + o.String()
+	}
+	return "a " + o.String()
 }
 
 // Phase is where an operation stands on a node, in the words of the table.
@@ -125,6 +137,23 @@ func MIGPhase(st gpuv1.MIGReconfigureState, queued bool) Phase {
 	case migreconfig.InProgress(st):
 		return Active
 	case st == gpuv1.MIGReconfigureFailed:
+		return Parked
+	}
+	return Idle
+}
+
+// ModeSwitchPhase is where an allocation mode switch in state st stands.
+// queued says whether a switch-required node could start: Ready, its
+// driver settled, its pool's mode one the cluster can run.
+func ModeSwitchPhase(st gpuv1.ModeSwitchState, queued bool) Phase {
+	switch {
+	case st == gpuv1.ModeSwitchRequired && queued:
+		return Queued
+	case st == gpuv1.ModeSwitchPluginOn:
+		return Validating
+	case modeswitch.InProgress(st):
+		return Active
+	case st == gpuv1.ModeSwitchFailed:
 		return Parked
 	}
 	return Idle

@@ -77,6 +77,38 @@ var Table = []Rule{
 	// The upgrade's last step only uncordons.
 	{Want: Repair, Holder: DriverUpgrade, Phase: Releasing, Verdict: Wait, Reason: "the driver upgrade uncordons the node first"},
 	{Want: MIGReconfiguration, Holder: DriverUpgrade, Phase: Releasing, Verdict: Wait, Reason: "the driver upgrade uncordons the node first"},
+
+	// An allocation mode switch swaps the plugin every other operation's
+	// validation reads: it neither starts within another's hold nor lets
+	// one start within its own, but for MIG devices to come back.
+	{Want: ModeSwitch, Holder: DriverUpgrade, Phase: Active, Verdict: Wait, Reason: "a driver upgrade acts on the node"},
+	{Want: ModeSwitch, Holder: DriverUpgrade, Phase: Validating, Verdict: Wait,
+		Reason: "a driver upgrade validates its new driver with the plugin the switch would take off"},
+	{Want: ModeSwitch, Holder: DriverUpgrade, Phase: Releasing, Verdict: Wait, Reason: "the driver upgrade uncordons the node first"},
+	{Want: ModeSwitch, Holder: DriverUpgrade, Phase: Parked, Verdict: Wait,
+		Reason: "the driver upgrade failed and waits for a person, who looks at the node as it is"},
+	{Want: ModeSwitch, Holder: Repair, Phase: Active, Verdict: Wait, Reason: "a repair acts on the node"},
+	{Want: ModeSwitch, Holder: Repair, Phase: Validating, Verdict: Wait, Reason: "a repair validates the node's GPUs with the plugin the switch would take off"},
+	{Want: ModeSwitch, Holder: Repair, Phase: Parked, Verdict: Wait,
+		Reason: "the repair waits for a reboot or a person, who look at the node as it is"},
+	{Want: ModeSwitch, Holder: MIGReconfiguration, Phase: Active, Verdict: Wait, Reason: "a MIG reconfiguration acts on the node: MIG devices in flux"},
+	{Want: ModeSwitch, Holder: MIGReconfiguration, Phase: Parked, Verdict: Wait,
+		Reason: "the MIG reconfiguration failed, and keeps the plugins off the node that the switch's validation waits for"},
+	{Want: DriverUpgrade, Holder: ModeSwitch, Phase: Active, Verdict: Wait, Reason: "an allocation mode switch acts on the node"},
+	{Want: DriverUpgrade, Holder: ModeSwitch, Phase: Validating, Verdict: Wait,
+		Reason: "an allocation mode switch waits for its new plugin, which a new driver would restart"},
+	{Want: DriverUpgrade, Holder: ModeSwitch, Phase: Parked, Verdict: Wait,
+		Reason: "the allocation mode switch failed, and left the node without the plugin a new driver's validation waits for"},
+	{Want: Repair, Holder: ModeSwitch, Phase: Active, Verdict: Wait, Reason: "an allocation mode switch acts on the node"},
+	{Want: Repair, Holder: ModeSwitch, Phase: Validating, Verdict: Wait,
+		Reason: "an allocation mode switch waits for its new plugin, whose word on the GPUs the repair reads"},
+	{Want: Repair, Holder: ModeSwitch, Phase: Parked, Verdict: Wait,
+		Reason: "the allocation mode switch failed, and left the node without the plugin whose word on the GPUs the repair reads"},
+	{Want: MIGReconfiguration, Holder: ModeSwitch, Phase: Active, Verdict: Wait, Reason: "an allocation mode switch acts on the node"},
+	{Want: MIGReconfiguration, Holder: ModeSwitch, Phase: Validating, RestoreOnly: true, Verdict: Allow,
+		Reason: "a reboot or a new driver destroyed the MIG devices the switch's new plugin waits for"},
+	{Want: MIGReconfiguration, Holder: ModeSwitch, Phase: Parked, RestoreOnly: true, Verdict: Allow,
+		Reason: "the MIG devices a reboot or a new driver destroyed come back while the failed switch waits for a person"},
 }
 
 // Precedence is the order in which operations that want to start on the
@@ -84,8 +116,10 @@ var Table = []Rule{
 // (a new node, its GPU stack not started yet: anything else would start
 // it on the wrong layout), then a driver upgrade (it replaces the driver
 // a repair would reload, and destroys the MIG devices a reconfiguration
-// would make), then a repair, then a MIG reconfiguration.
-var Precedence = []Operation{MIGReconfiguration, DriverUpgrade, Repair, MIGReconfiguration}
+// would make), then a repair (healthy GPUs first), then an allocation
+// mode switch (a MIG reconfiguration after it is validated by the new
+// plugin), then a MIG reconfiguration.
+var Precedence = []Operation{MIGReconfiguration, DriverUpgrade, Repair, ModeSwitch, MIGReconfiguration}
 
 // verdict is the table's row for want starting while holder holds the
 // node in phase; restore says a MIG start applies its configuration
@@ -99,12 +133,12 @@ func verdict(want, holder Operation, phase Phase, restore bool) (Verdict, string
 			if phase == Parked {
 				return Wait, fmt.Sprintf("the %s waits for a reboot or a person (%s): they look at the node first", holder, phase)
 			}
-			return Wait, fmt.Sprintf("a %s holds the node (%s)", holder, phase)
+			return Wait, fmt.Sprintf("%s holds the node (%s)", holder.withArticle(), phase)
 		}
 		return r.Verdict, r.Reason
 	}
 	// No row: a phase in which the holder cannot be. Waiting is safe.
-	return Wait, fmt.Sprintf("a %s holds the node (%s)", holder, phase)
+	return Wait, fmt.Sprintf("%s holds the node (%s)", holder.withArticle(), phase)
 }
 
 // mayStart says whether op may start on the node as the others hold it,

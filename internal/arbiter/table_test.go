@@ -34,6 +34,10 @@ func holdingPhases() map[Operation][]Phase {
 		gpuv1.MIGReconfigureFailed} {
 		add(MIGReconfiguration, MIGPhase(st, true))
 	}
+	for _, st := range []gpuv1.ModeSwitchState{gpuv1.ModeSwitchEviction, gpuv1.ModeSwitchPluginsOff, gpuv1.ModeSwitchPluginOn,
+		gpuv1.ModeSwitchFailed} {
+		add(ModeSwitch, ModeSwitchPhase(st, true))
+	}
 	return out
 }
 
@@ -81,6 +85,13 @@ func TestPhases(t *testing.T) {
 	g.Expect(MIGPhase(gpuv1.MIGValidation, true)).To(Equal(Active))
 	g.Expect(MIGPhase(gpuv1.MIGReconfigureFailed, true)).To(Equal(Parked))
 	g.Expect(MIGPhase(gpuv1.MIGReconfigureRequired, false)).To(Equal(Idle))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchRequired, true)).To(Equal(Queued))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchRequired, false)).To(Equal(Idle))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchEviction, true)).To(Equal(Active))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchPluginsOff, true)).To(Equal(Active))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchPluginOn, true)).To(Equal(Validating))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchFailed, true)).To(Equal(Parked))
+	g.Expect(ModeSwitchPhase(gpuv1.ModeSwitchDone, true)).To(Equal(Idle))
 }
 
 func node(name string, phases ...Phase) Node {
@@ -119,6 +130,18 @@ func TestCandidate(t *testing.T) {
 		}(), want: MIGReconfiguration},
 		"no other MIG change while an upgrade validates": {node: node("n", Validating, Idle, Queued), want: None},
 		"a MIG change waits for a failed upgrade":        {node: node("n", Parked, Idle, Queued), want: None},
+		"a repair before a switch": {node: node("n", Idle, Queued, Idle, Queued), want: Repair,
+			wait: map[Operation]string{ModeSwitch: "a repair goes first"}},
+		"a switch before a MIG change": {node: node("n", Idle, Idle, Queued, Queued), want: ModeSwitch,
+			wait: map[Operation]string{MIGReconfiguration: "an allocation mode switch goes first"}},
+		"no upgrade while a switch validates": {node: node("n", Queued, Idle, Idle, Validating), want: None,
+			wait: map[Operation]string{DriverUpgrade: "waits for its new plugin"}},
+		"the MIG devices a switch's new plugin waits for": {node: func() Node {
+			n := node("n", Idle, Idle, Queued, Validating)
+			n.MIGRestore = true
+			return n
+		}(), want: MIGReconfiguration},
+		"no switch while a MIG change failed": {node: node("n", Idle, Idle, Parked, Queued), want: None},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -156,6 +179,11 @@ func TestVet(t *testing.T) {
 		"approved, an upgrade first":  {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: DriverUpgrade},
 		"approved, an upgrade queued": {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: None},
 		"parking":                     {node: node("n", Active), op: DriverUpgrade, from: Active, to: Parked, ok: true},
+		"validating, acting again":    {node: node("n", Validating), op: DriverUpgrade, from: Validating, to: Active, admitted: None, ok: true},
+		"validating, acting again beside a start": {node: node("n", Validating, Idle, Queued), op: DriverUpgrade, from: Validating, to: Active,
+			admitted: MIGReconfiguration},
+		"a switch retargets beside a MIG restore": {node: node("n", Idle, Idle, Queued, Validating), op: ModeSwitch, from: Validating, to: Active,
+			admitted: MIGReconfiguration},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func Candidate(n *Node) (Start, map[Operation]string) {
 		}
 		if start.Op != None {
 			if _, told := waits[op]; !told && op != start.Op {
-				waits[op] = fmt.Sprintf("a %s goes first", start.Op)
+				waits[op] = fmt.Sprintf("%s goes first", start.Op.withArticle())
 			}
 			continue
 		}
@@ -65,22 +65,24 @@ func Vet(n *Node, op Operation, from, to Phase, admitted Operation) (bool, strin
 			// this table, or by a person) go on by rank, the other
 			// waiting: its timeout ends it.
 			if from != Active || other < op {
-				return false, fmt.Sprintf("a %s acts on the node", other)
+				return false, fmt.Sprintf("%s acts on the node", other.withArticle())
 			}
 		}
-		if from != Parked {
+		if from == Active {
 			return true, ""
 		}
-		// A parked operation resumes (approved again, a new
-		// configuration): as a start, without a new place.
+		// A parked or validating operation acts again (approved again,
+		// a new configuration, driver or mode): as a start, without a
+		// new place. One that another start was admitted beside this
+		// pass waits: both would act.
 		if admitted != None && admitted != op {
-			return false, fmt.Sprintf("a %s starts on the node first", admitted)
+			return false, fmt.Sprintf("%s starts on the node first", admitted.withArticle())
 		}
 		if ok, why := mayStart(n, op); !ok {
 			return false, why
 		}
 		if c, _ := Candidate(n); c.Op != None && c.Op != op {
-			return false, fmt.Sprintf("a %s goes first", c.Op)
+			return false, fmt.Sprintf("%s goes first", c.Op.withArticle())
 		}
 	}
 	// Into a phase that only waits (validating, parked).

@@ -87,7 +87,8 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	for k, v := range n.Annotations {
 		switch {
 		case strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
-			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix):
+			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) ||
+			strings.HasPrefix(k, gpuv1.ModeSwitchAnnotationPrefix):
 		case k == nfd.FeatureLabelsAnnotation:
 			// Which labels NFD set: the ClusterPolicy's cleanup removes
 			// GFD's. Nodes share its value.

@@ -1,6 +1,7 @@
 package gating
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -44,15 +45,19 @@ const (
 // node that serves GPUs keeps its mode until a switch moves it, with its
 // GPU pods evicted first; it says so meanwhile.
 func (d *decision) allocationMode() gpuv1.AllocationMode {
-	cur := gpuv1.AllocationMode(d.in.Node.Annotations[AnnotationAllocationMode])
-	switch cur {
-	case gpuv1.AllocationDevicePlugin, gpuv1.AllocationDRA, gpuv1.AllocationNone:
-	default:
-		cur = "" // not the operator's writing
-	}
+	cur := knownMode(d.in.Node.Annotations[AnnotationAllocationMode]) // "" when not the operator's writing
 	want := d.in.AllocationMode
 	mode := cur
+	hold := knownMode(d.in.Node.Annotations[gpuv1.AnnotationModeSwitchHold])
 	switch {
+	case hold != "":
+		// The switch holds the node's mode: none while one plugin
+		// leaves, then the mode it moves the node to.
+		mode = hold
+	case cur == gpuv1.AllocationNone:
+		// A switch's none whose hold is gone (its marks forgotten): no
+		// plugin serves here, and no GPU pod is left to lose.
+		mode = cmp.Or(want, gpuv1.AllocationDevicePlugin)
 	case want == "" && cur == "":
 		// Held by no pool and never labelled: as before modes.
 		mode = gpuv1.AllocationDevicePlugin
@@ -62,13 +67,23 @@ func (d *decision) allocationMode() gpuv1.AllocationMode {
 	case cur == "":
 		mode = gpuv1.AllocationDevicePlugin
 	}
-	if want != "" && mode != want {
+	if want != "" && mode != want && hold == "" {
 		d.modeWaits = fmt.Sprintf("its pool's allocation mode is %s, but the node serves GPUs in mode %s: "+
 			"it waits for its allocation mode switch, which moves it once its GPU pods are evicted", want, mode)
 	}
 	d.result.Labels[gpuv1.LabelAllocationMode] = string(mode)
 	d.result.Annotations[AnnotationAllocationMode] = string(mode)
 	return mode
+}
+
+// knownMode is an allocation mode a node's label may carry; "" for any
+// other value.
+func knownMode(v string) gpuv1.AllocationMode {
+	switch m := gpuv1.AllocationMode(v); m {
+	case gpuv1.AllocationDevicePlugin, gpuv1.AllocationDRA, gpuv1.AllocationNone:
+		return m
+	}
+	return ""
 }
 
 // nothingToLose reports whether no plugin serves, or may serve, the node's
@@ -101,12 +116,17 @@ func (d *decision) offMode(name state.Name) bool {
 // server does not serve ResourceSlices, or CDI is off (the driver hands
 // GPUs to containers through CDI specs alone). The API server refuses the
 // latter in a ClusterPolicy's own pools, not in an NVIDIADriver's.
-func (d *decision) draUnavailable() string {
+func (d *decision) draUnavailable() string { return DRARefusal(d.in.Policy, d.in.DRAServed) }
+
+// DRARefusal says why the DRA driver cannot run on any node under the
+// policy; served says whether the API server serves resource.k8s.io/v1
+// ResourceSlices. "" when it can.
+func DRARefusal(cp *gpuv1.ClusterPolicy, served bool) string {
 	switch {
-	case !d.in.DRAServed:
+	case !served:
 		return "the API server does not serve resource.k8s.io/v1 ResourceSlices: allocation mode dra needs Kubernetes 1.34 " +
 			"or later (restart the operator once the cluster serves them)"
-	case !d.in.Policy.Spec.CDI.IsEnabled():
+	case !cp.Spec.CDI.IsEnabled():
 		return "allocation mode dra needs CDI: set the ClusterPolicy's cdi.enabled to true, or the pool's allocationMode to device-plugin"
 	}
 	return ""

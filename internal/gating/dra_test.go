@@ -158,6 +158,18 @@ func TestAllocationModeMovesOnlyWhereNothingIsLost(t *testing.T) {
 		"no pool holds it":                {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "dra"}, want: gpuv1.AllocationDRA},
 		"no pool, never labelled":         {want: gpuv1.AllocationDevicePlugin},
 		"a person's label":                {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin"}, labels: map[string]string{gpuv1.LabelAllocationMode: "dra"}, pool: gpuv1.AllocationDevicePlugin, want: gpuv1.AllocationDevicePlugin},
+		// The switch holds the mode: none while the old plugin leaves,
+		// then its target, whatever the pool says meanwhile.
+		"a switch holds it at none": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin",
+			gpuv1.AnnotationModeSwitchHold: "none"}, pool: gpuv1.AllocationDRA, pods: true, advertised: true, want: gpuv1.AllocationNone},
+		"a switch holds it at its target": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "none",
+			gpuv1.AnnotationModeSwitchHold: "dra"}, pool: gpuv1.AllocationDevicePlugin, want: gpuv1.AllocationDRA},
+		"a hold not ours": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "device-plugin",
+			gpuv1.AnnotationModeSwitchHold: "both"}, pool: gpuv1.AllocationDRA, pods: true, advertised: true, want: gpuv1.AllocationDevicePlugin, waits: true},
+		"none, its hold forgotten": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "none"},
+			pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDRA},
+		"none, its hold forgotten, no pool": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "none"},
+			want: gpuv1.AllocationDevicePlugin},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -45,3 +45,15 @@ var MIGTaint = corev1.Taint{Key: gpuv1.TaintMIGReconfiguring, Value: gpuv1.Taint
 func IsOwnMIGTaint(t corev1.Taint) bool {
 	return t.Key == MIGTaint.Key && t.Effect == MIGTaint.Effect && t.Value == MIGTaint.Value
 }
+
+// ModeSwitchTaint is the taint a node keeps from the eviction of its GPU
+// pods for an allocation mode switch until the plugin of its new mode
+// serves its GPUs. Its value marks it as the operator's.
+var ModeSwitchTaint = corev1.Taint{Key: gpuv1.TaintModeSwitching, Value: gpuv1.TaintGPUNotReadyValue,
+	Effect: corev1.TaintEffectNoSchedule}
+
+// IsOwnModeSwitchTaint matches the operator's switching taint; one of the
+// key with another value is someone else's, and left alone.
+func IsOwnModeSwitchTaint(t corev1.Taint) bool {
+	return t.Key == ModeSwitchTaint.Key && t.Effect == ModeSwitchTaint.Effect && t.Value == ModeSwitchTaint.Value
+}

@@ -48,6 +48,18 @@ var migReconfiguringToleration = corev1.Toleration{
 	Key: gpuv1.TaintMIGReconfiguring, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
+// modeSwitchingToleration tolerates the taint a node keeps while its
+// allocation mode is switched: the new mode's plugin starts there then,
+// and every other operand stays. Like the others, it is on every operand
+// and left out of the template hash.
+var modeSwitchingToleration = corev1.Toleration{
+	Key: gpuv1.TaintModeSwitching, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+}
+
+// ownTaintTolerations are the tolerations of the operator's own taints.
+var ownTaintTolerations = []corev1.Toleration{readinessTaintToleration, unhealthyTaintToleration, migReconfiguringToleration,
+	modeSwitchingToleration}
+
 // Workload describes one operand DaemonSet.
 type Workload struct {
 	Policy    *gpuv1.ClusterPolicy
@@ -180,8 +192,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 			pod.ImagePullSecrets = append(pod.ImagePullSecrets, ref)
 		}
 	}
-	pod.Tolerations = append(pod.Tolerations, gpuTaintToleration, readinessTaintToleration, unhealthyTaintToleration,
-		migReconfiguringToleration)
+	pod.Tolerations = append(append(pod.Tolerations, gpuTaintToleration), ownTaintTolerations...)
 	for _, t := range common.Tolerations {
 		pod.Tolerations = append(pod.Tolerations, t.Core())
 	}
@@ -254,7 +265,7 @@ func podMeta(common *gpuv1.DaemonsetsSpec, selector map[string]string, state, ha
 func specHash(spec *corev1.PodSpec, inputs map[string]string) (string, error) {
 	hashed := *spec
 	hashed.Tolerations = slices.DeleteFunc(slices.Clone(spec.Tolerations), func(t corev1.Toleration) bool {
-		return t == readinessTaintToleration || t == unhealthyTaintToleration || t == migReconfiguringToleration
+		return slices.Contains(ownTaintTolerations, t)
 	})
 	if len(hashed.Tolerations) == 0 {
 		hashed.Tolerations = nil

@@ -17,11 +17,11 @@ func TestHashLeavesOutTheOperatorsTaintTolerations(t *testing.T) {
 	before, err := specHash(&spec, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	withReadiness := spec
-	withReadiness.Tolerations = append([]corev1.Toleration{gpuTaintToleration}, readinessTaintToleration, unhealthyTaintToleration)
+	withReadiness.Tolerations = append([]corev1.Toleration{gpuTaintToleration}, ownTaintTolerations...)
 	after, err := specHash(&withReadiness, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after).To(Equal(before))
-	g.Expect(withReadiness.Tolerations).To(HaveLen(3), "the spec itself keeps them")
+	g.Expect(withReadiness.Tolerations).To(HaveLen(5), "the spec itself keeps them")
 
 	other := spec
 	other.Tolerations = append([]corev1.Toleration{gpuTaintToleration}, corev1.Toleration{Key: "team", Operator: corev1.TolerationOpExists})

@@ -61,6 +61,11 @@ type Timers struct {
 	// gives mig-manager, whatever migManager.applyTimeoutSeconds says:
 	// mig-parted stops the GPU clients and walks every GPU.
 	MIGApplyTimeoutFloor time.Duration
+	// ModeSwitchTimeout bounds an allocation mode switch's eviction of
+	// the GPU pods, where the pool's driver upgrade sets no podDeletion
+	// timeout, and how long the plugin of the old mode and its
+	// ResourceSlices may take to leave the node.
+	ModeSwitchTimeout time.Duration
 	// LeaseDuration, RenewDeadline and RetryPeriod time the leader
 	// election: how long a lease a stopped leader held blocks the next
 	// one, how long the leader tries to renew before it gives up, and how
@@ -90,6 +95,7 @@ func Defaults() Timers {
 		MIGClientsOffTimeout:    10 * time.Minute,
 		MIGRetryBackoff:         15 * time.Second,
 		MIGApplyTimeoutFloor:    time.Minute,
+		ModeSwitchTimeout:       10 * time.Minute,
 		// controller-runtime's own defaults.
 		LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second,
@@ -159,6 +165,8 @@ func (t *Timers) flags() []timerFlag {
 		{"mig-clients-off-timeout", &t.MIGClientsOffTimeout, "How long the device plugin, GFD and dcgm-exporter may take to leave a node being reconfigured."},
 		{"mig-retry-backoff", &t.MIGRetryBackoff, "How long after its start a failed MIG apply attempt is retried, doubling after each attempt."},
 		{"mig-apply-timeout-floor", &t.MIGApplyTimeoutFloor, "The shortest apply timeout mig-manager gets, whatever migManager.applyTimeoutSeconds says."},
+		{"mode-switch-timeout", &t.ModeSwitchTimeout,
+			"How long an allocation mode switch may take to evict the GPU pods (where the pool's upgrade sets no podDeletion timeout), and the old plugin to leave."},
 		{"leader-elect-lease-duration", &t.LeaseDuration,
 			"How long a leader's lease lasts: a leader that stopped without releasing it blocks the next one this long."},
 		{"leader-elect-renew-deadline", &t.RenewDeadline, "How long the leader tries to renew its lease before it gives up leading; less than the lease duration."},

@@ -38,8 +38,8 @@ const draPoolLabel = "gpu-rack"
 // slices its simulated plugin publishes name its GPUs; the others run the
 // device plugin as ever. The real scheduler allocates a ResourceClaim's
 // GPU from the DRA node's slices, and puts a pod asking for nvidia.com/gpu
-// on a device-plugin node. Uninstalled, nothing of the DRA driver is left:
-// no DeviceClass, admission policy or slice.
+// on a device-plugin node. It leaves the chart installed, the DRA node's
+// label in place for the specs after it.
 func DRASpec(ctx context.Context, in DRAInput) {
 	// A node moves to its pool's mode at once only with nothing to lose:
 	// no GPU registered by a device plugin (an earlier spec's, gone with
@@ -50,7 +50,6 @@ func DRASpec(ctx context.Context, in DRAInput) {
 		}
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	setNodeLabel(ctx, in.DRA, draPoolLabel, "nvl72")
-	DeferCleanup(func(ctx SpecContext) { setNodeLabel(ctx, in.DRA, draPoolLabel, "") })
 	InstallSpec(InstallInput{HelmArgs: append(append([]string{}, documented...),
 		"--set", "driver.nodePools[0].name=nvl72", "--set", "driver.nodePools[0].nodeSelector."+draPoolLabel+"=nvl72",
 		"--set", "driver.nodePools[0].allocationMode=dra")})
@@ -116,10 +115,14 @@ func DRASpec(ctx context.Context, in DRAInput) {
 			HaveField("Driver", draslices.GPUDriver)))
 	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	By("uninstalled, nothing of the DRA driver is left")
 	for _, p := range []*corev1.Pod{claimed, asksPlugin} {
 		Expect(k8s.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
 	}
+}
+
+// DRAUninstallSpec uninstalls the chart: nothing of the DRA driver is
+// left, no DeviceClass, admission policy or slice.
+func DRAUninstallSpec(ctx context.Context, in DRAInput) {
 	UninstallSpec(ctx)
 	for _, list := range []client.ObjectList{&resourcev1.DeviceClassList{}, &admissionregistrationv1.ValidatingAdmissionPolicyList{},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}} {

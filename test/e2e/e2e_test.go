@@ -223,10 +223,20 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	})
 
 	Describe("installed with a driver pool in allocation mode dra", Ordered, func() {
+		in := DRAInput{DRA: healthy[0], DevicePlugin: healthy[1:3]}
 		BeforeAll(func(ctx SpecContext) { ensureUninstalled(ctx) })
+		AfterAll(func(ctx SpecContext) { setNodeLabel(ctx, in.DRA, draPoolLabel, "") })
 
 		It("runs the DRA driver in the device plugin's place on the DRA pool, and the scheduler allocates its GPUs", func(ctx SpecContext) {
-			DRASpec(ctx, DRAInput{DRA: healthy[0], DevicePlugin: healthy[1:3]})
+			DRASpec(ctx, in)
+		})
+
+		It("moves the DRA pool to the device plugin and back under a PodDisruptionBudget, through an operator crash", func(ctx SpecContext) {
+			DRASwitchSpec(ctx, in)
+		})
+
+		It("leaves nothing of the DRA driver behind on helm uninstall", func(ctx SpecContext) {
+			DRAUninstallSpec(ctx, in)
 		})
 	})
 

@@ -217,13 +217,15 @@ func (r *Reconciler) nodesNotCleanedUp(ctx context.Context) (int, error) {
 // taint the operator sets and must remove.
 func notCleanedUp(n *corev1.Node) bool {
 	return hasOperatorAnnotation(n.Annotations) || slices.ContainsFunc(n.Spec.Taints, gating.IsOwnReadinessTaint) ||
-		slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint) || slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint)
+		slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint) || slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint) ||
+		slices.ContainsFunc(n.Spec.Taints, gating.IsOwnModeSwitchTaint)
 }
 
 func hasOperatorAnnotation(annotations map[string]string) bool {
 	for k := range annotations {
 		if strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
-			strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MaintenanceAnnotationPrefix) {
+			strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MaintenanceAnnotationPrefix) ||
+			strings.HasPrefix(k, gpuv1.ModeSwitchAnnotationPrefix) {
 			return true
 		}
 		// A person's approval is theirs to remove.

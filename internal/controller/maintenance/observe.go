@@ -31,6 +31,11 @@ type observed struct {
 	// its DRA driver's kubelet plugin pod; servingPlugin picks the one of
 	// the node's allocation mode.
 	pluginPods, draPluginPods map[string]*operandpods.Pod
+	// plugins counts, per node, the pods of either allocation mode's
+	// plugins (the device plugin, the MPS daemon, the DRA driver's
+	// kubelet plugin), terminating ones included: an allocation mode
+	// switch starts the new mode's once none is left.
+	plugins map[string]int
 	// migClients counts, per node, the operand pods a MIG
 	// reconfiguration takes off the node (those after mig-manager);
 	// migManagers maps a node to its mig-manager pod, and
@@ -45,7 +50,7 @@ type observed struct {
 func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	o := &observed{driverPods: map[string]*operandpods.Pod{}, hashes: map[string]string{}, deleting: map[string]bool{},
 		downstream: map[string]int{}, pluginPods: map[string]*operandpods.Pod{}, draPluginPods: map[string]*operandpods.Pod{},
-		migClients: map[string]int{}, migManagers: map[string]*operandpods.Pod{}, migManagerPods: map[string]int{}}
+		migClients: map[string]int{}, migManagers: map[string]*operandpods.Pod{}, migManagerPods: map[string]int{}, plugins: map[string]int{}}
 	pods, err := r.Pods.All()
 	if err != nil {
 		return nil, err
@@ -55,6 +60,10 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	for _, p := range pods {
 		if slices.Contains(clients, p.State) {
 			o.migClients[p.Node]++
+		}
+		switch p.State {
+		case state.DevicePlugin, state.MPSControlDaemon, state.DRADriver:
+			o.plugins[p.Node]++
 		}
 		if p.State == state.MIGManager {
 			o.migManagerPods[p.Node]++

@@ -66,7 +66,7 @@ type pass struct {
 
 func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed) (*pass, error) {
 	p := &pass{r: r, cp: cp, obs: obs, now: r.now(), tally: &tally{}}
-	p.machines = []machine{&upgrades{}, &repairs{}, &reconfigurations{}}
+	p.machines = []machine{&upgrades{}, &repairs{}, &reconfigurations{}, &switches{}}
 	if cp == nil {
 		return p, nil
 	}
@@ -109,8 +109,10 @@ func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
 }
 
 // upgradeBudgets are an upgrade policy's budgets, per driver pool: those
-// of one pool, or of every pool without its own.
-func upgradeBudgets(up *gpuv1.DriverUpgradePolicySpec, field, pool string) []arbiter.Budget {
+// of one pool, or of every pool without its own. They bound the pool's
+// driver upgrades, and, each its own count, its allocation mode switches
+// (op).
+func upgradeBudgets(up *gpuv1.DriverUpgradePolicySpec, field, pool string, op arbiter.Operation) []arbiter.Budget {
 	parallel := int32(1)
 	if up.MaxParallelUpgrades != nil {
 		parallel = *up.MaxParallelUpgrades
@@ -120,9 +122,9 @@ func upgradeBudgets(up *gpuv1.DriverUpgradePolicySpec, field, pool string) []arb
 		unavailable = *up.MaxUnavailable
 	}
 	return []arbiter.Budget{
-		{Field: field + ".maxParallelUpgrades", Op: arbiter.DriverUpgrade, Limit: intstr.FromInt32(parallel),
+		{Field: field + ".maxParallelUpgrades", Op: op, Limit: intstr.FromInt32(parallel),
 			Unlimited: parallel == 0, PerPool: true, Pool: pool, Others: pool == ""},
-		{Field: field + ".maxUnavailable", Op: arbiter.DriverUpgrade, Limit: unavailable, PerPool: true, Unavailable: true,
+		{Field: field + ".maxUnavailable", Op: op, Limit: unavailable, PerPool: true, Unavailable: true,
 			Pool: pool, Others: pool == ""},
 	}
 }
@@ -137,17 +139,18 @@ func (p *pass) selectors(n *corev1.Node) *podSelectors {
 }
 
 // budgetsOf are the budgets each operation's starts must fit, from the
-// policy: the upgrade's per driver pool, the repair's and the MIG
-// reconfiguration's over the fleet, and the NVLink domain cap per pool
-// for all three.
+// policy: the upgrade's per driver pool, which bound the allocation mode
+// switches too, the repair's and the MIG reconfiguration's over the
+// fleet, and the NVLink domain cap per pool for all of them.
 func budgetsOf(cp *gpuv1.ClusterPolicy, pools *driverpool.Set) arbiter.Budgets {
 	var b arbiter.Budgets
-	b[arbiter.DriverUpgrade] = upgradeBudgets(&cp.Spec.Driver.UpgradePolicy, "driver.upgradePolicy", "")
-	for i := range pools.Pools {
-		pool := &pools.Pools[i]
-		if pool.OwnUpgradePolicy {
-			b[arbiter.DriverUpgrade] = append(b[arbiter.DriverUpgrade],
-				upgradeBudgets(&pool.Driver.UpgradePolicy, "NVIDIADriver "+pool.Name+" spec.upgradePolicy", pool.Name)...)
+	for _, op := range []arbiter.Operation{arbiter.DriverUpgrade, arbiter.ModeSwitch} {
+		b[op] = upgradeBudgets(&cp.Spec.Driver.UpgradePolicy, "driver.upgradePolicy", "", op)
+		for i := range pools.Pools {
+			pool := &pools.Pools[i]
+			if pool.OwnUpgradePolicy {
+				b[op] = append(b[op], upgradeBudgets(&pool.Driver.UpgradePolicy, "NVIDIADriver "+pool.Name+" spec.upgradePolicy", pool.Name, op)...)
+			}
 		}
 	}
 	b[arbiter.Repair] = []arbiter.Budget{{Field: "operator.remediation.maxParallel", Op: arbiter.Repair,

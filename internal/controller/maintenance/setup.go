@@ -23,6 +23,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/modeswitch"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
@@ -97,7 +98,8 @@ func (r *Reconciler) quickDelay() time.Duration {
 func inStep(labels map[string]string) bool {
 	return upgrade.InProgress(gpuv1.UpgradeState(labels[gpuv1.LabelUpgradeState])) ||
 		remediation.InProgress(gpuv1.RemediationState(labels[gpuv1.LabelRemediationState])) ||
-		migreconfig.InProgress(gpuv1.MIGReconfigureState(labels[gpuv1.LabelMIGReconfigureState]))
+		migreconfig.InProgress(gpuv1.MIGReconfigureState(labels[gpuv1.LabelMIGReconfigureState])) ||
+		modeswitch.InProgress(gpuv1.ModeSwitchState(labels[gpuv1.LabelModeSwitchState]))
 }
 
 // onNodeInStep reports whether an operand pod is on a node in a step of
@@ -130,8 +132,8 @@ func driverTemplates() predicate.Predicate {
 
 // upgradeInputsChanged passes node events that can change a step: labels
 // and annotations (upgrade and repair states, pools, gates, the node
-// controller's states, MIG configurations), the cordon, the repair's and
-// the reconfiguration's taints, readiness, and the GPUs the node
+// controller's states, MIG configurations), the cordon, the repair's, the
+// reconfiguration's and the switch's taints, readiness, and the GPUs the node
 // advertises (validation). A kubelet's status report that changes none of these, its
 // heartbeat above all, wakes nothing.
 func upgradeInputsChanged() predicate.Predicate {
@@ -143,6 +145,7 @@ func upgradeInputsChanged() predicate.Predicate {
 				old.Spec.Unschedulable != cur.Spec.Unschedulable ||
 				slices.ContainsFunc(old.Spec.Taints, gating.IsOwnUnhealthyTaint) != slices.ContainsFunc(cur.Spec.Taints, gating.IsOwnUnhealthyTaint) ||
 				slices.ContainsFunc(old.Spec.Taints, gating.IsOwnMIGTaint) != slices.ContainsFunc(cur.Spec.Taints, gating.IsOwnMIGTaint) ||
+				slices.ContainsFunc(old.Spec.Taints, gating.IsOwnModeSwitchTaint) != slices.ContainsFunc(cur.Spec.Taints, gating.IsOwnModeSwitchTaint) ||
 				nodeReady(old) != nodeReady(cur) ||
 				!maps.Equal(gating.GPUResources(old.Status.Allocatable), gating.GPUResources(cur.Status.Allocatable)) ||
 				!maps.Equal(gating.GPUResources(old.Status.Capacity), gating.GPUResources(cur.Status.Capacity))

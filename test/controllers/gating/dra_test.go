@@ -3,8 +3,10 @@ package gating
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -116,26 +118,11 @@ func TestDRADriverWithoutSlicesIsNotReady(t *testing.T) {
 	g.Expect(f.PodOn(node, "dcgm-exporter")).To(BeNil(), "dcgm-exporter waits for a proven plugin")
 }
 
-// A node that serves GPUs through the device plugin keeps it when its
-// pool moves to dra: only the allocation mode switch, which evicts its
-// GPU pods first, moves it. The node says so.
-func TestServingNodeWaitsForItsSwitch(t *testing.T) {
-	g := NewWithT(t)
-	f := suite.Setup(t, 1)
-	node := f.Nodes[0]
-	f.ExpectAllReady(node)
-	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDRA })
-	g.Eventually(func() string { return f.Node(node).Annotations[gating.AnnotationAllocationModeWaiting] },
-		controllertest.Timeout, controllertest.Interval).Should(ContainSubstring("waits for its allocation mode switch"))
-	g.Expect(f.Node(node).Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "device-plugin"))
-	f.ExpectAllReady(node)
-	g.Expect(f.PodOn(node, "dra-driver")).To(BeNil())
-}
-
 // A DRA node that serves keeps its DRA driver when its pool moves back to
-// the device plugin: the driver's objects stay while a node is in mode
-// dra, and the node waits for its switch, saying so. Nothing takes its
-// plugin from under the pods holding its GPUs.
+// the device plugin while a PodDisruptionBudget holds its GPU pods: the
+// driver's objects stay while a node is in mode dra, and the node waits
+// in its switch's eviction, saying so. Nothing takes its plugin from
+// under the pods holding its GPUs.
 func TestServingDRANodeKeepsItsDriverWhenThePoolMovesBack(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 0, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDRA })
@@ -145,10 +132,13 @@ func TestServingDRANodeKeepsItsDriverWhenThePoolMovesBack(t *testing.T) {
 	f.ExpectState("ready", "dra-driver", node)
 	f.ExpectState("ready", "gpu-feature-discovery", node)
 	plugin := f.PodOn(node, "dra-driver")
+	held := f.HeldGPUPod("dra-moves-back-trainer", node)
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDevicePlugin })
 	g.Eventually(func() string { return f.Node(node).Annotations[gating.AnnotationAllocationModeWaiting] },
 		controllertest.Timeout, controllertest.Interval).Should(ContainSubstring("its pool's allocation mode is device-plugin"))
+	g.Eventually(func() string { return f.Node(node).Labels[gpuv1.LabelModeSwitchState] }, controllertest.Timeout, controllertest.Interval).
+		Should(Equal(string(gpuv1.ModeSwitchEviction)))
 	// The policy was reconciled after the change (the waiting note comes
 	// from the node controller, the DaemonSets from the policy's): its
 	// status reflects this generation.
@@ -163,4 +153,13 @@ func TestServingDRANodeKeepsItsDriverWhenThePoolMovesBack(t *testing.T) {
 	g.Expect(f.PodOn(node, "dra-driver").UID).To(Equal(plugin.UID))
 	g.Expect(f.Node(node).Labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "dra"))
 	f.ExpectState("ready", "dra-driver", node)
+
+	// The budget lets go: the node moves to the device plugin.
+	g.Expect(suite.Client.Delete(f.Ctx, held)).To(Succeed())
+	g.Eventually(func() map[string]string { return f.Node(node).Labels }, 3*time.Minute, controllertest.Interval).
+		Should(And(HaveKeyWithValue(gpuv1.LabelModeSwitchState, string(gpuv1.ModeSwitchDone)),
+			HaveKeyWithValue(gpuv1.LabelAllocationMode, string(gpuv1.AllocationDevicePlugin))))
+	f.ExpectState("ready", "device-plugin", node)
+	g.Eventually(func() []appsv1.DaemonSet { return f.DaemonSets("dra-driver") }, controllertest.Timeout, controllertest.Interval).
+		Should(BeEmpty(), "pruned once no node runs it")
 }
