@@ -107,7 +107,7 @@ func TestChaosCheckerCountsMaintenanceBreaches(t *testing.T) {
 	}
 	repair, mig, upgrade := gpuv1.LabelRemediationState, gpuv1.LabelMIGReconfigureState, gpuv1.LabelUpgradeState
 	all := func(n int) limits {
-		return limits{ops: [arbiter.NumOperations]int{n, n, n}}
+		return limits{ops: [arbiter.NumOperations]int{n, n, n, n}}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -132,7 +132,7 @@ func TestChaosCheckerCountsMaintenanceBreaches(t *testing.T) {
 			"c": {at(22, "r2", repair, string(gpuv1.RemediationRebootRequired)), at(32, "r2", repair, string(gpuv1.RemediationDone))},
 			"d": {at(23, "r3", mig, string(gpuv1.MIGApply)), at(24, "r3", mig, string(gpuv1.MIGReconfigureDone))},
 		},
-		l:    limits{ops: [arbiter.NumOperations]int{10, 10, 10}, domains: 2},
+		l:    limits{ops: [arbiter.NumOperations]int{10, 10, 10, 10}, domains: 2},
 		want: Invariants{InstantsOverDomainCap: 1},
 	}, {
 		name: "a MIG restore within a validating upgrade takes no place; a second node alone does",

@@ -38,8 +38,9 @@ type nodeVersion struct {
 	seen          time.Time
 	labels        map[string]string
 	unschedulable bool
-	// unhealthyTaint and migTaint: the operator's repair and MIG taints.
-	unhealthyTaint, migTaint bool
+	// unhealthyTaint, migTaint and switchTaint: the operator's repair, MIG
+	// and allocation mode switch taints.
+	unhealthyTaint, migTaint, switchTaint bool
 	// domain is the node's NVLink domain: GFD's label, or the one the
 	// operation holding it kept.
 	domain string
@@ -135,7 +136,8 @@ func versionOf(n *corev1.Node) nodeVersion {
 	return nodeVersion{rv: rvOf(n), seen: time.Now(), labels: n.Labels, unschedulable: n.Spec.Unschedulable,
 		gone: n.DeletionTimestamp != nil, domain: domain,
 		unhealthyTaint: slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint),
-		migTaint:       slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint)}
+		migTaint:       slices.ContainsFunc(n.Spec.Taints, gating.IsOwnMIGTaint),
+		switchTaint:    slices.ContainsFunc(n.Spec.Taints, gating.IsOwnModeSwitchTaint)}
 }
 
 // watchGaps is how many times the recording listed again.
@@ -229,6 +231,8 @@ func (v nodeVersion) phase(op arbiter.Operation) arbiter.Phase {
 		return arbiter.UpgradePhase(v.upgradeState(), true)
 	case arbiter.Repair:
 		return arbiter.RepairPhase(gpuv1.RemediationState(v.labels[gpuv1.LabelRemediationState]), true)
+	case arbiter.ModeSwitch:
+		return arbiter.ModeSwitchPhase(gpuv1.ModeSwitchState(v.labels[gpuv1.LabelModeSwitchState]), true)
 	}
 	return arbiter.MIGPhase(gpuv1.MIGReconfigureState(v.labels[gpuv1.LabelMIGReconfigureState]), true)
 }

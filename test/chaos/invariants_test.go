@@ -36,7 +36,7 @@ type Invariants struct {
 	// InstantsActedOnByTwo: node versions in which two operations acted
 	// on one node.
 	InstantsActedOnByTwo int `json:"instantsActedOnByTwo"`
-	// NodesLeftTainted: nodes carrying the operator's repair or MIG taint
+	// NodesLeftTainted: nodes carrying the operator's repair, MIG or switch taint
 	// at the end.
 	NodesLeftTainted int `json:"nodesLeftTainted"`
 	// NodesNotFinal: nodes an operation had not finished on at the end.

@@ -40,6 +40,7 @@ func (r *chaosRun) limits() limits {
 	return limits{
 		ops: [arbiter.NumOperations]int{
 			arbiter.DriverUpgrade: maxParallel(r.opts.nodes), arbiter.Repair: tenth, arbiter.MIGReconfiguration: tenth,
+			arbiter.ModeSwitch: maxParallel(r.opts.nodes),
 		},
 		domains: domainCap,
 	}
@@ -167,7 +168,7 @@ func (r *chaosRun) maintenanceDone(n *corev1.Node) string {
 		return "repair " + n.Labels[gpuv1.LabelRemediationState]
 	case v.phase(arbiter.MIGReconfiguration) != arbiter.Idle:
 		return "MIG reconfiguration " + n.Labels[gpuv1.LabelMIGReconfigureState]
-	case v.unhealthyTaint || v.migTaint:
+	case v.unhealthyTaint || v.migTaint || v.switchTaint:
 		return "the operator's taint"
 	case slices.Contains(r.migNodes, n.Name) && n.Labels[gpuv1.LabelMIGConfigState] != gpuv1.MIGConfigSuccess:
 		return "mig.config.state " + n.Labels[gpuv1.LabelMIGConfigState]

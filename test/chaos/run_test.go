@@ -183,7 +183,7 @@ func (r *chaosRun) finish(ctx context.Context, rec *recorder, graph *state.Graph
 			inv.NodesLeftCordoned++
 			examples = append(examples, "node "+n.Name+" left cordoned")
 		}
-		if v.unhealthyTaint || v.migTaint {
+		if v.unhealthyTaint || v.migTaint || v.switchTaint {
 			inv.NodesLeftTainted++
 			examples = append(examples, "node "+n.Name+" left with the operator's repair or MIG taint")
 		}
