@@ -37,6 +37,8 @@ func (n *node) stepSwitch(view *arbiter.Node, admitted arbiter.Operation, pool m
 	st := n.sw.label()
 	f := modeswitch.Facts{State: st, Since: n.since(arbiter.ModeSwitch), Now: now, Current: n.mode.label(), Desired: pool.label(),
 		Target: n.swTarget.label(), Hold: n.swHold.label(), Admitted: admitted == arbiter.ModeSwitch, GPUPods: count(n.pods),
+		// GPU pods are counted in every step, as the controller counts them
+		// in the steps that read them.
 		PluginPods: count(n.pluginReady), Slices: count(n.slices), Serving: n.pluginReady && n.mode == n.swTarget,
 		Requeues: int(n.swRequeues)}
 	step := modeswitch.Next(f, switchPolicy)

@@ -246,6 +246,8 @@ func (n *node) judge(pool mode) {
 	switch {
 	case n.swHold != noMode:
 		n.mode = n.swHold
+	case n.mode == noneMode && !n.slices:
+		n.mode = pool // a none whose hold is gone, nothing of a plugin left
 	case n.mode != pool && !n.served && !n.pluginReady && !n.slices:
 		n.mode = pool
 	}

@@ -88,7 +88,7 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 		switch {
 		case strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
 			strings.HasPrefix(k, gpuv1.RemediationAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MIGReconfigureAnnotationPrefix) ||
-			strings.HasPrefix(k, gpuv1.ModeSwitchAnnotationPrefix):
+			strings.HasPrefix(k, gpuv1.ModeSwitchAnnotationPrefix) || strings.HasPrefix(k, gpuv1.MaintenanceAnnotationPrefix):
 		case k == nfd.FeatureLabelsAnnotation:
 			// Which labels NFD set: the ClusterPolicy's cleanup removes
 			// GFD's. Nodes share its value.

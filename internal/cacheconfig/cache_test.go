@@ -25,6 +25,7 @@ func TestTrim(t *testing.T) {
 			Annotations: map[string]string{"nvidia.com/gpu-operator.boot-id": "x", "other.io/big": "blob",
 				"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
 				"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb",
+				"nvidia.com/gpu-allocation-mode-switch.mode": "none", "nvidia.com/gpu-maintenance.nvlink-domain": "fabric.1",
 				"nfd.node.kubernetes.io/feature-labels": "nvidia.com/gpu.product,pci-10de.present", "nfd.node.kubernetes.io/extended-resources": ""},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
 		},
@@ -47,6 +48,7 @@ func TestTrim(t *testing.T) {
 	g.Expect(n.Annotations).To(Equal(map[string]string{"nvidia.com/gpu-operator.boot-id": "x",
 		"nvidia.com/gpu-driver-upgrade.since": "t", "nvidia.com/gpu-remediation.replaced-pod": "uid",
 		"nvidia.com/gpu-remediation.approved": "true", "nvidia.com/gpu-mig-reconfigure.applied": "all-1g.18gb",
+		"nvidia.com/gpu-allocation-mode-switch.mode": "none", "nvidia.com/gpu-maintenance.nvlink-domain": "fabric.1",
 		"nfd.node.kubernetes.io/feature-labels": "nvidia.com/gpu.product,pci-10de.present"}),
 		"the operator's own annotations, the approval it reads, and which labels NFD set")
 	g.Expect(n.ManagedFields).To(BeEmpty())

@@ -49,15 +49,25 @@ func (d *decision) allocationMode() gpuv1.AllocationMode {
 	want := d.in.AllocationMode
 	mode := cur
 	hold := knownMode(d.in.Node.Annotations[gpuv1.AnnotationModeSwitchHold])
+	if from := cmp.Or(cur, gpuv1.AllocationDevicePlugin); hold != from && hold != gpuv1.AllocationNone && from != gpuv1.AllocationNone {
+		hold = "" // from one plugin's mode to the other's: only ever through none (a person's edit)
+	}
 	switch {
 	case hold != "":
 		// The switch holds the node's mode: none while one plugin
 		// leaves, then the mode it moves the node to.
 		mode = hold
 	case cur == gpuv1.AllocationNone:
-		// A switch's none whose hold is gone (its marks forgotten): no
-		// plugin serves here, and no GPU pod is left to lose.
-		mode = cmp.Or(want, gpuv1.AllocationDevicePlugin)
+		// A switch's none whose hold is gone (its marks forgotten, or a
+		// person's edit): it stays until nothing of a plugin is left,
+		// then takes the pool's mode, or the device plugin's where that
+		// cannot run.
+		if d.in.Pods[state.DevicePlugin] == nil && d.in.Pods[state.DRADriver] == nil && (d.in.DRA == nil || d.in.DRA.Slices == 0) {
+			mode = cmp.Or(want, gpuv1.AllocationDevicePlugin)
+			if mode == gpuv1.AllocationDRA && d.draUnavailable() != "" {
+				mode = gpuv1.AllocationDevicePlugin
+			}
+		}
 	case want == "" && cur == "":
 		// Held by no pool and never labelled: as before modes.
 		mode = gpuv1.AllocationDevicePlugin

@@ -168,6 +168,13 @@ func TestAllocationModeMovesOnlyWhereNothingIsLost(t *testing.T) {
 			gpuv1.AnnotationModeSwitchHold: "both"}, pool: gpuv1.AllocationDRA, pods: true, advertised: true, want: gpuv1.AllocationDevicePlugin, waits: true},
 		"none, its hold forgotten": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "none"},
 			pool: gpuv1.AllocationDRA, want: gpuv1.AllocationDRA},
+		"none, its hold forgotten, the old plugin still there": {annotations: map[string]string{gpuv1.AnnotationServed: "true",
+			AnnotationAllocationMode: "none"}, pool: gpuv1.AllocationDRA, pods: true, want: gpuv1.AllocationNone, waits: true},
+		"none, its hold forgotten, slices left": {annotations: map[string]string{gpuv1.AnnotationServed: "true",
+			AnnotationAllocationMode: "none"}, pool: gpuv1.AllocationDRA, slices: 1, want: gpuv1.AllocationNone, waits: true},
+		"a hold from one plugin's mode straight to the other's": {annotations: map[string]string{gpuv1.AnnotationServed: "true",
+			AnnotationAllocationMode: "device-plugin", gpuv1.AnnotationModeSwitchHold: "dra"}, pool: gpuv1.AllocationDRA, pods: true,
+			advertised: true, want: gpuv1.AllocationDevicePlugin, waits: true},
 		"none, its hold forgotten, no pool": {annotations: map[string]string{gpuv1.AnnotationServed: "true", AnnotationAllocationMode: "none"},
 			want: gpuv1.AllocationDevicePlugin},
 	}

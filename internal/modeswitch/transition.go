@@ -131,7 +131,7 @@ func Next(f Facts, p Policy) Step {
 		return stay
 	case gpuv1.ModeSwitchRequired:
 		switch {
-		case f.Hold == "" && f.Current == f.Desired:
+		case settled(f) && f.Current == f.Desired:
 			return Step{Next: "", Reason: fmt.Sprintf("the node is in its pool's allocation mode %s already", f.Desired)}
 		case f.Hold == "" && f.Refused != "":
 			return Step{Next: "", Reason: fmt.Sprintf("allocation mode %s cannot run: %s", f.Desired, f.Refused)}
@@ -143,7 +143,7 @@ func Next(f Facts, p Policy) Step {
 			Reason: fmt.Sprintf("switching to allocation mode %s: tainted, evicting the GPU pods", target)}
 	case gpuv1.ModeSwitchEviction:
 		switch {
-		case f.Hold == "" && reachable(f) == f.Current:
+		case settled(f) && reachable(f) == f.Current:
 			return Step{Next: "", Reason: fmt.Sprintf("%s, the node's: untainted, nothing changed", moved(f))}
 		case f.GPUPods == 0:
 			return Step{Next: gpuv1.ModeSwitchPluginsOff, Target: f.Target, Hold: gpuv1.AllocationNone,
@@ -157,14 +157,16 @@ func Next(f Facts, p Policy) Step {
 		return stay
 	case gpuv1.ModeSwitchPluginsOff:
 		switch {
-		case f.Current == gpuv1.AllocationNone && f.PluginPods == 0 && f.Slices == 0:
-			// The label is none: no DaemonSet starts a plugin here.
-			target := reachable(f)
-			return Step{Next: gpuv1.ModeSwitchPluginOn, Target: target, Hold: target,
-				Reason: fmt.Sprintf("no plugin left on the node: allocation mode %s, its plugin starts", target)}
+		case cleared(f):
+			return pluginOn(f, "no plugin left on the node")
 		case elapsed >= p.PluginsOffTimeout:
 			return Step{Next: gpuv1.ModeSwitchFailed, Target: f.Target, Hold: f.Hold,
-				Reason: fmt.Sprintf("%d plugin pod(s) and %d ResourceSlice(s) still on the node after %s", f.PluginPods, f.Slices, p.PluginsOffTimeout)}
+				Reason: fmt.Sprintf("%d plugin pod(s), %d ResourceSlice(s) and %d GPU pod(s) still on the node after %s",
+					f.PluginPods, f.Slices, f.GPUPods, p.PluginsOffTimeout)}
+		case f.GPUPods > 0:
+			// Scheduled since the eviction (a pod tolerating the taint):
+			// the old plugin may still hand it a GPU.
+			stay.Action = EvictGPUPods
 		case f.PluginPods == 0:
 			stay.Action = DeleteSlices
 		}
@@ -190,12 +192,35 @@ func Next(f Facts, p Policy) Step {
 			return retarget(f, fmt.Sprintf("%s: starting over, the %s plugin leaves once the GPU pods are evicted", moved(f), f.Target))
 		case f.Hold != "" && f.Hold == f.Target && f.Serving:
 			return Step{Next: gpuv1.ModeSwitchDone, Reason: fmt.Sprintf("the node serves its GPUs in allocation mode %s after all: untainted", f.Target)}
+		case f.Hold == gpuv1.AllocationNone && cleared(f):
+			return pluginOn(f, "the plugin and its ResourceSlices left after all")
 		}
 		return stay
 	}
 	// A value no step writes (a person's typo): from the beginning, the
 	// mode held as it is.
 	return Step{Next: "", Target: f.Target, Hold: f.Hold, Reason: fmt.Sprintf("unknown state %q", f.State)}
+}
+
+// settled reports whether the switch holds the node's label at no mode
+// but the one it has, before it acts (queued, or evicting): taking the
+// hold back changes nothing.
+func settled(f Facts) bool {
+	return f.Hold == "" || (f.Hold == f.Current && f.Hold != gpuv1.AllocationNone)
+}
+
+// cleared reports whether nothing of the old mode is left on a node held
+// at none: the label says none, so no DaemonSet starts a plugin; no plugin
+// pod, ResourceSlice or GPU pod is there.
+func cleared(f Facts) bool {
+	return f.Current == gpuv1.AllocationNone && f.PluginPods == 0 && f.Slices == 0 && f.GPUPods == 0
+}
+
+// pluginOn moves a cleared node to its new mode.
+func pluginOn(f Facts, why string) Step {
+	target := reachable(f)
+	return Step{Next: gpuv1.ModeSwitchPluginOn, Target: target, Hold: target,
+		Reason: fmt.Sprintf("%s: allocation mode %s, its plugin starts", why, target)}
 }
 
 // reachable is the mode a switch that takes, or took, the node's plugin

@@ -98,6 +98,16 @@ func TestNext(t *testing.T) {
 			want: gpuv1.ModeSwitchEviction, target: dra},
 		"the hold edited while the new plugin starts": {facts: toDRA(gpuv1.ModeSwitchPluginOn, Facts{Current: dp, Hold: dp}),
 			want: gpuv1.ModeSwitchEviction, target: dra, hold: dp},
+		"GPU pods back while the plugins leave": {facts: toDRA(gpuv1.ModeSwitchPluginsOff, Facts{Current: none, Hold: none, GPUPods: 1}),
+			want: gpuv1.ModeSwitchPluginsOff, action: EvictGPUPods, target: dra, hold: none},
+		"failed with the plugins off, all gone since": {facts: toDRA(gpuv1.ModeSwitchFailed, Facts{Current: none, Hold: none}),
+			want: gpuv1.ModeSwitchPluginOn, target: dra, hold: dra},
+		"failed with the plugins off, a slice left": {facts: toDRA(gpuv1.ModeSwitchFailed, Facts{Current: none, Hold: none, Slices: 1}),
+			want: gpuv1.ModeSwitchFailed, target: dra, hold: none},
+		"requeued with a hold, the pool back to it": {facts: toDRA(gpuv1.ModeSwitchRequired, Facts{Current: dra, Hold: dra, Target: dp}),
+			want: ""},
+		"evicting with a hold, the pool back to it": {facts: toDRA(gpuv1.ModeSwitchEviction, Facts{Current: dra, Hold: dra, Target: dp, GPUPods: 1}),
+			want: ""},
 		"a person's typo": {facts: Facts{State: "switch-maybe", Current: none, Desired: dra, Target: dra, Hold: none}, want: "", target: dra, hold: none},
 	}
 	for name, tt := range tests {
@@ -147,7 +157,7 @@ func TestNeverBothPlugins(t *testing.T) {
 								}
 								if next != cur && next != none {
 									g.Expect(cur).To(Equal(none), "%+v: from %s to %s without none between", f, cur, next)
-									g.Expect(f.PluginPods+f.Slices).To(BeZero(), "%+v: to %s with a plugin left", f, next)
+									g.Expect(f.PluginPods+f.Slices+f.GPUPods).To(BeZero(), "%+v: to %s with a plugin or a GPU pod left", f, next)
 								}
 								if next == none && cur != none {
 									g.Expect(f.GPUPods).To(BeZero(), "%+v: to none with GPU pods", f)

@@ -104,9 +104,22 @@ func (r *Reconciler) podsOn(ctx context.Context, node string, selector labels.Se
 // loaded: the new driver container cannot unload it and crash-loops, and
 // the upgrade's validation fails the node saying so.
 func (r *Reconciler) isGPUPod(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector) func(*corev1.Pod) bool {
+	return r.gpuPods(ctx, cp, extra, false)
+}
+
+// holdsGPUAcrossSwitch says which pods an allocation mode switch evicts:
+// isGPUPod's, and DaemonSet pods that hold a GPU too. A DaemonSet does not
+// put back a pod that does not tolerate the switch's NoSchedule taint, and
+// a pod that kept its GPU across the switch would hold it from the plugin
+// that is to leave and be handed it again by the one that comes.
+func (r *Reconciler) holdsGPUAcrossSwitch(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector) func(*corev1.Pod) bool {
+	return r.gpuPods(ctx, cp, extra, true)
+}
+
+func (r *Reconciler) gpuPods(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector, daemonSets bool) func(*corev1.Pod) bool {
 	runtimeClass := string(cp.Spec.Operator.RuntimeClass)
 	return func(p *corev1.Pod) bool {
-		if r.isOperand(p) || isDaemonSetPod(p) {
+		if r.isOperand(p) || (!daemonSets && isDaemonSetPod(p)) {
 			return false
 		}
 		if p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == runtimeClass {

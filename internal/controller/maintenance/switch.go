@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"time"
@@ -84,8 +85,12 @@ func (r *Reconciler) switchFacts(ctx context.Context, p *pass, n *corev1.Node) (
 	}
 	if f.Desired == "" {
 		// Held by no driver pool (two NVIDIADrivers select it, or none):
-		// it keeps the mode it serves in, as the node controller keeps it.
-		f.Desired = f.Current
+		// it keeps the mode it serves in, as the node controller keeps it,
+		// or goes on to the one a switch under way moves it to.
+		f.Desired = cmp.Or(f.Target, f.Current)
+		if f.Desired == gpuv1.AllocationNone {
+			f.Desired = gpuv1.AllocationDevicePlugin
+		}
 	}
 	if f.Desired == gpuv1.AllocationDRA {
 		f.Refused = gating.DRARefusal(p.cp, r.Slices != nil)
@@ -97,13 +102,13 @@ func (r *Reconciler) switchFacts(ctx context.Context, p *pass, n *corev1.Node) (
 	f.Requeues, _ = strconv.Atoi(a[AnnotationSwitchRequeues])
 	f.Serving = f.Current == f.Target && servingIn(n, f.Target)
 	switch f.State {
-	case gpuv1.ModeSwitchEviction, gpuv1.ModeSwitchPluginsOff:
+	case gpuv1.ModeSwitchEviction, gpuv1.ModeSwitchPluginsOff, gpuv1.ModeSwitchFailed:
 		var err error
-		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, p.cp, p.sel.gpuExtra)); err != nil {
+		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.holdsGPUAcrossSwitch(ctx, p.cp, p.selectors(n).gpuExtra)); err != nil {
 			return f, err
 		}
 	}
-	if f.State == gpuv1.ModeSwitchPluginsOff && r.Slices != nil {
+	if (f.State == gpuv1.ModeSwitchPluginsOff || f.State == gpuv1.ModeSwitchFailed) && r.Slices != nil {
 		slices, err := r.Slices.OnNode(n.Name)
 		if err != nil {
 			return f, err

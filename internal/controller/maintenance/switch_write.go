@@ -34,7 +34,8 @@ func (r *Reconciler) takeSwitch(ctx context.Context, p *pass, n *corev1.Node, f 
 	switch step.Action {
 	case modeswitch.EvictGPUPods:
 		spec := p.upgradeSpec(n)
-		err = r.evict(ctx, n, switchEvent, r.isGPUPod(ctx, p.cp, p.selectors(n).gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, switchEvent, r.holdsGPUAcrossSwitch(ctx, p.cp, p.selectors(n).gpuExtra), spec.PodDeletion.Force,
+			spec.PodDeletion.DeleteEmptyDir)
 	case modeswitch.DeleteSlices:
 		err = r.deleteSlices(ctx, n.Name)
 	}
@@ -49,7 +50,11 @@ func (r *Reconciler) takeSwitch(ctx context.Context, p *pass, n *corev1.Node, f 
 		return n, f.State, err
 	}
 	a := n.Annotations
-	if step.Next == f.State && node == n && !step.Requeue && string(step.Target) == a[AnnotationSwitchTarget] &&
+	// A since a person removed is written again: every step's timeout
+	// counts from it.
+	_, err = time.Parse(time.RFC3339, a[AnnotationSwitchSince])
+	stamped := err == nil || step.Next == ""
+	if step.Next == f.State && node == n && !step.Requeue && stamped && string(step.Target) == a[AnnotationSwitchTarget] &&
 		string(step.Hold) == a[gpuv1.AnnotationModeSwitchHold] {
 		return n, f.State, nil
 	}

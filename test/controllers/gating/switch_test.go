@@ -146,18 +146,22 @@ func TestPoolSwitchesToDRAAndBack(t *testing.T) {
 	g.Expect(f.PodOn(f.Nodes[0], "container-toolkit").UID).To(Equal(toolkit))
 }
 
-// The pool moves back while a node's DRA driver starts: the switch turns
-// round through the eviction and mode none, and the node ends on the
-// device plugin, untainted.
+// The pool moves back while a node's DRA driver starts (it never gets
+// ready here): the switch turns round through the eviction and mode none,
+// and the node ends on the device plugin, untainted.
 func TestSwitchTurnsRoundWhenThePoolMovesBack(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 1)
 	node := f.Nodes[0]
 	f.ExpectAllReady(node)
+	suite.Sim.Set(node, "dra-driver", controllertest.StaysNotReady)
+	t.Cleanup(func() { suite.Sim.Set(node, "dra-driver", controllertest.BecomesReady) })
 	modes := recordModes(f)
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDRA })
-	g.Eventually(func() string { return f.Node(node).Labels[gpuv1.LabelModeSwitchState] }, time.Minute, controllertest.Interval).
-		Should(Equal(string(gpuv1.ModeSwitchPluginOn)))
+	g.Eventually(func() map[string]string { return f.Node(node).Labels }, time.Minute, controllertest.Interval).
+		Should(And(HaveKeyWithValue(gpuv1.LabelModeSwitchState, string(gpuv1.ModeSwitchPluginOn)),
+			HaveKeyWithValue(gpuv1.LabelAllocationMode, string(gpuv1.AllocationDRA))))
+	f.ExpectState("pending", "dra-driver", node)
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.AllocationMode = gpuv1.AllocationDevicePlugin })
 	g.Eventually(func() map[string]string { return f.Node(node).Labels }, 3*time.Minute, controllertest.Interval).
 		Should(And(HaveKeyWithValue(gpuv1.LabelModeSwitchState, string(gpuv1.ModeSwitchDone)),
@@ -166,4 +170,7 @@ func TestSwitchTurnsRoundWhenThePoolMovesBack(t *testing.T) {
 	g.Expect(f.Node(node).Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintModeSwitching)))
 	g.Expect(modes.breaches()).To(BeEmpty())
 	g.Expect(f.PodOn(node, "dra-driver")).To(BeNil())
+	g.Expect(f.EventsOf(node)).To(ContainElement(ContainSubstring("plugin-on-required -> eviction-required")), "it turned round")
+	g.Expect(modes.of(node)).To(Equal([]gpuv1.AllocationMode{gpuv1.AllocationDevicePlugin, gpuv1.AllocationNone, gpuv1.AllocationDRA,
+		gpuv1.AllocationNone, gpuv1.AllocationDevicePlugin}))
 }
