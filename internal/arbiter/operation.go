@@ -144,7 +144,8 @@ func MIGPhase(st gpuv1.MIGReconfigureState, queued bool) Phase {
 
 // ModeSwitchPhase is where an allocation mode switch in state st stands.
 // queued says whether a switch-required node could start: Ready, its
-// driver settled, its pool's mode one the cluster can run.
+// driver and toolkit ready. A node whose pool's mode the cluster cannot
+// run leaves switch-required at its next step.
 func ModeSwitchPhase(st gpuv1.ModeSwitchState, queued bool) Phase {
 	switch {
 	case st == gpuv1.ModeSwitchRequired && queued:
