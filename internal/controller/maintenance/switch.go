@@ -70,8 +70,9 @@ func (switches) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 }
 
 // switchFacts gathers what the switch's state machine needs about a node.
-// Workload pods are listed live, and only while they are evicted or the
-// plugins leave; the node's ResourceSlices are read only then.
+// Workload pods are listed live, and the node's ResourceSlices read, only
+// in the steps that wait for them to go: the eviction (pods alone), the
+// plugins leaving, and a failure that may resume once they have.
 func (r *Reconciler) switchFacts(ctx context.Context, p *pass, n *corev1.Node) (modeswitch.Facts, error) {
 	a := n.Annotations
 	f := modeswitch.Facts{
