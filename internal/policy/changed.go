@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"maps"
+
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -26,5 +28,26 @@ func DeletionStarted() predicate.Predicate {
 			return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// CreatedOrDeleted passes creations and deletions only: a status reader
+// of another resource cares whether a policy exists, not how it changes.
+func CreatedOrDeleted() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// LabelsChanged passes creations, deletions and label changes: a node's
+// labels say its pool, its mode and its states, which status readers count.
+func LabelsChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
 	}
 }

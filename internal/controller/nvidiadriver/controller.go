@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -138,10 +137,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.all),
 			builder.WithPredicates(policy.SpecChanged())).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.all),
-			builder.WithPredicates(predicate.Or(policy.SpecChanged(), createOrDelete()))).
-		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.all), builder.WithPredicates(labelsChanged())).
+			builder.WithPredicates(predicate.Or(policy.SpecChanged(), policy.CreatedOrDeleted()))).
+		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.all), builder.WithPredicates(policy.LabelsChanged())).
 		// A kernelModuleConfig ConfigMap created or deleted.
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(createOrDelete()))
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(policy.CreatedOrDeleted()))
 	if r.Pods != nil {
 		// The status says which kernels have no precompiled image.
 		b = b.WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.all), driverpool.VerdictChanged()))
@@ -161,24 +160,4 @@ func (r *Reconciler) all(ctx context.Context, _ client.Object) []reconcile.Reque
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
 	}
 	return reqs
-}
-
-func createOrDelete() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return true },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// labelsChanged passes node creations, deletions and label changes: a
-// node's labels say its pool, its driver's state and whether it is a GPU
-// node.
-func labelsChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !equality.Semantic.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
-		},
-	}
 }
