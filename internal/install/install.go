@@ -59,7 +59,7 @@ type Report struct {
 	Labelled           bool
 }
 
-// Setup applies the operator's CRDs (ClusterPolicy, NVIDIADriver), the DRA
+// Setup applies the operator's CRDs (ClusterPolicy, NVIDIADriver, GPUCluster), the DRA
 // driver's ComputeDomain CRDs and, if asked, NFD's, waits until they are
 // established, and, if asked, labels the namespace for privileged pods.
 // Another installer's CRDs (NVIDIA's DRA driver chart, an NFD of its own)

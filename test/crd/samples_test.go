@@ -141,6 +141,18 @@ func TestSamplesApply(t *testing.T) {
 				}
 				return
 			}
+			if strings.Contains(file, "gpucluster") {
+				obj := &unstructured.Unstructured{}
+				data, err := os.ReadFile(file)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(yaml.Unmarshal(data, &obj.Object)).To(Succeed())
+				g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+				t.Cleanup(func() { _ = k8sClient.Delete(ctx, obj) })
+				got := &gpuv1alpha1.GPUCluster{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got)).To(Succeed())
+				g.Expect(got.Spec.IgnoredFields()).To(BeEmpty(), "samples use only supported fields")
+				return
+			}
 			obj := readObject(t, file)
 			g.Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 			t.Cleanup(func() { _ = k8sClient.Delete(ctx, obj) })

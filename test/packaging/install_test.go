@@ -29,7 +29,7 @@ func TestSetupHook(t *testing.T) {
 
 	rep, err := install.Setup(ctx, k8sClient, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rep.Applied).To(Equal([]string{"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com",
+	g.Expect(rep.Applied).To(Equal([]string{"clusterpolicies.nvidia.com", "gpuclusters.nvidia.com", "nvidiadrivers.nvidia.com",
 		"computedomaincliques.resource.nvidia.com", "computedomains.resource.nvidia.com"}))
 	cd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "computedomains.resource.nvidia.com"}, cd)).To(Succeed())
