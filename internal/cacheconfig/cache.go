@@ -20,7 +20,7 @@ import (
 
 // Options returns the cache options: by default only objects labelled as the
 // operator's, in its namespace; nodes trimmed and policies and
-// NVIDIADrivers (users' objects, unlabelled), all of them;
+// NVIDIADrivers and the GPUCluster (users' objects, unlabelled), all of them;
 // every ConfigMap of its namespace, since the policy names users' ones
 // (devicePlugin.config, whose configurations the node controller checks
 // names against). Operand pods are not here but in the operandpods index.
@@ -34,6 +34,7 @@ func Options(namespace string) cache.Options {
 			// A user's, unlabelled: the default selector would hide every
 			// one of them.
 			&gpuv1alpha1.NVIDIADriver{}: {Label: labels.Everything()},
+			&gpuv1alpha1.GPUCluster{}:   {Label: labels.Everything()},
 			&corev1.ConfigMap{}:         {Label: labels.Everything()},
 		},
 	}

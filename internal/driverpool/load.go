@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -12,9 +13,10 @@ import (
 )
 
 // Load resolves the policy's pools, listing the NVIDIADrivers (from the
-// cache: there are a few) only when the policy hands the driver to them.
-// With a precompiled pool among them, it reads the verdicts of the image
-// checks from checks; nil reads none, and every image is then unchecked.
+// cache: there are a few) only when the policy hands the driver to them,
+// with the GPUCluster, when there is one, over them. With a precompiled
+// pool among them, it reads the verdicts of the image checks from checks;
+// nil reads none, and every image is then unchecked.
 func Load(ctx context.Context, c client.Reader, cp *gpuv1.ClusterPolicy, checks CheckPods) (*Set, error) {
 	s := FromPolicy(cp)
 	if cp.Spec.Driver.UsesNVIDIADrivers() {
@@ -23,6 +25,13 @@ func Load(ctx context.Context, c client.Reader, cp *gpuv1.ClusterPolicy, checks 
 			return nil, fmt.Errorf("listing NVIDIADrivers: %w", err)
 		}
 		s = Resolve(cp, list.Items)
+	}
+	gc := &gpuv1alpha1.GPUCluster{}
+	switch err := c.Get(ctx, client.ObjectKey{Name: gpuv1alpha1.GPUClusterName}, gc); {
+	case err == nil:
+		s.Overlay(gc)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading GPUCluster %s: %w", gpuv1alpha1.GPUClusterName, err)
 	}
 	if checks != nil && slices.ContainsFunc(s.Pools, func(p Pool) bool { return p.Precompiled }) {
 		var err error

@@ -61,6 +61,11 @@ type Set struct {
 	// Images are the verdicts of the precompiled images' checks, by
 	// image; an image not there is not checked yet.
 	Images map[string]ImageVerdict
+	// GPUCluster names the GPUCluster that lies over the pools, if any:
+	// every pool is then in allocation mode dra.
+	GPUCluster string
+
+	draDriver *gpuv1.DRADriverSpec
 }
 
 // Assignment is the pool a GPU node runs its driver from.
@@ -152,6 +157,30 @@ func (s *Set) UsesDRA() bool {
 		}
 	}
 	return false
+}
+
+// Overlay lays NVIDIA's GPUCluster over the pools: while it exists, and is
+// not being deleted, every pool serves its GPUs through DRA, and the DRA
+// driver runs with its settings. A pool's own mode returns when it goes;
+// the nodes move back and forth through the allocation mode switch, within
+// their pools' budgets, as for any change of a pool's mode.
+func (s *Set) Overlay(gc *gpuv1alpha1.GPUCluster) {
+	if gc == nil || gc.DeletionTimestamp != nil {
+		return
+	}
+	for i := range s.Pools {
+		s.Pools[i].Mode = gpuv1.AllocationDRA
+	}
+	s.GPUCluster, s.draDriver = gc.Name, &gc.Spec.DRADriver
+}
+
+// DRADriver returns the GPUCluster's DRA driver settings, or nil when no
+// GPUCluster lies over the pools: the policy's then apply.
+func (s *Set) DRADriver() *gpuv1.DRADriverSpec {
+	if s == nil {
+		return nil
+	}
+	return s.draDriver
 }
 
 // Resolve returns the pools the policy runs: its own, or under

@@ -78,12 +78,20 @@ func (d *decision) allocationMode() gpuv1.AllocationMode {
 		mode = gpuv1.AllocationDevicePlugin
 	}
 	if want != "" && mode != want && hold == "" {
-		d.modeWaits = fmt.Sprintf("its pool's allocation mode is %s, but the node serves GPUs in mode %s: "+
-			"it waits for its allocation mode switch, which moves it once its GPU pods are evicted", want, mode)
+		d.modeWaits = fmt.Sprintf("its pool's allocation mode is %s%s, but the node serves GPUs in mode %s: "+
+			"it waits for its allocation mode switch, which moves it once its GPU pods are evicted", want, d.setBy(), mode)
 	}
 	d.result.Labels[gpuv1.LabelAllocationMode] = string(mode)
 	d.result.Annotations[AnnotationAllocationMode] = string(mode)
 	return mode
+}
+
+// setBy names the GPUCluster that set the pool's mode, if one did.
+func (d *decision) setBy() string {
+	if d.in.GPUCluster == "" {
+		return ""
+	}
+	return " (set by GPUCluster " + d.in.GPUCluster + ")"
 }
 
 // knownMode is an allocation mode a node's label may carry; "" for any

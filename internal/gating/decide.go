@@ -76,6 +76,9 @@ type Input struct {
 	// AllocationMode is the mode of the node's driver pool; empty when no
 	// pool holds the node, which then keeps the mode it has.
 	AllocationMode gpuv1.AllocationMode
+	// GPUCluster names the GPUCluster that set every pool's mode to dra,
+	// if one did, for the messages to say.
+	GPUCluster string
 	// DRAServed says whether the API server serves resource.k8s.io/v1
 	// ResourceSlices, which the DRA driver publishes.
 	DRAServed bool

@@ -216,6 +216,12 @@ func TestAllocationModeWaitIsToldOnce(t *testing.T) {
 	r = decide(t, node(nil, annotations), nil, inDRAPool)
 	g.Expect(reasons(r)).NotTo(ContainElement("AllocationModeWaiting"))
 	g.Expect(r.Annotations).To(HaveKey(AnnotationAllocationModeWaiting), "kept while it holds")
+	g.Expect(r.Annotations[AnnotationAllocationModeWaiting]).To(HavePrefix("its pool's allocation mode is dra, but"))
+
+	delete(annotations, AnnotationAllocationModeWaiting)
+	r = decide(t, node(nil, annotations), nil, inDRAPool, func(in *Input) { in.GPUCluster = "gpu-cluster" })
+	g.Expect(r.Annotations[AnnotationAllocationModeWaiting]).To(HavePrefix("its pool's allocation mode is dra (set by GPUCluster gpu-cluster), but"),
+		"a person who set no pool to dra is told who did")
 }
 
 // Where the API server serves no ResourceSlices, the DRA driver fails on

@@ -54,6 +54,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// NVIDIADrivers are driver pools under driver.useNvidiaDriverCRD.
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
 			builder.WithPredicates(beyondStatus())).
+		// A GPUCluster runs the DRA driver, with its settings.
+		Watches(&gpuv1alpha1.GPUCluster{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
+			builder.WithPredicates(policy.SpecChanged())).
 		// The deletion of the active policy makes another the active one at
 		// once: it adopts the objects before the deleted one lets go.
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),

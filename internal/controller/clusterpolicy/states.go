@@ -68,12 +68,16 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps,
-		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass)}
+		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver()}
 	out := &rendered{kinds: r.managedKinds()}
 	if pools.UsesDRA() && !in.DRAInUse {
+		undo := "set the pool's allocationMode to device-plugin"
+		if pools.GPUCluster != "" {
+			undo = "delete GPUCluster " + pools.GPUCluster + ", which puts every pool in allocation mode dra"
+		}
 		out.problems = append(out.problems, errors.New("a driver pool is in allocation mode dra, but the API server does not serve "+
 			"resource.k8s.io/v1 (Kubernetes 1.34 and later): its nodes run no GPU plugin. Upgrade the cluster and restart the "+
-			"operator, or set the pool's allocationMode to device-plugin"))
+			"operator, or "+undo))
 	}
 	for pool, err := range failed {
 		out.heldPools = append(out.heldPools, pool)

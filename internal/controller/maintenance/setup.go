@@ -72,6 +72,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// An NVIDIADriver's selector or budget moves nodes between pools
 		// whose DaemonSets may already be there, unchanged.
 		Watches(&gpuv1alpha1.NVIDIADriver{}, batched, builder.WithPredicates(policy.SpecChanged())).
+		// A GPUCluster's coming and going changes every pool's mode.
+		Watches(&gpuv1alpha1.GPUCluster{}, batched, builder.WithPredicates(policy.SpecChanged())).
 		// A driver DaemonSet's new template is what makes its pods
 		// outdated: the policy change that led to it may have been looked
 		// at before the DaemonSet was written, and OnDelete pods change

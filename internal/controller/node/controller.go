@@ -141,7 +141,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		a := pools.Assign(node.Name, node.Labels)
 		in.DriverPool, in.DriverKernel, in.DriverAwaitsImage = a.Pool, a.WantedKernel(node.Labels), a.AwaitsImage
 		in.DriverImageMissing = a.ImageMissing
-		in.AllocationMode, in.DRAServed = a.Mode, r.Slices != nil
+		in.AllocationMode, in.DRAServed, in.GPUCluster = a.Mode, r.Slices != nil, pools.GPUCluster
 		if r.Slices != nil {
 			if in.DRA, err = r.Slices.OnNode(node.Name); err != nil {
 				return gating.Input{}, err

@@ -48,6 +48,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		// driver.useNvidiaDriverCRD.
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
 			builder.WithPredicates(policy.SpecChanged())).
+		// A GPUCluster puts every pool in allocation mode dra.
+		Watches(&gpuv1alpha1.GPUCluster{}, handler.EnqueueRequestsFromMapFunc(r.allGPUNodes),
+			builder.WithPredicates(policy.SpecChanged())).
 		// The device plugin's ConfigMap says which configurations nodes
 		// may run.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.nodesOfDevicePluginConfigs)).
