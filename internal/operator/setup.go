@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
+	"github.com/gpu-operator/gpu-operator/internal/controller/gpucluster"
 	"github.com/gpu-operator/gpu-operator/internal/controller/imagecheck"
 	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
@@ -106,6 +107,10 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	drivers := &nvidiadriver.Reconciler{Client: mgr.GetClient(), Namespace: cfg.Namespace, Recorder: recorder, Pods: pods}
 	if err := drivers.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NVIDIADriver controller: %w", err)
+	}
+	clusters := &gpucluster.Reconciler{Client: mgr.GetClient(), Namespace: cfg.Namespace, Recorder: recorder, DRAServed: slices != nil}
+	if err := clusters.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the GPUCluster controller: %w", err)
 	}
 	checks := &imagecheck.Reconciler{Client: mgr.GetClient(), Pods: pods, Namespace: cfg.Namespace}
 	if err := checks.SetupWithManager(mgr); err != nil {
