@@ -58,6 +58,16 @@ operator.cleanupCRD. */}}
 {{- if or .Values.crds.deleteOnUninstall .Values.operator.cleanupCRD }}true{{ end -}}
 {{- end }}
 
+{{/* Whether the chart creates the ClusterPolicy: clusterPolicy.create, unless
+NVIDIA's clusterPolicy.deployCR is false. NVIDIA's chart wants deployCR false
+beside gpuCluster.deployCR, and its GPUCluster replaces the ClusterPolicy;
+here the GPUCluster lies over the ClusterPolicy, which runs the rest of the
+stack, so it is created all the same. */}}
+{{- define "gpu-operator.createsClusterPolicy" -}}
+{{- $gc := .Values.gpuCluster | default dict -}}
+{{- if and .Values.clusterPolicy.create (or (ne (toString .Values.clusterPolicy.deployCR) "false") $gc.deployCR) }}true{{ end -}}
+{{- end }}
+
 {{/* "true" when a value holds anything: a true, a non-empty string or
 number, or such a value anywhere inside a map or list. */}}
 {{- define "gpu-operator.anySet" -}}
@@ -118,7 +128,6 @@ with why, each listed when it holds anything. */}}
   "driver.readinessProbe" (list $d.readinessProbe "the driver's probes are fixed")
   "operator.env" (list $o.env "the operator's env is fixed")
   "operator.defaultGPUMode" (list $o.defaultGPUMode "VM passthrough and vGPU are not supported")
-  "gpuCluster" (list ($v.gpuCluster | default dict).deployCR "the GPUCluster resource is not supported yet")
   "kataSandboxDevicePlugin" (list $v.kataSandboxDevicePlugin "Kata containers are not supported")
   "extraObjects" (list $v.extraObjects "extra manifests are not rendered")
 -}}
