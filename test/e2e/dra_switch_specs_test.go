@@ -154,28 +154,28 @@ func expectSwitched(ctx context.Context, name string, mode gpuv1.AllocationMode)
 type switchTimeline struct {
 	mu      sync.Mutex
 	start   time.Time
-	current string
-	mode    string
+	current map[string]string // by node
+	mode    map[string]string // by node
 	lines   []string
 	breach  []string
 	cancel  context.CancelFunc
 }
 
-func watchSwitch(ctx context.Context, name string) *switchTimeline {
+func watchSwitch(ctx context.Context, names ...string) *switchTimeline {
 	ctx, cancel := context.WithCancel(ctx)
-	tl := &switchTimeline{start: time.Now(), cancel: cancel}
-	watchNodes(ctx, []string{name}, tl.observe)
+	tl := &switchTimeline{start: time.Now(), cancel: cancel, current: map[string]string{}, mode: map[string]string{}}
+	watchNodes(ctx, names, tl.observe)
 	return tl
 }
 
 func (tl *switchTimeline) observe(n *corev1.Node) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	mode := n.Labels[gpuv1.LabelAllocationMode]
-	if tl.mode != "" && tl.mode != mode && tl.mode != string(gpuv1.AllocationNone) && mode != string(gpuv1.AllocationNone) {
-		tl.breach = append(tl.breach, fmt.Sprintf("%s: %s to %s at rv %s", n.Name, tl.mode, mode, n.ResourceVersion))
+	mode, last := n.Labels[gpuv1.LabelAllocationMode], tl.mode[n.Name]
+	if last != "" && last != mode && last != string(gpuv1.AllocationNone) && mode != string(gpuv1.AllocationNone) {
+		tl.breach = append(tl.breach, fmt.Sprintf("%s: %s to %s at rv %s", n.Name, last, mode, n.ResourceVersion))
 	}
-	tl.mode = mode
+	tl.mode[n.Name] = mode
 	sw := n.Labels[gpuv1.LabelModeSwitchState]
 	if sw == "" {
 		sw = "-"
@@ -183,10 +183,10 @@ func (tl *switchTimeline) observe(n *corev1.Node) {
 	key := fmt.Sprintf("switch=%-21s mode=%-13s device-plugin=%-8s dra-driver=%-8s tainted=%t", sw, mode,
 		n.Labels[gpuv1.StateLabel("device-plugin")], n.Labels[gpuv1.StateLabel("dra-driver")],
 		slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == gpuv1.TaintModeSwitching }))
-	if key == tl.current {
+	if key == tl.current[n.Name] {
 		return
 	}
-	tl.current = key
+	tl.current[n.Name] = key
 	tl.lines = append(tl.lines, fmt.Sprintf("%6.1fs %s %s", time.Since(tl.start).Seconds(), n.Name, key))
 }
 

@@ -235,6 +235,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			DRASwitchSpec(ctx, in)
 		})
 
+		It("moves every pool to DRA under NVIDIA's GPUCluster, and back when it is deleted", func(ctx SpecContext) {
+			DRAGPUClusterSpec(ctx, in)
+		})
+
 		It("leaves nothing of the DRA driver behind on helm uninstall", func(ctx SpecContext) {
 			DRAUninstallSpec(ctx, in)
 		})
