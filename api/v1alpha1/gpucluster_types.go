@@ -11,6 +11,12 @@ import (
 // singleton, as at NVIDIA.
 const GPUClusterName = "gpu-cluster"
 
+// NVIDIAGPUClusterFinalizer is the finalizer NVIDIA's operator puts on a
+// GPUCluster. This operator never sets or removes it; one left behind
+// (NVIDIA's operator gone without its cleanup) holds a deletion, and the
+// status says how to lift it.
+const NVIDIAGPUClusterFinalizer = "gpucluster.nvidia.com/dra-resourceclaim"
+
 // GPUCluster is NVIDIA's resource for a cluster that serves its GPUs
 // through Dynamic Resource Allocation. NVIDIA's operator runs it instead
 // of a ClusterPolicy, never beside one. Here it lies over the active
@@ -29,7 +35,10 @@ type GPUCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   GPUClusterSpec   `json:"spec,omitempty"`
+	// Spec is required: without its draDriver, whose defaults name the
+	// driver's image, the DRA driver would have no image to run.
+	// +required
+	Spec   GPUClusterSpec   `json:"spec"`
 	Status GPUClusterStatus `json:"status,omitempty"`
 }
 
@@ -83,6 +92,9 @@ const (
 	// ReasonReconcileFailed: the operator cannot run the DRA driver here
 	// (the API server does not serve DRA, or CDI is off).
 	ReasonReconcileFailed = "ReconcileFailed"
+	// ReasonDeletionHeld: the GPUCluster is being deleted, and NVIDIA's
+	// operator's finalizer, which nothing here removes, holds it.
+	ReasonDeletionHeld = "DeletionHeld"
 )
 
 // GPUClusterStatus is what the operator observed of the GPUCluster.

@@ -117,6 +117,13 @@ func TestLoadReadsTheGPUCluster(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(s.UsesDRA()).To(BeFalse())
 
+	other := &gpuv1alpha1.GPUCluster{}
+	other.Name = "not-the-singleton" // the API server refuses it; a fake client does not
+	g.Expect(c.Create(context.Background(), other)).To(Succeed())
+	s, err = Load(context.Background(), c, cp, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.UsesDRA()).To(BeFalse(), "only gpu-cluster is read")
+
 	gc := &gpuv1alpha1.GPUCluster{}
 	gc.Name = gpuv1alpha1.GPUClusterName
 	g.Expect(c.Create(context.Background(), gc)).To(Succeed())

@@ -40,7 +40,8 @@ func TestNVIDIAsGPUClusterApplies(t *testing.T) {
 }
 
 // A GPUCluster is a singleton, named gpu-cluster, as at NVIDIA, and needs
-// its draDriver; an empty one is filled in with the driver we ship.
+// its spec and draDriver; an empty draDriver is filled in with the driver
+// we ship.
 func TestGPUClusterSingleton(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -49,6 +50,13 @@ func TestGPUClusterSingleton(t *testing.T) {
 	err := k8sClient.Create(ctx, other)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 	g.Expect(err.Error()).To(ContainSubstring("GPUCluster is a singleton, metadata.name must be 'gpu-cluster'"))
+
+	noSpec := other.DeepCopy()
+	noSpec.SetName(gpuv1alpha1.GPUClusterName)
+	delete(noSpec.Object, "spec")
+	err = k8sClient.Create(ctx, noSpec)
+	g.Expect(err).To(HaveOccurred(), "no spec, no draDriver defaults: the DRA driver would have no image")
+	g.Expect(err.Error()).To(ContainSubstring("spec"))
 
 	noDriver := other.DeepCopy()
 	noDriver.SetName(gpuv1alpha1.GPUClusterName)

@@ -57,9 +57,17 @@ func DRAGPUClusterSpec(ctx context.Context, in DRAInput) {
 	// in the pool's budget until --driver-validation-timeout: with the
 	// default budget of one node at a time it would hold the others back
 	// for that long. The budget's own effect is DRASwitchSpec's.
+	var budget gpuv1.DriverUpgradePolicySpec
 	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) {
+		budget = *cp.Spec.Driver.UpgradePolicy.DeepCopy()
 		cp.Spec.Driver.UpgradePolicy.MaxParallelUpgrades = ptr.To(int32(0))
 		cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	})
+	DeferCleanup(func(ctx SpecContext) {
+		setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) {
+			cp.Spec.Driver.UpgradePolicy.MaxParallelUpgrades = budget.MaxParallelUpgrades
+			cp.Spec.Driver.UpgradePolicy.MaxUnavailable = budget.MaxUnavailable
+		})
 	})
 
 	By("NVIDIA's GPUCluster applied: every pool in mode dra")
@@ -105,5 +113,6 @@ func DRAGPUClusterSpec(ctx context.Context, in DRAInput) {
 	Expect(labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "dra"), "the DRA pool's own mode")
 	Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel("dra-driver"), "ready"))
 	Expect(tl.breaches()).To(BeEmpty())
+	Expect(tl.modes(in.DRA)).To(Equal([]string{"dra"}), "the DRA pool's node was never taken off its plugin")
 	GinkgoWriter.Printf("GPUCluster timeline:\n%s\n", tl)
 }

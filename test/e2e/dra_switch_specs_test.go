@@ -154,8 +154,9 @@ func expectSwitched(ctx context.Context, name string, mode gpuv1.AllocationMode)
 type switchTimeline struct {
 	mu      sync.Mutex
 	start   time.Time
-	current map[string]string // by node
-	mode    map[string]string // by node
+	current map[string]string   // by node
+	mode    map[string]string   // by node
+	trail   map[string][]string // by node: each mode it took, in order
 	lines   []string
 	breach  []string
 	cancel  context.CancelFunc
@@ -163,7 +164,8 @@ type switchTimeline struct {
 
 func watchSwitch(ctx context.Context, names ...string) *switchTimeline {
 	ctx, cancel := context.WithCancel(ctx)
-	tl := &switchTimeline{start: time.Now(), cancel: cancel, current: map[string]string{}, mode: map[string]string{}}
+	tl := &switchTimeline{start: time.Now(), cancel: cancel, current: map[string]string{}, mode: map[string]string{},
+		trail: map[string][]string{}}
 	watchNodes(ctx, names, tl.observe)
 	return tl
 }
@@ -174,6 +176,9 @@ func (tl *switchTimeline) observe(n *corev1.Node) {
 	mode, last := n.Labels[gpuv1.LabelAllocationMode], tl.mode[n.Name]
 	if last != "" && last != mode && last != string(gpuv1.AllocationNone) && mode != string(gpuv1.AllocationNone) {
 		tl.breach = append(tl.breach, fmt.Sprintf("%s: %s to %s at rv %s", n.Name, last, mode, n.ResourceVersion))
+	}
+	if mode != last {
+		tl.trail[n.Name] = append(tl.trail[n.Name], mode)
 	}
 	tl.mode[n.Name] = mode
 	sw := n.Labels[gpuv1.LabelModeSwitchState]
@@ -200,6 +205,13 @@ func (tl *switchTimeline) breaches() []string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return slices.Clone(tl.breach)
+}
+
+// modes are the modes a node took, in order, each once per stay.
+func (tl *switchTimeline) modes(node string) []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.trail[node])
 }
 
 func (tl *switchTimeline) stop() { tl.cancel() }

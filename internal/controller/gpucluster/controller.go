@@ -3,10 +3,12 @@ package gpucluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +21,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
@@ -45,22 +48,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, gc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if gc.DeletionTimestamp != nil && !slices.Contains(gc.Finalizers, gpuv1alpha1.NVIDIAGPUClusterFinalizer) {
+		return ctrl.Result{}, nil // going: nothing holds it
+	}
+	var st gpuv1alpha1.GPUClusterStatus
 	if gc.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
-	}
-	active, err := policy.Active(ctx, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	var nodes []corev1.Node
-	if active != nil {
-		list := &corev1.NodeList{}
-		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+		st = deletionHeld(gc)
+	} else {
+		var err error
+		if st, err = r.status(ctx, gc); err != nil {
+			return ctrl.Result{}, err
 		}
-		nodes = list.Items
 	}
-	st := buildStatus(gc, active, r.DRAServed, nodes, r.Namespace)
 	if equality.Semantic.DeepEqual(st, gc.Status) {
 		return ctrl.Result{}, nil
 	}
@@ -69,23 +68,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Status().Patch(ctx, gc, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the status of GPUCluster %s: %w", gc.Name, err)
 	}
-	if before.Status.State != st.State {
+	// An event when the state changes, and when the reason does: a
+	// notReady GPUCluster that comes to need a person says so.
+	was, is := meta.FindStatusCondition(before.Status.Conditions, gpuv1alpha1.ConditionReady),
+		meta.FindStatusCondition(st.Conditions, gpuv1alpha1.ConditionReady)
+	if before.Status.State != st.State || was == nil || was.Reason != is.Reason {
 		kind := corev1.EventTypeNormal
 		if st.State != gpuv1alpha1.StateReady {
 			kind = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(gc, nil, kind, "StateChanged", "Reconcile", "%s: %s", st.State, readyMessage(st))
+		r.Recorder.Eventf(gc, nil, kind, is.Reason, "Reconcile", "%s: %s", st.State, is.Message)
 	}
 	return ctrl.Result{}, nil
 }
 
-func readyMessage(st gpuv1alpha1.GPUClusterStatus) string {
-	for _, c := range st.Conditions {
-		if c.Type == gpuv1alpha1.ConditionReady {
-			return c.Message
-		}
+// status is the status of a GPUCluster not being deleted.
+func (r *Reconciler) status(ctx context.Context, gc *gpuv1alpha1.GPUCluster) (gpuv1alpha1.GPUClusterStatus, error) {
+	active, err := policy.Active(ctx, r.Client)
+	if err != nil {
+		return gpuv1alpha1.GPUClusterStatus{}, err
 	}
-	return ""
+	var nodes []corev1.Node
+	var pools *driverpool.Set
+	if active != nil {
+		if pools, err = driverpool.Load(ctx, r.Client, active, nil); err != nil {
+			return gpuv1alpha1.GPUClusterStatus{}, err
+		}
+		list := &corev1.NodeList{}
+		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return gpuv1alpha1.GPUClusterStatus{}, fmt.Errorf("listing nodes: %w", err)
+		}
+		nodes = list.Items
+	}
+	return buildStatus(gc, active, r.DRAServed, pools, nodes, r.Namespace), nil
 }
 
 // SetupWithManager registers the controller: the GPUCluster, the

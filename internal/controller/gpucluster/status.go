@@ -11,6 +11,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
@@ -26,8 +27,9 @@ const noPolicy = "this operator runs the GPU stack from a ClusterPolicy, and a G
 	"pools in allocation mode dra: create a ClusterPolicy (the chart's clusterPolicy.create=true)"
 
 // buildStatus is the GPUCluster's status under the active policy (nil for
-// none). served says whether the API server serves DRA's ResourceSlices.
-func buildStatus(gc *gpuv1alpha1.GPUCluster, cp *gpuv1.ClusterPolicy, served bool, nodes []corev1.Node,
+// none) and its pools. served says whether the API server serves DRA's
+// ResourceSlices.
+func buildStatus(gc *gpuv1alpha1.GPUCluster, cp *gpuv1.ClusterPolicy, served bool, pools *driverpool.Set, nodes []corev1.Node,
 	namespace string) gpuv1alpha1.GPUClusterStatus {
 	st := gpuv1alpha1.GPUClusterStatus{
 		Namespace:          namespace,
@@ -50,7 +52,7 @@ func buildStatus(gc *gpuv1alpha1.GPUCluster, cp *gpuv1.ClusterPolicy, served boo
 	var waiting []string
 	for i := range nodes {
 		n := &nodes[i]
-		if !gating.IsGPUNode(n) {
+		if !gating.IsGPUNode(n) || !moves(n, pools) {
 			continue
 		}
 		total++
@@ -71,6 +73,30 @@ func buildStatus(gc *gpuv1alpha1.GPUCluster, cp *gpuv1.ClusterPolicy, served boo
 			"or when labelled nvidia.com/gpu.present=true"
 	}
 	setConditions(&st, gc.Generation, gpuv1alpha1.ReasonReconciled, msg)
+	return st
+}
+
+// moves reports whether the GPUCluster moves a GPU node to DRA: one
+// opted out of the DRA driver (or of every operand) runs none, and one no
+// pool holds (NVIDIADrivers in conflict, or none selecting it) keeps its
+// mode, as the NVIDIADrivers' status says.
+func moves(n *corev1.Node, pools *driverpool.Set) bool {
+	if n.Labels[gpuv1.LabelDeployOperands] == "false" || n.Labels[gpuv1.DeployLabel(string(state.DRADriver))] == "false" {
+		return false
+	}
+	return pools.Assign(n.Name, n.Labels).Mode != ""
+}
+
+// deletionHeld is the status of a GPUCluster being deleted that NVIDIA's
+// operator's finalizer holds: the pools are back in their own modes
+// already, and only a person can lift it.
+func deletionHeld(gc *gpuv1alpha1.GPUCluster) gpuv1alpha1.GPUClusterStatus {
+	st := *gc.Status.DeepCopy()
+	st.State = gpuv1alpha1.StateNotReady
+	setConditions(&st, gc.Generation, gpuv1alpha1.ReasonDeletionHeld, fmt.Sprintf("the GPUCluster is being deleted and "+
+		"the driver pools are back in their own allocation modes, but NVIDIA's operator's finalizer %s holds it, and only "+
+		"NVIDIA's operator removes it. Once NVIDIA's operator is gone, remove it: kubectl patch gpucluster %s --type=json "+
+		`-p '[{"op":"remove","path":"/metadata/finalizers"}]'`, gpuv1alpha1.NVIDIAGPUClusterFinalizer, gc.Name))
 	return st
 }
 
@@ -112,7 +138,7 @@ func setConditions(st *gpuv1alpha1.GPUClusterStatus, generation int64, reason, m
 	errCond := metav1.Condition{Type: gpuv1alpha1.ConditionError, Status: metav1.ConditionFalse, Reason: gpuv1alpha1.ReasonReady,
 		Message: "nothing to fix", ObservedGeneration: generation}
 	switch reason {
-	case gpuv1alpha1.ReasonPrerequisiteNotMet, gpuv1alpha1.ReasonReconcileFailed:
+	case gpuv1alpha1.ReasonPrerequisiteNotMet, gpuv1alpha1.ReasonReconcileFailed, gpuv1alpha1.ReasonDeletionHeld:
 		errCond.Status, errCond.Reason, errCond.Message = metav1.ConditionTrue, reason, msg
 	}
 	meta.SetStatusCondition(&st.Conditions, errCond)

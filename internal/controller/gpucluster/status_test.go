@@ -9,9 +9,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
@@ -63,14 +65,21 @@ func TestStatus(t *testing.T) {
 				gpuv1.StateLabel(string(state.DRADriver)): string(gpuv1.StatePending)})},
 			reason: gpuv1alpha1.ReasonOperandNotReady, message: "c (allocation mode dra, dra-driver pending)"},
 		"every node serves; others are not counted": {cp: cp, served: true, state: gpuv1alpha1.StateReady, readyNodes: "2/2",
-			nodes:  []corev1.Node{serving("a"), serving("b"), {ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}},
+			nodes: []corev1.Node{serving("a"), serving("b"), {ObjectMeta: metav1.ObjectMeta{Name: "cpu"}},
+				gpuNode("opted-out", map[string]string{gpuv1.LabelDeployOperands: "false"}),
+				gpuNode("no-dra-driver", map[string]string{gpuv1.DeployLabel("dra-driver"): "false"})},
 			reason: gpuv1alpha1.ReasonReconciled, message: "every GPU node (2) of ClusterPolicy cluster-policy"},
 		"no GPU node": {cp: cp, served: true, state: gpuv1alpha1.StateReady, readyNodes: "0/0",
 			reason: gpuv1alpha1.ReasonReconciled, message: "no GPU nodes found"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			st := buildStatus(gc, tt.cp, tt.served, tt.nodes, "gpu-operator")
+			var pools *driverpool.Set
+			if tt.cp != nil {
+				pools = driverpool.FromPolicy(tt.cp)
+				pools.Overlay(gc)
+			}
+			st := buildStatus(gc, tt.cp, tt.served, pools, tt.nodes, "gpu-operator")
 			g.Expect(st.State).To(Equal(tt.state))
 			g.Expect(st.Namespace).To(Equal("gpu-operator"))
 			g.Expect(st.ObservedGeneration).To(BeEquivalentTo(3))
@@ -96,7 +105,40 @@ func TestStatusBoundsAndIgnoredFields(t *testing.T) {
 	for i := range 25 {
 		nodes = append(nodes, gpuNode(fmt.Sprintf("n%02d", i), nil))
 	}
-	st := buildStatus(gc, &gpuv1.ClusterPolicy{}, true, nodes, "gpu-operator")
+	cp := &gpuv1.ClusterPolicy{}
+	st := buildStatus(gc, cp, true, driverpool.FromPolicy(cp), nodes, "gpu-operator")
 	g.Expect(condition(st, gpuv1alpha1.ConditionReady).Message).To(HaveSuffix("n09 (allocation mode unset) and 15 more"))
 	g.Expect(st.IgnoredFields).To(Equal([]string{"spec.dcgmExporter", "spec.hostPaths"}))
+}
+
+// A node no pool holds keeps its mode and is not counted: NVIDIADrivers
+// that both select it, or none that does, are their status's matter.
+func TestStatusLeavesOutNodesNoPoolHolds(t *testing.T) {
+	g := NewWithT(t)
+	gc := &gpuv1alpha1.GPUCluster{ObjectMeta: metav1.ObjectMeta{Name: gpuv1alpha1.GPUClusterName}}
+	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}}
+	cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true)
+	pools := driverpool.Resolve(cp, nil) // no NVIDIADriver: every node unclaimed
+	pools.Overlay(gc)
+	st := buildStatus(gc, cp, true, pools, []corev1.Node{gpuNode("unclaimed", nil)}, "gpu-operator")
+	g.Expect(st.ReadyNodes).To(Equal("0/0"))
+	g.Expect(st.State).To(Equal(gpuv1alpha1.StateReady))
+}
+
+// A GPUCluster being deleted that NVIDIA's operator's finalizer holds says
+// so, and how to lift it; nothing here removes another operator's
+// finalizer.
+func TestDeletionHeldByNVIDIAsFinalizer(t *testing.T) {
+	g := NewWithT(t)
+	gc := &gpuv1alpha1.GPUCluster{ObjectMeta: metav1.ObjectMeta{Name: gpuv1alpha1.GPUClusterName, Generation: 2,
+		Finalizers: []string{gpuv1alpha1.NVIDIAGPUClusterFinalizer}}}
+	gc.Status.ReadyNodes = "3/3"
+	st := deletionHeld(gc)
+	g.Expect(st.State).To(Equal(gpuv1alpha1.StateNotReady))
+	g.Expect(st.ReadyNodes).To(Equal("3/3"), "what it last saw is kept")
+	errCond := condition(st, gpuv1alpha1.ConditionError)
+	g.Expect(errCond.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(errCond.Reason).To(Equal(gpuv1alpha1.ReasonDeletionHeld))
+	g.Expect(errCond.Message).To(ContainSubstring("kubectl patch gpucluster gpu-cluster"))
+	g.Expect(gc.Finalizers).To(ConsistOf(gpuv1alpha1.NVIDIAGPUClusterFinalizer))
 }
