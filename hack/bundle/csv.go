@@ -20,6 +20,13 @@ node only after the states before it are ready there, as node labels
 // draGroup is the API group of the DRA driver's CRDs (api/computedomain).
 const draGroup = "resource.nvidia.com"
 
+// ownDescriptions are the CSV's descriptions of the operator's CRDs.
+var ownDescriptions = map[string]string{
+	"ClusterPolicy": "ClusterPolicy describes the GPU node stack the operator keeps on every GPU node.",
+	"NVIDIADriver":  "NVIDIADriver is a driver pool: the driver its GPU nodes run, and how they upgrade.",
+	"GPUCluster":    "GPUCluster, NVIDIA's, puts every driver pool in allocation mode DRA while it exists.",
+}
+
 // draDescriptions are the CSV's descriptions of the DRA driver's CRDs.
 var draDescriptions = map[string]string{
 	"ComputeDomain":       "ComputeDomain is a group of nodes joined by Multi-Node NVLink that NVIDIA's DRA driver runs one multi-node workload on.",
@@ -61,7 +68,7 @@ func clusterServiceVersion(root, version string, crds []crdFile) (map[string]any
 			entry["description"] = draDescriptions[c.Spec.Names.Kind]
 			ownedCRDs = append(ownedCRDs, entry)
 		case owned(c):
-			entry["description"] = "ClusterPolicy describes the GPU node stack the operator keeps on every GPU node."
+			entry["description"] = ownDescriptions[c.Spec.Names.Kind]
 			ownedCRDs = append(ownedCRDs, entry)
 		default:
 			entry["description"] = fmt.Sprintf("%s of Node Feature Discovery, which the NFD Operator provides.", c.Spec.Names.Kind)

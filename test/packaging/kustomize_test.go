@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -21,13 +22,22 @@ func TestKustomizeInstall(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "kubectl kustomize config/default (run make tools)")
 	objs := decode(t, string(out))
 	g.Expect(kinds(objs)).To(Equal(map[string]int{
-		// CRDs: the ClusterPolicy's, NFD's three and the DRA driver's two.
-		"Namespace": 1, "CustomResourceDefinition": 6, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+		// CRDs: the operator's three, NFD's three and the DRA driver's two.
+		"Namespace": 1, "CustomResourceDefinition": 8, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
 		// The operator's, the metrics reader, nfd-master's, nfd-gc's,
 		// mig-manager's and the DRA driver's three (kubelet plugin,
 		// compute-domain controller, IMEX daemons).
 		"ClusterRole": 8, "ClusterRoleBinding": 7,
 	}))
+	// Every CRD the operator watches: one missing would keep it from
+	// starting.
+	own, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(own).NotTo(BeEmpty())
+	for _, f := range own {
+		group, plural, _ := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".yaml"), "_")
+		g.Expect(find(objs, "CustomResourceDefinition", plural+"."+group)).NotTo(BeNil(), f)
+	}
 	ns := find(objs, "Namespace", "gpu-operator")
 	g.Expect(ns.GetLabels()).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))
 
