@@ -143,9 +143,11 @@ func DRARefusal(cp *gpuv1.ClusterPolicy, served bool) string {
 	switch {
 	case !served:
 		return "the API server does not serve resource.k8s.io/v1 ResourceSlices: allocation mode dra needs Kubernetes 1.34 " +
-			"or later (restart the operator once the cluster serves them)"
+			"or later (restart the operator once the cluster serves them; or set the pool's allocationMode to device-plugin, " +
+			"and delete the GPUCluster, where one puts every pool in dra)"
 	case !cp.Spec.CDI.IsEnabled():
-		return "allocation mode dra needs CDI: set the ClusterPolicy's cdi.enabled to true, or the pool's allocationMode to device-plugin"
+		return "allocation mode dra needs CDI: set the ClusterPolicy's cdi.enabled to true, or the pool's allocationMode to " +
+			"device-plugin (and delete the GPUCluster, where one puts every pool in dra)"
 	}
 	return ""
 }
