@@ -4,8 +4,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
@@ -149,6 +155,20 @@ func TestChaosCheckerCountsMaintenanceBreaches(t *testing.T) {
 		pods:  []podEvent{{rv: 41, name: "driver-1", state: "driver", node: "a"}, {rv: 43, name: "driver-2", state: "driver", node: "a"}},
 		l:     all(1),
 		want:  Invariants{DriverPodsDeletedOutsideUpgrade: 1},
+	}, {
+		name: "the DRA driver created before the device plugin's pod was removed, then after",
+		pods: []podEvent{
+			{rv: 50, uid: "dp-1", name: "dp-1", state: "device-plugin", node: "a", created: true},
+			{rv: 51, uid: "dp-1", name: "dp-1", state: "device-plugin", node: "a"}, // going, still running
+			{rv: 52, uid: "dra-1", name: "dra-1", state: "dra-driver", node: "a", created: true},
+			{rv: 53, uid: "dp-1", name: "dp-1", state: "device-plugin", node: "a", removed: true},
+			{rv: 54, uid: "dra-1", name: "dra-1", state: "dra-driver", node: "a", removed: true},
+			{rv: 55, uid: "dra-2", name: "dra-2", state: "dra-driver", node: "b", created: true},
+			{rv: 56, uid: "dp-2", name: "dp-2", state: "device-plugin", node: "a", created: true},
+			{rv: 57, uid: "dp-0", name: "dp-0", state: "device-plugin", node: "b", removed: true}, // listed before the recording
+		},
+		l:    all(1),
+		want: Invariants{BothPluginsOnANode: 1},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRecorder()
@@ -177,6 +197,32 @@ func TestChaosFinalNodes(t *testing.T) {
 	} {
 		if got := (nodeVersion{labels: tc.labels}).final(); got != tc.final {
 			t.Errorf("%v: final %t, want %t", tc.labels, got, tc.final)
+		}
+	}
+}
+
+// A plugin pod removed while no watch ran (an API server restart) is found
+// gone by the list after the gap: the DRA driver started there later is no
+// breach. Without the list it would be one, which the second half checks.
+func TestChaosRelistEndsPodsRemovedUnseen(t *testing.T) {
+	pod := func(uid, state, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: uid, ResourceVersion: rv,
+			Labels: map[string]string{render.LabelState: state}}, Spec: corev1.PodSpec{NodeName: "a"}}
+	}
+	for _, relist := range []bool{true, false} {
+		r := newRecorder()
+		r.observe(watch.Added, pod("dp-1", "device-plugin", "10"))
+		if relist {
+			r.relisted(&corev1.PodList{}, 20)
+		}
+		r.observe(watch.Added, pod("dra-1", "dra-driver", "30"))
+		r.sortAll()
+		want := 0
+		if !relist {
+			want = 1
+		}
+		if got := r.bothPlugins(func(string, ...any) {}); got != want {
+			t.Errorf("relisted %t: %d times both plugins, want %d", relist, got, want)
 		}
 	}
 }

@@ -56,6 +56,9 @@ type podEvent struct {
 	state   string
 	node    string
 	created bool // else: deletion started (or the pod went at once)
+	// removed: the pod object left the API server, which is when the
+	// kubelet had stopped its containers.
+	removed bool
 }
 
 // policyVersion says whether an active ClusterPolicy existed at rv.
@@ -76,6 +79,11 @@ type recorder struct {
 	pods     []podEvent
 	podsSeen map[string]bool // uid -> created recorded
 	podsGone map[string]bool // uid -> deletion recorded
+	// podsRemoved: uid -> removal recorded.
+	podsRemoved map[string]bool
+	// podsLive are the pods whose creation was recorded and removal not
+	// yet, by uid: a list after a gap finds which of them went unseen.
+	podsLive map[string]podEvent
 	policies []policyVersion
 	// gaps counts watch restarts that could have missed versions.
 	gaps int
@@ -83,7 +91,8 @@ type recorder struct {
 
 // newRecorder returns an empty history.
 func newRecorder() *recorder {
-	return &recorder{nodes: map[string][]nodeVersion{}, podsSeen: map[string]bool{}, podsGone: map[string]bool{}}
+	return &recorder{nodes: map[string][]nodeVersion{}, podsSeen: map[string]bool{}, podsGone: map[string]bool{},
+		podsRemoved: map[string]bool{}, podsLive: map[string]podEvent{}}
 }
 
 // rvOf is an object's resourceVersion as the number etcd's revision is:
@@ -94,8 +103,8 @@ func rvOf(o metav1.Object) uint64 {
 }
 
 // observe records one event: every version of a node and of a
-// ClusterPolicy, and for an operand pod its creation and the start of its
-// going, each once.
+// ClusterPolicy, and for an operand pod its creation, the start of its
+// going and its removal, each once.
 func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -114,6 +123,7 @@ func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 			// created under it.
 			if t == watch.Added {
 				r.pods = append(r.pods, e)
+				r.podsLive[uid] = e
 			}
 			return
 		}
@@ -121,9 +131,36 @@ func (r *recorder) observe(t watch.EventType, obj runtime.Object) {
 			r.podsGone[uid] = true
 			r.pods = append(r.pods, e)
 		}
+		if t == watch.Deleted && !r.podsRemoved[uid] {
+			r.podsRemoved[uid] = true
+			delete(r.podsLive, uid)
+			e.removed = true
+			r.pods = append(r.pods, e)
+		}
 	case *gpuv1.ClusterPolicy:
 		present := t != watch.Deleted && o.DeletionTimestamp == nil
 		r.policies = append(r.policies, policyVersion{rv: rvOf(o), present: present})
+	}
+}
+
+// relisted records, after a list that followed a gap, the removal of every
+// pod whose creation was recorded and which the list (at revision rv) no
+// longer holds: it went while nothing watched.
+func (r *recorder) relisted(pods *corev1.PodList, rv uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	there := map[string]bool{}
+	for i := range pods.Items {
+		there[string(pods.Items[i].UID)] = true
+	}
+	for uid, e := range r.podsLive {
+		if there[uid] {
+			continue
+		}
+		e.rv, e.seen, e.created, e.removed = rv, time.Now(), false, true
+		r.pods = append(r.pods, e)
+		r.podsRemoved[uid] = true
+		delete(r.podsLive, uid)
 	}
 }
 

@@ -49,6 +49,11 @@ type Invariants struct {
 	// UserMarksLost: the run's own node labels and taints missing at the
 	// end.
 	UserMarksLost int `json:"userMarksLost"`
+	// BothPluginsOnANode: times a node had a device plugin pod and a DRA
+	// driver pod at once, each from its creation until its removal from
+	// the API server (its containers stopped): the kubelet would hand the
+	// same GPU out twice.
+	BothPluginsOnANode int `json:"bothPluginsOnANode"`
 }
 
 // total is the number of breaches of every kind: the run fails unless
@@ -56,7 +61,7 @@ type Invariants struct {
 func (i Invariants) total() int {
 	return i.PodsBeforePrerequisites + i.DriverPodsDeletedOutsideUpgrade + i.WorkloadPodsDeletedNotEvicted +
 		i.InstantsOverBudget + i.InstantsOverDomainCap + i.InstantsActedOnByTwo + i.NodesLeftCordoned + i.NodesLeftTainted +
-		i.NodesNotFinal + i.PhasesNotConverged + i.UserMarksLost
+		i.NodesNotFinal + i.PhasesNotConverged + i.UserMarksLost + i.BothPluginsOnANode
 }
 
 // controllerLag is how long after a prerequisite left ready a DaemonSet
@@ -94,8 +99,9 @@ func (r *recorder) check(graph *state.Graph, l limits) (inv Invariants, seen Che
 		}
 	}
 	perNode := graph.PerNode()
+	inv.BothPluginsOnANode = r.bothPlugins(example)
 	for _, e := range r.pods {
-		if e.node == "" {
+		if e.node == "" || e.removed {
 			continue
 		}
 		n, ok := r.nodeAt(e.node, e.rv)
@@ -136,6 +142,41 @@ func (r *recorder) check(graph *state.Graph, l limits) (inv Invariants, seen Che
 	}
 	peak = r.replayMaintenance(l, &inv, example)
 	return inv, seen, examples, peak
+}
+
+// bothPlugins counts the times a node came to have a device plugin pod and
+// a DRA driver pod at once, in revision order. A pod counts from its
+// creation until its removal; a pod there before the recording started,
+// whose creation was not seen, is not counted (every run starts with no
+// plugin on any node).
+func (r *recorder) bothPlugins(example func(string, ...any)) int {
+	live := map[string]map[string]map[string]bool{} // node -> state -> uid
+	breaches := 0
+	for _, e := range r.pods {
+		if e.node == "" || (e.state != string(state.DevicePlugin) && e.state != string(state.DRADriver)) {
+			continue
+		}
+		byState := live[e.node]
+		if byState == nil {
+			byState = map[string]map[string]bool{string(state.DevicePlugin): {}, string(state.DRADriver): {}}
+			live[e.node] = byState
+		}
+		switch {
+		case e.created:
+			byState[e.state][e.uid] = true
+			other := string(state.DRADriver)
+			if e.state == other {
+				other = string(state.DevicePlugin)
+			}
+			if len(byState[other]) > 0 {
+				breaches++
+				example("pod %s (%s) created at revision %d on %s while a %s pod was there", e.name, e.state, e.rv, e.node, other)
+			}
+		case e.removed:
+			delete(byState[e.state], e.uid)
+		}
+	}
+	return breaches
 }
 
 // replayMaintenance walks every node version in revision order and counts

@@ -47,6 +47,11 @@ func (r *chaosRun) phases(kills int) []chaosPhase {
 		{name: "429s", faults: "the API server refusing what exceeds 20 requests in flight for a minute, during a rolling update", run: r.refusing},
 		{name: "churn", faults: "nodes deleted and added, a state label removed, a DaemonSet edited, a node cordoned and uncordoned, " +
 			"the version changed twice, all mid-upgrade", run: r.churn},
+		{name: "allocation mode", faults: fmt.Sprintf("the fleet moved to DRA (its nvidia.com/gpu workload scaled to 0, a claim "+
+			"workload started), turned round to the device plugin mid-switch and sent on to DRA again; %d operator SIGKILLs", kills/2),
+			run: func(ctx context.Context) error { return r.switchModes(ctx, kills/2) }},
+		{name: "allocation mode back", faults: "the fleet moved back to the device plugin, the claim workload evicted; " +
+			"the nvidia.com/gpu workload scaled back", run: r.switchBack},
 		// Three operations' work within shared budgets: the upgrade alone
 		// takes about half the time.
 		{name: "maintenance", faults: fmt.Sprintf("repairs (plugin restart, reload, reboot), MIG reconfigurations and a driver upgrade "+

@@ -83,10 +83,11 @@ func printChaos(w io.Writer, r *ChaosResult) {
 		{"instants with more NVLink domains out of service than the cap", inv.InstantsOverDomainCap},
 		{"instants with two operations acting on one node", inv.InstantsActedOnByTwo},
 		{"nodes left cordoned", inv.NodesLeftCordoned},
-		{"nodes left with the operator's repair or MIG taint", inv.NodesLeftTainted},
+		{"nodes left with the operator's repair, MIG or switch taint", inv.NodesLeftTainted},
 		{"nodes left with an operation unfinished", inv.NodesNotFinal},
 		{"faults not converged within their limit (5 minutes; 10 after maintenance)", inv.PhasesNotConverged},
 		{"user labels or taints lost", inv.UserMarksLost},
+		{"times a node had the device plugin and the DRA driver at once", inv.BothPluginsOnANode},
 	} {
 		fmt.Fprintf(tw, "%s\t%d\n", row.name, row.n)
 	}

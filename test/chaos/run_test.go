@@ -71,6 +71,9 @@ type chaosRun struct {
 	names []string
 	// version is the driver version the fleet must end on.
 	version gpuv1.DriverVersion
+	// mode is the allocation mode the fleet must end in; "" is the
+	// device plugin's.
+	mode gpuv1.AllocationMode
 	// migNodes are the nodes given a MIG layout (the maintenance phase).
 	migNodes []string
 	// reboots counts the kured stand-in's reboots.
@@ -254,7 +257,7 @@ func (r *chaosRun) gpuWorkloads(ctx context.Context) (int, error) {
 // driver, out of any upgrade, repair or MIG reconfiguration, untainted by
 // the operator and schedulable.
 func (r *chaosRun) converge(ctx context.Context, limit time.Duration) error {
-	states := []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
+	states := []string{"driver", "container-toolkit", r.plugin(), "dcgm-exporter", "gpu-feature-discovery"}
 	return simcluster.Poll(ctx, limit, time.Second, func() (bool, string, error) {
 		if err := r.ensureOperator(ctx); err != nil {
 			return false, "restarting the operator", err
@@ -269,7 +272,8 @@ func (r *chaosRun) converge(ctx context.Context, limit time.Duration) error {
 			if n.Labels["feature.node.kubernetes.io/pci-10de.present"] != "true" || n.DeletionTimestamp != nil {
 				continue
 			}
-			ok := !n.Spec.Unschedulable && n.Labels[gpuv1.LabelDriverVersion] == string(r.version) && r.maintenanceDone(&n) == ""
+			ok := !n.Spec.Unschedulable && n.Labels[gpuv1.LabelDriverVersion] == string(r.version) && r.maintenanceDone(&n) == "" &&
+				r.inMode(&n) == ""
 			if st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); st != "" && st != gpuv1.UpgradeDone {
 				ok = false
 			}

@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,6 +98,10 @@ func (r *recorder) listAndWatch(ctx context.Context, lw *cache.ListWatch) (*watc
 	}
 	for _, o := range items {
 		r.observe(listed, o)
+	}
+	if pods, ok := list.(*corev1.PodList); ok {
+		rv, _ := strconv.ParseUint(pods.ResourceVersion, 10, 64)
+		r.relisted(pods, rv)
 	}
 	return watchtools.NewRetryWatcherWithContext(ctx, listRV(list), lw)
 }
