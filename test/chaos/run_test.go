@@ -291,21 +291,30 @@ func (r *chaosRun) converge(ctx context.Context, limit time.Duration) error {
 
 // waitInUpgrade waits until some node is past its cordon in an upgrade.
 func (r *chaosRun) waitInUpgrade(ctx context.Context, past gpuv1.UpgradeState) error {
-	return simcluster.Poll(ctx, 3*time.Minute, 200*time.Millisecond, func() (bool, string, error) {
+	return r.waitForNodes(ctx, 3*time.Minute, 200*time.Millisecond, func(nodes []corev1.Node) string {
+		for _, n := range nodes {
+			st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
+			if st == past || (past == "" && upgrade.InProgress(st)) {
+				return ""
+			}
+		}
+		return "no node in an upgrade yet"
+	})
+}
+
+// waitForNodes polls the nodes, keeping the operator running, until
+// behind says nothing holds them back ("").
+func (r *chaosRun) waitForNodes(ctx context.Context, limit, every time.Duration, behind func([]corev1.Node) string) error {
+	return simcluster.Poll(ctx, limit, every, func() (bool, string, error) {
 		if err := r.ensureOperator(ctx); err != nil {
 			return false, "restarting the operator", err
 		}
 		nodes := &corev1.NodeList{}
 		if err := r.s.Client.List(ctx, nodes); err != nil {
-			return false, "listing nodes", nil
+			return false, "listing nodes", nil // the API server may be restarting
 		}
-		for _, n := range nodes.Items {
-			st := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState])
-			if st == past || (past == "" && upgrade.InProgress(st)) {
-				return true, "", nil
-			}
-		}
-		return false, "no node in an upgrade yet", nil
+		why := behind(nodes.Items)
+		return why == "", why, nil
 	})
 }
 

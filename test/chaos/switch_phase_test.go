@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
 
 // draTrainer is a GPU workload that claims its GPU through DRA, which the
@@ -61,20 +60,13 @@ func (r *chaosRun) switchBack(ctx context.Context) error {
 	if err := r.setMode(ctx, gpuv1.AllocationDevicePlugin); err != nil {
 		return err
 	}
-	err := simcluster.Poll(ctx, convergeLimit, time.Second, func() (bool, string, error) {
-		if err := r.ensureOperator(ctx); err != nil {
-			return false, "restarting the operator", err
-		}
-		nodes := &corev1.NodeList{}
-		if err := r.s.Client.List(ctx, nodes); err != nil {
-			return false, "listing nodes", nil
-		}
-		for _, n := range nodes.Items {
+	err := r.waitForNodes(ctx, convergeLimit, time.Second, func(nodes []corev1.Node) string {
+		for _, n := range nodes {
 			if n.Labels[gpuv1.LabelAllocationMode] == string(gpuv1.AllocationDRA) {
-				return false, n.Name + " is still in mode dra", nil
+				return n.Name + " is still in mode dra"
 			}
 		}
-		return true, "", nil
+		return ""
 	})
 	if err != nil {
 		return err
@@ -153,20 +145,13 @@ func (r *chaosRun) inMode(n *corev1.Node) string {
 
 // waitInSwitch waits until some node has taken its old plugin off.
 func (r *chaosRun) waitInSwitch(ctx context.Context) error {
-	return simcluster.Poll(ctx, 3*time.Minute, 200*time.Millisecond, func() (bool, string, error) {
-		if err := r.ensureOperator(ctx); err != nil {
-			return false, "restarting the operator", err
-		}
-		nodes := &corev1.NodeList{}
-		if err := r.s.Client.List(ctx, nodes); err != nil {
-			return false, "listing nodes", nil
-		}
-		for _, n := range nodes.Items {
+	return r.waitForNodes(ctx, 3*time.Minute, 200*time.Millisecond, func(nodes []corev1.Node) string {
+		for _, n := range nodes {
 			switch gpuv1.ModeSwitchState(n.Labels[gpuv1.LabelModeSwitchState]) {
 			case gpuv1.ModeSwitchPluginsOff, gpuv1.ModeSwitchPluginOn:
-				return true, "", nil
+				return ""
 			}
 		}
-		return false, "no node has taken its device plugin off yet", nil
+		return "no node has taken its device plugin off yet"
 	})
 }
