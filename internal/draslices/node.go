@@ -18,6 +18,12 @@ type Node struct {
 	// GPUs, GPUs bound for passthrough, and the GPUs MIG devices are cut
 	// from (a GPU in MIG mode publishes its MIG devices, not itself).
 	GPUs int
+	// WholeGPUs counts the devices of type gpu (a GPU out of MIG mode, not
+	// bound for passthrough), and MIGDevices the MIG devices by profile,
+	// of the newest generation: what a MIG configuration is checked
+	// against on a DRA node.
+	WholeGPUs  int
+	MIGDevices map[string]int
 	// Tainted maps each GPU a device taint keeps workloads off (the GPU's
 	// own, or one of its MIG devices') to the taints, as key=value.
 	Tainted map[string][]string
@@ -90,6 +96,7 @@ func Summarize(list []*Slice) *Node {
 		for _, d := range s.Devices {
 			gpu := d.gpu()
 			gpus[gpu] = true
+			n.count(d)
 			for _, t := range d.Taints {
 				if !t.Keeps() {
 					n.Informing = append(n.Informing, d.Name+": "+t.String())
@@ -111,6 +118,19 @@ func Summarize(list []*Slice) *Node {
 	slices.Sort(n.Informing)
 	n.GPUs = len(gpus)
 	return n
+}
+
+// count adds a device to the node's whole GPUs or MIG devices.
+func (n *Node) count(d Device) {
+	switch d.Type {
+	case TypeGPU:
+		n.WholeGPUs++
+	case TypeMIG:
+		if n.MIGDevices == nil {
+			n.MIGDevices = map[string]int{}
+		}
+		n.MIGDevices[d.Profile]++
+	}
 }
 
 // gpu names the GPU a device is, or is cut from: its UUID, or the device's

@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 )
 
 func gpuSlice(pool string, gen, count int64, devices ...Device) *Slice {
@@ -85,4 +86,38 @@ func TestSummarize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A MIG configuration is checked against what the newest generation
+// publishes: whole GPUs, and MIG devices by profile.
+func TestSummarizeCountsWholeGPUsAndMIGDevicesByProfile(t *testing.T) {
+	g := NewWithT(t)
+	withProfile := func(d Device, profile string) Device { d.Profile = profile; return d }
+	n := Summarize([]*Slice{
+		gpuSlice("node-a", 1, 1, gpu("old-a"), gpu("old-b"), gpu("old-c")),
+		gpuSlice("node-a", 2, 1, withProfile(mig("gpu-0-mig-1g18gb-19-0", "A"), "1g.18gb"),
+			withProfile(mig("gpu-0-mig-1g18gb-19-1", "A"), "1g.18gb"), withProfile(mig("gpu-1-mig-3g71gb-9-0", "B"), "3g.71gb"),
+			gpu("C")),
+	})
+	g.Expect(n.GPUs).To(Equal(3))
+	g.Expect(n.WholeGPUs).To(Equal(1), "the older generation is being replaced")
+	g.Expect(n.MIGDevices).To(Equal(map[string]int{"1g.18gb": 2, "3g.71gb": 1}))
+	g.Expect(Summarize([]*Slice{gpuSlice("node-a", 1, 1, gpu("a"))}).MIGDevices).To(BeNil())
+}
+
+// Keep reads a MIG device's attributes as the driver publishes them
+// (cmd/gpu-kubelet-plugin/mig.go CommonAttributesMig, deviceinfo.go
+// MigDeviceInfo.GetDevice at kubernetes-sigs/dra-driver-nvidia-gpu
+// 95932046), short or qualified.
+func TestKeepReadsAMIGDevice(t *testing.T) {
+	g := NewWithT(t)
+	rs := resourceSlice("a-gpus", "node-a", GPUDriver)
+	rs.Spec.Devices = []resourcev1.Device{{Name: "gpu-0-mig-1g18gb-19-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		"type":                      {StringValue: ptr.To(TypeMIG)},
+		"uuid":                      {StringValue: ptr.To("MIG-1")},
+		"gpu.nvidia.com/parentUUID": {StringValue: ptr.To("GPU-A")},
+		"profile":                   {StringValue: ptr.To("1g.18gb")},
+	}}}
+	g.Expect(Keep(&rs).Devices).To(Equal([]Device{{Name: "gpu-0-mig-1g18gb-19-0", Type: TypeMIG, UUID: "MIG-1", ParentUUID: "GPU-A",
+		Profile: "1g.18gb"}}))
 }

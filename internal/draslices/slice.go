@@ -49,7 +49,11 @@ type Device struct {
 	Type string
 	// UUID is the GPU's or MIG device's; ParentUUID a MIG device's GPU.
 	UUID, ParentUUID string
-	Taints           []Taint
+	// Profile is a MIG device's profile as mig-parted names it (go-nvlib's
+	// MigProfile.String, such as 1g.18gb or 1g.18gb+me:
+	// cmd/gpu-kubelet-plugin/mig.go CommonAttributesMig); "" for a GPU.
+	Profile string
+	Taints  []Taint
 }
 
 // Taint is a device taint the driver publishes for an unhealthy device
@@ -84,7 +88,8 @@ func Keep(rs *resourcev1.ResourceSlice) *Slice {
 	s.Devices = make([]Device, 0, len(rs.Spec.Devices))
 	for _, d := range rs.Spec.Devices {
 		dev := Device{Name: d.Name, Type: attribute(d, rs.Spec.Driver, "type"),
-			UUID: attribute(d, rs.Spec.Driver, "uuid"), ParentUUID: attribute(d, rs.Spec.Driver, "parentUUID")}
+			UUID: attribute(d, rs.Spec.Driver, "uuid"), ParentUUID: attribute(d, rs.Spec.Driver, "parentUUID"),
+			Profile: attribute(d, rs.Spec.Driver, "profile")}
 		for _, t := range d.Taints {
 			dev.Taints = append(dev.Taints, Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}

@@ -63,3 +63,47 @@ func Judge(l migconfig.Layout, strategy string, allocatable map[string]int64, pr
 	}
 	return Matches, ""
 }
+
+// Published is what NVIDIA's DRA driver publishes for a node in its
+// ResourceSlices (draslices.Node): devices of type gpu, and MIG devices
+// by profile. The driver publishes the MIG devices a GPU has when its
+// kubelet plugin starts, and the GPU itself only while MIG is off
+// (kubernetes-sigs/dra-driver-nvidia-gpu 95932046,
+// cmd/gpu-kubelet-plugin/nvlib.go: enumerateAllPossibleDevices).
+type Published struct {
+	WholeGPUs  int
+	MIGDevices map[string]int
+}
+
+// JudgeSlices compares what the DRA driver publishes with a
+// configuration's layout. No MIG strategy applies: each MIG device is a
+// device of its profile. With the node's GPU count known (exact), counts
+// must match; otherwise each profile the layout names must be published
+// and nothing it does not make. Profiles compare as mig-parted's file
+// and go-nvlib's MigProfile.String write them (1g.18gb, 1g.10gb+me).
+func JudgeSlices(l migconfig.Layout, got Published, exact bool) (Advertised, string) {
+	for _, profile := range l.Profiles() {
+		have, want := got.MIGDevices[profile], l.MIGDevices[profile]
+		switch {
+		case have == 0:
+			return Differs, fmt.Sprintf("the DRA driver's ResourceSlices name no MIG device of profile %s (%d expected)", profile, want)
+		case exact && have != want:
+			return Differs, fmt.Sprintf("the DRA driver's ResourceSlices name %d MIG devices of profile %s, not %d", have, profile, want)
+		}
+	}
+	for _, profile := range slices.Sorted(maps.Keys(got.MIGDevices)) {
+		if _, ok := l.MIGDevices[profile]; !ok && got.MIGDevices[profile] > 0 {
+			return Differs, fmt.Sprintf("the DRA driver's ResourceSlices name %d MIG devices of profile %s, which the configuration does not make",
+				got.MIGDevices[profile], profile)
+		}
+	}
+	switch {
+	case exact && got.WholeGPUs != l.WholeGPUs:
+		return Differs, fmt.Sprintf("the DRA driver's ResourceSlices name %d whole GPUs, not %d", got.WholeGPUs, l.WholeGPUs)
+	case l.WholeGPUs == 0 && got.WholeGPUs > 0:
+		return Differs, fmt.Sprintf("the DRA driver's ResourceSlices name %d whole GPUs, which the configuration does not leave", got.WholeGPUs)
+	case l.WholeGPUs > 0 && got.WholeGPUs == 0:
+		return Differs, fmt.Sprintf("the DRA driver's ResourceSlices name no whole GPU (%d expected)", l.WholeGPUs)
+	}
+	return Matches, ""
+}

@@ -53,3 +53,40 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+// On a DRA node the driver's slices are the word: whole GPUs and MIG
+// devices by profile, no strategy.
+func TestJudgeSlices(t *testing.T) {
+	oneG := migconfig.Layout{MIGDevices: map[string]int{"1g.18gb": 56}}
+	whole := migconfig.Layout{WholeGPUs: 8, MIGDevices: map[string]int{}}
+	mixed := migconfig.Layout{WholeGPUs: 4, MIGDevices: map[string]int{"1g.18gb": 28}}
+	tests := map[string]struct {
+		layout migconfig.Layout
+		got    Published
+		exact  bool
+		want   Advertised
+		why    string
+	}{
+		"MIG devices":                 {layout: oneG, got: Published{MIGDevices: map[string]int{"1g.18gb": 56}}, exact: true, want: Matches},
+		"whole GPUs":                  {layout: whole, got: Published{WholeGPUs: 8}, exact: true, want: Matches},
+		"mixed, no strategy needed":   {layout: mixed, got: Published{WholeGPUs: 4, MIGDevices: map[string]int{"1g.18gb": 28}}, exact: true, want: Matches},
+		"success and no MIG device":   {layout: oneG, got: Published{WholeGPUs: 8}, want: Differs, why: "no MIG device of profile 1g.18gb (56 expected)"},
+		"counts off":                  {layout: oneG, got: Published{MIGDevices: map[string]int{"1g.18gb": 49}}, exact: true, want: Differs, why: "name 49 MIG devices of profile 1g.18gb, not 56"},
+		"counts unknown, any will do": {layout: oneG, got: Published{MIGDevices: map[string]int{"1g.18gb": 7}}, want: Matches},
+		"an old profile left":         {layout: oneG, got: Published{MIGDevices: map[string]int{"1g.18gb": 49, "7g.141gb": 1}}, want: Differs, why: "of profile 7g.141gb, which the configuration does not make"},
+		"MIG still on":                {layout: whole, got: Published{MIGDevices: map[string]int{"1g.18gb": 56}}, want: Differs, why: "of profile 1g.18gb, which the configuration does not make"},
+		"whole GPUs left":             {layout: oneG, got: Published{WholeGPUs: 1, MIGDevices: map[string]int{"1g.18gb": 49}}, want: Differs, why: "1 whole GPUs, which the configuration does not leave"},
+		"whole GPUs counted off":      {layout: mixed, got: Published{WholeGPUs: 3, MIGDevices: map[string]int{"1g.18gb": 28}}, exact: true, want: Differs, why: "3 whole GPUs, not 4"},
+		"whole GPUs all gone":         {layout: mixed, got: Published{MIGDevices: map[string]int{"1g.18gb": 28}}, want: Differs, why: "no whole GPU (4 expected)"},
+		"media extensions":            {layout: migconfig.Layout{MIGDevices: map[string]int{"1g.18gb+me": 8}}, got: Published{MIGDevices: map[string]int{"1g.18gb+me": 8}}, exact: true, want: Matches},
+		"MIG on, no device":           {layout: migconfig.Layout{MIGDevices: map[string]int{}}, got: Published{}, exact: true, want: Matches},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, why := JudgeSlices(tc.layout, tc.got, tc.exact)
+			g.Expect(got).To(Equal(tc.want), why)
+			g.Expect(why).To(ContainSubstring(tc.why))
+		})
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 )
 
@@ -64,14 +63,6 @@ func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config stri
 	from := "the node's label " + gpuv1.LabelMIGConfig
 	if n.Annotations[gpuv1.AnnotationMIGConfigWritten] == config {
 		from = "its driver pool's migConfig (or migManager.config.default)"
-	}
-	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA && c.file != nil && c.file.Partitions(config) {
-		// The MIG validation reads what the device plugin advertises; the
-		// DRA driver's MIG devices are in its ResourceSlices, which it
-		// does not read yet.
-		return fmt.Sprintf("%s names MIG configuration %q, which creates MIG devices: this build applies none on nodes in "+
-			"allocation mode dra. Use a configuration without MIG devices (all-disabled) there, or allocation mode device-plugin",
-			from, config)
 	}
 	layout, err := c.file.LayoutOf(config, max(knownGPUs(n), 1))
 	if err != nil {

@@ -13,25 +13,17 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
-// advertised judges what the node's device plugin advertises against the
-// configuration applied, once its word counts: its state is ready again,
-// and its pod has been ready long enough for the kubelet to report
-// allocatable. Any device plugin pod on the node now started after the
-// apply: none was left when it began. (Its timestamps are not compared
-// with the operator's clock, which may run ahead.)
+// advertised judges what the node's plugin serves against the
+// configuration applied, once its word counts. A device plugin's word
+// counts once its state is ready again and its pod has been ready long
+// enough for the kubelet to report allocatable; a DRA driver's once its
+// state is ready again (published). Any plugin pod on the node now
+// started after the apply: none was left when it began. (Its timestamps
+// are not compared with the operator's clock, which may run ahead.)
 func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs,
 	f migreconfig.Facts) (migreconfig.Advertised, string) {
 	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
-		// Only configurations without MIG devices are applied on a DRA
-		// node (refusal): the DRA driver's state says whether it serves
-		// the GPUs again. It left ready when the reconfiguration took
-		// the GPU clients off, and is ready again only once a plugin
-		// started since published slices naming them.
-		switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DRADriver))]) {
-		case gpuv1.StateReady, gpuv1.StateDisabled:
-			return migreconfig.Matches, ""
-		}
-		return migreconfig.Unknown, ""
+		return r.published(n, configs, f.Applied)
 	}
 	if !cp.Spec.DevicePlugin.IsEnabled() || n.Labels[gpuv1.DeployLabel(string(state.DevicePlugin))] != gpuv1.LabelTrue ||
 		gating.AllocationModeOf(n) != gpuv1.AllocationDevicePlugin {
@@ -72,7 +64,7 @@ func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.
 
 // inPlace says whether a node no configuration was applied on has the
 // configuration already, once its device plugin and GFD have settled
-// (Unknown until then): it advertises exactly what the configuration
+// (Unknown until then), or its DRA driver serves: it advertises exactly what the configuration
 // makes where GFD counted whole GPUs (MIG disabled already, as NVIDIA's
 // default all-disabled has it), or, on a node partitioned already, it
 // has mig-manager's word for it (a person's label, as NVIDIA's operator
@@ -81,6 +73,17 @@ func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.
 // on such nodes.
 func (r *Reconciler) inPlace(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Node, configs migConfigs, config string,
 	now time.Time) migreconfig.Advertised {
+	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
+		// The DRA driver's slices say what the GPUs have once it serves,
+		// and the count must be exact: a GPU in MIG mode without MIG
+		// devices publishes nothing.
+		if configs.file == nil || configs.file.Filtered(config) || knownGPUs(n) == 0 ||
+			gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DRADriver))]) != gpuv1.StateReady {
+			return migreconfig.Differs // not serving, or not knowable
+		}
+		got, _ := r.published(n, configs, config)
+		return got
+	}
 	if configs.file == nil || configs.file.Filtered(config) || !cp.Spec.GFD.IsEnabled() ||
 		gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DevicePlugin))]) != gpuv1.StateReady {
 		return migreconfig.Differs // not serving, or not knowable
@@ -110,6 +113,43 @@ func (r *Reconciler) inPlace(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Nod
 		return judge(1, false)
 	}
 	return migreconfig.Differs
+}
+
+// published judges what the DRA driver's ResourceSlices name on a node in
+// allocation mode dra against a configuration, once its state is ready
+// (the reconfiguration took its plugin off, and the state is ready again
+// only once a plugin started since published complete slices): the
+// driver publishes the MIG devices a GPU has when its plugin starts.
+// Unknown until then, or while the slices cannot be read.
+func (r *Reconciler) published(n *corev1.Node, configs migConfigs, config string) (migreconfig.Advertised, string) {
+	switch gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DRADriver))]) {
+	case gpuv1.StateDisabled:
+		return migreconfig.Matches, "" // opted out of the DRA driver: nothing serves
+	case gpuv1.StateReady:
+	default:
+		return migreconfig.Unknown, ""
+	}
+	if configs.file == nil {
+		return migreconfig.Differs, configs.problem
+	}
+	if configs.file.Filtered(config) {
+		// What a device filter leaves depends on the GPU model: only
+		// the driver's readiness is checked.
+		return migreconfig.Matches, ""
+	}
+	if r.Slices == nil {
+		return migreconfig.Unknown, ""
+	}
+	slices, err := r.Slices.OnNode(n.Name)
+	if err != nil || !slices.Complete() {
+		return migreconfig.Unknown, ""
+	}
+	gpus := knownGPUs(n)
+	layout, err := configs.file.LayoutOf(config, max(gpus, 1))
+	if err != nil {
+		return migreconfig.Differs, err.Error()
+	}
+	return migreconfig.JudgeSlices(layout, migreconfig.Published{WholeGPUs: slices.WholeGPUs, MIGDevices: slices.MIGDevices}, gpus > 0)
 }
 
 // knownGPUs is the node's GPU count: GFD's while no GPU is partitioned,

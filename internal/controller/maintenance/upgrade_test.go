@@ -11,7 +11,6 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
-	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -108,23 +107,5 @@ func TestOutdatedDriverPods(t *testing.T) {
 			}
 			NewWithT(t).Expect(o.outdated(tt.pod, n)).To(Equal(tt.want))
 		})
-	}
-}
-
-// A MIG reconfiguration of a node in allocation mode dra is validated by
-// the DRA driver's state: ready again once a plugin started since the
-// apply published slices naming the GPUs.
-func TestMIGValidationOnADRANode(t *testing.T) {
-	r := &Reconciler{}
-	for value, want := range map[gpuv1.StateValue]migreconfig.Advertised{
-		gpuv1.StatePending: migreconfig.Unknown, gpuv1.StateFailed: migreconfig.Unknown,
-		gpuv1.StateReady: migreconfig.Matches, gpuv1.StateDisabled: migreconfig.Matches,
-	} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
-			gpuv1.LabelAllocationMode: "dra", gpuv1.StateLabel(string(state.DRADriver)): string(value),
-			gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateDisabled),
-		}}}
-		got, _ := r.advertised(&gpuv1.ClusterPolicy{}, &observed{}, n, migConfigs{}, migreconfig.Facts{})
-		NewWithT(t).Expect(got).To(Equal(want), "dra-driver %s", value)
 	}
 }

@@ -21,38 +21,103 @@ import (
 // kubernetes-sigs/dra-driver-nvidia-gpu 95932046).
 var XIDTaint = resourcev1.DeviceTaint{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule}
 
+// annotationDRALayout is "<plugin pod UID>|<layout>": the node's GPUs as
+// its DRA driver's kubelet plugin found them when it started. The driver
+// enumerates the GPUs and their MIG devices once, at its start, and
+// publishes that until it restarts (kubernetes-sigs/dra-driver-nvidia-gpu
+// 95932046, cmd/gpu-kubelet-plugin/nvlib.go: enumerateAllPossibleDevices).
+const annotationDRALayout = prefix + "dra-layout"
+
+// enumerateDRA records what the node's DRA plugin, running, found at its
+// start: the layout of its first look. It says whether the node's
+// annotations changed.
+func enumerateDRA(n *corev1.Node, p Profile, plugin *corev1.Pod) bool {
+	if plugin == nil || plugin.UID == "" {
+		return false
+	}
+	if uid, _, _ := strings.Cut(n.Annotations[annotationDRALayout], "|"); uid == string(plugin.UID) {
+		return false
+	}
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[annotationDRALayout] = string(plugin.UID) + "|" + layoutOf(n, p.GPUs).String()
+	return true
+}
+
+// draLayout is the layout the plugin publishes: the one it found at its
+// start, or, before that is recorded, the node's now.
+func draLayout(n *corev1.Node, p Profile, plugin *corev1.Pod) gpuLayout {
+	if uid, v, ok := strings.Cut(n.Annotations[annotationDRALayout], "|"); ok && uid == string(plugin.UID) {
+		return parseLayout(v, p.GPUs)
+	}
+	return layoutOf(n, p.GPUs)
+}
+
 // DRASlices are the ResourceSlices the DRA driver's kubelet plugin
 // publishes for a node while plugin, its pod there, runs: one slice of
-// the node's GPUs (driver gpu.nvidia.com, pool named after the node,
-// devices gpu-<minor>) and, with the compute-domains container, one of
-// its IMEX channel and daemon (compute-domain.nvidia.com). Unhealthy GPUs
-// carry XIDTaint when the pod's FEATURE_GATES turn NVMLDeviceHealthCheck
-// on; without it the driver publishes no health. Nil when plugin is nil
-// or not Ready: the kubelet removes a stopped plugin's slices.
+// the node's GPUs (driver gpu.nvidia.com, pool named after the node) and,
+// with the compute-domains container, one of its IMEX channel and daemon
+// (compute-domain.nvidia.com). The GPU slice holds the GPUs as the plugin
+// found them at its start: a GPU out of MIG mode as itself (gpu-<index>),
+// a GPU in MIG mode as its MIG devices (type mig, with its profile and
+// parentUUID), and a GPU in MIG mode without MIG devices not at all.
+// Unhealthy GPUs, and their MIG devices, carry XIDTaint when the pod's
+// FEATURE_GATES turn NVMLDeviceHealthCheck on; without it the driver
+// publishes no health. Nil when plugin is nil or not Ready: the kubelet
+// removes a stopped plugin's slices.
 func DRASlices(n *corev1.Node, plugin *corev1.Pod) []*resourcev1.ResourceSlice {
 	if plugin == nil || plugin.DeletionTimestamp != nil || !PodReady(plugin) {
 		return nil
 	}
 	p := ProfileOf(n)
 	health := strings.Contains(envOf(plugin, dradriver.GPUContainer, "FEATURE_GATES"), "NVMLDeviceHealthCheck=true")
-	gpus := make([]resourcev1.Device, p.GPUs)
-	for i := range gpus {
-		gpus[i] = resourcev1.Device{
+	taint := func(d *resourcev1.Device, gpu int) {
+		if health && gpu < p.Unhealthy {
+			d.Taints = []resourcev1.DeviceTaint{XIDTaint}
+		}
+	}
+	l := draLayout(n, p, plugin)
+	var devices []resourcev1.Device
+	for i := range min(l.WholeGPUs, p.GPUs) {
+		d := resourcev1.Device{
 			Name: fmt.Sprintf("gpu-%d", i),
 			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 				"type":                  {StringValue: ptr.To(draslices.TypeGPU)},
-				"uuid":                  {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", n.Name, i))},
+				"uuid":                  {StringValue: ptr.To(gpuUUID(n, i))},
 				"productName":           {StringValue: ptr.To("NVIDIA H200")},
 				"architecture":          {StringValue: ptr.To("Hopper")},
 				"cudaComputeCapability": {VersionValue: ptr.To("9.0.0")},
 			},
 			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("141Gi")}},
 		}
-		if health && i < p.Unhealthy {
-			gpus[i].Taints = []resourcev1.DeviceTaint{XIDTaint}
+		taint(&d, i)
+		devices = append(devices, d)
+	}
+	// The MIG devices, spread over the GPUs in MIG mode that have any.
+	partitioned, next := p.GPUs-l.WholeGPUs-l.Emptied, 0
+	for _, profile := range l.Profiles() {
+		for k := range l.MIGDevices[profile] {
+			if partitioned <= 0 {
+				break
+			}
+			gpu := l.WholeGPUs + next%partitioned
+			next++
+			d := resourcev1.Device{
+				Name: fmt.Sprintf("gpu-%d-mig-%s-%d", gpu, strings.NewReplacer(".", "", "+", "-").Replace(profile), k),
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+					"type":        {StringValue: ptr.To(draslices.TypeMIG)},
+					"uuid":        {StringValue: ptr.To(fmt.Sprintf("MIG-%s-%d-%s-%d", n.Name, gpu, profile, k))},
+					"parentUUID":  {StringValue: ptr.To(gpuUUID(n, gpu))},
+					"profile":     {StringValue: ptr.To(profile)},
+					"productName": {StringValue: ptr.To("NVIDIA H200")},
+				},
+			}
+			taint(&d, gpu)
+			devices = append(devices, d)
 		}
 	}
-	out := []*resourcev1.ResourceSlice{slice(n, draslices.GPUDriver, gpus)}
+	out := []*resourcev1.ResourceSlice{slice(n, draslices.GPUDriver, devices)}
 	if hasContainer(plugin, dradriver.ComputeDomainContainer) {
 		out = append(out, slice(n, draslices.ComputeDomainDriver, []resourcev1.Device{
 			{Name: "channel-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
@@ -63,6 +128,9 @@ func DRASlices(n *corev1.Node, plugin *corev1.Pod) []*resourcev1.ResourceSlice {
 	}
 	return out
 }
+
+// gpuUUID is the UUID of a fake node's GPU.
+func gpuUUID(n *corev1.Node, index int) string { return fmt.Sprintf("GPU-%s-%d", n.Name, index) }
 
 // slice is one driver's slice of a node, owned by the node as the
 // kubelet's helper makes it, so that it goes with the node.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
@@ -84,4 +85,42 @@ func TestSliceChanges(t *testing.T) {
 	g.Expect(create).To(ConsistOf(HaveField("Name", "new")))
 	g.Expect(update).To(ConsistOf(And(HaveField("Name", "changed"), HaveField("ResourceVersion", "7"))))
 	g.Expect(remove).To(ConsistOf(HaveField("Name", "gone")))
+}
+
+// A GPU in MIG mode publishes its MIG devices, with their profile and
+// parent, instead of itself, one without MIG devices nothing; and the
+// plugin publishes the layout it found at its start until it restarts,
+// as the driver enumerates once.
+func TestDRASlicesPublishTheMIGDevicesFoundAtStart(t *testing.T) {
+	g := NewWithT(t)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", UID: "node-uid", Annotations: map[string]string{
+		AnnotationGPUs: "4", AnnotationUnhealthyGPUs: "1", AnnotationMIGLayout: "whole=1;emptied=1;1g.18gb=7;3g.71gb+me=2"}}}
+	plugin := draPlugin(true, "NVMLDeviceHealthCheck=true", false)
+	plugin.UID = "plugin-1"
+	g.Expect(enumerateDRA(n, ProfileOf(n), plugin)).To(BeTrue())
+	g.Expect(enumerateDRA(n, ProfileOf(n), plugin)).To(BeFalse(), "once per plugin")
+
+	s := summarizeSlices(n, plugin)
+	g.Expect(s.Complete()).To(BeTrue())
+	g.Expect(s.WholeGPUs).To(Equal(1))
+	g.Expect(s.MIGDevices).To(Equal(map[string]int{"1g.18gb": 7, "3g.71gb+me": 2}))
+	g.Expect(s.GPUs).To(Equal(3), "the emptied GPU publishes nothing")
+	g.Expect(s.Tainted).To(HaveKey("GPU-gpu-1-0"), "the unhealthy GPU is the whole one")
+	for _, rs := range DRASlices(n, plugin) {
+		for _, d := range rs.Spec.Devices {
+			g.Expect(validation.IsDNS1123Label(d.Name)).To(BeEmpty(), "device names are DNS labels: %s", d.Name)
+		}
+	}
+
+	// mig-manager repartitions while this plugin runs: it still publishes
+	// what it found; its successor publishes the new layout.
+	n.Annotations[AnnotationMIGLayout] = "whole=4"
+	g.Expect(summarizeSlices(n, plugin).MIGDevices).To(HaveLen(2))
+	next := plugin.DeepCopy()
+	next.UID = "plugin-2"
+	g.Expect(summarizeSlices(n, next).WholeGPUs).To(Equal(4), "before its first look is recorded, the layout now")
+	g.Expect(enumerateDRA(n, ProfileOf(n), next)).To(BeTrue())
+	s = summarizeSlices(n, next)
+	g.Expect(s.WholeGPUs).To(Equal(4))
+	g.Expect(s.MIGDevices).To(BeEmpty())
 }

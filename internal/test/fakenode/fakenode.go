@@ -142,6 +142,7 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	r.Labels = heal(n, &p, running)
 	r.Labels = loseMIG(n, p, running(state.Driver)) || r.Labels
 	r.Labels = applyMIG(n, p, running(state.MIGManager), running(state.Driver), configs) || r.Labels
+	r.Labels = enumerateDRA(n, p, running(state.DRADriver)) || r.Labels
 	plugin := running(state.DevicePlugin)
 	if plugin != nil && !pluginWorks(p, plugin) {
 		plugin = nil

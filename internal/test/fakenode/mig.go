@@ -59,11 +59,16 @@ type gpuLayout struct {
 // layoutOf reads a node's MIG layout (AnnotationMIGLayout): "whole=<n>",
 // "emptied=<n>" and "<profile>=<count>" pairs, separated by ";".
 func layoutOf(n *corev1.Node, gpus int) gpuLayout {
-	l := gpuLayout{Layout: migconfig.Layout{WholeGPUs: gpus, MIGDevices: map[string]int{}}}
 	v, ok := n.Annotations[AnnotationMIGLayout]
 	if !ok {
-		return l
+		return gpuLayout{Layout: migconfig.Layout{WholeGPUs: gpus, MIGDevices: map[string]int{}}}
 	}
+	return parseLayout(v, gpus)
+}
+
+// parseLayout reads a layout as gpuLayout.String writes it.
+func parseLayout(v string, gpus int) gpuLayout {
+	l := gpuLayout{Layout: migconfig.Layout{WholeGPUs: gpus, MIGDevices: map[string]int{}}}
 	for _, kv := range strings.Split(v, ";") {
 		k, val, _ := strings.Cut(kv, "=")
 		c, err := strconv.Atoi(val)

@@ -1,0 +1,105 @@
+package maintenance
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/migconfig"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/migmanager"
+)
+
+// draNode is a node in allocation mode dra with 8 GPUs (GFD's count) and
+// its DRA driver's state.
+func draNode(driver gpuv1.StateValue) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+		gpuv1.LabelAllocationMode: "dra", gpuv1.StateLabel(string(state.DRADriver)): string(driver),
+		gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateDisabled), "nvidia.com/gpu.count": "8",
+	}}}
+}
+
+// published is one complete slice generation's summary.
+func publishedSlices(whole int, mig map[string]int) *draslices.Node {
+	gpus := whole
+	if len(mig) > 0 {
+		gpus = 8
+	}
+	return &draslices.Node{Slices: 1, Pools: []draslices.Pool{{Name: "n", Generation: 2, Have: 1, Want: 1}}, GPUs: gpus,
+		WholeGPUs: whole, MIGDevices: mig}
+}
+
+// A MIG reconfiguration of a node in allocation mode dra is validated by
+// the DRA driver: once its state is ready again (a plugin started since
+// the apply published complete slices), its slices must name the
+// configuration's MIG devices by profile, and its whole GPUs.
+func TestMIGValidationOnADRANode(t *testing.T) {
+	file, err := migconfig.Parse(migmanager.DefaultConfig)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	oneG := map[string]int{"1g.18gb": 56}
+	for name, tc := range map[string]struct {
+		driver   gpuv1.StateValue
+		config   string
+		slices   SliceReader
+		want     migreconfig.Advertised
+		mismatch string
+	}{
+		"the plugin not back yet":         {driver: gpuv1.StatePending, config: "all-1g.18gb", slices: slicesSay{node: publishedSlices(0, oneG)}, want: migreconfig.Unknown},
+		"the plugin failed":               {driver: gpuv1.StateFailed, config: "all-1g.18gb", slices: slicesSay{node: publishedSlices(0, oneG)}, want: migreconfig.Unknown},
+		"opted out of the DRA driver":     {driver: gpuv1.StateDisabled, config: "all-1g.18gb", want: migreconfig.Matches},
+		"the MIG devices published":       {driver: gpuv1.StateReady, config: "all-1g.18gb", slices: slicesSay{node: publishedSlices(0, oneG)}, want: migreconfig.Matches},
+		"whole GPUs back":                 {driver: gpuv1.StateReady, config: "all-disabled", slices: slicesSay{node: publishedSlices(8, nil)}, want: migreconfig.Matches},
+		"success reported, no MIG device": {driver: gpuv1.StateReady, config: "all-1g.18gb", slices: slicesSay{node: publishedSlices(8, nil)}, want: migreconfig.Differs, mismatch: "no MIG device of profile 1g.18gb (56 expected)"},
+		"the old layout left":             {driver: gpuv1.StateReady, config: "all-disabled", slices: slicesSay{node: publishedSlices(0, oneG)}, want: migreconfig.Differs, mismatch: "1g.18gb, which the configuration does not make"},
+		"a GPU short of its MIG devices":  {driver: gpuv1.StateReady, config: "all-1g.18gb", slices: slicesSay{node: publishedSlices(0, map[string]int{"1g.18gb": 49})}, want: migreconfig.Differs, mismatch: "49 MIG devices of profile 1g.18gb, not 56"},
+		"slices not listed yet":           {driver: gpuv1.StateReady, config: "all-1g.18gb", slices: slicesSay{err: errors.New("not synced")}, want: migreconfig.Unknown},
+		"a generation half published":     {driver: gpuv1.StateReady, config: "all-1g.18gb", slices: slicesSay{node: &draslices.Node{Pools: []draslices.Pool{{Name: "n", Have: 1, Want: 2}}}}, want: migreconfig.Unknown},
+		"the API not served":              {driver: gpuv1.StateReady, config: "all-1g.18gb", want: migreconfig.Unknown},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := &Reconciler{Slices: tc.slices}
+			got, mismatch := r.advertised(&gpuv1.ClusterPolicy{}, &observed{}, draNode(tc.driver), migConfigs{file: file},
+				migreconfig.Facts{Applied: tc.config})
+			g.Expect(got).To(Equal(tc.want), mismatch)
+			g.Expect(mismatch).To(ContainSubstring(tc.mismatch))
+		})
+	}
+}
+
+// A DRA node whose slices already show the configuration takes it in
+// place, with no restart; where the GPU count is not known, or the
+// driver does not serve, it is applied.
+func TestMIGInPlaceOnADRANode(t *testing.T) {
+	g := NewWithT(t)
+	file, err := migconfig.Parse(migmanager.DefaultConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	configs, now := migConfigs{file: file}, time.Now()
+	r := &Reconciler{Slices: slicesSay{node: publishedSlices(0, map[string]int{"1g.18gb": 56})}}
+	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, draNode(gpuv1.StateReady), configs, "all-1g.18gb", now)).To(Equal(migreconfig.Matches))
+	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, draNode(gpuv1.StateReady), configs, "all-disabled", now)).To(Equal(migreconfig.Differs))
+	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, draNode(gpuv1.StatePending), configs, "all-1g.18gb", now)).To(Equal(migreconfig.Differs))
+	uncounted := draNode(gpuv1.StateReady)
+	delete(uncounted.Labels, "nvidia.com/gpu.count")
+	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, uncounted, configs, "all-1g.18gb", now)).To(Equal(migreconfig.Differs),
+		"a GPU in MIG mode without devices publishes nothing: the count must be known")
+}
+
+// A configuration that creates MIG devices is no longer refused on a DRA
+// node: the DRA driver publishes them.
+func TestMIGConfigurationsApplyOnADRANode(t *testing.T) {
+	g := NewWithT(t)
+	file, err := migconfig.Parse(migmanager.DefaultConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.MIG.Strategy = gpuv1.MIGStrategyMixed
+	g.Expect(migConfigs{file: file}.refusal(cp, draNode(gpuv1.StateReady), "all-1g.18gb")).To(BeEmpty())
+	g.Expect(migConfigs{file: file}.refusal(cp, draNode(gpuv1.StateReady), "all-balanced")).To(BeEmpty())
+}

@@ -1,0 +1,84 @@
+package mig
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
+)
+
+// withMIGDRAPool is withMIGPool in allocation mode dra.
+func withMIGDRAPool(cp *gpuv1.ClusterPolicy) {
+	withMIGPool(cp)
+	cp.Spec.Driver.NodePools[0].AllocationMode = gpuv1.AllocationDRA
+}
+
+// publishedOn summarises the node's ResourceSlices of NVIDIA's GPU driver.
+func publishedOn(g Gomega, f *controllertest.Fixture, node string) *draslices.Node {
+	list := &resourcev1.ResourceSliceList{}
+	g.Expect(suite.Client.List(f.Ctx, list, client.MatchingFields{"spec.nodeName": node})).To(Succeed())
+	kept := make([]*draslices.Slice, 0, len(list.Items))
+	for i := range list.Items {
+		kept = append(kept, draslices.Keep(&list.Items[i]))
+	}
+	return draslices.Summarize(kept)
+}
+
+// A MIG configuration on a DRA pool: the node goes through the same
+// reconfiguration as on a device-plugin pool, with the DRA driver as its
+// GPU client; the DRA driver that comes back publishes the MIG devices,
+// which the validation reads from its ResourceSlices. Back to whole GPUs
+// the same way. No device plugin ever runs there.
+func TestMIGOnADRAPool(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 0, withMIGDRAPool)
+	node := "mig-dra-0"
+	f.CreateNode(node, map[string]string{"gpu-type": "h200"})
+	f.Nodes = append(f.Nodes, node)
+	f.ExpectAllUp(node)
+	f.ExpectState("ready", "dra-driver", node)
+	g.Expect(publishedOn(g, f, node).WholeGPUs).To(Equal(8))
+	plugin := f.PodOn(node, "dra-driver").UID
+	log := recordMIG(f)
+	t.Cleanup(func() {
+		if t.Failed() {
+			n := f.Node(node)
+			t.Logf("node at the failure: labels %v\nannotations %v\nevents %v\n%s", n.Labels, n.Annotations, f.EventsOf(node), log)
+		}
+	})
+
+	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.MIGManager.Enabled = ptr.To(true) })
+	want := []gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureRequired, gpuv1.MIGEviction, gpuv1.MIGClientsOff,
+		gpuv1.MIGApply, gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}
+	g.Eventually(func() []gpuv1.MIGReconfigureState { return log.Sequence(node) }, 3*time.Minute, controllertest.Interval).
+		Should(Equal(want), "%s", log)
+	f.ExpectAllUp(node)
+	published := publishedOn(g, f, node)
+	g.Expect(published.MIGDevices).To(Equal(map[string]int{"1g.18gb": 56}), "8 GPUs of 7 MIG devices")
+	g.Expect(published.WholeGPUs).To(BeZero())
+	g.Expect(f.PodOn(node, "dra-driver").UID).NotTo(Equal(plugin), "the DRA driver enumerates the MIG devices at its start")
+	g.Expect(f.PodOn(node, "device-plugin")).To(BeNil())
+	g.Expect(f.Node(node).Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
+	t.Logf("MIG reconfiguration of a DRA node:\n%s", log)
+
+	// Back to whole GPUs.
+	plugin = f.PodOn(node, "dra-driver").UID
+	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.NodePools[0].MIGConfig = "all-disabled" })
+	g.Eventually(func() map[string]string { return f.Node(node).Annotations }, 3*time.Minute, controllertest.Interval).
+		Should(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-disabled"), "%s", log)
+	f.ExpectLabel(node, gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGReconfigureDone))
+	f.ExpectAllUp(node)
+	published = publishedOn(g, f, node)
+	g.Expect(published.WholeGPUs).To(Equal(8))
+	g.Expect(published.MIGDevices).To(BeEmpty())
+	g.Expect(f.PodOn(node, "dra-driver").UID).NotTo(Equal(plugin))
+	g.Expect(f.Node(node).Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
+	g.Expect(f.PodOn(node, "device-plugin")).To(BeNil())
+}
