@@ -42,6 +42,11 @@ var dcgmContract = []requirement{
 		check: hostMountBy(dcgm, func(p *podCase) mount {
 			return mount{host: p.spec.KubeletRoot() + "/pod-resources", at: "/var/lib/kubelet/pod-resources", readOnly: true}
 		})},
+	{source: dcgmRepo + "internal/pkg/transformation/dra.go:43, 67-71 (KUBERNETES_ENABLE_DRA starts a cluster-wide " +
+		"resource.k8s.io/v1beta1 ResourceSlice informer and waits for its sync with a context never cancelled); " +
+		"kubernetes@v1.37.2 pkg/controlplane/instance.go:501-505 (v1beta1 is not served by default)",
+		need:  "starts on a cluster that serves DRA at v1 only: its DRA pod mapping is left off, on DRA nodes too",
+		check: noEnv(dcgm, "KUBERNETES_ENABLE_DRA")},
 	{source: dcgmRuntime + " (setRuntimeClassName: the RuntimeClass wherever the toolkit gave the runtime an NVIDIA handler)",
 		need:  "gets the GPUs from the runtime: the RuntimeClass where the runtime has the NVIDIA handler (containerd here; on CRI-O this operator's toolkit installs the OCI hook)",
 		check: runtimeClass},
