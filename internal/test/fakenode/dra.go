@@ -2,6 +2,7 @@ package fakenode
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,12 +66,17 @@ func draLayout(n *corev1.Node, p Profile, plugin *corev1.Pod) gpuLayout {
 // Unhealthy GPUs, and their MIG devices, carry XIDTaint when the pod's
 // FEATURE_GATES turn NVMLDeviceHealthCheck on; without it the driver
 // publishes no health. Nil when plugin is nil or not Ready: the kubelet
-// removes a stopped plugin's slices.
+// removes a stopped plugin's slices. A plugin that does not reach the
+// node's kubelet root publishes nothing either: the kubelet never finds
+// its registration socket.
 func DRASlices(n *corev1.Node, plugin *corev1.Pod) []*resourcev1.ResourceSlice {
 	if plugin == nil || plugin.DeletionTimestamp != nil || !PodReady(plugin) {
 		return nil
 	}
 	p := ProfileOf(n)
+	if !draPluginRegisters(p, plugin) {
+		return nil
+	}
 	health := strings.Contains(envOf(plugin, dradriver.GPUContainer, "FEATURE_GATES"), "NVMLDeviceHealthCheck=true")
 	taint := func(d *resourcev1.Device, gpu int) {
 		if health && gpu < p.Unhealthy {
@@ -127,6 +133,24 @@ func DRASlices(n *corev1.Node, plugin *corev1.Pod) []*resourcev1.ResourceSlice {
 		}))
 	}
 	return out
+}
+
+// draPluginRegisters reports whether the plugin's pod mounts the node's
+// kubelet plugin directories: the kubelet finds a DRA plugin through its
+// socket under <root>/plugins_registry and talks to it under
+// <root>/plugins (kubernetes-sigs/dra-driver-nvidia-gpu 95932046,
+// cmd/gpu-kubelet-plugin/main.go: --kubelet-registrar-directory-path,
+// --kubelet-plugins-directory-path).
+func draPluginRegisters(p Profile, plugin *corev1.Pod) bool {
+	mounted := func(host string) bool {
+		for _, v := range plugin.Spec.Volumes {
+			if v.HostPath != nil && path.Clean(v.HostPath.Path) == host {
+				return true
+			}
+		}
+		return false
+	}
+	return mounted(path.Join(p.KubeletRoot, "plugins_registry")) && mounted(path.Join(p.KubeletRoot, "plugins"))
 }
 
 // gpuUUID is the UUID of a fake node's GPU.

@@ -16,7 +16,8 @@ import (
 
 func draPlugin(ready bool, gates string, computeDomains bool) *corev1.Pod {
 	p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: dradriver.GPUContainer,
-		Env: []corev1.EnvVar{{Name: "FEATURE_GATES", Value: gates}}}}}}
+		Env: []corev1.EnvVar{{Name: "FEATURE_GATES", Value: gates}}}},
+		Volumes: []corev1.Volume{hostPath("registry", "/var/lib/kubelet/plugins_registry"), hostPath("plugins", "/var/lib/kubelet/plugins")}}}
 	if computeDomains {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: dradriver.ComputeDomainContainer})
 	}
@@ -26,6 +27,10 @@ func draPlugin(ready bool, gates string, computeDomains bool) *corev1.Pod {
 	}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
 	return p
+}
+
+func hostPath(name, at string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: at}}}
 }
 
 func summarizeSlices(n *corev1.Node, plugin *corev1.Pod) *draslices.Node {
@@ -55,6 +60,9 @@ func TestDRASlices(t *testing.T) {
 	g.Expect(s.Tainted).To(Equal(map[string][]string{"GPU-gpu-1-0": {"gpu.nvidia.com/xid=79"}}))
 
 	g.Expect(DRASlices(n, draPlugin(false, "", true))).To(BeEmpty(), "a plugin not Ready publishes nothing")
+	elsewhere := n.DeepCopy()
+	elsewhere.Annotations[AnnotationKubeletRoot] = "/var/lib/k0s/kubelet"
+	g.Expect(DRASlices(elsewhere, draPlugin(true, "", true))).To(BeEmpty(), "a plugin the kubelet cannot find publishes nothing")
 	g.Expect(DRASlices(n, nil)).To(BeEmpty())
 	for _, rs := range DRASlices(n, draPlugin(true, "", true)) {
 		g.Expect(*rs.Spec.NodeName).To(Equal("gpu-1"))
