@@ -221,3 +221,14 @@ func (d *DRADriverSpec) ComputeDomainsEnabled() bool {
 
 // FeatureGate reports whether the named driver feature gate is set on.
 func (d *DRADriverSpec) FeatureGate(name string) bool { return d.FeatureGates[name] }
+
+// DynamicMIG reports whether the driver creates MIG devices for claims
+// itself: its DynamicMIG gate, an alpha gate that AllAlpha turns on
+// unless it is set off (kubernetes-sigs/dra-driver-nvidia-gpu 95932046,
+// pkg/featuregates/featuregates.go).
+func (d *DRADriverSpec) DynamicMIG() bool {
+	if on, set := d.FeatureGates["DynamicMIG"]; set {
+		return on
+	}
+	return d.FeatureGates["AllAlpha"]
+}

@@ -217,8 +217,11 @@ func (f *File) Partitions(name string) bool {
 type Layout struct {
 	// WholeGPUs is how many GPUs have MIG disabled.
 	WholeGPUs int
-	// MIGDevices counts the node's MIG devices by profile (1g.18gb, ...).
+	// MIGDevices counts the node's MIG devices by profile, each written as
+	// CanonicalProfile does (1g.18gb, ...).
 	MIGDevices map[string]int
+	// EmptyMIG is how many GPUs it puts in MIG mode without MIG devices.
+	EmptyMIG int
 }
 
 // LayoutOf returns what a configuration makes of a node with gpus GPUs,
@@ -250,10 +253,15 @@ func (f *File) LayoutOf(name string, gpus int) (Layout, error) {
 			l.WholeGPUs++ // a GPU no entry names keeps MIG disabled
 			continue
 		}
+		devices := 0
 		for profile, n := range e.MIGDevices {
 			if n > 0 {
-				l.MIGDevices[profile] += n
+				l.MIGDevices[CanonicalProfile(profile)] += n
+				devices += n
 			}
+		}
+		if devices == 0 {
+			l.EmptyMIG++
 		}
 	}
 	return l, nil
@@ -303,6 +311,47 @@ func MIGResource(profile string) string { return "nvidia.com/mig-" + ProfileName
 // 1g.24gb-me stays; k8s-device-plugin v0.20.0, internal/rm/rm.go and
 // internal/resource/nvml-mig-device.go).
 func ProfileName(profile string) string { return strings.ReplaceAll(profile, "+", ".") }
+
+// CanonicalProfile writes a profile as go-nvlib's MigProfile.String does,
+// which is how the device plugin, GFD and the DRA driver name it: the
+// compute-instance count only where it differs from the GPU instance's
+// (1c.1g.18gb is 1g.18gb; go-nvlib v0.12.0 pkg/nvlib/device/mig_profile.go,
+// parseMigProfileFields and String). A profile that does not parse is
+// returned as it is.
+func CanonicalProfile(profile string) string {
+	c, g, ok := computeSlices(profile)
+	if !ok || c != g {
+		return profile
+	}
+	_, rest, _ := strings.Cut(profile, ".")
+	return rest
+}
+
+// SplitsGPUInstance reports whether a profile names fewer compute
+// instances than its GPU instance has slices (1c.2g.20gb): the DRA driver
+// knows no such profile, and stops at its start on a MIG device of one
+// (kubernetes-sigs/dra-driver-nvidia-gpu 95932046,
+// cmd/gpu-kubelet-plugin/nvlib.go: getGpuInfo skips them, getMigDevices
+// then fails).
+func SplitsGPUInstance(profile string) bool {
+	c, g, ok := computeSlices(profile)
+	return ok && c != g
+}
+
+// computeSlices reads <c>c.<g>g. at the start of a profile; ok is false
+// where the profile names no compute-instance count.
+func computeSlices(profile string) (c, g int, ok bool) {
+	fields, _, _ := strings.Cut(strings.SplitN(profile, "+", 2)[0], "-")
+	parts := strings.Split(fields, ".")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	cs, okC := strings.CutSuffix(parts[0], "c")
+	gs, okG := strings.CutSuffix(parts[1], "g")
+	c, errC := strconv.Atoi(cs)
+	g, errG := strconv.Atoi(gs)
+	return c, g, okC && okG && errC == nil && errG == nil
+}
 
 // Profiles returns the MIG profiles of a layout, sorted.
 func (l Layout) Profiles() []string { return slices.Sorted(maps.Keys(l.MIGDevices)) }

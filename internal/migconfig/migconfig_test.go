@@ -177,3 +177,38 @@ func FuzzCheckProfile(f *testing.F) {
 		}
 	})
 }
+
+// Profiles compare as go-nvlib writes them; one that splits its GPU
+// instance is known.
+func TestCanonicalProfile(t *testing.T) {
+	g := NewWithT(t)
+	for in, want := range map[string]string{
+		"1g.18gb": "1g.18gb", "1c.1g.18gb": "1g.18gb", "3c.3g.71gb+me": "3g.71gb+me", "1c.2g.35gb": "1c.2g.35gb",
+		"1g.24gb-me": "1g.24gb-me", "7c.7g.141gb-me": "7g.141gb-me", "bad": "bad",
+	} {
+		g.Expect(CanonicalProfile(in)).To(Equal(want), in)
+	}
+	g.Expect(SplitsGPUInstance("1c.2g.35gb")).To(BeTrue())
+	g.Expect(SplitsGPUInstance("2c.2g.35gb")).To(BeFalse())
+	g.Expect(SplitsGPUInstance("2g.35gb+me")).To(BeFalse())
+
+	f, err := Parse(`version: v1
+mig-configs:
+  c-written:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1c.1g.18gb": 7}
+  empty:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {}
+`)
+	g.Expect(err).NotTo(HaveOccurred())
+	l, err := f.LayoutOf("c-written", 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l.MIGDevices).To(Equal(map[string]int{"1g.18gb": 14}))
+	l, err = f.LayoutOf("empty", 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(l.EmptyMIG).To(Equal(1))
+	g.Expect(l.WholeGPUs).To(Equal(1))
+}

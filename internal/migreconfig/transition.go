@@ -237,9 +237,9 @@ func Next(f Facts, p Policy) Step {
 				Reason: fmt.Sprintf("the node rebooted or loaded a new driver during the validation: the MIG devices of %q are gone, "+
 					"it is applied again once the device plugin, GFD and dcgm-exporter left", f.Applied)}
 		case f.Advertised == Matches:
-			return Step{Next: gpuv1.MIGReconfigureDone, Reason: fmt.Sprintf("the device plugin advertises MIG configuration %q: untainted", f.Applied)}
+			return Step{Next: gpuv1.MIGReconfigureDone, Reason: fmt.Sprintf("the node's GPU plugin (the device plugin, or the DRA driver) serves MIG configuration %q: untainted", f.Applied)}
 		case elapsed >= p.ValidationTimeout:
-			why := "the device plugin was not back"
+			why := "the node's GPU plugin (the device plugin, or the DRA driver) was not back"
 			if f.Advertised == Differs {
 				why = f.Mismatch
 			}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 )
 
@@ -17,6 +18,9 @@ type migConfigs struct {
 	file *migconfig.File
 	// problem says why the file cannot be used; "" when it can.
 	problem string
+	// dynamicMIG is true where the DRA driver that serves nodes in
+	// allocation mode dra creates MIG devices itself (its DynamicMIG gate).
+	dynamicMIG bool
 }
 
 // partitions reports whether a configuration creates MIG devices, which
@@ -64,13 +68,46 @@ func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config stri
 	if n.Annotations[gpuv1.AnnotationMIGConfigWritten] == config {
 		from = "its driver pool's migConfig (or migManager.config.default)"
 	}
+	dra := gating.AllocationModeOf(n) == gpuv1.AllocationDRA
+	if dra && c.dynamicMIG {
+		return fmt.Sprintf("%s names MIG configuration %q, but the DRA driver runs with its DynamicMIG feature gate "+
+			"(draDriver.featureGates), which creates MIG devices for claims itself and destroys those it did not make: "+
+			"turn DynamicMIG off, or migManager off", from, config)
+	}
 	layout, err := c.file.LayoutOf(config, max(knownGPUs(n), 1))
 	if err != nil {
 		return fmt.Sprintf("%s names MIG configuration %q, which ConfigMap %s (migManager.config.name) does not hold; it holds: %s",
 			from, config, cp.Spec.MIGManager.ConfigMapName(), c.file.Holds())
 	}
+	if dra {
+		if why := draRefusal(layout); why != "" {
+			return fmt.Sprintf("%s names MIG configuration %q, which %s. Change it on nodes in allocation mode dra, "+
+				"or use allocation mode device-plugin", from, config, why)
+		}
+	}
 	if _, err := layout.Resources(string(cp.Spec.MIG.StrategyOrDefault())); err != nil && !c.file.Filtered(config) {
 		return fmt.Sprintf("MIG configuration %q under mig.strategy %s: %v", config, cp.Spec.MIG.StrategyOrDefault(), err)
+	}
+	return ""
+}
+
+// draRefusal says why NVIDIA's DRA driver cannot serve a layout, "" when
+// it can: it publishes no device for a GPU in MIG mode without MIG
+// devices (so the node's GPUs are never all proven), and stops at its
+// start on a MIG device whose profile splits its GPU instance
+// (kubernetes-sigs/dra-driver-nvidia-gpu 95932046,
+// cmd/gpu-kubelet-plugin/nvlib.go: enumerateAllPossibleDevices,
+// getGpuInfo, getMigDevices).
+func draRefusal(l migconfig.Layout) string {
+	for _, profile := range l.Profiles() {
+		if migconfig.SplitsGPUInstance(profile) {
+			return fmt.Sprintf("creates MIG devices of profile %s, whose compute instances do not fill its GPU instance: "+
+				"the DRA driver knows no such profile and does not start", profile)
+		}
+	}
+	if l.EmptyMIG > 0 {
+		return fmt.Sprintf("leaves %d GPUs in MIG mode without MIG devices: the DRA driver publishes nothing for them, "+
+			"so the node's GPUs are never all served", l.EmptyMIG)
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ func draNode(driver gpuv1.StateValue) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
 		gpuv1.LabelAllocationMode: "dra", gpuv1.StateLabel(string(state.DRADriver)): string(driver),
 		gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateDisabled), "nvidia.com/gpu.count": "8",
+		gpuv1.StateLabel(string(state.GPUFeatureDiscovery)): string(gpuv1.StateReady),
 	}}}
 }
 
@@ -86,6 +88,10 @@ func TestMIGInPlaceOnADRANode(t *testing.T) {
 	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, draNode(gpuv1.StateReady), configs, "all-1g.18gb", now)).To(Equal(migreconfig.Matches))
 	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, draNode(gpuv1.StateReady), configs, "all-disabled", now)).To(Equal(migreconfig.Differs))
 	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, draNode(gpuv1.StatePending), configs, "all-1g.18gb", now)).To(Equal(migreconfig.Differs))
+	gfdBack := draNode(gpuv1.StateReady)
+	gfdBack.Labels[gpuv1.StateLabel(string(state.GPUFeatureDiscovery))] = string(gpuv1.StatePending)
+	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, gfdBack, configs, "all-1g.18gb", now)).To(Equal(migreconfig.Unknown),
+		"GFD's count is awaited, as on a device-plugin node")
 	uncounted := draNode(gpuv1.StateReady)
 	delete(uncounted.Labels, "nvidia.com/gpu.count")
 	g.Expect(r.inPlace(&gpuv1.ClusterPolicy{}, &observed{}, uncounted, configs, "all-1g.18gb", now)).To(Equal(migreconfig.Differs),
@@ -102,4 +108,54 @@ func TestMIGConfigurationsApplyOnADRANode(t *testing.T) {
 	cp.Spec.MIG.Strategy = gpuv1.MIGStrategyMixed
 	g.Expect(migConfigs{file: file}.refusal(cp, draNode(gpuv1.StateReady), "all-1g.18gb")).To(BeEmpty())
 	g.Expect(migConfigs{file: file}.refusal(cp, draNode(gpuv1.StateReady), "all-balanced")).To(BeEmpty())
+}
+
+// What the DRA driver cannot serve is refused on DRA nodes, naming why,
+// and applies on device-plugin nodes: GPUs in MIG mode without MIG
+// devices (it publishes nothing for them), a profile that splits its GPU
+// instance (it stops at start), and any configuration while it makes MIG
+// devices itself (DynamicMIG).
+func TestMIGConfigurationsTheDRADriverCannotServe(t *testing.T) {
+	g := NewWithT(t)
+	file, err := migconfig.Parse(`version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  all-enabled:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+  split:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1c.2g.35gb": 3}
+  c-written:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1c.1g.18gb": 7}
+`)
+	g.Expect(err).NotTo(HaveOccurred())
+	cp := &gpuv1.ClusterPolicy{}
+	dp := draNode(gpuv1.StateReady)
+	dp.Labels[gpuv1.LabelAllocationMode] = string(gpuv1.AllocationDevicePlugin)
+	configs := migConfigs{file: file}
+	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "all-enabled")).To(ContainSubstring("leaves 8 GPUs in MIG mode without MIG devices"))
+	g.Expect(configs.refusal(cp, dp, "all-enabled")).To(BeEmpty())
+	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "split")).To(ContainSubstring("profile 1c.2g.35gb"))
+	g.Expect(configs.refusal(cp, dp, "split")).To(BeEmpty())
+	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "c-written")).To(BeEmpty(), "1c.1g.18gb is 1g.18gb")
+
+	dynamic := migConfigs{file: file, dynamicMIG: true}
+	g.Expect(dynamic.refusal(cp, draNode(gpuv1.StateReady), "all-disabled")).To(ContainSubstring("DynamicMIG"))
+	g.Expect(dynamic.refusal(cp, dp, "c-written")).To(BeEmpty())
+	for gates, want := range map[string]bool{"": false, "DynamicMIG": true, "AllAlpha": true, "AllAlpha,DynamicMIG=false": false} {
+		spec := &gpuv1.DRADriverSpec{FeatureGates: map[string]bool{}}
+		for _, gate := range strings.Split(gates, ",") {
+			if name, off := strings.CutSuffix(gate, "=false"); gate != "" {
+				spec.FeatureGates[name] = !off
+			}
+		}
+		g.Expect(spec.DynamicMIG()).To(Equal(want), gates)
+	}
 }

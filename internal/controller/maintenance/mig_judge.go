@@ -77,9 +77,15 @@ func (r *Reconciler) inPlace(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.Nod
 		// The DRA driver's slices say what the GPUs have once it serves,
 		// and the count must be exact: a GPU in MIG mode without MIG
 		// devices publishes nothing.
-		if configs.file == nil || configs.file.Filtered(config) || knownGPUs(n) == 0 ||
+		if configs.file == nil || configs.file.Filtered(config) || !cp.Spec.GFD.IsEnabled() ||
 			gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.DRADriver))]) != gpuv1.StateReady {
 			return migreconfig.Differs // not serving, or not knowable
+		}
+		if gpuv1.StateValue(n.Labels[gpuv1.StateLabel(string(state.GPUFeatureDiscovery))]) != gpuv1.StateReady {
+			return migreconfig.Unknown // GFD's GPU count is not there yet
+		}
+		if knownGPUs(n) == 0 {
+			return migreconfig.Differs
 		}
 		got, _ := r.published(n, configs, config)
 		return got
@@ -144,8 +150,12 @@ func (r *Reconciler) published(n *corev1.Node, configs migConfigs, config string
 	if err != nil || !slices.Complete() {
 		return migreconfig.Unknown, ""
 	}
+	// Without GFD's count, the GPUs the slices name: every GPU of a
+	// configuration the DRA driver serves is named (draRefusal), but one
+	// an apply left without devices would not be, so counts are not
+	// compared then.
 	gpus := knownGPUs(n)
-	layout, err := configs.file.LayoutOf(config, max(gpus, 1))
+	layout, err := configs.file.LayoutOf(config, max(gpus, slices.GPUs, 1))
 	if err != nil {
 		return migreconfig.Differs, err.Error()
 	}

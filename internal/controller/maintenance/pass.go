@@ -91,6 +91,11 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 		if p.configs, err = r.readMIGConfigs(ctx, &cp.Spec.MIGManager); err != nil {
 			return nil, err
 		}
+		dra := obs.pools.DRADriver() // a GPUCluster's
+		if dra == nil {
+			dra = &cp.Spec.DRADriver
+		}
+		p.configs.dynamicMIG = dra.DynamicMIG()
 	}
 	p.budgets = budgetsOf(cp, obs.pools)
 	return p, nil
