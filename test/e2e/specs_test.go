@@ -86,8 +86,12 @@ func expectOrder(ctx context.Context, nodes []string) {
 	for _, n := range nodes {
 		forgot, reset := history.forgotten(n)
 		for state, prereqs := range prerequisites {
-			pod := podOn(ctx, n, state)
-			Expect(pod).NotTo(BeNil(), "%s pod on %s", state, n)
+			// A DaemonSet still rolling a change of a spec before this
+			// one replaces its pod between the wait and this look: the
+			// new pod is checked, once there.
+			var pod *corev1.Pod
+			Eventually(func() *corev1.Pod { pod = podOn(ctx, n, state); return pod }).WithContext(ctx).
+				WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(BeNil(), "%s pod on %s", state, n)
 			started, how, slack := pod.CreationTimestamp.Time, "created", time.Duration(0)
 			if reset && started.Before(forgot) {
 				// The operator takes a pod restarted in the second it
