@@ -183,6 +183,15 @@ func (s *Set) DRADriver() *gpuv1.DRADriverSpec {
 	return s.draDriver
 }
 
+// DRADriverFor returns the DRA driver settings in force: the
+// GPUCluster's, else the policy's.
+func (s *Set) DRADriverFor(cp *gpuv1.ClusterPolicy) *gpuv1.DRADriverSpec {
+	if d := s.DRADriver(); d != nil {
+		return d
+	}
+	return &cp.Spec.DRADriver
+}
+
 // Resolve returns the pools the policy runs: its own, or under
 // driver.useNvidiaDriverCRD one per NVIDIADriver not being deleted.
 func Resolve(cp *gpuv1.ClusterPolicy, drivers []gpuv1alpha1.NVIDIADriver) *Set {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -187,10 +188,26 @@ func (d *decision) gpuCount() int {
 	if d.in.Node.Labels[labelMIGStrategy] == string(gpuv1.MIGStrategySingle) && d.in.Node.Labels[gpuv1.LabelMIGCapable] == gpuv1.LabelTrue {
 		return 0
 	}
+	if GFDCountsMIGDevices(d.in.Node.Labels) {
+		return 0
+	}
 	for _, v := range []string{d.in.Node.Labels[labelGPUCount], d.in.Node.Annotations[AnnotationGPUCount]} {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			return n
 		}
 	}
 	return 0
+}
+
+// GFDCountsMIGDevices reports whether GPU feature discovery labels MIG
+// devices by profile on the node (nvidia.com/mig-<profile>.count, the
+// mixed strategy): its nvidia.com/gpu.count then need not count the GPUs
+// those are cut from, so it is not read as the node's GPU count.
+func GFDCountsMIGDevices(labels map[string]string) bool {
+	for k, v := range labels {
+		if strings.HasPrefix(k, "nvidia.com/mig-") && strings.HasSuffix(k, ".count") && v != "" && v != "0" {
+			return true
+		}
+	}
+	return false
 }

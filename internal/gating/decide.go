@@ -82,6 +82,10 @@ type Input struct {
 	// DRAServed says whether the API server serves resource.k8s.io/v1
 	// ResourceSlices, which the DRA driver publishes.
 	DRAServed bool
+	// DRADynamicMIG is true where the DRA driver in force makes MIG
+	// devices itself (its DynamicMIG gate): mig-manager does not run on
+	// nodes in allocation mode dra then.
+	DRADynamicMIG bool
 	// DRA is what the node's ResourceSlices of NVIDIA's DRA driver say;
 	// nil when it has none.
 	DRA *draslices.Node
@@ -268,8 +272,8 @@ func (d *decision) readCurrent() bool {
 }
 
 // disabled reports whether the state does not run on this node: disabled in
-// the policy, opted out by a deploy label, or, for the driver, found on the
-// host.
+// the policy, opted out by a deploy label, off in the node's allocation
+// mode, or, for the driver, found on the host.
 func (d *decision) disabled(name state.Name) bool {
 	if name == state.Driver && d.variant.DriverRoot == gpuv1.DriverRootHost {
 		return true
@@ -278,6 +282,9 @@ func (d *decision) disabled(name state.Name) bool {
 		return true
 	}
 	if name == state.MPSControlDaemon && (!d.runsMPS() || d.disabled(state.DevicePlugin)) {
+		return true
+	}
+	if name == state.MIGManager && d.migByDRADriver() {
 		return true
 	}
 	return d.optedOut(name)

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
@@ -278,4 +279,29 @@ func TestDRADeviceTaintsAreUnhealthyGPUs(t *testing.T) {
 	// stands.
 	r = decide(t, n, draReadyPods(), inDRAPool, func(in *Input) { in.DRA = nil })
 	g.Expect(r.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationUnhealthyGPUs, "2"))
+}
+
+// Where the DRA driver in force makes MIG devices itself (its DynamicMIG
+// gate), mig-manager does not run on nodes in allocation mode dra: the
+// driver destroys at its start the MIG devices it did not make. It still
+// runs on device-plugin nodes.
+func TestMIGManagerStaysOffDRANodesUnderDynamicMIG(t *testing.T) {
+	g := NewWithT(t)
+	labels := variantLabels(states(map[state.Name]gpuv1.StateValue{drv: gpuv1.StateReady, tk: gpuv1.StateReady}))
+	labels[gpuv1.LabelMIGConfig] = "all-1g.18gb"
+	n := node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra"})
+	withMIG := func(in *Input) {
+		in.Enabled[state.MIGManager] = true
+		in.Policy.Spec.MIGManager.Enabled = ptr.To(true)
+	}
+	dynamic := func(in *Input) { in.DRADynamicMIG = true }
+
+	r := decide(t, n, draReadyPods(), inDRAPool, withMIG, dynamic, func(in *Input) { in.DRA = slicesNaming(8) })
+	g.Expect(stateOf(r, state.MIGManager)).To(Equal("disabled"))
+	g.Expect(r.Labels).NotTo(HaveKey(gpuv1.LabelMIGConfig), "no configuration is written for mig-manager there")
+	r = decide(t, n, draReadyPods(), inDRAPool, withMIG, func(in *Input) { in.DRA = slicesNaming(8) })
+	g.Expect(stateOf(r, state.MIGManager)).NotTo(Equal("disabled"), "without the gate mig-manager applies the configuration")
+	dp := node(maps.Clone(labels), map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"})
+	r = decide(t, dp, draReadyPods(), withMIG, dynamic)
+	g.Expect(stateOf(r, state.MIGManager)).NotTo(Equal("disabled"), "a device-plugin node keeps mig-manager")
 }

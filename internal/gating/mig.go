@@ -19,7 +19,7 @@ import (
 // It returns the node's configuration, "" for none.
 func (d *decision) decideMIGConfig() string {
 	spec := &d.in.Policy.Spec.MIGManager
-	if !spec.Manages() || d.optedOut(state.MIGManager) {
+	if !spec.Manages() || d.optedOut(state.MIGManager) || d.migByDRADriver() {
 		return ""
 	}
 	labels, annotations := d.in.Node.Labels, d.in.Node.Annotations
@@ -39,6 +39,16 @@ func (d *decision) decideMIGConfig() string {
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelMIGConfig, want)
 	setIfNonEmpty(d.result.Annotations, gpuv1.AnnotationMIGConfigWritten, want)
 	return want
+}
+
+// migByDRADriver reports whether the DRA driver manages the node's MIG
+// devices: a node in allocation mode dra under a driver with DynamicMIG,
+// which partitions the GPUs for claims and destroys at its start the MIG
+// devices it did not make (kubernetes-sigs/dra-driver-nvidia-gpu
+// 95932046, cmd/gpu-kubelet-plugin/driver.go). mig-manager does not run
+// there, and no configuration is written.
+func (d *decision) migByDRADriver() bool {
+	return d.mode == gpuv1.AllocationDRA && d.in.DRADynamicMIG
 }
 
 // judgeMIG decides the mig-manager state from the node's reconfiguration,

@@ -353,5 +353,20 @@ func computeSlices(profile string) (c, g int, ok bool) {
 	return c, g, okC && okG && errC == nil && errG == nil
 }
 
+// ProfilesOf returns the MIG profiles every entry of a configuration
+// creates devices of, device filters or not, as CanonicalProfile writes
+// them, sorted.
+func (f *File) ProfilesOf(name string) []string {
+	set := map[string]bool{}
+	for _, e := range f.MIGConfigs[name] {
+		for profile, n := range e.MIGDevices {
+			if e.MIGEnabled && n > 0 {
+				set[CanonicalProfile(profile)] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
 // Profiles returns the MIG profiles of a layout, sorted.
 func (l Layout) Profiles() []string { return slices.Sorted(maps.Keys(l.MIGDevices)) }

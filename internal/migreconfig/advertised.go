@@ -82,6 +82,10 @@ type Published struct {
 // and nothing it does not make. Profiles compare as mig-parted's file
 // and go-nvlib's MigProfile.String write them (1g.18gb, 1g.10gb+me).
 func JudgeSlices(l migconfig.Layout, got Published, exact bool) (Advertised, string) {
+	if l.EmptyMIG > 0 {
+		// Refused on DRA nodes: the driver would publish nothing of them.
+		return Differs, fmt.Sprintf("the configuration leaves %d GPUs in MIG mode without MIG devices, which the DRA driver does not publish", l.EmptyMIG)
+	}
 	for _, profile := range l.Profiles() {
 		have, want := got.MIGDevices[profile], l.MIGDevices[profile]
 		switch {

@@ -79,7 +79,7 @@ func TestJudgeSlices(t *testing.T) {
 		"whole GPUs counted off":      {layout: mixed, got: Published{WholeGPUs: 3, MIGDevices: map[string]int{"1g.18gb": 28}}, exact: true, want: Differs, why: "3 whole GPUs, not 4"},
 		"whole GPUs all gone":         {layout: mixed, got: Published{MIGDevices: map[string]int{"1g.18gb": 28}}, want: Differs, why: "no whole GPU (4 expected)"},
 		"media extensions":            {layout: migconfig.Layout{MIGDevices: map[string]int{"1g.18gb+me": 8}}, got: Published{MIGDevices: map[string]int{"1g.18gb+me": 8}}, exact: true, want: Matches},
-		"MIG on, no device":           {layout: migconfig.Layout{MIGDevices: map[string]int{}}, got: Published{}, exact: true, want: Matches},
+		"MIG on, no device":           {layout: migconfig.Layout{MIGDevices: map[string]int{}, EmptyMIG: 8}, got: Published{}, exact: true, want: Differs, why: "leaves 8 GPUs in MIG mode without MIG devices"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

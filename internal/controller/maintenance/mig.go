@@ -54,11 +54,13 @@ type reconfigurations struct{}
 
 func (reconfigurations) operation() arbiter.Operation { return arbiter.MIGReconfiguration }
 
-// runs: migManager manages MIG, and the node is not opted out of
-// mig-manager (let go where it stands, as when migManager is turned off).
+// runs: migManager manages MIG, the node is not opted out of
+// mig-manager, and no DRA driver with DynamicMIG manages its MIG devices
+// (let go where it stands, as when migManager is turned off).
 func (reconfigurations) runs(p *pass, n *corev1.Node) bool {
 	return p.cp != nil && p.cp.Spec.MIGManager.Manages() && gating.IsGPUNode(n) &&
-		n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] == gpuv1.LabelTrue
+		n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] == gpuv1.LabelTrue &&
+		!(p.dynamicMIG && gating.AllocationModeOf(n) == gpuv1.AllocationDRA)
 }
 
 // position: a reconfigure-required node may start once Ready, its driver

@@ -18,9 +18,6 @@ type migConfigs struct {
 	file *migconfig.File
 	// problem says why the file cannot be used; "" when it can.
 	problem string
-	// dynamicMIG is true where the DRA driver that serves nodes in
-	// allocation mode dra creates MIG devices itself (its DynamicMIG gate).
-	dynamicMIG bool
 }
 
 // partitions reports whether a configuration creates MIG devices, which
@@ -55,8 +52,9 @@ func (r *Reconciler) readMIGConfigs(ctx context.Context, spec *gpuv1.MIGManagerS
 }
 
 // refusal says why a node's configuration cannot be applied, "" when it
-// can: the file's trouble, a name it does not hold, or a layout the MIG
-// strategy cannot advertise.
+// can: the file's trouble, a name it does not hold, on a node in
+// allocation mode dra what the DRA driver cannot serve (draRefusal), or a
+// layout the MIG strategy cannot advertise.
 func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config string) string {
 	if config == "" {
 		return ""
@@ -68,19 +66,13 @@ func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config stri
 	if n.Annotations[gpuv1.AnnotationMIGConfigWritten] == config {
 		from = "its driver pool's migConfig (or migManager.config.default)"
 	}
-	dra := gating.AllocationModeOf(n) == gpuv1.AllocationDRA
-	if dra && c.dynamicMIG {
-		return fmt.Sprintf("%s names MIG configuration %q, but the DRA driver runs with its DynamicMIG feature gate "+
-			"(draDriver.featureGates), which creates MIG devices for claims itself and destroys those it did not make: "+
-			"turn DynamicMIG off, or migManager off", from, config)
-	}
 	layout, err := c.file.LayoutOf(config, max(knownGPUs(n), 1))
 	if err != nil {
 		return fmt.Sprintf("%s names MIG configuration %q, which ConfigMap %s (migManager.config.name) does not hold; it holds: %s",
 			from, config, cp.Spec.MIGManager.ConfigMapName(), c.file.Holds())
 	}
-	if dra {
-		if why := draRefusal(layout); why != "" {
+	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
+		if why := c.draRefusal(config, layout); why != "" {
 			return fmt.Sprintf("%s names MIG configuration %q, which %s. Change it on nodes in allocation mode dra, "+
 				"or use allocation mode device-plugin", from, config, why)
 		}
@@ -91,23 +83,24 @@ func (c migConfigs) refusal(cp *gpuv1.ClusterPolicy, n *corev1.Node, config stri
 	return ""
 }
 
-// draRefusal says why NVIDIA's DRA driver cannot serve a layout, "" when
-// it can: it publishes no device for a GPU in MIG mode without MIG
-// devices (so the node's GPUs are never all proven), and stops at its
-// start on a MIG device whose profile splits its GPU instance
-// (kubernetes-sigs/dra-driver-nvidia-gpu 95932046,
-// cmd/gpu-kubelet-plugin/nvlib.go: enumerateAllPossibleDevices,
-// getGpuInfo, getMigDevices).
-func draRefusal(l migconfig.Layout) string {
-	for _, profile := range l.Profiles() {
+// draRefusal says why NVIDIA's DRA driver cannot serve a configuration,
+// "" when it can: it stops at its start on a MIG device whose profile
+// splits its GPU instance, whichever GPU model's entry names it, and
+// publishes no device for a GPU in MIG mode without MIG devices, so the
+// node's GPUs are never all served (kubernetes-sigs/dra-driver-nvidia-gpu
+// 95932046, cmd/gpu-kubelet-plugin/nvlib.go: getGpuInfo, getMigDevices,
+// enumerateAllPossibleDevices). What a device filter leaves depends on
+// the GPU model, so only the profiles of such a configuration are read.
+func (c migConfigs) draRefusal(config string, l migconfig.Layout) string {
+	for _, profile := range c.file.ProfilesOf(config) {
 		if migconfig.SplitsGPUInstance(profile) {
 			return fmt.Sprintf("creates MIG devices of profile %s, whose compute instances do not fill its GPU instance: "+
 				"the DRA driver knows no such profile and does not start", profile)
 		}
 	}
-	if l.EmptyMIG > 0 {
-		return fmt.Sprintf("leaves %d GPUs in MIG mode without MIG devices: the DRA driver publishes nothing for them, "+
-			"so the node's GPUs are never all served", l.EmptyMIG)
+	if l.EmptyMIG > 0 && !c.file.Filtered(config) {
+		return "leaves GPUs in MIG mode without MIG devices: the DRA driver publishes nothing for them, " +
+			"so the node's GPUs are never all served"
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
@@ -107,14 +108,13 @@ func TestMIGConfigurationsApplyOnADRANode(t *testing.T) {
 	cp := &gpuv1.ClusterPolicy{}
 	cp.Spec.MIG.Strategy = gpuv1.MIGStrategyMixed
 	g.Expect(migConfigs{file: file}.refusal(cp, draNode(gpuv1.StateReady), "all-1g.18gb")).To(BeEmpty())
-	g.Expect(migConfigs{file: file}.refusal(cp, draNode(gpuv1.StateReady), "all-balanced")).To(BeEmpty())
 }
 
 // What the DRA driver cannot serve is refused on DRA nodes, naming why,
 // and applies on device-plugin nodes: GPUs in MIG mode without MIG
 // devices (it publishes nothing for them), a profile that splits its GPU
-// instance (it stops at start), and any configuration while it makes MIG
-// devices itself (DynamicMIG).
+// instance (it stops at start); and with DynamicMIG, the driver's own,
+// mig-manager's reconfiguration leaves DRA nodes alone.
 func TestMIGConfigurationsTheDRADriverCannotServe(t *testing.T) {
 	g := NewWithT(t)
 	file, err := migconfig.Parse(`version: v1
@@ -140,15 +140,25 @@ mig-configs:
 	dp := draNode(gpuv1.StateReady)
 	dp.Labels[gpuv1.LabelAllocationMode] = string(gpuv1.AllocationDevicePlugin)
 	configs := migConfigs{file: file}
-	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "all-enabled")).To(ContainSubstring("leaves 8 GPUs in MIG mode without MIG devices"))
+	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "all-enabled")).To(ContainSubstring("leaves GPUs in MIG mode without MIG devices"))
 	g.Expect(configs.refusal(cp, dp, "all-enabled")).To(BeEmpty())
 	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "split")).To(ContainSubstring("profile 1c.2g.35gb"))
 	g.Expect(configs.refusal(cp, dp, "split")).To(BeEmpty())
 	g.Expect(configs.refusal(cp, draNode(gpuv1.StateReady), "c-written")).To(BeEmpty(), "1c.1g.18gb is 1g.18gb")
 
-	dynamic := migConfigs{file: file, dynamicMIG: true}
-	g.Expect(dynamic.refusal(cp, draNode(gpuv1.StateReady), "all-disabled")).To(ContainSubstring("DynamicMIG"))
-	g.Expect(dynamic.refusal(cp, dp, "c-written")).To(BeEmpty())
+	// With DynamicMIG the DRA driver manages MIG on DRA nodes: the
+	// reconfiguration does not run there, and lets go where it stands.
+	on := &pass{cp: &gpuv1.ClusterPolicy{}, dynamicMIG: true}
+	on.cp.Spec.MIGManager.Enabled = ptr.To(true)
+	draOne := draNode(gpuv1.StateReady)
+	for _, n := range []*corev1.Node{draOne, dp} {
+		n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] = gpuv1.LabelTrue
+		n.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
+	}
+	g.Expect(reconfigurations{}.runs(on, dp)).To(BeTrue())
+	g.Expect(reconfigurations{}.runs(on, draOne)).To(BeFalse())
+	on.dynamicMIG = false
+	g.Expect(reconfigurations{}.runs(on, draOne)).To(BeTrue())
 	for gates, want := range map[string]bool{"": false, "DynamicMIG": true, "AllAlpha": true, "AllAlpha,DynamicMIG=false": false} {
 		spec := &gpuv1.DRADriverSpec{FeatureGates: map[string]bool{}}
 		for _, gate := range strings.Split(gates, ",") {

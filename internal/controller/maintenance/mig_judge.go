@@ -63,8 +63,9 @@ func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.
 }
 
 // inPlace says whether a node no configuration was applied on has the
-// configuration already, once its device plugin and GFD have settled
-// (Unknown until then), or its DRA driver serves: it advertises exactly what the configuration
+// configuration already, once its plugin and GFD have settled (Unknown
+// until then; on a node in allocation mode dra, the DRA driver's slices
+// are read, see below): it advertises exactly what the configuration
 // makes where GFD counted whole GPUs (MIG disabled already, as NVIDIA's
 // default all-disabled has it), or, on a node partitioned already, it
 // has mig-manager's word for it (a person's label, as NVIDIA's operator
@@ -191,6 +192,9 @@ func gpuCount(n *corev1.Node) int {
 		if strings.HasPrefix(string(name), "nvidia.com/mig-") && q > 0 {
 			return 0
 		}
+	}
+	if gating.GFDCountsMIGDevices(n.Labels) {
+		return 0 // a DRA node has no capacity to say so; GFD's labels do
 	}
 	c, err := strconv.Atoi(n.Labels["nvidia.com/gpu.count"])
 	if err != nil || c < 0 {

@@ -58,10 +58,13 @@ type pass struct {
 	sel     *podSelectors
 	poolSel map[string]*podSelectors
 	// configs is the file of MIG configurations.
-	configs  migConfigs
-	budgets  arbiter.Budgets
-	machines []machine
-	tally    *tally
+	configs migConfigs
+	// dynamicMIG is true where the DRA driver in force makes MIG devices
+	// itself: mig-manager does not run on nodes in allocation mode dra.
+	dynamicMIG bool
+	budgets    arbiter.Budgets
+	machines   []machine
+	tally      *tally
 }
 
 func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *observed) (*pass, error) {
@@ -91,12 +94,9 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 		if p.configs, err = r.readMIGConfigs(ctx, &cp.Spec.MIGManager); err != nil {
 			return nil, err
 		}
-		dra := obs.pools.DRADriver() // a GPUCluster's
-		if dra == nil {
-			dra = &cp.Spec.DRADriver
-		}
-		p.configs.dynamicMIG = dra.DynamicMIG()
+
 	}
+	p.dynamicMIG = obs.pools.DRADriverFor(cp).DynamicMIG()
 	p.budgets = budgetsOf(cp, obs.pools)
 	return p, nil
 }

@@ -142,6 +142,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		in.DriverPool, in.DriverKernel, in.DriverAwaitsImage = a.Pool, a.WantedKernel(node.Labels), a.AwaitsImage
 		in.DriverImageMissing = a.ImageMissing
 		in.AllocationMode, in.DRAServed, in.GPUCluster = a.Mode, r.Slices != nil, pools.GPUCluster
+		in.DRADynamicMIG = pools.DRADriverFor(active).DynamicMIG()
 		if r.Slices != nil {
 			if in.DRA, err = r.Slices.OnNode(node.Name); err != nil {
 				return gating.Input{}, err
