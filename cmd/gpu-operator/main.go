@@ -61,7 +61,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectID, "leader-election-id", "gpu-operator.nvidia.com", "Name of the Lease used for leader election.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
-	fs.IntVar(&o.nodeWorkers, "node-workers", 8, "Nodes reconciled concurrently.")
+	fs.IntVar(&o.nodeWorkers, "node-workers", 32, "Nodes reconciled concurrently.")
 	o.timers.BindFlags(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/gpu-operator/gpu-operator/internal/test/simcluster"
 )
@@ -65,6 +66,9 @@ func startOperator(ctx context.Context, s *simcluster.Cluster, listen simcluster
 	if v := os.Getenv("BENCH_OPERATOR_GODEBUG"); v != "" {
 		env = append(env, "GODEBUG="+v)
 	}
+	// BENCH_OPERATOR_ARGS are flags after the chart's, which they
+	// override: an experiment with a setting before the chart takes it.
+	args = append(args, strings.Fields(os.Getenv("BENCH_OPERATOR_ARGS"))...)
 	return s.StartOperator(ctx, simcluster.OperatorOptions{
 		Name: "operator", Args: append(args, listen.Args()...), Env: env, ProbeAddr: listen.Probe, WaitLeader: true,
 	})
