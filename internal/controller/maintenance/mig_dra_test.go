@@ -29,7 +29,8 @@ func draNode(driver gpuv1.StateValue) *corev1.Node {
 	}}}
 }
 
-// published is one complete slice generation's summary.
+// publishedSlices is one complete slice generation's summary: whole GPUs,
+// or MIG devices by profile cut from all 8.
 func publishedSlices(whole int, mig map[string]int) *draslices.Node {
 	gpus := whole
 	if len(mig) > 0 {
