@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -70,4 +72,60 @@ func restRequests(metricsURL string) (map[string]float64, error) {
 // writesOf sums the write methods of a rest_client_requests_total reading.
 func writesOf(byMethod map[string]float64) float64 {
 	return byMethod["POST"] + byMethod["PUT"] + byMethod["PATCH"] + byMethod["DELETE"]
+}
+
+// rssSplit is what a process's resident set was made of at one reading:
+// anonymous memory (the Go heap, its headroom, stacks, the runtime's own)
+// and pages of its mapped files (mostly its binary's code and read-only
+// data, shared with the page cache), in bytes.
+type rssSplit struct {
+	Anon, File uint64
+}
+
+func (s rssSplit) total() uint64 { return s.Anon + s.File }
+
+// rssPeak polls a process's resident set every interval until ctx ends or
+// the process is gone, and keeps the reading with the largest total: what
+// the peak RSS is made of, which VmHWM does not say.
+type rssPeak struct {
+	mu   sync.Mutex
+	peak rssSplit
+}
+
+func watchRSS(ctx context.Context, pid int, interval time.Duration) *rssPeak {
+	r := &rssPeak{}
+	go func() {
+		p, err := procfs.NewProc(pid)
+		if err != nil {
+			return
+		}
+		for {
+			st, err := p.NewStatus()
+			if err != nil {
+				return
+			}
+			r.see(rssSplit{Anon: st.RssAnon, File: st.RssFile})
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rssPeak) see(s rssSplit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.total() > r.peak.total() {
+		r.peak = s
+	}
+}
+
+// get returns the largest reading so far.
+func (r *rssPeak) get() rssSplit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.peak
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // cpuProfiles lets one CPU profile run at a time, as the operator's pprof
@@ -62,4 +64,29 @@ func saveProfile(ctx context.Context, log io.Writer, pprof, dir, name, path stri
 	if err != nil {
 		progress(log, "profile %s: %v", name, err)
 	}
+}
+
+// saveAPIServerProfile takes a CPU profile of the simulated API server over
+// the next seconds, in the background, through its own /debug/pprof: on a
+// small machine it is the busiest process of a rollout, and what the
+// operator asks of it shows there. Failing to profile is logged.
+func saveAPIServerProfile(ctx context.Context, log io.Writer, rc rest.Interface, dir, name string, seconds int) {
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
+		defer cancel()
+		err := func() error {
+			body, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", fmt.Sprint(seconds)).
+				Timeout(time.Duration(seconds)*time.Second + 30*time.Second).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name), body, 0o644)
+		}()
+		if err != nil {
+			progress(log, "profile %s: %v", name, err)
+		}
+	}()
 }

@@ -33,9 +33,19 @@ type Result struct {
 	Waves *Waves `json:"waves,omitempty"`
 
 	RolloutCPUSeconds float64 `json:"rolloutCPUSeconds"`
-	RolloutPeakRSSMiB float64 `json:"rolloutPeakRSSMiB"`
+	// RolloutClusterCPU and FloorClusterCPU are the simulated cluster's
+	// CPU seconds by process in the rollout (policy created -> all ready)
+	// and in the floor (workloads applied -> all pods ready): on a small
+	// machine the operator's gates cost the cluster time as well.
+	RolloutClusterCPU cpuByProcess `json:"rolloutClusterCPU,omitempty"`
+	FloorClusterCPU   cpuByProcess `json:"floorClusterCPU,omitempty"`
+	RolloutPeakRSSMiB float64      `json:"rolloutPeakRSSMiB"`
 	// PeakRSSMiB is the peak over the whole run, upgrade included.
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	// RolloutPeakRSS and PeakRSS say what the largest resident set read
+	// once a second, in the rollout and over the run, was made of.
+	RolloutPeakRSS RSSSplitMiB `json:"rolloutPeakRSS"`
+	PeakRSS        RSSSplitMiB `json:"peakRSS"`
 
 	// Rollout counts the operator's requests from the ClusterPolicy's
 	// creation to the start of the quiet period (all-ready + 10 s).
@@ -45,12 +55,16 @@ type Result struct {
 	// the operator's own rest_client_requests_total: a cross-check.
 	RESTWritesRollout float64 `json:"restWritesRollout"`
 
-	QuietSeconds             float64  `json:"quietSeconds"`
-	Quiet                    Requests `json:"quiet"`
-	IdleCPUSecondsPerMinute  float64  `json:"idleCPUSecondsPerMinute"`
-	IdleReadsPerMinute       float64  `json:"idleReadsPerMinute"`
-	IdleWritesPerMinute      float64  `json:"idleWritesPerMinute"`
-	IdleLeaseWritesPerMinute float64  `json:"idleLeaseWritesPerMinute"`
+	QuietSeconds            float64  `json:"quietSeconds"`
+	Quiet                   Requests `json:"quiet"`
+	IdleCPUSecondsPerMinute float64  `json:"idleCPUSecondsPerMinute"`
+	// IdleClusterCPUSecondsPerMinute is what the simulated cluster itself
+	// uses in the quiet period (kwok renewing node leases, the
+	// controllers' resyncs): the load a phase pays for as long as it runs.
+	IdleClusterCPUSecondsPerMinute float64 `json:"idleClusterCPUSecondsPerMinute"`
+	IdleReadsPerMinute             float64 `json:"idleReadsPerMinute"`
+	IdleWritesPerMinute            float64 `json:"idleWritesPerMinute"`
+	IdleLeaseWritesPerMinute       float64 `json:"idleLeaseWritesPerMinute"`
 
 	// The kubelet churn phase: every node's status reported once per
 	// -churn-every (heartbeats; DiskPressure turning on one node in a
@@ -82,6 +96,14 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
+// RSSSplitMiB is an rssSplit in MiB.
+type RSSSplitMiB struct {
+	Anon float64 `json:"anon"`
+	File float64 `json:"file"`
+}
+
+func splitMiB(s rssSplit) RSSSplitMiB { return RSSSplitMiB{Anon: mib(s.Anon), File: mib(s.File)} }
+
 // row is one line of the table: a figure per run, and its target.
 type row struct {
 	name, target string
@@ -92,7 +114,7 @@ func rows() []row {
 	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	f2 := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	d := func(v int) string { return fmt.Sprint(v) }
-	return []row{
+	out := []row{
 		{"operand pods (+ unrelated per node)", "", func(r *Result) string { return fmt.Sprintf("%d (+%d)", r.OperandPods, r.UnrelatedPodsPerNode) }},
 		{"rollout: policy created -> all nodes ready (s)", "", func(r *Result) string { return f1(r.RolloutSeconds) }},
 		{"floor: ungated DaemonSets -> all pods ready (s)", "", func(r *Result) string { return f1(r.FloorSeconds) }},
@@ -105,7 +127,16 @@ func rows() []row {
 		{"all ready -> last operator write (s)", "<= 10", func(r *Result) string { return f1(r.QuiescenceSeconds) }},
 		{"operator peak RSS, rollout (MiB)", "< 64", func(r *Result) string { return f1(r.RolloutPeakRSSMiB) }},
 		{"operator peak RSS, whole run (MiB)", "< 80", func(r *Result) string { return f1(r.PeakRSSMiB) }},
+		{"operator RSS at its largest reading, rollout: anonymous + file (MiB)", "", func(r *Result) string {
+			return fmt.Sprintf("%.1f + %.1f", r.RolloutPeakRSS.Anon, r.RolloutPeakRSS.File)
+		}},
+		{"operator RSS at its largest reading, whole run: anonymous + file (MiB)", "", func(r *Result) string {
+			return fmt.Sprintf("%.1f + %.1f", r.PeakRSS.Anon, r.PeakRSS.File)
+		}},
 		{"operator CPU, rollout (s)", "", func(r *Result) string { return f1(r.RolloutCPUSeconds) }},
+	}
+	out = append(out, clusterCPURows()...)
+	return append(out, []row{
 		{"writes per node, rollout (leases apart)", "<= 10", func(r *Result) string { return f2(r.WritesPerNode) }},
 		{"writes, rollout: audit+leases / rest_client", "", func(r *Result) string {
 			return fmt.Sprintf("%d / %.0f", r.Rollout.Writes+r.Rollout.LeaseWrites, r.RESTWritesRollout)
@@ -115,6 +146,7 @@ func rows() []row {
 		{"idle lease writes / min", "", func(r *Result) string { return f1(r.IdleLeaseWritesPerMinute) }},
 		{"idle reads / min (leases apart)", "< 10", func(r *Result) string { return f1(r.IdleReadsPerMinute) }},
 		{"idle CPU s / min", "< 0.3", func(r *Result) string { return f2(r.IdleCPUSecondsPerMinute) }},
+		{"idle cluster CPU s / min (the simulated cluster's own)", "", func(r *Result) string { return f1(r.IdleClusterCPUSecondsPerMinute) }},
 		{"kubelet churn: status reports / min", "", func(r *Result) string {
 			return f1(float64(r.ChurnReports) / max(r.ChurnSeconds, 1) * 60)
 		}},
@@ -130,7 +162,28 @@ func rows() []row {
 			return fmt.Sprintf("%.1f / %d", r.UpgradingMean, r.UpgradingPeak)
 		}},
 		{"upgrade: writes per node", "", func(r *Result) string { return f1(float64(r.Upgrade.Writes) / float64(max(1, r.Nodes))) }},
+	}...)
+}
+
+// clusterCPURows are the simulated cluster's CPU by process, rollout
+// against floor ("-" for a floor not run).
+func clusterCPURows() []row {
+	pair := func(r *Result, of func(cpuByProcess) float64) string {
+		floor := "-"
+		if r.FloorClusterCPU != nil {
+			floor = fmt.Sprintf("%.1f", of(r.FloorClusterCPU))
+		}
+		return fmt.Sprintf("%.1f / %s", of(r.RolloutClusterCPU), floor)
 	}
+	out := []row{{"cluster CPU, rollout / floor (s): all", "", func(r *Result) string {
+		return pair(r, cpuByProcess.total)
+	}}}
+	for _, name := range clusterProcesses() {
+		out = append(out, row{"cluster CPU, rollout / floor (s): " + name, "", func(r *Result) string {
+			return pair(r, func(c cpuByProcess) float64 { return c[name] })
+		}})
+	}
+	return out
 }
 
 // wave formats one part of the rollout's waves, over every state.

@@ -116,6 +116,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	}
 	defer op.Kill()
 	metricsURL := "http://" + listen.Metrics + "/metrics"
+	rss := watchRSS(ctx, op.Pid(), time.Second)
 
 	// The rollout, from the ClusterPolicy's creation to every node ready on
 	// every state.
@@ -125,6 +126,10 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	rest0, err := restRequests(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	cluster0, err := clusterCPU(s.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +143,17 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
 	profiles := cfg.ws.profiles()
 	cfg.cpuProfiles.save(ctx, cfg.log, listen.Pprof, profiles, "cpu-rollout.pprof", 60)
+	saveAPIServerProfile(ctx, cfg.log, s.Clientset.CoreV1().RESTClient(), profiles, "apiserver-cpu-rollout.pprof", 60)
 	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	r.RolloutSeconds = allReady.Sub(t0).Seconds()
+	cluster1, err := clusterCPU(s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	r.RolloutClusterCPU = cluster1.since(cluster0)
 	saveProfile(ctx, cfg.log, listen.Pprof, profiles, "heap-ready.pprof", "/debug/pprof/heap")
 	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
 	// The pods as the rollout left them, before reboots and the upgrade
@@ -157,6 +168,11 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	quietStart := allReady.Add(settle)
 	sleepUntil(ctx, quietStart)
 	cpu1, err := processUsage(op.Pid())
+	if err != nil {
+		return nil, err
+	}
+	rolloutRSS := rss.get()
+	quietCluster0, err := clusterCPU(s.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -178,10 +194,16 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	quietEnd := time.Now()
+	quietCluster1, err := clusterCPU(s.Dir)
+	if err != nil {
+		return nil, err
+	}
 	r.RolloutCPUSeconds = cpu1.CPUSeconds - cpu0.CPUSeconds
 	r.RolloutPeakRSSMiB = mib(cpu1.PeakRSS)
+	r.RolloutPeakRSS = splitMiB(rolloutRSS)
 	minutes := cfg.quiet.Minutes()
 	r.IdleCPUSecondsPerMinute = (cpu2.CPUSeconds - cpu1.CPUSeconds) / minutes
+	r.IdleClusterCPUSecondsPerMinute = quietCluster1.since(quietCluster0).total() / minutes
 
 	r.RESTWritesRollout = writesOf(rest1) - writesOf(rest0)
 
@@ -243,6 +265,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	r.PeakRSSMiB = mib(end.PeakRSS)
+	r.PeakRSS = splitMiB(rss.get())
 	return w, nil
 }
 
@@ -327,6 +350,11 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	if err != nil {
 		return err
 	}
+	cluster0, err := clusterCPU(s.Dir)
+	if err != nil {
+		return err
+	}
+	saveAPIServerProfile(ctx, cfg.log, s.Clientset.CoreV1().RESTClient(), cfg.ws.profiles(), "apiserver-cpu-floor.pprof", 60)
 	start, err := applyFloor(ctx, s.Clientset, namespace, w)
 	if err != nil {
 		return err
@@ -335,6 +363,11 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
+	cluster1, err := clusterCPU(s.Dir)
+	if err != nil {
+		return err
+	}
+	r.FloorClusterCPU = cluster1.since(cluster0)
 	r.FloorSeconds = done.Sub(start).Seconds()
 	progress(cfg.log, "floor: %d operand pods ready after %.1fs", w.Pods, r.FloorSeconds)
 	return nil
