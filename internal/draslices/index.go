@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/gpu-operator/gpu-operator/internal/restconfig"
 	"github.com/gpu-operator/gpu-operator/internal/syncsource"
 )
 
@@ -46,7 +47,7 @@ func New(lw toolscache.ListerWatcher) *Index {
 // are listed, as a field selector names one driver and the NVIDIA driver
 // has two; other drivers' are kept as a name and a node.
 func ForConfig(cfg *rest.Config) (*Index, error) {
-	c, err := resourceclient.NewForConfig(cfg)
+	c, err := resourceclient.NewForConfig(restconfig.Protobuf(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("building the resource slices client: %w", err)
 	}

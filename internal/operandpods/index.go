@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/restconfig"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/syncsource"
 )
@@ -48,7 +49,7 @@ func New(lw toolscache.ListerWatcher) *Index {
 // ForNamespace returns an index of the operator's pods in namespace, as
 // the label managed-by selects them.
 func ForNamespace(cfg *rest.Config, namespace string) (*Index, error) {
-	c, err := corev1client.NewForConfig(cfg)
+	c, err := corev1client.NewForConfig(restconfig.Protobuf(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("building the operand pods client: %w", err)
 	}
