@@ -2,9 +2,12 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,35 +27,35 @@ func clusterProcesses() []string {
 type cpuByProcess map[string]float64
 
 // clusterCPU reads the CPU time each process of the simulated cluster in
-// dir has used so far, its waited-for children's included (pod-runner's
-// kubectl calls).
+// dir has used so far, with its descendants' (pod-runner's kubectl calls,
+// and the kubectl watch it keeps running, which no one reaps until its
+// watch ends). A process that is gone (crashed, or stopped) is left out:
+// its name then has no figure for the window, rather than failing the run.
 func clusterCPU(dir string) (cpuByProcess, error) {
 	f, err := os.Open(filepath.Join(dir, "pids"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	tree, err := processTree()
+	if err != nil {
+		return nil, err
+	}
+	wanted := clusterProcesses()
 	out := cpuByProcess{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, pidText, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
+		if !ok || !slices.Contains(wanted, name) {
 			continue
 		}
 		pid, err := strconv.Atoi(pidText)
 		if err != nil {
 			return nil, fmt.Errorf("%s/pids: %q: %w", dir, sc.Text(), err)
 		}
-		p, err := procfs.NewProc(pid)
-		if err != nil {
-			return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
+		if _, live := tree.stats[pid]; live {
+			out[name] += tree.cpuWithDescendants(pid)
 		}
-		st, err := p.Stat()
-		if err != nil {
-			return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
-		}
-		children := float64(st.CUTime+st.CSTime) / userHZ
-		out[name] += st.CPUTime() + children
 	}
 	return out, sc.Err()
 }
@@ -60,11 +63,52 @@ func clusterCPU(dir string) (cpuByProcess, error) {
 // userHZ is the kernel's clock tick for /proc times, as procfs assumes.
 const userHZ = 100
 
-// since is the CPU each process used from an earlier reading to this one.
+// procTree is every process's stat and children, read once.
+type procTree struct {
+	stats    map[int]procfs.ProcStat
+	children map[int][]int
+}
+
+func processTree() (procTree, error) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return procTree{}, err
+	}
+	t := procTree{stats: map[int]procfs.ProcStat{}, children: map[int][]int{}}
+	for _, p := range procs {
+		st, err := p.Stat()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // exited since the listing
+		}
+		if err != nil {
+			return procTree{}, err
+		}
+		t.stats[p.PID] = st
+		t.children[st.PPID] = append(t.children[st.PPID], p.PID)
+	}
+	return t, nil
+}
+
+// cpuWithDescendants is pid's CPU time and that of every descendant still
+// running, each with its reaped children's: a child that exits moves its
+// time into its parent's, so that the sum only grows.
+func (t procTree) cpuWithDescendants(pid int) float64 {
+	st := t.stats[pid]
+	sum := st.CPUTime() + float64(st.CUTime+st.CSTime)/userHZ
+	for _, child := range t.children[pid] {
+		sum += t.cpuWithDescendants(child)
+	}
+	return sum
+}
+
+// since is the CPU each process used from an earlier reading to this one;
+// a process missing from either reading has none.
 func (c cpuByProcess) since(earlier cpuByProcess) cpuByProcess {
 	out := cpuByProcess{}
 	for name, v := range c {
-		out[name] = v - earlier[name]
+		if before, ok := earlier[name]; ok {
+			out[name] = v - before
+		}
 	}
 	return out
 }

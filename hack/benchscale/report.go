@@ -34,9 +34,10 @@ type Result struct {
 
 	RolloutCPUSeconds float64 `json:"rolloutCPUSeconds"`
 	// RolloutClusterCPU and FloorClusterCPU are the simulated cluster's
-	// CPU seconds by process in the rollout (policy created -> all ready)
-	// and in the floor (workloads applied -> all pods ready): on a small
-	// machine the operator's gates cost the cluster time as well.
+	// CPU seconds by process in the rollout (policy created -> all ready +
+	// settle, the window of RolloutCPUSeconds) and in the floor (workloads
+	// applied -> all pods ready): on a small machine the operator's gates
+	// cost the cluster time as well.
 	RolloutClusterCPU cpuByProcess `json:"rolloutClusterCPU,omitempty"`
 	FloorClusterCPU   cpuByProcess `json:"floorClusterCPU,omitempty"`
 	RolloutPeakRSSMiB float64      `json:"rolloutPeakRSSMiB"`

@@ -149,11 +149,6 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	r.RolloutSeconds = allReady.Sub(t0).Seconds()
-	cluster1, err := clusterCPU(s.Dir)
-	if err != nil {
-		return nil, err
-	}
-	r.RolloutClusterCPU = cluster1.since(cluster0)
 	saveProfile(ctx, cfg.log, listen.Pprof, profiles, "heap-ready.pprof", "/debug/pprof/heap")
 	progress(cfg.log, "every node ready on every state after %.1fs", r.RolloutSeconds)
 	// The pods as the rollout left them, before reboots and the upgrade
@@ -172,10 +167,13 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	rolloutRSS := rss.get()
+	// The cluster's CPU in the rollout is read with the operator's: up to
+	// settle after all-ready.
 	quietCluster0, err := clusterCPU(s.Dir)
 	if err != nil {
 		return nil, err
 	}
+	r.RolloutClusterCPU = quietCluster0.since(cluster0)
 	rest1, err := restRequests(metricsURL)
 	if err != nil {
 		return nil, err
