@@ -12,13 +12,32 @@ kubectl() { "$root/bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
 done_file=$dir/pod-runner.done
 touch "$done_file"
 
+# pod_spec NS NAME: prints the pod's ServiceAccount, then its arguments on
+# one line. Fails when the pod is gone; an API error is retried, since the
+# watch may not report the pod again.
+pod_spec() {
+  local out
+  for _ in $(seq 30); do
+    if out=$(kubectl get pod -n "$1" "$2" \
+      -o jsonpath='{.spec.serviceAccountName}{"\n"}{range .spec.containers[0].args[*]}{@}{" "}{end}' 2>&1); then
+      echo "$out"
+      return 0
+    fi
+    [[ $out == *NotFound* ]] && return 1
+    echo "reading pod $1/$2: $out; retrying" >&2
+    sleep 1
+  done
+  return 1
+}
+
 # run_pod NS/NAME/UID: runs one job pod and marks how it ended.
 run_pod() {
-  local pod=$1 ns rest name sa args token cfg phase
+  local pod=$1 ns rest name spec sa args token cfg phase
   ns=${pod%%/*} rest=${pod#*/} name=${rest%%/*}
   # A pod deleted before its turn is not run.
-  sa=$(kubectl get pod -n "$ns" "$name" -o jsonpath='{.spec.serviceAccountName}') || return 0
-  args=$(kubectl get pod -n "$ns" "$name" -o jsonpath='{range .spec.containers[0].args[*]}{@}{" "}{end}') || return 0
+  spec=$(pod_spec "$ns" "$name") || return 0
+  sa=${spec%%$'\n'*} args=
+  [[ $spec == *$'\n'* ]] && args=${spec#*$'\n'}
   token=$(kubectl create token -n "$ns" "$sa" --duration=1h)
   cfg=$dir/pod-runner.kubeconfig
   "$root/hack/sim/token-kubeconfig.sh" "$token" "$ns" >"$cfg"
