@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"k8s.io/client-go/rest"
 )
@@ -50,5 +53,14 @@ func FirstAccept(t *testing.T, groupVersion, listKind string, build func(*rest.C
 	case <-time.After(30 * time.Second):
 		t.Fatal("the informer sent no request in 30 s")
 		return ""
+	}
+}
+
+// ExpectProtobuf fails t unless what build returns asks for protobuf first
+// (see FirstAccept for the arguments).
+func ExpectProtobuf(t *testing.T, groupVersion, listKind string, build func(*rest.Config) (Runnable, error)) {
+	t.Helper()
+	if accept := FirstAccept(t, groupVersion, listKind, build); !strings.HasPrefix(accept, runtime.ContentTypeProtobuf) {
+		t.Errorf("the %s informer asked for %q, want protobuf first", listKind, accept)
 	}
 }
