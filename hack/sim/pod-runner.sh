@@ -16,15 +16,16 @@ touch "$done_file"
 # one line. Fails when the pod is gone; an API error is retried, since the
 # watch may not report the pod again.
 pod_spec() {
-  local out
+  local out errors=$dir/pod-runner.err
   for _ in $(seq 30); do
+    # kubectl's warnings go to stderr: kept apart from the fields.
     if out=$(kubectl get pod -n "$1" "$2" \
-      -o jsonpath='{.spec.serviceAccountName}{"\n"}{range .spec.containers[0].args[*]}{@}{" "}{end}' 2>&1); then
+      -o jsonpath='{.spec.serviceAccountName}{"\n"}{range .spec.containers[0].args[*]}{@}{" "}{end}' 2>"$errors"); then
       echo "$out"
       return 0
     fi
-    [[ $out == *NotFound* ]] && return 1
-    echo "reading pod $1/$2: $out; retrying" >&2
+    grep -q NotFound "$errors" && return 1
+    echo "reading pod $1/$2: $(cat "$errors"); retrying" >&2
     sleep 1
   done
   return 1
