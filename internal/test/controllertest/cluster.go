@@ -2,11 +2,9 @@ package controllertest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,11 +57,14 @@ type Cluster struct {
 	// missingImages are the images no registry has: a pod of one waits
 	// in ErrImagePull, as a kubelet's would.
 	missingImages map[string]bool
+	// woken holds a wake-up for the next step (wake.go).
+	woken chan struct{}
 }
 
 func newCluster(c client.Client, namespace string) *Cluster {
 	return &Cluster{c: c, namespace: namespace, behaviour: map[string]Behaviour{},
-		published: map[string]bool{}, unscanned: map[string]bool{}, missingImages: map[string]bool{}}
+		published: map[string]bool{}, unscanned: map[string]bool{}, missingImages: map[string]bool{},
+		woken: make(chan struct{}, 1)}
 }
 
 // Set sets the behaviour of a state's pods on a node; state "*" stands for
@@ -71,6 +72,7 @@ func newCluster(c client.Client, namespace string) *Cluster {
 func (s *Cluster) Set(node, state string, b Behaviour) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.wake()
 	if state == "*" {
 		for k := range s.behaviour {
 			if strings.HasPrefix(k, node+"/") {
@@ -88,20 +90,6 @@ func (s *Cluster) get(node, state string) Behaviour {
 		return b
 	}
 	return s.behaviour[node+"/*"]
-}
-
-// run steps the simulation until ctx ends.
-func (s *Cluster) run(ctx context.Context) {
-	for {
-		if err := s.step(ctx); err != nil && ctx.Err() == nil {
-			fmt.Println("simulator:", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // step does what the DaemonSet controller and kubelets would: one pod per

@@ -17,6 +17,7 @@ import (
 func (s *Cluster) SetImageMissing(image string, missing bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.wake()
 	s.missingImages[image] = missing
 }
 
@@ -31,6 +32,7 @@ func (s *Cluster) imageMissing(image string) bool {
 func (s *Cluster) HoldAdoption(hold bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.wake()
 	s.adoptionHeld = hold
 }
 

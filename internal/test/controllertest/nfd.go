@@ -26,6 +26,7 @@ func (s *Cluster) GFDLabelsStranded() []string {
 func (s *Cluster) HoldNFDScan(node string, hold bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.wake()
 	s.unscanned[node] = hold
 }
 

@@ -82,6 +82,10 @@ func Run(m *testing.M, suite **Suite) int {
 	}
 	defer s.StopOperator()
 	s.Sim = newCluster(s.Client, Namespace)
+	if err := s.Sim.watch(ctx, env.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	go s.Sim.run(ctx)
 	*suite = s
 	return m.Run()

@@ -1,0 +1,88 @@
+package controllertest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The simulator steps when something it reads changed, not on a clock: a
+// step lists every DaemonSet, node, pod and ResourceSlice from the API
+// server (its reads must be current, or it would create a DaemonSet's pod
+// twice), and ten of them a second, while a test waited on a timer or an
+// assertion, were most of an envtest API server's CPU, on a machine whose
+// tests take turns on two cores.
+const (
+	// stepGap is the least time between two steps: a step's own writes
+	// wake the next one, after it.
+	stepGap = 100 * time.Millisecond
+	// idleStep is the most: a step that failed is tried again, and a
+	// change the simulator missed is seen.
+	idleStep = time.Second
+)
+
+// watched are the kinds a step reads.
+var watched = []client.Object{&appsv1.DaemonSet{}, &corev1.Node{}, &corev1.Pod{}, &corev1.ConfigMap{}, &resourcev1.ResourceSlice{}}
+
+// wake asks for a step; one asked for while another is pending adds none.
+func (s *Cluster) wake() {
+	select {
+	case s.woken <- struct{}{}:
+	default:
+	}
+}
+
+// watch wakes the simulator on every change of the kinds a step reads,
+// until ctx ends. The informers' caches only tell it when to step; the
+// step itself reads from the API server.
+func (s *Cluster) watch(ctx context.Context, cfg *rest.Config) error {
+	informers, err := cache.New(cfg, cache.Options{Scheme: s.c.Scheme()})
+	if err != nil {
+		return fmt.Errorf("creating the simulator's informers: %w", err)
+	}
+	go func() { _ = informers.Start(ctx) }()
+	wake := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.wake() },
+		UpdateFunc: func(any, any) { s.wake() },
+		DeleteFunc: func(any) { s.wake() },
+	}
+	for _, obj := range watched {
+		informer, err := informers.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("watching %T for the simulator: %w", obj, err)
+		}
+		if _, err := informer.AddEventHandler(wake); err != nil {
+			return fmt.Errorf("watching %T for the simulator: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// run steps the simulation until ctx ends: once woken, at most once per
+// stepGap, and at least once per idleStep.
+func (s *Cluster) run(ctx context.Context) {
+	for {
+		if err := s.step(ctx); err != nil && ctx.Err() == nil {
+			fmt.Println("simulator:", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(stepGap):
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.woken:
+		case <-time.After(idleStep):
+		}
+	}
+}
