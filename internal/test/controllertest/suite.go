@@ -149,6 +149,25 @@ func (s *Suite) StopOperator() {
 	}
 }
 
+// RestartOperatorWith restarts the operator with timers changed for one
+// test, and with the suite's own again once the test ends: a test of what
+// happens when a wait ends need not wait out the suite's longer one.
+func (s *Suite) RestartOperatorWith(t *testing.T, change func(*timers.Timers)) {
+	t.Helper()
+	restart := func(with timers.Timers) {
+		s.StopOperator()
+		s.Timers = with
+		if err := s.StartOperator(); err != nil {
+			t.Fatalf("restarting the operator: %v", err)
+		}
+	}
+	suite := s.Timers
+	changed := suite
+	change(&changed)
+	restart(changed)
+	t.Cleanup(func() { restart(suite) })
+}
+
 // Writes is how many write requests the operator has sent.
 func (s *Suite) Writes() int64 { return s.writes.Load() }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
 )
 
 // A state label a user also applied with the operator's value is shared:
@@ -110,9 +111,16 @@ func TestUninstallLetsNFDRemoveGFDsLabelsFirst(t *testing.T) {
 // as its own; where NFD is the cluster's, they are the cluster NFD's to
 // remove, and the operator says where they stay.
 func TestUninstallRemovesGFDsLabelsNFDLeft(t *testing.T) {
+	// Time enough for the GPU node's GFD pod to go and NFD to remove its
+	// labels there, so that the node left unbooted is the only one with
+	// labels left when the wait ends.
+	const gfdLabelsWait = 10 * time.Second
 	for name, ours := range map[string]bool{"operators-nfd": true, "clusters-nfd": false} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
+			// What happens once the wait ends, without waiting out the
+			// suite's, which is long for TestUninstallLetsNFDRemoveGFDsLabelsFirst.
+			suite.RestartOperatorWith(t, func(tm *timers.Timers) { tm.GFDLabelsWait = gfdLabelsWait })
 			f := suite.Setup(t, 0, func(cp *gpuv1.ClusterPolicy) { cp.Spec.NFD.Enabled = ptr.To(ours) })
 			gpuNode := "gfd-left-" + name + "-gpu"
 			if ours {
