@@ -25,6 +25,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/metricsauth"
 	"github.com/gpu-operator/gpu-operator/internal/operator"
+	"github.com/gpu-operator/gpu-operator/internal/restconfig"
 	"github.com/gpu-operator/gpu-operator/internal/timers"
 	"github.com/gpu-operator/gpu-operator/internal/version"
 )
@@ -118,7 +119,7 @@ func run(o *options) error {
 	log := ctrl.Log.WithName("setup")
 	log.Info("starting gpu-operator", "version", version.Version, "namespace", o.namespace)
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(restconfig.Uncompressed(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        newScheme(),
 		Cache:                         cacheconfig.Options(o.namespace),
 		Client:                        cacheconfig.ClientOptions(),

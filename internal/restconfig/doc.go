@@ -1,4 +1,4 @@
-// Package restconfig holds how the operator's own client-go clients talk to
-// the API server, apart from the manager's client, which controller-runtime
-// configures.
+// Package restconfig holds how the operator talks to the API server
+// beyond controller-runtime's defaults: uncompressed, for every client of
+// the operator's, and as protobuf, for its own client-go informers.
 package restconfig
