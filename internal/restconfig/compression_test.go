@@ -13,19 +13,25 @@ import (
 
 // acceptEncoding returns the Accept-Encoding header of a request a
 // clientset built from the configured config sends to a server on
-// 127.0.0.1. Over TLS, as to every API server: without it, client-go
-// uses Go's default transport, whatever the config says.
+// 127.0.0.1. Over TLS and HTTP/2, as to every API server: without TLS,
+// client-go uses Go's default transport, whatever the config says.
 func acceptEncoding(t *testing.T, configure func(*rest.Config) *rest.Config) string {
 	t.Helper()
 	got := make(chan string, 1)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen := r.Header.Get("Accept-Encoding")
+		if r.ProtoMajor != 2 {
+			seen = "(not over HTTP/2: " + r.Proto + ")"
+		}
 		select {
-		case got <- r.Header.Get("Accept-Encoding"):
+		case got <- seen:
 		default:
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"gpu-node-0"}}`))
 	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	cs, err := kubernetes.NewForConfig(configure(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}))
 	if err != nil {
