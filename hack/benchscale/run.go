@@ -318,6 +318,7 @@ func upgradePhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes 
 	go func() {
 		select {
 		case <-heapCtx.Done():
+			progress(cfg.log, "profile heap-upgrade.pprof: not taken, the upgrade was over first")
 		case <-time.After(time.Duration(cfg.nodes) * 100 * time.Millisecond):
 			saveProfile(heapCtx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "heap-upgrade.pprof", "/debug/pprof/heap")
 		}
