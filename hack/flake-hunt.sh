@@ -15,7 +15,7 @@ GO_RUNS=${GO_RUNS:-3}
 E2E_RUNS=${E2E_RUNS:-2}
 LOAD_LIMIT=${LOAD_LIMIT:-7200}
 TEST_PARALLEL=${TEST_PARALLEL:-8}
-E2E_PROCS=${E2E_PROCS:-3}
+E2E_PROCS=${E2E_PROCS:-4}
 # The e2e specs run in parallel processes through the Ginkgo CLI, at
 # go.mod's version (make flake-hunt builds it too).
 [[ -x bin/ginkgo ]] || go build -o bin/ginkgo github.com/onsi/ginkgo/v2/ginkgo || exit 2

@@ -25,14 +25,13 @@ var documented = []string{"--set", "driver.enabled=true", "--set", "driver.versi
 // runs the containers in E2E_PROCS processes, each on its own cluster, a
 // container on one process from its first spec to its last, each process
 // taking the next container when it is done with one. So the installed
-// containers come longest first, and the processes finish together: in
-// one run of four processes beside the benchmark's smoke run, runtime
-// settings took 231 s, reboots 183, NVIDIADrivers 170, node pools 147,
-// GPU sharing 132, operator crashes 92 and rollout 90. (Out of that
-// order, the process that drew runtime settings last finished 88 s after
-// the first: the ReportAfterSuite line's time says how long it waited.) The outer container only keeps that
-// order, which Ginkgo would otherwise shuffle: the uninstalling ones last,
-// so that each process installs the chart once.
+// containers come longest first, and the processes finish together (in
+// one run: runtime settings 231 s, reboots 183, NVIDIADrivers 170, node
+// pools 147, GPU sharing 132, operator crashes 92, rollout 90). The
+// ReportAfterSuite line's time is how long the first process to finish
+// waited for the last. The outer container only keeps that order, which
+// Ginkgo would otherwise shuffle: the uninstalling ones last, so that
+// each process installs the chart once.
 var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	var healthy []string
 	// stuck are the nodes that never get ready: out of driver upgrades.
