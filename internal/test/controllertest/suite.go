@@ -82,10 +82,12 @@ func Run(m *testing.M, suite **Suite) int {
 	}
 	defer s.StopOperator()
 	s.Sim = newCluster(s.Client, Namespace)
-	if err := s.Sim.watch(ctx, env.Config); err != nil {
+	stopWatching, err := s.Sim.watch(ctx, env.Config)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer stopWatching()
 	go s.Sim.run(ctx)
 	*suite = s
 	return m.Run()
@@ -164,8 +166,10 @@ func (s *Suite) RestartOperatorWith(t *testing.T, change func(*timers.Timers)) {
 	suite := s.Timers
 	changed := suite
 	change(&changed)
-	restart(changed)
+	// Registered first: a failed restart still leaves the suite's timers
+	// and a running operator to the tests after this one.
 	t.Cleanup(func() { restart(suite) })
+	restart(changed)
 }
 
 // Writes is how many write requests the operator has sent.

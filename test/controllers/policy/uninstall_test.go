@@ -111,16 +111,18 @@ func TestUninstallLetsNFDRemoveGFDsLabelsFirst(t *testing.T) {
 // as its own; where NFD is the cluster's, they are the cluster NFD's to
 // remove, and the operator says where they stay.
 func TestUninstallRemovesGFDsLabelsNFDLeft(t *testing.T) {
-	// Time enough for the GPU node's GFD pod to go and NFD to remove its
-	// labels there, so that the node left unbooted is the only one with
-	// labels left when the wait ends.
-	const gfdLabelsWait = 10 * time.Second
+	// What happens once the wait ends, without waiting out the suite's
+	// 30 s, which is long because TestUninstallLetsNFDRemoveGFDsLabelsFirst
+	// must see NFD stay for 5 s within it. 10 s (9 to 10: the deletion's
+	// time is kept to the second) is time enough for the GPU node's GFD
+	// pod to go and NFD to remove its labels there, a step or two of the
+	// simulator after the node controller took the node's state labels
+	// away (1-2 s): then the unbooted node is the only one with labels
+	// left when the wait ends, as the clusters-nfd event must say.
+	suite.RestartOperatorWith(t, func(tm *timers.Timers) { tm.GFDLabelsWait = 10 * time.Second })
 	for name, ours := range map[string]bool{"operators-nfd": true, "clusters-nfd": false} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			// What happens once the wait ends, without waiting out the
-			// suite's, which is long for TestUninstallLetsNFDRemoveGFDsLabelsFirst.
-			suite.RestartOperatorWith(t, func(tm *timers.Timers) { tm.GFDLabelsWait = gfdLabelsWait })
 			f := suite.Setup(t, 0, func(cp *gpuv1.ClusterPolicy) { cp.Spec.NFD.Enabled = ptr.To(ours) })
 			gpuNode := "gfd-left-" + name + "-gpu"
 			if ours {
