@@ -86,14 +86,25 @@ func (s rssSplit) total() uint64 { return s.Anon + s.File }
 
 // rssPeak polls a process's resident set every interval until ctx ends or
 // the process is gone, and keeps the reading with the largest total: what
-// the peak RSS is made of, which VmHWM does not say.
+// the peak RSS is made of, which VmHWM does not say. With atPeak set, it
+// calls it each time the total passes the last one it called it for by
+// peakStep: a heap profile there shows what the memory held at its peak,
+// which a profile at a chosen time misses (the upgrade's spike lasts
+// seconds).
 type rssPeak struct {
 	mu   sync.Mutex
 	peak rssSplit
+	// told is the total atPeak was last called for.
+	told   uint64
+	atPeak func(rssSplit)
 }
 
-func watchRSS(ctx context.Context, pid int, interval time.Duration) *rssPeak {
-	r := &rssPeak{}
+// peakStep is how far a new peak must pass the last one profiled: each
+// heap profile costs the operator a little CPU.
+const peakStep = 2 << 20
+
+func watchRSS(ctx context.Context, pid int, interval time.Duration, atPeak func(rssSplit)) *rssPeak {
+	r := &rssPeak{atPeak: atPeak}
 	go func() {
 		p, err := procfs.NewProc(pid)
 		if err != nil {
@@ -104,7 +115,9 @@ func watchRSS(ctx context.Context, pid int, interval time.Duration) *rssPeak {
 			if err != nil {
 				return
 			}
-			r.see(rssSplit{Anon: st.RssAnon, File: st.RssFile})
+			if r.see(rssSplit{Anon: st.RssAnon, File: st.RssFile}) && r.atPeak != nil {
+				r.atPeak(r.get())
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -115,12 +128,20 @@ func watchRSS(ctx context.Context, pid int, interval time.Duration) *rssPeak {
 	return r
 }
 
-func (r *rssPeak) see(s rssSplit) {
+// see takes a reading, and reports whether it is a peak peakStep past the
+// last one reported.
+func (r *rssPeak) see(s rssSplit) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s.total() > r.peak.total() {
-		r.peak = s
+	if s.total() <= r.peak.total() {
+		return false
 	}
+	r.peak = s
+	if s.total() < r.told+peakStep {
+		return false
+	}
+	r.told = s.total()
+	return true
 }
 
 // get returns the largest reading so far.

@@ -3,25 +3,35 @@ package main
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
 
 func TestRSSPeakKeepsTheLargestReadingWhole(t *testing.T) {
+	const mib = 1 << 20
 	r := &rssPeak{}
-	for _, s := range []rssSplit{{Anon: 10, File: 30}, {Anon: 35, File: 10}, {Anon: 30, File: 12}, {Anon: 5, File: 5}} {
-		r.see(s)
+	var told []uint64
+	for _, s := range []rssSplit{{Anon: 10 * mib, File: 30 * mib}, {Anon: 35 * mib, File: 10 * mib}, {Anon: 30 * mib, File: 12 * mib},
+		{Anon: 5 * mib, File: 5 * mib}, {Anon: 36 * mib, File: 10 * mib}, {Anon: 37 * mib, File: 10 * mib}} {
+		if r.see(s) {
+			told = append(told, s.total()/mib)
+		}
 	}
-	// 35+10 is the largest total: its own split, not the largest of each.
-	if got := r.get(); got != (rssSplit{Anon: 35, File: 10}) {
-		t.Errorf("peak = %+v, want {Anon:35 File:10}", got)
+	// 46 MiB is a peak, but within peakStep of the 45 reported before it.
+	if want := []uint64{40, 45, 47}; !slices.Equal(told, want) {
+		t.Errorf("peaks reported at %v MiB, want %v", told, want)
+	}
+	// 37+10 is the largest total: its own split, not the largest of each.
+	if got := r.get(); got != (rssSplit{Anon: 37 * mib, File: 10 * mib}) {
+		t.Errorf("peak = %+v, want {Anon:37 MiB File:10 MiB}", got)
 	}
 }
 
 func TestWatchRSSReadsALiveProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := watchRSS(ctx, os.Getpid(), 10*time.Millisecond)
+	r := watchRSS(ctx, os.Getpid(), 10*time.Millisecond, nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for r.get().total() == 0 {
 		if time.Now().After(deadline) {

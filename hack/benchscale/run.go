@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +24,12 @@ const (
 	policyName      = "cluster-policy"
 	driverVersion   = "535.154.05"
 	upgradedVersion = "575.57.08"
+
+	// The operator's heap at its memory's peak in the rollout, and at the
+	// whole run's peak where a later phase passed the rollout's.
+	heapPeakRollout = "heap-peak-rollout.pprof"
+	heapPeakRun     = "heap-peak-run.pprof"
+
 	// settle is the quiescence target: the operator should be done writing
 	// this long after every node is ready.
 	settle = 10 * time.Second
@@ -116,7 +125,17 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	}
 	defer op.Kill()
 	metricsURL := "http://" + listen.Metrics + "/metrics"
-	rss := watchRSS(ctx, op.Pid(), time.Second)
+	// A heap profile at each new peak of the operator's memory, in the
+	// rollout, then over the whole run where a later phase passes it.
+	profiles := cfg.ws.profiles()
+	for _, stale := range []string{heapPeakRollout, heapPeakRun} {
+		_ = os.Remove(filepath.Join(profiles, stale))
+	}
+	var peakProfile atomic.Pointer[string]
+	peakProfile.Store(ptr.To(heapPeakRollout))
+	rss := watchRSS(ctx, op.Pid(), time.Second, func(rssSplit) {
+		saveProfile(ctx, cfg.log, listen.Pprof, profiles, *peakProfile.Load(), "/debug/pprof/heap")
+	})
 
 	// The rollout, from the ClusterPolicy's creation to every node ready on
 	// every state.
@@ -141,7 +160,6 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	statusReady := watchPolicyReady(ctx, s.Client)
 	// Profiles of the rollout, for whoever wants to know where the time
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
-	profiles := cfg.ws.profiles()
 	cfg.cpuProfiles.save(ctx, cfg.log, listen.Pprof, profiles, "cpu-rollout.pprof", 60)
 	saveAPIServerProfile(ctx, cfg.log, s.Clientset.CoreV1().RESTClient(), profiles, "apiserver-cpu-rollout.pprof", 60)
 	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
@@ -167,6 +185,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	rolloutRSS := rss.get()
+	peakProfile.Store(ptr.To(heapPeakRun))
 	// The cluster's CPU in the rollout is read with the operator's: up to
 	// settle after all-ready.
 	quietCluster0, err := clusterCPU(s.Dir)
