@@ -119,9 +119,13 @@ func run(o *options) error {
 	log := ctrl.Log.WithName("setup")
 	log.Info("starting gpu-operator", "version", version.Version, "namespace", o.namespace)
 
+	// One trimmer for the nodes of the cache and those the maintenance
+	// controller wrote and keeps until the cache has them: they share
+	// their label strings.
+	nodes := cacheconfig.NewNodeTrimmer()
 	mgr, err := ctrl.NewManager(restconfig.Uncompressed(ctrl.GetConfigOrDie()), ctrl.Options{
 		Scheme:                        newScheme(),
-		Cache:                         cacheconfig.Options(o.namespace),
+		Cache:                         cacheconfig.Options(o.namespace, nodes),
 		Client:                        cacheconfig.ClientOptions(),
 		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.probeAddr,
@@ -145,7 +149,7 @@ func run(o *options) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := operator.Setup(mgr, operator.Config{
-		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Timers: o.timers, Metrics: m,
+		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Timers: o.timers, Metrics: m, TrimNode: nodes.Node,
 	}); err != nil {
 		return err
 	}

@@ -24,12 +24,14 @@ import (
 // every ConfigMap of its namespace, since the policy names users' ones
 // (devicePlugin.config, whose configurations the node controller checks
 // names against). Operand pods are not here but in the operandpods index.
-func Options(namespace string) cache.Options {
+// Nodes are trimmed by nodes, which the nodes a controller writes and keeps
+// until the cache has them can share.
+func Options(namespace string, nodes *NodeTrimmer) cache.Options {
 	return cache.Options{
 		DefaultNamespaces:    map[string]cache.Config{namespace: {}},
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy}),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Node{}:         {Label: labels.Everything(), Transform: NewNodeTrimmer().Trim},
+			&corev1.Node{}:         {Label: labels.Everything(), Transform: nodes.Trim},
 			&gpuv1.ClusterPolicy{}: {Label: labels.Everything()},
 			// A user's, unlabelled: the default selector would hide every
 			// one of them.
@@ -80,6 +82,11 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	return t.Node(n), nil
+}
+
+// Node returns what the cache keeps of n (Trim), n itself untouched.
+func (t *NodeTrimmer) Node(n *corev1.Node) *corev1.Node {
 	trimmed := &corev1.Node{}
 	trimmed.TypeMeta = n.TypeMeta
 	trimmed.Name, trimmed.UID, trimmed.ResourceVersion = n.Name, n.UID, n.ResourceVersion
@@ -113,7 +120,7 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	trimmed.Status.Capacity = t.shared(gpuResources(n.Status.Capacity))
 	trimmed.Status.Allocatable = t.shared(gpuResources(n.Status.Allocatable))
 	trimmed.Status.Conditions = readyCondition(n.Status.Conditions)
-	return trimmed, nil
+	return trimmed
 }
 
 // intern returns labels with shared copies of their strings. (The unique

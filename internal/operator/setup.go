@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +53,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Now is the clock of the node controller; time.Now when nil.
 	Now func() time.Time
+	// TrimNode is the cache's node transform (cacheconfig.NodeTrimmer):
+	// the maintenance controller keeps the nodes it wrote as the cache
+	// would. Nil keeps them whole.
+	TrimNode func(*corev1.Node) *corev1.Node
 }
 
 // Setup registers the operand pods index and the controllers with mgr.
@@ -120,6 +125,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Client:    mgr.GetClient(),
 		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
+		TrimNode:  cfg.TrimNode,
 		Graph:     graph,
 		Namespace: cfg.Namespace,
 		Recorder:  recorder,

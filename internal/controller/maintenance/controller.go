@@ -51,6 +51,13 @@ type Reconciler struct {
 	// APIReader lists a node's workload pods live, only for nodes in a
 	// step that needs them: no cluster-wide pod cache.
 	APIReader client.Reader
+	// TrimNode, where set, keeps of a node this controller wrote what the
+	// cache keeps of it (cacheconfig.NodeTrimmer): the nodes it holds until
+	// the cache has them (writes) then cost what cached ones do. The first
+	// look of an upgrade writes every node of the fleet; whole, with their
+	// managed fields and every label's own strings, they were the largest
+	// part of the operator's memory at its peak.
+	TrimNode  func(*corev1.Node) *corev1.Node
 	Graph     *state.Graph
 	Namespace string
 	Recorder  events.EventRecorder

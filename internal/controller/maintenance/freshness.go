@@ -44,6 +44,23 @@ type written struct {
 	before map[string]bool
 }
 
+// remember records that this process wrote a node at version before,
+// and that the API server returned n (writes), trimmed as the cache trims
+// nodes; it returns what it recorded.
+func (r *Reconciler) remember(before string, n *corev1.Node) *corev1.Node {
+	n = r.trim(n)
+	r.written.record(before, n)
+	return n
+}
+
+// trim returns what the cache keeps of a node (TrimNode).
+func (r *Reconciler) trim(n *corev1.Node) *corev1.Node {
+	if r.TrimNode == nil {
+		return n
+	}
+	return r.TrimNode(n)
+}
+
 // record notes that a node at version before was written, and that the
 // API server returned after.
 func (w *writes) record(before string, after *corev1.Node) {
@@ -116,7 +133,7 @@ func (r *Reconciler) prime(ctx context.Context, cached []corev1.Node) error {
 		for i := range page.Items {
 			live := &page.Items[i]
 			if c := byName[live.Name]; c != nil && c.UID == live.UID && c.ResourceVersion != live.ResourceVersion {
-				r.written.record(c.ResourceVersion, live.DeepCopy())
+				r.remember(c.ResourceVersion, live.DeepCopy())
 			}
 		}
 		if cont = page.Continue; cont == "" {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -150,7 +151,7 @@ func (f *repairHoldsThePlace) reconciler(t *testing.T, g Gomega, reads client.Cl
 	m, err := metrics.New(prometheus.NewRegistry())
 	g.Expect(err).NotTo(HaveOccurred())
 	return &Reconciler{Client: reads, APIReader: f.c, Pods: podIndex(t, *outdatedDriver("b")), Graph: f.graph, Namespace: fixture.Namespace,
-		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
+		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers(), TrimNode: cacheconfig.NewNodeTrimmer().Node}
 }
 
 // look takes one look at the fleet.
@@ -215,6 +216,31 @@ func TestNoStartOnACacheBehindTheWrites(t *testing.T) {
 	reads.nodes = nil
 	f.look(g, r)
 	g.Expect(labelOf(f.ctx, g, f.c, "b", gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeRequired)))
+}
+
+// The nodes a look wrote are kept until the cache has them, trimmed as
+// the cache keeps nodes: the first look of an upgrade writes the whole
+// fleet, and kept whole (other controllers' annotations, images, managed
+// fields) they were the largest part of the operator's memory at its peak.
+func TestWrittenNodesAreKeptAsTheCacheKeepsThem(t *testing.T) {
+	g := NewWithT(t)
+	f := newRepairHoldsThePlace(g, nil)
+	a := &corev1.Node{}
+	g.Expect(f.c.Get(f.ctx, client.ObjectKey{Name: "a"}, a)).To(Succeed())
+	a.Annotations["example.com/someone-elses"] = "x"
+	g.Expect(f.c.Update(f.ctx, a)).To(Succeed())
+	a.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.example.com/large:1"}, SizeBytes: 1 << 30}}
+	g.Expect(f.c.Status().Update(f.ctx, a)).To(Succeed())
+	r := f.reconciler(t, g, &staleNodes{Client: f.c})
+	f.look(g, r)
+
+	kept := r.written.last["a"]
+	g.Expect(kept).NotTo(BeNil(), "the repair's start wrote a")
+	g.Expect(kept.node.Labels).To(HaveKeyWithValue(gpuv1.LabelRemediationState, string(gpuv1.RemediationEviction)), "as written")
+	g.Expect(kept.node.Spec.Taints).NotTo(BeEmpty(), "the repair's taint, which the cache keeps")
+	g.Expect(kept.node.Annotations).NotTo(HaveKey("example.com/someone-elses"))
+	g.Expect(kept.node.Status.Images).To(BeEmpty())
+	g.Expect(kept.node.ManagedFields).To(BeEmpty())
 }
 
 // A repair's start writes twice: its taint, then its label. A cache that

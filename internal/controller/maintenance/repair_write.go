@@ -103,8 +103,7 @@ func (r *Reconciler) patchNode(ctx context.Context, n *corev1.Node, owner, what 
 	case err != nil:
 		return nil, fmt.Errorf("writing %s of node %s: %w", what, n.Name, err)
 	}
-	r.written.record(n.ResourceVersion, patched)
-	return patched, nil
+	return r.remember(n.ResourceVersion, patched), nil
 }
 
 // setOwnTaint adds the operator's taint to a node, or removes it; a taint

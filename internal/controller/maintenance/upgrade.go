@@ -199,8 +199,8 @@ func (r *Reconciler) forgetUpgrade(ctx context.Context, n *corev1.Node) error {
 }
 
 // apply applies a node's apply configuration, conditional on the version
-// it names, and returns the node as written: the next write of the same
-// look is conditional on it. A conflict or a deleted node is errStale.
+// it names, and returns the node as written, trimmed as the cache trims
+// nodes: the next write of the same look is conditional on it. A conflict or a deleted node is errStale.
 func (r *Reconciler) apply(ctx context.Context, ac *corev1ac.NodeApplyConfiguration, owner, what string) (*corev1.Node, error) {
 	name := *ac.Name
 	var base string
@@ -214,10 +214,13 @@ func (r *Reconciler) apply(ctx context.Context, ac *corev1ac.NodeApplyConfigurat
 		return nil, fmt.Errorf("writing %s of node %s: %w", what, name, err)
 	}
 	written, err := asNode(ac)
-	if err == nil && base != "" {
-		r.written.record(base, written)
+	switch {
+	case err != nil:
+		return nil, err
+	case base == "":
+		return r.trim(written), nil
 	}
-	return written, err
+	return r.remember(base, written), nil
 }
 
 // holdDomain keeps the node's NVLink domain in an annotation while an

@@ -47,6 +47,6 @@ func (r *Reconciler) tellWaiting(ctx context.Context, n *corev1.Node, why string
 	if err != nil {
 		return err
 	}
-	r.written.record(n.ResourceVersion, written)
+	r.remember(n.ResourceVersion, written)
 	return nil
 }

@@ -106,9 +106,12 @@ func (s *Suite) StartOperator() error {
 			return rt.RoundTrip(req)
 		})
 	}
+	// The operator's own wiring: the maintenance controller keeps the
+	// nodes it wrote trimmed by the cache's trimmer.
+	nodes := cacheconfig.NewNodeTrimmer()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 s.Client.Scheme(),
-		Cache:                  cacheconfig.Options(Namespace),
+		Cache:                  cacheconfig.Options(Namespace, nodes),
 		Client:                 cacheconfig.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -125,7 +128,7 @@ func (s *Suite) StartOperator() error {
 	}
 	s.metrics = m
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := operator.Setup(mgr, operator.Config{Namespace: Namespace, NodeWorkers: 4, Timers: s.Timers, Metrics: m}); err != nil {
+	if err := operator.Setup(mgr, operator.Config{Namespace: Namespace, NodeWorkers: 4, Timers: s.Timers, Metrics: m, TrimNode: nodes.Node}); err != nil {
 		cancel()
 		return err
 	}
