@@ -147,3 +147,18 @@ func TestNVIDIADriverSettings(t *testing.T) {
 	g.Expect(own.Driver.RDMA.IsEnabled()).To(BeTrue())
 	g.Expect(plain.Driver.RDMA.IsEnabled()).To(BeFalse())
 }
+
+func TestGroupsOfLeavesOutTheNodesItIsToldTo(t *testing.T) {
+	g := NewWithT(t)
+	s := FromPolicy(&gpuv1.ClusterPolicy{Spec: gpuv1.ClusterPolicySpec{Driver: gpuv1.DriverSpec{Version: "595.91.07"}}})
+	on := func(name, id, version string) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"feature.node.kubernetes.io/system-os_release.ID": id, "feature.node.kubernetes.io/system-os_release.VERSION_ID": version}}}
+	}
+	nodes := []corev1.Node{on("gpu", "ubuntu", "22.04"), on("cpu", "rhel", "9.4")}
+	gpu := func(n *corev1.Node) bool { return n.Name == "gpu" }
+	g.Expect(s.GroupsOf(nodes, gpu)).To(HaveExactElements(HaveField("OSReleases", HaveExactElements(HaveField("ID", "ubuntu")))),
+		"the node left out brings no operating system of its own")
+	g.Expect(s.GroupsOf(nodes, nil)).To(Equal(s.Groups(nodes)), "nil keeps every node, as Groups")
+	g.Expect(s.Groups(nodes)[0].OSReleases).To(HaveLen(2))
+}

@@ -62,7 +62,7 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
-	groups, failed, err := r.readModuleParams(ctx, pools.Groups(gpuNodes(nodes)))
+	groups, failed, err := r.readModuleParams(ctx, pools.GroupsOf(nodes, isGPUNode))
 	if err != nil {
 		return nil, err
 	}
@@ -181,17 +181,6 @@ func variants(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.Variant {
 func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 	r.kindsOnce.Do(func() { r.kinds = newServedKinds(r.Mapper) })
 	return r.kinds.served(gvk)
-}
-
-// gpuNodes returns the GPU nodes among nodes.
-func gpuNodes(nodes []corev1.Node) []corev1.Node {
-	var out []corev1.Node
-	for i := range nodes {
-		if gating.IsGPUNode(&nodes[i]) {
-			out = append(out, nodes[i])
-		}
-	}
-	return out
 }
 
 // applyStates applies the objects of enabled states and prunes the rest.
@@ -362,3 +351,5 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 	}
 	return digests, mps, nil
 }
+
+func isGPUNode(n *corev1.Node) bool { return gating.IsGPUNode(n) }
