@@ -87,16 +87,15 @@ func (s rssSplit) total() uint64 { return s.Anon + s.File }
 // rssPeak polls a process's resident set every interval until ctx ends or
 // the process is gone, and keeps the reading with the largest total: what
 // the peak RSS is made of, which VmHWM does not say. With atPeak set, it
-// calls it each time the total passes the last one it called it for by
-// peakStep: a heap profile there shows what the memory held at its peak,
-// which a profile at a chosen time misses (the upgrade's spike lasts
-// seconds).
+// calls it, beside the polling, each time the total passes the last one
+// it called it for by peakStep: a heap profile then shows what the heap
+// held near the peak (as of the last garbage collection), which a profile
+// at a chosen time misses (the upgrade's spike lasts seconds).
 type rssPeak struct {
 	mu   sync.Mutex
 	peak rssSplit
 	// told is the total atPeak was last called for.
-	told   uint64
-	atPeak func(rssSplit)
+	told uint64
 }
 
 // peakStep is how far a new peak must pass the last one profiled: each
@@ -104,7 +103,23 @@ type rssPeak struct {
 const peakStep = 2 << 20
 
 func watchRSS(ctx context.Context, pid int, interval time.Duration, atPeak func(rssSplit)) *rssPeak {
-	r := &rssPeak{atPeak: atPeak}
+	r := &rssPeak{}
+	// One call of atPeak at a time, off the polling: a profile takes a
+	// while to fetch, and the readings must go on. A peak that comes while
+	// one is fetched asks for one more, of the largest reading by then.
+	peaked := make(chan struct{}, 1)
+	if atPeak != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-peaked:
+					atPeak(r.get())
+				}
+			}
+		}()
+	}
 	go func() {
 		p, err := procfs.NewProc(pid)
 		if err != nil {
@@ -115,8 +130,11 @@ func watchRSS(ctx context.Context, pid int, interval time.Duration, atPeak func(
 			if err != nil {
 				return
 			}
-			if r.see(rssSplit{Anon: st.RssAnon, File: st.RssFile}) && r.atPeak != nil {
-				r.atPeak(r.get())
+			if r.see(rssSplit{Anon: st.RssAnon, File: st.RssFile}) {
+				select {
+				case peaked <- struct{}{}:
+				default: // one is asked for already
+				}
 			}
 			select {
 			case <-ctx.Done():

@@ -31,7 +31,13 @@ func TestRSSPeakKeepsTheLargestReadingWhole(t *testing.T) {
 func TestWatchRSSReadsALiveProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := watchRSS(ctx, os.Getpid(), 10*time.Millisecond, nil)
+	peaks := make(chan rssSplit, 1)
+	r := watchRSS(ctx, os.Getpid(), 10*time.Millisecond, func(s rssSplit) {
+		select {
+		case peaks <- s:
+		default:
+		}
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for r.get().total() == 0 {
 		if time.Now().After(deadline) {
@@ -41,5 +47,15 @@ func TestWatchRSSReadsALiveProcess(t *testing.T) {
 	}
 	if got := r.get(); got.Anon == 0 || got.File == 0 {
 		t.Errorf("this process's RSS read as %+v: a Go test binary has both", got)
+	}
+	// The first reading is a peak of a Go process's whole size, far past
+	// peakStep over nothing.
+	select {
+	case s := <-peaks:
+		if s.total() < peakStep {
+			t.Errorf("told of a peak of %+v", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not told of the first peak in 10 s")
 	}
 }

@@ -53,13 +53,22 @@ func saveProfile(ctx context.Context, log io.Writer, pprof, dir, name, path stri
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		f, err := os.Create(filepath.Join(dir, name))
+		// Written aside and renamed once whole: a profile cut short (the
+		// operator killed, the run stopped) leaves the last one in place.
+		path := filepath.Join(dir, name)
+		f, err := os.CreateTemp(dir, name+".*")
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		_, err = io.Copy(f, resp.Body)
-		return err
+		defer os.Remove(f.Name())
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return os.Rename(f.Name(), path)
 	}()
 	if err != nil {
 		progress(log, "profile %s: %v", name, err)

@@ -25,8 +25,9 @@ const (
 	driverVersion   = "535.154.05"
 	upgradedVersion = "575.57.08"
 
-	// The operator's heap at its memory's peak in the rollout, and at the
-	// whole run's peak where a later phase passed the rollout's.
+	// The operator's heap near its memory's peak in the rollout, and near
+	// the whole run's where a later phase passed the rollout's by peakStep
+	// (as of the last garbage collection before each).
 	heapPeakRollout = "heap-peak-rollout.pprof"
 	heapPeakRun     = "heap-peak-run.pprof"
 

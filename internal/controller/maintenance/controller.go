@@ -56,7 +56,8 @@ type Reconciler struct {
 	// the cache has them (writes) then cost what cached ones do. The first
 	// look of an upgrade writes every node of the fleet; whole, with their
 	// managed fields and every label's own strings, they were the largest
-	// part of the operator's memory at its peak.
+	// single part of the operator's memory at its peak (9.5 of 41.3 MB in
+	// use, 1000 nodes).
 	TrimNode  func(*corev1.Node) *corev1.Node
 	Graph     *state.Graph
 	Namespace string

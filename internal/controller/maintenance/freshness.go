@@ -133,7 +133,12 @@ func (r *Reconciler) prime(ctx context.Context, cached []corev1.Node) error {
 		for i := range page.Items {
 			live := &page.Items[i]
 			if c := byName[live.Name]; c != nil && c.UID == live.UID && c.ResourceVersion != live.ResourceVersion {
-				r.remember(c.ResourceVersion, live.DeepCopy())
+				// The page goes with the loop: kept whole, live is
+				// copied out of it; trimmed, trimming copies.
+				if r.TrimNode == nil {
+					live = live.DeepCopy()
+				}
+				r.remember(c.ResourceVersion, live)
 			}
 		}
 		if cont = page.Continue; cont == "" {

@@ -200,7 +200,8 @@ func (r *Reconciler) forgetUpgrade(ctx context.Context, n *corev1.Node) error {
 
 // apply applies a node's apply configuration, conditional on the version
 // it names, and returns the node as written, trimmed as the cache trims
-// nodes: the next write of the same look is conditional on it. A conflict or a deleted node is errStale.
+// nodes: the next write of the same look is conditional on it. A conflict
+// or a deleted node is errStale.
 func (r *Reconciler) apply(ctx context.Context, ac *corev1ac.NodeApplyConfiguration, owner, what string) (*corev1.Node, error) {
 	name := *ac.Name
 	var base string
