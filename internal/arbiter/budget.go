@@ -139,8 +139,14 @@ type budgetCount struct {
 	b Budget
 	// taken holds the nodes, or domains, counted in each scope; limit is
 	// each scope's limit, -1 when unreadable.
-	taken map[string]map[string]bool
+	taken map[string]map[unit]bool
 	limit map[string]int
+}
+
+// unit is what a budget counts a node as: itself, or its NVLink domain.
+type unit struct {
+	domain bool
+	name   string
 }
 
 func newCounts(nodes []Node, budgets Budgets) *counts {
@@ -159,28 +165,41 @@ func newCounts(nodes []Node, budgets Budgets) *counts {
 }
 
 func (c *counts) count(nodes []Node, b Budget) *budgetCount {
-	bc := &budgetCount{b: b, taken: map[string]map[string]bool{}, limit: map[string]int{}}
-	members := map[string]map[string]bool{}
+	bc := &budgetCount{b: b, taken: map[string]map[unit]bool{}, limit: map[string]int{}}
+	// members counts each scope's nodes, a domain once. Each look counts
+	// every budget over the fleet: no map of nodes is built for it, and
+	// the taken maps only where a node is out of service.
+	members := map[string]int{}
+	var domains map[string]map[string]bool
 	for i := range nodes {
 		n := &nodes[i]
 		if b.Pool != "" && n.Pool != b.Pool {
 			continue
 		}
 		scope, key := b.scopeOf(n), b.keyOf(n)
-		if members[scope] == nil {
-			members[scope], bc.taken[scope] = map[string]bool{}, map[string]bool{}
+		switch {
+		case !key.domain:
+			members[scope]++
+		case !domains[scope][key.name]:
+			if domains == nil {
+				domains = map[string]map[string]bool{}
+			}
+			if domains[scope] == nil {
+				domains[scope] = map[string]bool{}
+			}
+			domains[scope][key.name] = true
+			members[scope]++
 		}
-		members[scope][key] = true
 		if b.Counts(n) {
-			bc.taken[scope][key] = true
+			bc.takeUnit(scope, key)
 		}
 	}
 	for scope, m := range members {
 		if b.Unlimited {
-			bc.limit[scope] = len(m) + 1
+			bc.limit[scope] = m + 1
 			continue
 		}
-		limit, err := budget.Nodes(b.Field, b.Limit, len(m))
+		limit, err := budget.Nodes(b.Field, b.Limit, m)
 		if err != nil {
 			bc.limit[scope] = -1
 			if scope != "" {
@@ -246,12 +265,15 @@ func (c *counts) full(n *Node, budgets []Budget) string {
 // take counts a node that starts out of service in every budget.
 func (c *counts) take(n *Node) {
 	for _, bc := range c.budgets {
-		scope := bc.b.scopeOf(n)
-		if bc.taken[scope] == nil {
-			bc.taken[scope] = map[string]bool{}
-		}
-		bc.taken[scope][bc.b.keyOf(n)] = true
+		bc.takeUnit(bc.b.scopeOf(n), bc.b.keyOf(n))
 	}
+}
+
+func (bc *budgetCount) takeUnit(scope string, u unit) {
+	if bc.taken[scope] == nil {
+		bc.taken[scope] = map[unit]bool{}
+	}
+	bc.taken[scope][u] = true
 }
 
 func (c *counts) find(b Budget) *budgetCount {
@@ -270,9 +292,9 @@ func (b Budget) scopeOf(n *Node) string {
 	return ""
 }
 
-func (b Budget) keyOf(n *Node) string {
+func (b Budget) keyOf(n *Node) unit {
 	if b.Domains && n.Domain != "" {
-		return "domain/" + n.Domain
+		return unit{domain: true, name: n.Domain}
 	}
-	return "node/" + n.Name
+	return unit{name: n.Name}
 }
