@@ -2,6 +2,7 @@ package arbiter_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,8 +43,8 @@ func explore(t *testing.T, start world, limit int) *explored {
 		}
 		id := int32(len(e.states))
 		e.index[w] = id
-		e.states, e.parent, e.via = append(e.states, w), append(e.parent, from), append(e.via, name)
-		e.progress, e.enabled = append(e.progress, nil), append(e.enabled, nil)
+		e.states, e.parent, e.via = append(grow(e.states), w), append(grow(e.parent), from), append(grow(e.via), name)
+		e.progress, e.enabled = append(grow(e.progress), nil), append(grow(e.enabled), nil)
 		return id
 	}
 	add(start, -1, "start")
@@ -71,6 +72,16 @@ func explore(t *testing.T, start world, limit int) *explored {
 		}
 	}
 	return e
+}
+
+// grow doubles a full slice's capacity: append grows a large slice by a
+// quarter, and the graph's slices of hundreds of thousands of states were
+// copied again and again (a sixth of the check's CPU).
+func grow[S ~[]E, E any](s S) S {
+	if len(s) < cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(len(s), 1024))
 }
 
 // path is how a state was first reached.
