@@ -80,7 +80,8 @@ type Admission struct {
 // it; a MIG reconfiguration that costs nothing takes none at all. A budget
 // that cannot be read (a value stored before the API server refused it)
 // holds back the starts it covers, and is returned as an error naming its
-// field.
+// field. Nodes are a fleet's, their names unique: each counts once in a
+// budget's size.
 func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
 	counts := newCounts(nodes, budgets)
