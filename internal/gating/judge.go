@@ -20,8 +20,11 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	if d.driverRestarting() && (name == state.Driver || slices.Contains(d.in.Graph.Downstream(state.Driver), name)) {
 		// The driver pod is about to be replaced: with the driver no longer
 		// ready, everything after it leaves the node first, and starts again
-		// in order once the new driver is ready.
-		if name != state.Driver {
+		// in order once the new driver is ready. The reset is when that
+		// began, stamped once: stamping every decision would change the
+		// node each second the step lasts, and each write would wake this
+		// controller, and the maintenance one, to write it again.
+		if _, reset := d.notBefore[name]; !reset && name != state.Driver {
 			d.notBefore[name] = d.now
 		}
 		return d.because(name, gpuv1.StateUpgrading, "the driver pod is being replaced")

@@ -1,10 +1,12 @@
 package gating
 
 import (
+	"maps"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -165,4 +167,41 @@ func TestDiscoveryTurnsOff(t *testing.T) {
 	r = decide(t, users, nil)
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationFoundBy, "label"))
 	g.Expect(IsGPUNode(node(r.Labels, r.Annotations))).To(BeTrue())
+}
+
+// The states after a driver being replaced are reset once, when the step
+// began. The step lasts as long as their pods take to leave the node: a
+// reset stamped again at every decision would write the node each second of
+// it, and each write would wake the controllers to write it again. Once the
+// new driver is ready, they count from then, and a pod that was ready
+// while the driver was being replaced raced it: it restarts at once.
+func TestDriverRestartStampsTheResetOnce(t *testing.T) {
+	g := NewWithT(t)
+	onNode := func(r Result, step gpuv1.UpgradeState) *corev1.Node {
+		labels := maps.Clone(r.Labels)
+		labels[gpuv1.LabelUpgradeState] = string(step)
+		return node(labels, maps.Clone(r.Annotations))
+	}
+	labels := variantLabels(states(allStates(gpuv1.StateReady)))
+	labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradePodRestart)
+	old := now.Add(-time.Hour)
+	pods := map[state.Name]*state.PodFacts{drv: readyPod("d1", old), tk: readyPod("t1", old)}
+	first := decide(t, node(labels, map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"}), pods)
+	g.Expect(parseTimeMap(first.Annotations[AnnotationNotBefore])).To(And(
+		HaveKeyWithValue(dp, now), HaveKeyWithValue(dcg, now), HaveKeyWithValue(gfd, now)))
+	for _, later := range []time.Duration{3 * time.Second, 7 * time.Second} {
+		r := decide(t, onNode(first, gpuv1.UpgradePodRestart), pods, func(in *Input) { in.Now = now.Add(later) })
+		g.Expect(r.Labels).To(Equal(first.Labels), "%s into the step", later)
+		g.Expect(r.Annotations).To(Equal(first.Annotations), "%s into the step", later)
+	}
+
+	ready := now.Add(10 * time.Second)
+	pods = map[state.Name]*state.PodFacts{
+		drv: readyPod("d2", ready.Add(-time.Second)), tk: readyPod("t1", old), dp: readyPod("p1", now.Add(time.Second)),
+	}
+	r := decide(t, onNode(first, gpuv1.UpgradeValidation), pods, func(in *Input) { in.Now = ready })
+	g.Expect(stateOf(r, drv)).To(Equal("ready"))
+	g.Expect(parseTimeMap(r.Annotations[AnnotationNotBefore])).To(HaveKeyWithValue(dp, ready))
+	g.Expect(stateOf(r, dp)).To(Equal("pending"))
+	g.Expect(r.StalePods).To(ConsistOf(dp))
 }
