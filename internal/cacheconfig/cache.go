@@ -45,12 +45,18 @@ func Options(namespace string, nodes *NodeTrimmer) cache.Options {
 // NodeTrimmer trims nodes for the cache. It shares what nodes have in
 // common: their GPU resource lists, which across a fleet take a handful of
 // values (nvidia.com/gpu: 8), are one map per value rather than two per
-// node. Cached objects are read-only, shared or not.
+// node; and what a node's versions have in common: a version with its
+// last one's labels has its map. Cached objects are read-only, shared or
+// not.
 type NodeTrimmer struct {
 	mu        sync.Mutex
 	resources map[string]corev1.ResourceList // by resourceKey
 	// strings holds one copy of each label key and value.
 	strings map[string]string
+	// labels are the nodes' last label maps: most of a node's versions
+	// change anything but its labels (its status, annotations), and
+	// each decoded version holds its own map of a hundred labels.
+	labels lastLabels
 }
 
 // maxSharedResourceLists bounds the resource lists a NodeTrimmer keeps;
@@ -91,7 +97,7 @@ func (t *NodeTrimmer) Node(n *corev1.Node) *corev1.Node {
 	trimmed.TypeMeta = n.TypeMeta
 	trimmed.Name, trimmed.UID, trimmed.ResourceVersion = n.Name, n.UID, n.ResourceVersion
 	trimmed.CreationTimestamp, trimmed.DeletionTimestamp = n.CreationTimestamp, n.DeletionTimestamp
-	trimmed.Labels = t.intern(n.Labels)
+	trimmed.Labels = t.intern(n.Name, n.Labels)
 	for k, v := range n.Annotations {
 		switch {
 		case strings.HasPrefix(k, gpuv1.OperatorAnnotationPrefix) || strings.HasPrefix(k, gpuv1.UpgradeAnnotationPrefix) ||
@@ -123,20 +129,62 @@ func (t *NodeTrimmer) Node(n *corev1.Node) *corev1.Node {
 	return trimmed
 }
 
-// intern returns labels with shared copies of their strings. (The unique
+// intern returns the node's labels with shared copies of their strings,
+// in the map its last version had when they are the same. (The unique
 // package's handles would not do: its table forgets a string once no
 // handle to it is left, and the copies would come back.)
-func (t *NodeTrimmer) intern(labels map[string]string) map[string]string {
+func (t *NodeTrimmer) intern(node string, labels map[string]string) map[string]string {
 	if labels == nil {
 		return nil
 	}
-	out := make(map[string]string, len(labels))
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if last, ok := t.labels.of(node); ok && maps.Equal(last, labels) {
+		t.labels.keep(node, last)
+		return last
+	}
+	out := make(map[string]string, len(labels))
 	for k, v := range labels {
 		out[t.internLocked(k)] = t.internLocked(v)
 	}
+	t.labels.keep(node, out)
 	return out
+}
+
+// lastLabels are the label maps of the nodes' last versions trimmed, by
+// node name, in two generations. A generation ends once it has seen as
+// many versions as the one before it kept nodes, and at least
+// minLabelGeneration; a node seen in neither generation is forgotten. So
+// a deleted node's map goes within two generations, and one whose versions
+// come further apart than that only has its next version's map made anew.
+type lastLabels struct {
+	current, older map[string]map[string]string
+	// seen counts the versions the current generation has seen.
+	seen int
+}
+
+// minLabelGeneration is the fewest versions a generation of lastLabels
+// sees, so that a small cluster's generations do not end at every
+// version.
+const minLabelGeneration = 1024
+
+func (l *lastLabels) of(node string) (map[string]string, bool) {
+	if m, ok := l.current[node]; ok {
+		return m, true
+	}
+	m, ok := l.older[node]
+	return m, ok
+}
+
+func (l *lastLabels) keep(node string, m map[string]string) {
+	if l.current == nil {
+		l.current = map[string]map[string]string{}
+	}
+	l.current[node] = m
+	l.seen++
+	if l.seen >= max(minLabelGeneration, len(l.older)) {
+		l.older, l.current, l.seen = l.current, map[string]map[string]string{}, 0
+	}
 }
 
 func (t *NodeTrimmer) internOne(s string) string {

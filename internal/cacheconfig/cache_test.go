@@ -3,6 +3,7 @@ package cacheconfig
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -79,6 +80,47 @@ func TestTrimSharesLabelStringsAcrossNodes(t *testing.T) {
 	g.Expect(dataOfOnlyKey(la)).To(BeIdenticalTo(dataOfOnlyKey(lb)))
 	g.Expect(unsafe.StringData(la["feature.node.kubernetes.io/pci-10de.present"])).
 		To(BeIdenticalTo(unsafe.StringData(lb["feature.node.kubernetes.io/pci-10de.present"])))
+}
+
+// A node's versions that change anything but its labels share its label
+// map, as the cache and the nodes a controller wrote keep them; a version
+// that changes them has a map of its own, and leaves the last one's as it
+// was.
+func TestTrimSharesALabelMapAcrossANodesVersions(t *testing.T) {
+	g := NewWithT(t)
+	trimmer := NewNodeTrimmer()
+	version := func(rv string, labels map[string]string) map[string]string {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", ResourceVersion: rv, Labels: maps.Clone(labels)}}
+		return trimmer.Node(n).Labels
+	}
+	mapOf := func(m map[string]string) uintptr { return uintptr(reflect.ValueOf(m).UnsafePointer()) }
+	first := version("1", map[string]string{"a": "b"})
+	second := version("2", map[string]string{"a": "b"})
+	g.Expect(mapOf(second)).To(Equal(mapOf(first)))
+	third := version("3", map[string]string{"a": "c"})
+	g.Expect(mapOf(third)).NotTo(Equal(mapOf(first)))
+	g.Expect(third).To(Equal(map[string]string{"a": "c"}))
+	g.Expect(first).To(Equal(map[string]string{"a": "b"}))
+	g.Expect(mapOf(version("4", map[string]string{"a": "c"}))).To(Equal(mapOf(third)))
+	g.Expect(version("5", nil)).To(BeNil())
+}
+
+// The last labels of a node not seen for two generations, a deleted one,
+// are forgotten; those of nodes seen are kept.
+func TestLastLabelsForgetsANodeNotSeenForTwoGenerations(t *testing.T) {
+	g := NewWithT(t)
+	var l lastLabels
+	l.keep("gone", map[string]string{"a": "b"})
+	for i := range 2 * minLabelGeneration {
+		l.keep(fmt.Sprint("node-", i%10), map[string]string{})
+	}
+	_, ok := l.of("gone")
+	g.Expect(ok).To(BeFalse())
+	for i := range 10 {
+		_, ok := l.of(fmt.Sprint("node-", i))
+		g.Expect(ok).To(BeTrue(), "node-%d", i)
+	}
+	g.Expect(len(l.current) + len(l.older)).To(BeNumerically("<=", 20))
 }
 
 func dataOfOnlyKey(m map[string]string) *byte {

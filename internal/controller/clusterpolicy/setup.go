@@ -130,10 +130,11 @@ func finalizersChanged() predicate.Predicate {
 }
 
 // allPolicies enqueues every policy: a node change only changes the status
-// of the active one, and the others are cheap to look at.
+// of the active one, and the others are cheap to look at. It reads their
+// names only: the cache's own, not a copy of each at every node change.
 func (r *Reconciler) allPolicies(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := &gpuv1.ClusterPolicyList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing ClusterPolicies after a node change")
 		return nil
 	}

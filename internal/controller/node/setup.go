@@ -74,10 +74,11 @@ func podToNode(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p.Node}}}
 }
 
-// allGPUNodes enqueues every node the operator has or should have labels on.
+// allGPUNodes enqueues every node the operator has or should have labels
+// on. It only reads the nodes: the cache's own, not a copy of the fleet.
 func (r *Reconciler) allGPUNodes(ctx context.Context, _ client.Object) []reconcile.Request {
 	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes); err != nil {
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing nodes after a ClusterPolicy change")
 		return nil
 	}
