@@ -66,14 +66,18 @@ func trackNodes(ctx context.Context, cs kubernetes.Interface) (*nodeTracker, err
 	t.explain = func(ctx context.Context, missing []string) string { return explainStuck(ctx, cs, missing) }
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	inf := factory.Core().V1().Nodes().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.observe(obj) },
 		UpdateFunc: func(_, obj any) { t.observe(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	// The handler's sync, not the informer's: the informer has synced once
+	// its store holds every node, and the handler may not have seen them
+	// yet. At 5000 nodes a run took its goal from the first 4257.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return nil, fmt.Errorf("node informer did not sync")
 	}
 	return t, nil
