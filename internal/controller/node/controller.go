@@ -55,6 +55,9 @@ type Reconciler struct {
 
 	// configs remembers the device plugin's ConfigMap as last read.
 	configs pluginConfigs
+	// written remembers the versions of nodes this process wrote on
+	// until the cache shows the write.
+	written ownWrites
 }
 
 // Reconcile judges one node and writes its labels when they changed.
@@ -62,7 +65,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() { r.Metrics.Reconciles.WithLabelValues("node", metrics.Result(err)).Inc() }()
 	node := &corev1.Node{}
 	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.behind(node) {
+		// The cache has not caught up with this process's last write of
+		// the node: a decision on it could only be refused.
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
 	in, err := r.input(ctx, node)
 	if err != nil {
@@ -205,6 +216,7 @@ func (r *Reconciler) write(ctx context.Context, node *corev1.Node, d gating.Resu
 		}
 		return false, fmt.Errorf("applying the labels of node %s: %w", node.Name, err)
 	}
+	r.written.wrote(node.Name, node.ResourceVersion)
 	log.FromContext(ctx).V(1).Info("node labels written", "labels", d.Labels)
 	// The taint written next is conditional on this version.
 	if ac.ResourceVersion != nil {
