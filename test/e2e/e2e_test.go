@@ -31,7 +31,8 @@ var documented = []string{"--set", "driver.enabled=true", "--set", "driver.versi
 // ReportAfterSuite line's time is how long the first process to finish
 // waited for the last. The outer container only keeps that order, which
 // Ginkgo would otherwise shuffle: the uninstalling ones last, so that
-// each process installs the chart once.
+// each process installs the chart once, and among them too the longest
+// first.
 var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	var healthy []string
 	// stuck are the nodes that never get ready: out of driver upgrades.
@@ -217,14 +218,6 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		})
 	})
 
-	Describe("uninstalled", Ordered, func() {
-		BeforeAll(func(ctx SpecContext) { ensureInstalled(ctx, documented, healthy) })
-
-		It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
-			UninstallSpec(ctx)
-		})
-	})
-
 	Describe("installed with a driver pool in allocation mode dra", Ordered, func() {
 		in := DRAInput{DRA: healthy[0], DevicePlugin: healthy[1:3]}
 		BeforeAll(func(ctx SpecContext) { ensureUninstalled(ctx) })
@@ -244,6 +237,14 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 
 		It("leaves nothing of the DRA driver behind on helm uninstall", func(ctx SpecContext) {
 			DRAUninstallSpec(ctx, in)
+		})
+	})
+
+	Describe("uninstalled", Ordered, func() {
+		BeforeAll(func(ctx SpecContext) { ensureInstalled(ctx, documented, healthy) })
+
+		It("leaves nothing behind on helm uninstall", func(ctx SpecContext) {
+			UninstallSpec(ctx)
 		})
 	})
 

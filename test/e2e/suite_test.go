@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -35,6 +36,12 @@ const maxProcs = 9
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// The specs wait on simulated clusters whose controllers take tens of
+	// milliseconds at best to act. Gomega's default, a poll every 10 ms,
+	// has four processes list objects hundreds of times a second on a
+	// two-core machine, slowing the very clusters they wait on.
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyPollingInterval(100 * time.Millisecond)
 	RunSpecs(t, "gpu-operator end-to-end")
 }
 
