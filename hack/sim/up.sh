@@ -110,11 +110,18 @@ wait_for kube-apiserver "$bin/kubectl" --kubeconfig "$kubeconfig" get --raw /rea
 log "starting kube-controller-manager, kube-scheduler and kwok"
 # Node leases are sized for a loaded machine: kwok renews a thousand of them,
 # and a lease that lapses makes the node lifecycle controller mark the
-# node's pods not ready. 120 s leases (renewed every 30 s) and a 4-minute
-# grace instead of 40 s and 50 s.
+# node's pods not ready. 120 s leases (renewed every 30 s: kwok v0.8.0
+# renews at a quarter of the duration, pkg/kwok/controllers/controller.go)
+# and a 4-minute
+# grace instead of 40 s and 50 s, up to a thousand nodes; past that the
+# lease grows with the nodes, so that kwok renews about as many a second
+# as for a thousand (5000 nodes: 600 s, a 20-minute grace). With 120 s
+# leases, a 5000-node rollout had 3363 nodes' pods left not ready after 30
+# minutes, and more every minute.
+lease=$(( nodes > 1000 ? nodes * 120 / 1000 : 120 ))
 spawn kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$kubeconfig" \
   --leader-elect=false --secure-port=0 --use-service-account-credentials=false \
-  --node-monitor-grace-period=240s \
+  --node-monitor-grace-period=$((2 * lease))s \
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   --kube-api-qps=5000 --kube-api-burst=10000
 spawn kube-scheduler "$bin/kube-scheduler" --kubeconfig "$kubeconfig" \
@@ -131,7 +138,7 @@ stages=$("$root/hack/sim/stages.sh" "$dir/stages" "$(IFS=,; echo "${not_ready[*]
 spawn kwok "$bin/kwok" --kubeconfig "$kubeconfig" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-ip 127.0.0.1 --node-port "$SIM_KWOK_NODE_PORT" --server-address "127.0.0.1:$SIM_KWOK_PORT" \
-  --cidr 10.244.0.0/16 --node-lease-duration-seconds 120 \
+  --cidr 10.244.0.0/16 --node-lease-duration-seconds "$lease" \
   --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
   --config "$stages"
 
