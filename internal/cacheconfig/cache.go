@@ -152,20 +152,19 @@ func (t *NodeTrimmer) intern(node string, labels map[string]string) map[string]s
 }
 
 // lastLabels are the label maps of the nodes' last versions trimmed, by
-// node name, in two generations. A generation ends once it has seen as
-// many versions as the one before it kept nodes, and at least
-// minLabelGeneration; a node seen in neither generation is forgotten. So
-// a deleted node's map goes within two generations, and one whose versions
-// come further apart than that only has its next version's map made anew.
+// node name, in two generations (keep says when one ends); a node seen in
+// neither generation is forgotten. So a deleted node's map goes within two
+// generations, and one whose versions come further apart than that only
+// has its next version's map made anew.
 type lastLabels struct {
 	current, older map[string]map[string]string
 	// seen counts the versions the current generation has seen.
 	seen int
 }
 
-// minLabelGeneration is the fewest versions a generation of lastLabels
-// sees, so that a small cluster's generations do not end at every
-// version.
+// minLabelGeneration is half the fewest versions a generation of
+// lastLabels sees, so that a small cluster's generations do not end at
+// every version.
 const minLabelGeneration = 1024
 
 func (l *lastLabels) of(node string) (map[string]string, bool) {
@@ -182,7 +181,10 @@ func (l *lastLabels) keep(node string, m map[string]string) {
 	}
 	l.current[node] = m
 	l.seen++
-	if l.seen >= max(minLabelGeneration, len(l.older)) {
+	// A generation sees twice as many versions as the two hold nodes: a
+	// fleet's nodes, each seen in turn, are all found again however large
+	// it is, and the nodes of a fleet that shrank are forgotten.
+	if l.seen >= 2*max(minLabelGeneration, len(l.current)+len(l.older)) {
 		l.older, l.current, l.seen = l.current, map[string]map[string]string{}, 0
 	}
 }

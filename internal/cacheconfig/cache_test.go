@@ -111,7 +111,7 @@ func TestLastLabelsForgetsANodeNotSeenForTwoGenerations(t *testing.T) {
 	g := NewWithT(t)
 	var l lastLabels
 	l.keep("gone", map[string]string{"a": "b"})
-	for i := range 2 * minLabelGeneration {
+	for i := range 4 * minLabelGeneration {
 		l.keep(fmt.Sprint("node-", i%10), map[string]string{})
 	}
 	_, ok := l.of("gone")
@@ -121,6 +121,23 @@ func TestLastLabelsForgetsANodeNotSeenForTwoGenerations(t *testing.T) {
 		g.Expect(ok).To(BeTrue(), "node-%d", i)
 	}
 	g.Expect(len(l.current) + len(l.older)).To(BeNumerically("<=", 20))
+}
+
+// A fleet far larger than a generation's least, its nodes seen in turn,
+// finds every node's last labels at the next round.
+func TestLastLabelsKeepAFleetsNodesFromOneRoundToTheNext(t *testing.T) {
+	g := NewWithT(t)
+	var l lastLabels
+	const fleet = 5 * minLabelGeneration
+	for round := range 3 {
+		for i := range fleet {
+			name := fmt.Sprint("node-", i)
+			_, ok := l.of(name)
+			g.Expect(ok).To(Equal(round > 0), "round %d, %s", round, name)
+			l.keep(name, map[string]string{})
+		}
+	}
+	g.Expect(len(l.current) + len(l.older)).To(BeNumerically("<=", 2*fleet))
 }
 
 func dataOfOnlyKey(m map[string]string) *byte {

@@ -209,18 +209,23 @@ const staleRetry = 200 * time.Millisecond
 // a deploy label would otherwise overwrite the user's value. It reports
 // whether it wrote; a conflict or a deleted node is no error.
 func (r *Reconciler) write(ctx context.Context, node *corev1.Node, d gating.Result) (bool, error) {
-	ac := corev1ac.Node(node.Name).WithResourceVersion(node.ResourceVersion).WithLabels(d.Labels).WithAnnotations(d.Annotations)
+	before := node.ResourceVersion
+	ac := corev1ac.Node(node.Name).WithResourceVersion(before).WithLabels(d.Labels).WithAnnotations(d.Annotations)
 	if err := r.Client.Apply(ctx, ac, client.FieldOwner(r.FieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("applying the labels of node %s: %w", node.Name, err)
 	}
-	r.written.wrote(node.Name, node.ResourceVersion)
 	log.FromContext(ctx).V(1).Info("node labels written", "labels", d.Labels)
 	// The taint written next is conditional on this version.
 	if ac.ResourceVersion != nil {
 		node.ResourceVersion = *ac.ResourceVersion
+	}
+	// An apply that changed nothing (a label another manager shares) left
+	// the version as it was: the cache has it already.
+	if node.ResourceVersion != before {
+		r.written.wrote(node.Name, before)
 	}
 	return true, nil
 }

@@ -41,7 +41,9 @@ func (r *Reconciler) syncReadinessTaint(ctx context.Context, node *corev1.Node, 
 	case err != nil:
 		return false, fmt.Errorf("writing the readiness taint of node %s: %w", node.Name, err)
 	}
-	r.written.wrote(node.Name, node.ResourceVersion)
+	if patched.ResourceVersion != node.ResourceVersion {
+		r.written.wrote(node.Name, node.ResourceVersion)
+	}
 	*node = *patched
 	return true, nil
 }
