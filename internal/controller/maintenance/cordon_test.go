@@ -27,6 +27,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
 )
 
 // conflictOnce answers the first apply of one field owner with a
@@ -71,7 +72,7 @@ func TestTheUpgradesCordonSurvivesAConflictAfterIt(t *testing.T) {
 	m, err := metrics.New(prometheus.NewRegistry())
 	g.Expect(err).NotTo(HaveOccurred())
 	writes := &conflictOnce{Client: c, owner: StateFieldOwner}
-	r := &Reconciler{Client: writes, APIReader: c, Pods: podIndex(t, *outdatedDriver("a")), Graph: graph, Namespace: fixture.Namespace,
+	r := &Reconciler{Client: writes, APIReader: c, Pods: podindex.Fixed(t, *outdatedDriver("a")), Graph: graph, Namespace: fixture.Namespace,
 		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
 	node := func() *corev1.Node {
 		n := &corev1.Node{}

@@ -13,10 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,13 +25,13 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
-	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
 )
 
 // staleNodes serves node lists from a snapshot while one is set: an
@@ -74,29 +72,6 @@ func outdatedDriver(node string) *corev1.Pod {
 		Annotations:     map[string]string{render.AnnotationTemplateHash: "old"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "nvidia-driver-daemonset", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-}
-
-// fixedPods lists a fixed list of pods, then watches nothing.
-type fixedPods []corev1.Pod
-
-func (f fixedPods) List(metav1.ListOptions) (runtime.Object, error) {
-	return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: f}, nil
-}
-
-func (f fixedPods) Watch(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil }
-
-// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
-func (f fixedPods) IsWatchListSemanticsUnSupported() bool { return true }
-
-// podIndex is an operand pods index of a fixed list.
-func podIndex(t *testing.T, pods ...corev1.Pod) *operandpods.Index {
-	t.Helper()
-	idx := operandpods.New(fixedPods(pods))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = idx.Start(ctx) }()
-	NewWithT(t).Eventually(func() error { _, err := idx.All(); return err }, 5*time.Second, 10*time.Millisecond).Should(Succeed())
-	return idx
 }
 
 // repairHoldsThePlace is the cluster of the tests where the repair of a
@@ -150,7 +125,7 @@ func newDriverDaemonSet() *appsv1.DaemonSet {
 func (f *repairHoldsThePlace) reconciler(t *testing.T, g Gomega, reads client.Client) *Reconciler {
 	m, err := metrics.New(prometheus.NewRegistry())
 	g.Expect(err).NotTo(HaveOccurred())
-	return &Reconciler{Client: reads, APIReader: f.c, Pods: podIndex(t, *outdatedDriver("b")), Graph: f.graph, Namespace: fixture.Namespace,
+	return &Reconciler{Client: reads, APIReader: f.c, Pods: podindex.Fixed(t, *outdatedDriver("b")), Graph: f.graph, Namespace: fixture.Namespace,
 		Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers(), TrimNode: cacheconfig.NewNodeTrimmer().Node}
 }
 
@@ -325,7 +300,7 @@ func TestAStaleCacheHoldsNoStartBack(t *testing.T) {
 	m, err := metrics.New(prometheus.NewRegistry())
 	g.Expect(err).NotTo(HaveOccurred())
 	reads := &staleNodes{Client: c}
-	r := &Reconciler{Client: reads, APIReader: c, Pods: podIndex(t, *outdatedDriver("a"), *outdatedDriver("b"), *outdatedDriver("c")),
+	r := &Reconciler{Client: reads, APIReader: c, Pods: podindex.Fixed(t, *outdatedDriver("a"), *outdatedDriver("b"), *outdatedDriver("c")),
 		Graph: graph, Namespace: fixture.Namespace, Recorder: events.NewFakeRecorder(100), Metrics: m, Timers: fixture.Timers()}
 
 	// The first look starts a; b and c are skipped: one place is left.
