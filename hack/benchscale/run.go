@@ -57,6 +57,15 @@ type config struct {
 	skipFloor, skipReboot, skipUpgrade bool
 }
 
+// limit bounds a phase that a thousand nodes finish well within perThousand:
+// the simulated cluster's pod throughput sets a phase's length, so the
+// bound grows with the nodes. A phase that hangs ends at the stall; this
+// only ends one that keeps moving too slowly (a 5000-node rollout on two
+// cores readied 6.7 pods a second, on pace for about an hour).
+func (c config) limit(perThousand time.Duration) time.Duration {
+	return max(perThousand, perThousand*time.Duration(c.nodes)/1000)
+}
+
 // skipped names the phases this run leaves out.
 func (c config) skipped() []string {
 	var out []string
@@ -163,7 +172,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
 	cfg.cpuProfiles.save(ctx, cfg.log, listen.Pprof, profiles, "cpu-rollout.pprof", 60)
 	saveAPIServerProfile(ctx, cfg.log, s.Clientset.CoreV1().RESTClient(), profiles, "apiserver-cpu-rollout.pprof", 60)
-	allReady, err := nodes.wait(ctx, names, 30*time.Minute)
+	allReady, err := nodes.wait(ctx, names, cfg.limit(30*time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
@@ -304,7 +313,7 @@ func rebootPhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes *
 	if err := reboot(ctx, s.Clientset, rebooted); err != nil {
 		return window{}, err
 	}
-	done, err := nodes.wait(ctx, rebooted, 15*time.Minute)
+	done, err := nodes.wait(ctx, rebooted, cfg.limit(15*time.Minute))
 	if err != nil {
 		return window{}, fmt.Errorf("reboot: %w", err)
 	}
@@ -343,7 +352,7 @@ func upgradePhase(ctx context.Context, cfg config, s *simcluster.Cluster, nodes 
 			saveProfile(heapCtx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "heap-upgrade.pprof", "/debug/pprof/heap")
 		}
 	}()
-	done, err := nodes.wait(ctx, names, time.Hour)
+	done, err := nodes.wait(ctx, names, cfg.limit(time.Hour))
 	if err != nil {
 		return window{}, fmt.Errorf("upgrade: %w", err)
 	}
@@ -390,7 +399,7 @@ func floor(ctx context.Context, cfg config, w *floorWorkloads, r *Result) error 
 	if err != nil {
 		return err
 	}
-	done, err := pods.wait(ctx, 30*time.Minute, cfg.stall)
+	done, err := pods.wait(ctx, cfg.limit(30*time.Minute), cfg.stall)
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
