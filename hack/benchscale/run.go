@@ -61,7 +61,7 @@ type config struct {
 // the simulated cluster's pod throughput sets a phase's length, so the
 // bound grows with the nodes. A phase that hangs ends at the stall; this
 // only ends one that keeps moving too slowly (a 5000-node rollout on two
-// cores readied 6.7 pods a second, on pace for about an hour).
+// cores readied 4-6.5 toolkit pods a second, on pace for about an hour).
 func (c config) limit(perThousand time.Duration) time.Duration {
 	return max(perThousand, perThousand*time.Duration(c.nodes)/1000)
 }
