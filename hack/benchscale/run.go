@@ -167,7 +167,7 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	if err := s.Client.Create(ctx, policy(cfg.nodes)); err != nil {
 		return nil, err
 	}
-	statusReady := watchPolicyReady(ctx, s.Client)
+	statusReady := watchPolicyReady(ctx, s.Client, cfg.limit(time.Hour))
 	// Profiles of the rollout, for whoever wants to know where the time
 	// and memory go: go tool pprof _output/bench/profiles/<file>.
 	cfg.cpuProfiles.save(ctx, cfg.log, listen.Pprof, profiles, "cpu-rollout.pprof", 60)
@@ -426,11 +426,11 @@ func policy(nodes int) *gpuv1.ClusterPolicy {
 func maxParallel(nodes int) int { return max(1, nodes/10) }
 
 // watchPolicyReady reports when the ClusterPolicy's status first said
-// ready; it gives up, reporting a zero time, after an hour.
-func watchPolicyReady(ctx context.Context, c client.Client) <-chan time.Time {
+// ready; it gives up, reporting a zero time, after limit.
+func watchPolicyReady(ctx context.Context, c client.Client, limit time.Duration) <-chan time.Time {
 	out := make(chan time.Time, 1)
 	go func() {
-		deadline := time.Now().Add(time.Hour)
+		deadline := time.Now().Add(limit)
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			cp := &gpuv1.ClusterPolicy{}
 			if err := c.Get(ctx, client.ObjectKey{Name: policyName}, cp); err == nil && cp.Status.State == gpuv1.PolicyReady {

@@ -222,8 +222,9 @@ func (r *Reconciler) write(ctx context.Context, node *corev1.Node, d gating.Resu
 	if ac.ResourceVersion != nil {
 		node.ResourceVersion = *ac.ResourceVersion
 	}
-	// An apply that changed nothing (a label another manager shares) left
-	// the version as it was: the cache has it already.
+	// An apply that changed nothing (a state label only another manager
+	// set, which it cannot remove) left the version as it was: the cache
+	// has it already.
 	if node.ResourceVersion != before {
 		r.written.wrote(node.Name, before)
 	}

@@ -25,14 +25,21 @@ func (f fixedPods) Watch(metav1.ListOptions) (watch.Interface, error) { return w
 // IsWatchListSemanticsUnSupported makes the reflector list, then watch.
 func (f fixedPods) IsWatchListSemanticsUnSupported() bool { return true }
 
-// Fixed returns a started index of pods, synced; it stops when the test
-// ends.
+// Fixed returns a started index of pods, synced; it stops, its informer
+// gone, when the test ends.
 func Fixed(t testing.TB, pods ...corev1.Pod) *operandpods.Index {
 	t.Helper()
 	idx := operandpods.New(fixedPods(pods))
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = idx.Start(ctx) }()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = idx.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := idx.All()
