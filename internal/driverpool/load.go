@@ -3,7 +3,6 @@ package driverpool
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +32,7 @@ func Load(ctx context.Context, c client.Reader, cp *gpuv1.ClusterPolicy, checks 
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading GPUCluster %s: %w", gpuv1alpha1.GPUClusterName, err)
 	}
-	if checks != nil && slices.ContainsFunc(s.Pools, func(p Pool) bool { return p.Precompiled }) {
+	if checks != nil && s.AnyPrecompiled() {
 		var err error
 		if s.Images, err = verdicts(checks); err != nil {
 			return nil, err

@@ -159,6 +159,12 @@ func (s *Set) UsesDRA() bool {
 	return false
 }
 
+// AnyPrecompiled reports whether some pool runs NVIDIA's precompiled
+// driver images: only then is there an image to check.
+func (s *Set) AnyPrecompiled() bool {
+	return s != nil && slices.ContainsFunc(s.Pools, func(p Pool) bool { return p.Precompiled })
+}
+
 // Overlay lays NVIDIA's GPUCluster over the pools: while it exists, and is
 // not being deleted, every pool serves its GPUs through DRA, and the DRA
 // driver runs with its settings. A pool's own mode returns when it goes;

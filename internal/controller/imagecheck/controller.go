@@ -239,6 +239,11 @@ func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) 
 	if err != nil {
 		return nil, err
 	}
+	if !pools.AnyPrecompiled() {
+		// The common case: no image to check, so no reason to copy the
+		// fleet's nodes out of the cache at every label change.
+		return map[string]*wanted{}, nil
+	}
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
