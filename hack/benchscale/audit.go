@@ -14,13 +14,18 @@ type Requests struct {
 	LeaseReads  int `json:"leaseReads"`
 	// WritesBy counts the writes (leases apart) by "verb resource".
 	WritesBy map[string]int `json:"writesBy,omitempty"`
+	// WritesByManager counts the writes (leases apart) by "field manager:
+	// verb resource", which tells the controllers apart (the node
+	// controller's gpu-operator, the upgrade's gpu-operator-upgrade and
+	// gpu-operator-upgrade-state, ...); "-" for writes that name none.
+	WritesByManager map[string]int `json:"writesByManager,omitempty"`
 	// ReadsBy counts the reads (leases apart) by "verb resource".
 	ReadsBy map[string]int `json:"readsBy,omitempty"`
 }
 
 // countRequests counts the requests received in [from, to).
 func countRequests(reqs []simcluster.Request, from, to time.Time) Requests {
-	c := Requests{WritesBy: map[string]int{}, ReadsBy: map[string]int{}}
+	c := Requests{WritesBy: map[string]int{}, WritesByManager: map[string]int{}, ReadsBy: map[string]int{}}
 	for _, r := range reqs {
 		if r.At.Before(from) || !r.At.Before(to) {
 			continue
@@ -34,6 +39,11 @@ func countRequests(reqs []simcluster.Request, from, to time.Time) Requests {
 		case r.Write():
 			c.Writes++
 			c.WritesBy[key]++
+			manager := r.FieldManager
+			if manager == "" {
+				manager = "-"
+			}
+			c.WritesByManager[manager+": "+key]++
 		default:
 			c.Reads++
 			c.ReadsBy[key]++

@@ -12,7 +12,7 @@ import (
 // ResponseStarted and ResponseComplete, a lease renewal, node patches,
 // and a request by another user that the policy would not have logged.
 const auditSample = `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"w1","stage":"ResponseStarted","verb":"watch","user":{"username":"system:serviceaccount:gpu-operator:gpu-operator"},"objectRef":{"resource":"nodes","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-30T10:00:00.000000Z","stageTimestamp":"2026-11-30T10:00:00.001000Z"}
-{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"p1","stage":"ResponseComplete","verb":"patch","user":{"username":"system:serviceaccount:gpu-operator:gpu-operator"},"objectRef":{"resource":"nodes","name":"gpu-node-0","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-30T10:00:01.000000Z","stageTimestamp":"2026-11-30T10:00:01.002000Z"}
+{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"p1","stage":"ResponseComplete","requestURI":"/api/v1/nodes/gpu-node-0?fieldManager=gpu-operator-upgrade\u0026force=true","verb":"patch","user":{"username":"system:serviceaccount:gpu-operator:gpu-operator"},"objectRef":{"resource":"nodes","name":"gpu-node-0","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-30T10:00:01.000000Z","stageTimestamp":"2026-11-30T10:00:01.002000Z"}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"l1","stage":"ResponseComplete","verb":"update","user":{"username":"system:serviceaccount:gpu-operator:gpu-operator"},"objectRef":{"resource":"leases","namespace":"gpu-operator","name":"gpu-operator.nvidia.com","apiGroup":"coordination.k8s.io","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-30T10:00:02.000000Z","stageTimestamp":"2026-11-30T10:00:02.001000Z"}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"l2","stage":"ResponseComplete","verb":"get","user":{"username":"system:serviceaccount:gpu-operator:gpu-operator"},"objectRef":{"resource":"leases","namespace":"gpu-operator","name":"gpu-operator.nvidia.com","apiGroup":"coordination.k8s.io","apiVersion":"v1"},"requestReceivedTimestamp":"2026-11-30T10:00:02.500000Z","stageTimestamp":"2026-11-30T10:00:02.501000Z"}
 {"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"s1","stage":"ResponseComplete","verb":"patch","user":{"username":"system:serviceaccount:gpu-operator:gpu-operator"},"objectRef":{"resource":"clusterpolicies","name":"cluster-policy","apiGroup":"nvidia.com","apiVersion":"v1","subresource":"status"},"requestReceivedTimestamp":"2026-11-30T10:00:03.000000Z","stageTimestamp":"2026-11-30T10:00:03.001000Z"}
@@ -37,6 +37,9 @@ func TestCountRequestsSeparatesLeasesAndMergesWatchStages(t *testing.T) {
 	if got.WritesBy["patch clusterpolicies/status"] != 1 || got.WritesBy["patch nodes"] != 1 {
 		t.Errorf("writes by resource = %v", got.WritesBy)
 	}
+	if got.WritesByManager["gpu-operator-upgrade: patch nodes"] != 1 || got.WritesByManager["-: patch clusterpolicies/status"] != 1 {
+		t.Errorf("writes by field manager = %v, want the node patch under gpu-operator-upgrade, the status patch under -", got.WritesByManager)
+	}
 	// The window is half-open: a request at its end belongs to the next.
 	if got := countRequests(reqs, at(1), at(3)); got.Writes != 1 || got.Reads != 0 {
 		t.Errorf("counts in [1s, 3s) = %+v, want the node patch only", got)
@@ -54,5 +57,19 @@ func TestLastWriteIgnoresLeases(t *testing.T) {
 	}
 	if _, ok := lastWrite(reqs, at(2), at(3)); ok {
 		t.Error("a lease renewal counted as the operator's last write")
+	}
+}
+
+func TestByManagerSumsEachManagersWritesPerNode(t *testing.T) {
+	c := Requests{WritesByManager: map[string]int{
+		"gpu-operator-upgrade-state: patch nodes": 30, "gpu-operator: patch nodes": 10,
+		"gpu-operator-upgrade: patch nodes": 10, "gpu-operator-upgrade-state: delete pods": 10,
+	}}
+	want := "gpu-operator-upgrade-state 4.0, gpu-operator 1.0, gpu-operator-upgrade 1.0"
+	if got := byManager(c, 10); got != want {
+		t.Errorf("byManager = %q, want %q (summed over verbs, largest first, ties by name)", got, want)
+	}
+	if got := byManager(Requests{}, 10); got != "-" {
+		t.Errorf("byManager of no writes = %q, want -", got)
 	}
 }

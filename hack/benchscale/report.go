@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -163,7 +165,28 @@ func rows() []row {
 			return fmt.Sprintf("%.1f / %d", r.UpgradingMean, r.UpgradingPeak)
 		}},
 		{"upgrade: writes per node", "", func(r *Result) string { return f1(float64(r.Upgrade.Writes) / float64(max(1, r.Nodes))) }},
+		{"upgrade: writes per node by field manager", "", func(r *Result) string { return byManager(r.Upgrade, r.Nodes) }},
 	}...)
+}
+
+// byManager is the writes per node of each field manager, the largest
+// first: what tells the controllers' shares apart.
+func byManager(c Requests, nodes int) string {
+	sums := map[string]int{}
+	for key, n := range c.WritesByManager {
+		manager, _, _ := strings.Cut(key, ": ")
+		sums[manager] += n
+	}
+	managers := slices.Collect(maps.Keys(sums))
+	slices.SortFunc(managers, func(a, b string) int { return cmp.Or(sums[b]-sums[a], strings.Compare(a, b)) })
+	parts := make([]string, 0, len(managers))
+	for _, m := range managers {
+		parts = append(parts, fmt.Sprintf("%s %.1f", m, float64(sums[m])/float64(max(1, nodes))))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // clusterCPURows are the simulated cluster's CPU by process, rollout

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"time"
@@ -33,6 +34,9 @@ type Request struct {
 	Resource  string // resource[/subresource]
 	Namespace string
 	Name      string
+	// FieldManager is the write's fieldManager parameter, which tells
+	// the operator's controllers apart; empty when it sent none.
+	FieldManager string
 }
 
 // Write reports whether the request changes what the API server stores.
@@ -50,10 +54,11 @@ func (r Request) Lease() bool { return r.Resource == "leases" }
 
 // auditEvent is the part of an audit.k8s.io/v1 Event that Request holds.
 type auditEvent struct {
-	AuditID   string                    `json:"auditID"`
-	Verb      string                    `json:"verb"`
-	User      struct{ Username string } `json:"user"`
-	ObjectRef *struct {
+	AuditID    string                    `json:"auditID"`
+	RequestURI string                    `json:"requestURI"`
+	Verb       string                    `json:"verb"`
+	User       struct{ Username string } `json:"user"`
+	ObjectRef  *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
@@ -78,7 +83,7 @@ func ParseAudit(r io.Reader) ([]Request, error) {
 			continue
 		}
 		seen[ev.AuditID] = true
-		req := Request{At: ev.RequestReceivedTimestamp, Verb: ev.Verb}
+		req := Request{At: ev.RequestReceivedTimestamp, Verb: ev.Verb, FieldManager: fieldManager(ev.RequestURI)}
 		if ev.ObjectRef != nil {
 			req.Resource, req.Namespace, req.Name = ev.ObjectRef.Resource, ev.ObjectRef.Namespace, ev.ObjectRef.Name
 			if ev.ObjectRef.Subresource != "" {
@@ -92,6 +97,16 @@ func ParseAudit(r io.Reader) ([]Request, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, nil
+}
+
+// fieldManager is the fieldManager parameter of a request URI; empty when
+// it has none or cannot be parsed (the count then lumps it with others).
+func fieldManager(requestURI string) string {
+	u, err := url.ParseRequestURI(requestURI)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("fieldManager")
 }
 
 // ReadAudit parses the audit log at path (see ParseAudit).
