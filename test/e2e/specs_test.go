@@ -184,10 +184,13 @@ func OperatorCrashSpec(ctx context.Context, in CrashInput) {
 	}
 	_, err := sh("hack/sim/reboot.sh", in.Nodes...)
 	Expect(err).NotTo(HaveOccurred())
+	// The kill follows the fact at once; the timeout only bounds a rollout
+	// that never starts, and a rebooted chain on a loaded machine may take
+	// as long as any rollout (30 s was too short once in CI).
 	Eventually(func() bool {
 		_, ok := history.firstSeen(in.Nodes[0], "driver", "ready")
 		return ok
-	}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(BeTrue(), "the rollout started")
+	}).WithTimeout(rolloutTimeout).WithPolling(50*time.Millisecond).Should(BeTrue(), "the rollout started")
 	op.kill()
 	op = startOperator()
 	AllReadySpec(ctx, AllReadyInput{Nodes: in.Nodes})
