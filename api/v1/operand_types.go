@@ -223,7 +223,12 @@ type DevicePluginConfig struct {
 	// device plugin configurations; empty means none, as the NVIDIA GPU
 	// Operator's chart writes it.
 	// +kubebuilder:validation:MaxLength=253
+	// The operator keeps the last good copy of each file in ConfigMap
+	// nvidia-device-plugin-validated-configs, which the device plugin, GFD
+	// and the MPS control daemon read: an edit that breaks a file, or
+	// removes it or the ConfigMap, changes no running node.
 	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or a lower case DNS subdomain: letters a-z, digits, '-' and '.', starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule=`self != 'nvidia-device-plugin-validated-configs'`,message="nvidia-device-plugin-validated-configs is the operator's copy of the validated configurations: name the ConfigMap you write"
 	// +optional
 	Name string `json:"name,omitempty"`
 	// Default is the key of the configuration used on nodes without the

@@ -27,8 +27,9 @@ const (
 //
 // A configuration the operator cannot run (no ConfigMap, a key it does
 // not hold, a file the device plugin would not start with, MPS) is refused
-// and the node keeps what it runs, unless that is no longer runnable
-// either: then it goes back to the default. Every change waits while GPU
+// and the node keeps what it runs, from its last good copy where its file
+// was broken or removed since, unless that is no longer runnable either:
+// then it goes back to the default. Every change waits while GPU
 // pods run on the node, that one too: the device IDs of shared GPUs
 // differ from whole ones' (GPU-x::n), and the kubelet would hand a GPU a
 // running pod holds to another pod. Each is told once, in an event, and
@@ -69,17 +70,20 @@ func (d *decision) devicePluginConfig() string {
 	}
 	var refused []string
 	if problem := d.configProblem(cfg, cfg.Default); problem != "" {
-		refused = append(refused, fmt.Sprintf("devicePlugin.config.default %q: %s; the device plugin cannot start on its nodes.",
-			cfg.Default, problem))
+		runs := "they run the device plugin's built-in defaults until it is fixed"
+		if d.in.KeptDevicePluginConfigs[cfg.Default] {
+			runs = "they run its last good copy until it is fixed"
+		}
+		refused = append(refused, fmt.Sprintf("devicePlugin.config.default %q: %s; %s.", cfg.Default, problem, runs))
 	}
 	next := want
 	if problem := d.configProblem(cfg, want); problem != "" {
 		next = current
-		if d.configProblem(cfg, current) != "" {
+		if !d.runnable(cfg, current) {
 			next = ""
 		}
 		refused = append(refused, fmt.Sprintf("%s names device plugin configuration %q: %s. The node runs %s.",
-			from, want, problem, displayConfig(next)))
+			from, want, problem, d.displayRunning(next)))
 	}
 	if len(refused) > 0 {
 		d.tell(AnnotationDevicePluginConfigRefused, "%s", strings.Join(refused, " "))
@@ -113,6 +117,24 @@ func (d *decision) configProblem(cfg *gpuv1.DevicePluginConfig, name string) str
 		return d.mpsProblem()
 	}
 	return problem
+}
+
+// runnable reports whether the node can go on running a configuration:
+// one the operator can run as written, or the last good copy of one
+// broken or removed since, which still needs what MPS needs.
+func (d *decision) runnable(cfg *gpuv1.DevicePluginConfig, name string) bool {
+	if !d.in.KeptDevicePluginConfigs[name] {
+		return d.configProblem(cfg, name) == ""
+	}
+	return !d.in.MPSConfigs[name] || d.mpsProblem() == ""
+}
+
+// displayRunning names the configuration a node runs in a message.
+func (d *decision) displayRunning(name string) string {
+	if name != "" && d.in.KeptDevicePluginConfigs[name] {
+		return fmt.Sprintf("the last good copy of %s, which the operator keeps", name)
+	}
+	return displayConfig(name)
 }
 
 // mpsProblem says why the node cannot share its GPUs with MPS, "" when it

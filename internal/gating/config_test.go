@@ -30,6 +30,16 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 		in.DevicePluginConfigs["ts-4"] = "sharing.timeSlicing.resources[0].replicas: -4 is not at least 2"
 	}
 	badDefault := func(in *Input) { in.Policy.Spec.DevicePlugin.Config.Default = "gone" }
+	// The operator keeps the last good copy of a file broken or removed
+	// since (pluginconfig.ValidatedConfigMap).
+	tsKept := func(in *Input) { in.KeptDevicePluginConfigs = map[string]bool{"ts-4": true} }
+	plainBroken := func(in *Input) { in.DevicePluginConfigs["plain"] = "not a device plugin configuration file" }
+	plainKept := func(in *Input) { in.KeptDevicePluginConfigs = map[string]bool{"plain": true} }
+	mpsKept := func(in *Input) {
+		in.DevicePluginConfigs["mps-2"] = "not a device plugin configuration file"
+		in.KeptDevicePluginConfigs, in.MPSConfigs = map[string]bool{"mps-2": true}, map[string]bool{"mps-2": true}
+		in.Policy.Spec.MIG.Strategy = gpuv1.MIGStrategyMixed
+	}
 	tests := map[string]struct {
 		label, current string
 		mutate         []func(*Input)
@@ -57,6 +67,21 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 			refused: "The node runs the default", waiting: true},
 		"GPU pods hold a move off a gone one": {label: "ts-4", current: "ts-4", mutate: []func(*Input){busy, tsRemoved}, want: "ts-4",
 			refused: "The node runs the default", waiting: true},
+		// Issue 55: what a node runs is the operator's validated copy; a
+		// file broken or removed since keeps its last good copy there,
+		// and the node keeps running it, GPU pods or not.
+		"a broken edit keeps the last good copy": {label: "ts-4", current: "ts-4", mutate: []func(*Input){tsBroken, tsKept}, want: "ts-4",
+			refused: "The node runs the last good copy of ts-4"},
+		"a removed key keeps the last good copy": {label: "ts-4", current: "ts-4", mutate: []func(*Input){tsRemoved, tsKept}, want: "ts-4",
+			refused: "The node runs the last good copy of ts-4"},
+		"a broken edit moves no node onto its copy": {label: "ts-4", current: "ts-8", mutate: []func(*Input){tsBroken, tsKept}, want: "ts-8",
+			refused: "The node runs ts-8"},
+		"a broken default never good: built-in defaults": {mutate: []func(*Input){plainBroken}, want: "",
+			refused: "they run the device plugin's built-in defaults"},
+		"a broken default runs its last good copy": {mutate: []func(*Input){plainBroken, plainKept}, want: "",
+			refused: "they run its last good copy"},
+		"a kept MPS copy still needs what MPS needs": {label: "mps-2", current: "mps-2", mutate: []func(*Input){mpsKept}, want: "",
+			refused: "The node runs the default"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -59,9 +59,13 @@ type Input struct {
 	// it can); nil when it could not be read, and then a node keeps the
 	// configuration it runs.
 	DevicePluginConfigs map[string]string
-	// MPSConfigs are the configurations of that ConfigMap that share GPUs
-	// with MPS: a node running one runs the MPS control daemon.
+	// MPSConfigs are the configurations nodes run that share GPUs with
+	// MPS: a node running one runs the MPS control daemon.
 	MPSConfigs map[string]bool
+	// KeptDevicePluginConfigs are the configurations whose file in that
+	// ConfigMap is broken or gone, and whose last good copy, which the
+	// operator keeps, nodes run (pluginconfig.ValidatedConfigMap).
+	KeptDevicePluginConfigs map[string]bool
 	// GPUPods counts the pods holding GPUs on the node, where its device
 	// plugin configuration is to change; 0 when not counted.
 	GPUPods int

@@ -81,12 +81,13 @@ type RenderInput struct {
 	// ServiceMonitorAvailable is true when the Prometheus Operator's
 	// ServiceMonitor kind is served.
 	ServiceMonitorAvailable bool
-	// DevicePluginConfigDigests holds a digest of each file of
-	// devicePlugin.config's ConfigMap, by name: a file's new content
+	// DevicePluginConfigDigests holds a digest of each configuration
+	// nodes can run, by name, as the validated copy of devicePlugin.config's
+	// files holds it (pluginconfig.ValidatedConfigMap): its new content
 	// rolls the pods that read it.
 	DevicePluginConfigDigests map[string]string
-	// MPSConfigs are the configurations of devicePlugin.config's ConfigMap
-	// that share GPUs with MPS: their nodes run the MPS control daemon.
+	// MPSConfigs are the configurations nodes can run that share GPUs with
+	// MPS: their nodes run the MPS control daemon.
 	MPSConfigs map[string]bool
 	// DRAInUse is true while some node pool is in allocation mode dra, or
 	// some node still is: the DRA driver's objects exist only then.
@@ -112,6 +113,22 @@ func (in RenderInput) RunsMPS(v Variant) bool {
 		return false
 	}
 	return in.MPSConfigs[cmp.Or(v.DevicePluginConfig, cfg.Default)]
+}
+
+// DevicePluginConfigFile names the configuration file the pods of a
+// variant read: the one it runs, the policy's default for none; "" when
+// there is none or no copy of it was ever valid, and the device plugin
+// runs its built-in defaults rather than fail on a file it cannot read.
+func (in RenderInput) DevicePluginConfigFile(v Variant) string {
+	cfg := in.Policy.Spec.DevicePlugin.Config
+	if cfg == nil || cfg.Name == "" {
+		return ""
+	}
+	name := cmp.Or(v.DevicePluginConfig, cfg.Default)
+	if _, ok := in.DevicePluginConfigDigests[name]; !ok {
+		return ""
+	}
+	return name
 }
 
 // NFD's labels for a node's operating system.

@@ -247,14 +247,13 @@ func (in RenderInput) Effective(d Dimensions) Dimensions {
 const AnnotationConfigDigest = "nvidia.com/gpu-operator.config-digest"
 
 // configInputs is what the pods of a variant read of the device plugin's
-// configuration: the digest of its file, when known.
+// configuration: the digest of its file, when there is one.
 func (in RenderInput) configInputs(v Variant) map[string]string {
-	cfg := in.Policy.Spec.DevicePlugin.Config
-	digest := in.DevicePluginConfigDigests[cmp.Or(v.DevicePluginConfig, cfg.Default)]
-	if digest == "" {
+	name := in.DevicePluginConfigFile(v)
+	if name == "" {
 		return nil
 	}
-	return map[string]string{AnnotationConfigDigest: digest}
+	return map[string]string{AnnotationConfigDigest: in.DevicePluginConfigDigests[name]}
 }
 
 // Gated returns the gate with a projected variant's requirements added.

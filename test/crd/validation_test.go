@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 )
 
 // invalidCase is one way a user can get a ClusterPolicy wrong: a value set
@@ -207,6 +208,10 @@ func invalidCases() map[string]invalidCase {
 		"device plugin default config without a ConfigMap": {
 			path: p("devicePlugin", "config"), value: map[string]any{"default": "a100"},
 			field: "spec.devicePlugin.config", wants: []string{"name must be set"},
+		},
+		"device plugin ConfigMap named as the operator's copy": {
+			path: p("devicePlugin", "config"), value: map[string]any{"name": pluginconfig.ValidatedConfigMap},
+			field: "spec.devicePlugin.config.name", wants: []string{"the operator's copy of the validated configurations"},
 		},
 		"device plugin ConfigMap name with a space": {
 			path: p("devicePlugin", "config"), value: map[string]any{"name": "plugin config"},

@@ -165,6 +165,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			TimeSlicingSpec(ctx, healthy[0], healthy[1], healthy[2])
 		})
 
+		It("changes nothing on any node when an edit breaks the configuration a node runs", func(ctx SpecContext) {
+			BrokenEditSpec(ctx, healthy[1], []string{healthy[0], healthy[2]})
+		})
+
 		It("reconfigures MIG one node at a time, through failures, hangs and an operator crash", func(ctx SpecContext) {
 			MIGSpec(ctx, MIGInput{Nodes: healthy[:2], FailOnce: healthy[2], HangOnce: healthy[3]})
 		})

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -119,4 +120,66 @@ func setNodeLabel(ctx context.Context, node, key, value string) {
 		}
 		g.Expect(k8s.Patch(ctx, n, patch)).To(Succeed())
 	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// BrokenEditSpec is issue 55's sequence, as an admin makes a typo: a node
+// runs time-slicing file ts-4 of ConfigMap sharing and advertises 32
+// GPUs, a pod holding one of them runs there, and the file is edited to
+// replicas: -4. The refusal is told on the node, which keeps ts-4; for a
+// minute after, the device plugin and GFD pods on every node are the same
+// pods, the node still advertises 32 GPUs, and the GPU pod still runs:
+// the operands read the operator's last good copy, never the broken file.
+func BrokenEditSpec(ctx context.Context, shared string, others []string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sharing", Namespace: "gpu-operator"},
+		Data: map[string]string{"ts-4": timeSlicing("4")}}
+	Expect(k8s.Create(ctx, cm)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "typo"}}))).
+			To(Succeed())
+		setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { cp.Spec.DevicePlugin.Config = nil })
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, cm))).To(Succeed())
+	})
+	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "sharing"}
+	})
+	setNodeLabel(ctx, shared, gpuv1.LabelDevicePluginConfig, "ts-4")
+	gpus := func(g Gomega) int64 {
+		return node(g, ctx, shared).Status.Allocatable.Name("nvidia.com/gpu", "").Value()
+	}
+	Eventually(func(g Gomega) {
+		g.Expect(node(g, ctx, shared).Labels).To(HaveKeyWithValue(gpuv1.LabelDevicePluginConfigInUse, "ts-4"))
+		g.Expect(gpus(g)).To(BeEquivalentTo(32))
+	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	waitAllReady(ctx, append([]string{shared}, others...))
+	pinnedGPUPods(ctx, "typo", []string{shared}, 1)
+	workload := runningPods(ctx, "typo", 1)
+	readers := func() map[string]types.UID {
+		out := map[string]types.UID{}
+		for _, n := range append([]string{shared}, others...) {
+			for _, s := range []state.Name{state.DevicePlugin, state.GPUFeatureDiscovery} {
+				out[n+"/"+string(s)] = operandPodOn(ctx, n, s).UID
+			}
+		}
+		return out
+	}
+	before := readers()
+
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+		cm.Data["ts-4"] = timeSlicing("-4")
+		g.Expect(k8s.Update(ctx, cm)).To(Succeed())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(node(g, ctx, shared).Annotations).To(HaveKeyWithValue(gating.AnnotationDevicePluginConfigRefused, ContainSubstring("-4 replicas")))
+	}).WithTimeout(time.Minute).Should(Succeed())
+	GinkgoWriter.Printf("refused: %s\n", node(Default, ctx, shared).Annotations[gating.AnnotationDevicePluginConfigRefused])
+	Consistently(func(g Gomega) {
+		g.Expect(readers()).To(Equal(before), "the device plugin and GFD pods are the ones that ran before the edit")
+		g.Expect(gpus(g)).To(BeEquivalentTo(32))
+		g.Expect(node(g, ctx, shared).Labels).To(HaveKeyWithValue(gpuv1.LabelDevicePluginConfigInUse, "ts-4"))
+		g.Expect(runningPods(ctx, "typo", 1)).To(Equal(workload), "the GPU pod runs on")
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	Expect(node(Default, ctx, shared).Annotations).To(HaveKeyWithValue(gating.AnnotationDevicePluginConfigRefused,
+		ContainSubstring("The node runs the last good copy of ts-4")))
+	GinkgoWriter.Printf("a minute after the broken edit: %s\n  device plugin and GFD pods unchanged: %v\n", sharingLabels(ctx, shared), before)
 }

@@ -21,6 +21,7 @@ import (
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/coalesce"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
@@ -49,7 +50,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, coalesce.After(statusDelay, r.allPolicies),
 			builder.WithPredicates(labelsChanged())).
 		// A device plugin configuration's new content rolls the pods that
-		// read it.
+		// read it, once validated.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfConfigMap)).
 		// NVIDIADrivers are driver pools under driver.useNvidiaDriverCRD.
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
@@ -69,7 +70,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // policiesOfConfigMap enqueues the policies whose devicePlugin.config, or
-// one of whose driver pools' kernelModuleConfig, names the ConfigMap.
+// one of whose driver pools' kernelModuleConfig, names the ConfigMap, and
+// those with a devicePlugin.config when it is the validated copy of its
+// files (restored when someone else edits it).
 func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() != r.Namespace {
 		return nil
@@ -82,7 +85,8 @@ func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) [
 	var reqs []reconcile.Request
 	for i := range list.Items {
 		cp := &list.Items[i]
-		if cfg := cp.Spec.DevicePlugin.Config; (cfg != nil && cfg.Name == o.GetName()) || r.namesModuleParams(ctx, cp, o.GetName()) {
+		if cfg := cp.Spec.DevicePlugin.Config; (cfg != nil && (cfg.Name == o.GetName() || o.GetName() == pluginconfig.ValidatedConfigMap)) ||
+			r.namesModuleParams(ctx, cp, o.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cp.Name}})
 		}
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
-	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
@@ -54,7 +53,8 @@ type rendered struct {
 // renderAll renders the enabled states from the policy and what the cluster
 // looks like (the GPU nodes' operating systems, the kinds served).
 func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
-	digests, mps, err := r.devicePluginConfigs(ctx, cp)
+	inUse := variants(cp, nodes)
+	configs, err := r.devicePluginConfigs(ctx, cp, inUse)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 		return nil, err
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
-		DriverPools: groups, Variants: variants(cp, nodes), DevicePluginConfigDigests: digests, MPSConfigs: mps,
+		DriverPools: groups, Variants: inUse, DevicePluginConfigDigests: configs.digests, MPSConfigs: configs.mps,
 		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver()}
 	out := &rendered{kinds: r.managedKinds()}
 	if pools.UsesDRA() && !in.DRAInUse {
@@ -102,6 +102,10 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 			return nil, fmt.Errorf("rendering state %s: %w", s.Name, err)
 		}
 		out.wanted = append(out.wanted, objs...)
+	}
+	if configs.validated != nil {
+		// Before the pods that mount it.
+		out.wanted = append([]client.Object{configs.validated}, out.wanted...)
 	}
 	// RuntimeClasses first: pods naming a class that does not exist yet
 	// are refused.
@@ -199,20 +203,36 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 	for _, name := range objs.keptDaemonSets {
 		keep[apply.Key{GVK: render.KindDaemonSet, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: name}}] = true
 	}
-	for _, o := range objs.wanted {
+	errs = append(errs, r.applyWanted(ctx, objs.wanted, keep)...)
+	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep, driverReplacement(cp)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// applyWanted applies the wanted objects in order, each added to keep.
+// The DaemonSets that read the validated device plugin configurations
+// wait while those could not be written: their templates name the new
+// files' digests, and applied before the files, their new pods would read
+// the old ones and never restart for the new.
+func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool) []error {
+	var errs []error
+	validatedFailed := false
+	for _, o := range wanted {
 		keep[apply.KeyOf(o)] = true
+		if validatedFailed && readsValidatedConfigs(o) {
+			continue // as it is, until the next pass
+		}
 		_, err := r.Applier.Apply(ctx, o)
 		if foreign := (*apply.ForeignError)(nil); errors.As(err, &foreign) {
 			err = r.usableAsItIs(ctx, o, foreign)
 		}
 		if err != nil {
+			validatedFailed = validatedFailed || isValidatedConfigs(o)
 			errs = append(errs, err)
 		}
 	}
-	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep, driverReplacement(cp)); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // usableAsItIs decides about an object someone else made where the
@@ -229,12 +249,8 @@ func (r *Reconciler) usableAsItIs(ctx context.Context, o client.Object, foreign 
 	if !ok {
 		return fmt.Errorf("%w: delete it, or rename what the ClusterPolicy would create", foreign)
 	}
-	reader := r.Applier.Live
-	if reader == nil {
-		reader = r.Client
-	}
 	live := &nodev1.RuntimeClass{}
-	if err := reader.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
+	if err := r.liveReader().Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
 		return fmt.Errorf("reading RuntimeClass %s: %w", rc.Name, err)
 	}
 	if live.Handler != rc.Handler {
@@ -323,33 +339,6 @@ func (r *Reconciler) keepPools(ctx context.Context, pools []string, keep map[app
 		}
 	}
 	return nil
-}
-
-// devicePluginConfigs digests each file of devicePlugin.config's ConfigMap
-// (none when it is not named or does not exist), so that a file's new
-// content rolls the pods that read it, and says which files share GPUs
-// with MPS, whose nodes run the MPS control daemon.
-func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, map[string]bool, error) {
-	cfg := cp.Spec.DevicePlugin.Config
-	if cfg == nil || cfg.Name == "" {
-		return nil, nil, nil
-	}
-	cm := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, nil
-		}
-		return nil, nil, fmt.Errorf("reading ConfigMap %s of devicePlugin.config: %w", cfg.Name, err)
-	}
-	digests, mps := make(map[string]string, len(cm.Data)), map[string]bool{}
-	for name, data := range cm.Data {
-		sum := sha256.Sum256([]byte(data))
-		digests[name] = hex.EncodeToString(sum[:8])
-		if c, err := pluginconfig.Parse(data); err == nil && c.MPS() {
-			mps[name] = true
-		}
-	}
-	return digests, mps, nil
 }
 
 func isGPUNode(n *corev1.Node) bool { return gating.IsGPUNode(n) }

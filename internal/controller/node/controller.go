@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/timers"
@@ -163,29 +164,36 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}
-		in.DevicePluginConfigs, in.MPSConfigs = r.devicePluginConfigs(ctx, active)
+		in.DevicePluginConfigs, in.MPSConfigs, in.KeptDevicePluginConfigs = r.devicePluginConfigs(ctx, active)
 	}
 	return in, nil
 }
 
-// devicePluginConfigs reads the configurations devicePlugin.config's
-// ConfigMap holds, each with why the operator cannot run it: none when it
-// does not exist, nil when it cannot be read (a node then keeps the
-// configuration it runs).
-func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, map[string]bool) {
+// devicePluginConfigs judges the files devicePlugin.config's ConfigMap
+// holds against the last good copies the operator keeps: each file with
+// why the operator cannot run it (none when the ConfigMap does not exist,
+// nil when it cannot be read: a node then keeps the configuration it
+// runs), the configurations sharing GPUs with MPS, and those that run
+// from their last good copy.
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, map[string]bool, map[string]bool) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	cm := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, cm); {
-	case apierrors.IsNotFound(err):
-		return map[string]string{}, nil
-	case err != nil:
-		ctrl.LoggerFrom(ctx).Error(err, "reading the device plugin's ConfigMap", "configMap", cfg.Name)
-		return nil, nil
+	var read [2]*corev1.ConfigMap
+	for i, name := range []string{cfg.Name, pluginconfig.ValidatedConfigMap} {
+		cm := &corev1.ConfigMap{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, cm); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			ctrl.LoggerFrom(ctx).Error(err, "reading the device plugin's configurations", "configMap", name)
+			return nil, nil, nil
+		default:
+			read[i] = cm
+		}
 	}
-	return r.configs.read(cm)
+	j := r.configs.judge(read[0], read[1])
+	return j.problems, j.mps, j.kept
 }
 
 // Explain says why each state is not ready on a node, deciding as a

@@ -3,51 +3,60 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 )
 
-// pluginConfigs keeps the device plugin's ConfigMap as last read, so that
-// each node's decision does not parse every file again.
+// pluginConfigs keeps devicePlugin.config's files and the validated
+// copies as last judged, so that each node's decision does not parse every
+// file again.
 type pluginConfigs struct {
-	mu      sync.Mutex
-	uid     types.UID
-	version string
-	parsed  map[string]string
-	mps     map[string]bool
+	mu     sync.Mutex
+	from   [2]string // the ConfigMaps' UIDs and versions judged
+	judged *judgedConfigs
 }
 
-// read returns each configuration of the ConfigMap with why the operator
-// cannot run it ("" when it can), and those that share GPUs with MPS.
-func (p *pluginConfigs) read(cm *corev1.ConfigMap) (map[string]string, map[string]bool) {
+// judgedConfigs are the files as the gating input takes them.
+type judgedConfigs struct {
+	problems  map[string]string
+	mps, kept map[string]bool
+}
+
+// judge returns the files of the user's ConfigMap and of the operator's
+// validated copy (either nil when it does not exist), judged.
+func (p *pluginConfigs) judge(user, validated *corev1.ConfigMap) *judgedConfigs {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cm.UID == p.uid && cm.ResourceVersion == p.version {
-		return p.parsed, p.mps
+	from := [2]string{versionOf(user), versionOf(validated)}
+	if from == p.from && p.judged != nil {
+		return p.judged
 	}
-	out, mps := map[string]string{}, map[string]bool{}
-	for name, data := range cm.Data {
-		c, err := pluginconfig.Parse(data)
-		switch {
-		case err != nil:
-			out[name] = err.Error()
-		default:
-			out[name] = c.Unsupported()
-			mps[name] = c.MPS()
-		}
+	var data, kept map[string]string
+	var binary []string
+	if user != nil {
+		data, binary = user.Data, slices.Collect(maps.Keys(user.BinaryData))
 	}
-	for name := range cm.BinaryData {
-		out[name] = "a binary entry is no configuration file"
+	if validated != nil {
+		kept = validated.Data
 	}
-	p.uid, p.version, p.parsed, p.mps = cm.UID, cm.ResourceVersion, out, mps
-	return out, mps
+	files := pluginconfig.Resolve(data, binary, kept)
+	p.from, p.judged = from, &judgedConfigs{problems: files.Problems, mps: files.MPS(), kept: files.KeptNames()}
+	return p.judged
+}
+
+func versionOf(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return ""
+	}
+	return string(cm.UID) + "/" + cm.ResourceVersion
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list

@@ -23,6 +23,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 )
 
@@ -93,13 +94,14 @@ func (r *Reconciler) allGPUNodes(ctx context.Context, _ client.Object) []reconci
 }
 
 // nodesOfDevicePluginConfigs enqueues every GPU node when the ConfigMap is
-// the active policy's devicePlugin.config.
+// the active policy's devicePlugin.config, or the operator's validated
+// copy of its files.
 func (r *Reconciler) nodesOfDevicePluginConfigs(ctx context.Context, o client.Object) []reconcile.Request {
 	active, err := policy.Active(ctx, r.Client)
 	if err != nil || active == nil || o.GetNamespace() != r.Namespace {
 		return nil
 	}
-	if cfg := active.Spec.DevicePlugin.Config; cfg == nil || cfg.Name != o.GetName() {
+	if cfg := active.Spec.DevicePlugin.Config; cfg == nil || (cfg.Name != o.GetName() && o.GetName() != pluginconfig.ValidatedConfigMap) {
 		return nil
 	}
 	return r.allGPUNodes(ctx, o)

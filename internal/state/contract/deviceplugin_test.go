@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
 	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
@@ -18,17 +19,18 @@ import (
 // Sources of the device plugin's and GFD's requirements:
 // k8s-device-plugin v0.20.0, which ships both.
 const (
-	dpv            = "NVIDIA/k8s-device-plugin@v0.20.0:"
-	pluginMain     = dpv + "cmd/nvidia-device-plugin/main.go"
-	pluginRoot     = dpv + "cmd/nvidia-device-plugin/root.go"
-	pluginServer   = dpv + "internal/plugin/server.go"
-	pluginCDI      = dpv + "internal/cdi/cdi.go"
-	pluginManager  = dpv + "cmd/nvidia-device-plugin/plugin-manager.go"
-	gfdMain        = dpv + "cmd/gpu-feature-discovery/main.go"
-	gfdOutput      = dpv + "internal/lm/output.go"
-	gfdManifest    = dpv + "deployments/static/gpu-feature-discovery-daemonset.yaml"
-	pluginFlags    = dpv + "api/config/v1/flags.go"
-	operatorPlugin = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (setRuntimeClassName: none on CRI-O without CDI; " +
+	dpv              = "NVIDIA/k8s-device-plugin@v0.20.0:"
+	pluginMain       = dpv + "cmd/nvidia-device-plugin/main.go"
+	pluginRoot       = dpv + "cmd/nvidia-device-plugin/root.go"
+	pluginServer     = dpv + "internal/plugin/server.go"
+	pluginCDI        = dpv + "internal/cdi/cdi.go"
+	pluginManager    = dpv + "cmd/nvidia-device-plugin/plugin-manager.go"
+	gfdMain          = dpv + "cmd/gpu-feature-discovery/main.go"
+	gfdOutput        = dpv + "internal/lm/output.go"
+	gfdManifest      = dpv + "deployments/static/gpu-feature-discovery-daemonset.yaml"
+	pluginFlags      = dpv + "api/config/v1/flags.go"
+	pluginConfigLoad = dpv + "api/config/v1/config.go (NewConfig, parseConfig)"
+	operatorPlugin   = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (setRuntimeClassName: none on CRI-O without CDI; " +
 		"here CRI-O keeps the OCI hook with CDI too, so it has no NVIDIA handler to name)"
 	operatorCDI = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go (transformDevicePluginCtrForCDI)"
 	devCharCmd  = tkv + "cmd/nvidia-ctk/system/create-dev-char-symlinks/create-dev-char-symlinks.go"
@@ -65,8 +67,9 @@ var devicePluginContract = []requirement{
 		check: probe(dp, "liveness", nil)},
 	{source: operatorPlugin, need: "runs with the RuntimeClass where the runtime has the NVIDIA handler, without one on CRI-O",
 		check: runtimeClass},
-	{source: pluginMain + " (--config-file, env CONFIG_FILE: read at start and on SIGHUP)",
-		need:  "reads the node's configuration (time-slicing), the file its DaemonSet was rendered for",
+	{source: pluginMain + " (--config-file, env CONFIG_FILE: read at start and on SIGHUP); " + pluginConfigLoad + " (fails on a file it cannot open or parse)",
+		need: "reads the node's configuration (time-slicing), the file its DaemonSet was rendered for, from the operator's validated " +
+			"copy: a broken edit of the user's ConfigMap never reaches a plugin that starts",
 		check: nodeConfig(dp)},
 	{source: pluginMain + " (--device-list-strategy cdi-annotations, cdi-cri); " + pluginServer + " (Allocate: CDI device names in annotations and in the CRI response); " + operatorCDI,
 		need:  "with CDI, hands out GPUs by CDI name, in the annotations containerd and CRI-O read",
@@ -151,7 +154,8 @@ var gfdContract = []requirement{
 
 func TestGFDContract(t *testing.T) { checkAll(t, state.GPUFeatureDiscovery, gfdContract) }
 
-// nodeConfig checks a container gets the device plugin's ConfigMap and the
+// nodeConfig checks a container gets the operator's validated copy of
+// the device plugin's configurations, never the user's ConfigMap, and the
 // node's entry in CONFIG_FILE: its own configuration, or the default.
 func nodeConfig(ctr string) func(p *podCase) error {
 	return func(p *podCase) error {
@@ -159,7 +163,8 @@ func nodeConfig(ctr string) func(p *podCase) error {
 		if cfg == nil || cfg.Name == "" {
 			return nil
 		}
-		return all(env(ctr, "CONFIG_FILE", "/config/"+cmp.Or(p.variant.DevicePluginConfig, cfg.Default)), configMapAt(ctr, cfg.Name, "/config"))(p)
+		return all(env(ctr, "CONFIG_FILE", "/config/"+cmp.Or(p.variant.DevicePluginConfig, cfg.Default)),
+			configMapAt(ctr, pluginconfig.ValidatedConfigMap, "/config"))(p)
 	}
 }
 

@@ -141,7 +141,7 @@ func pods(t *testing.T, name state.Name) []*podCase {
 		variants := fixture.Variants(cp)
 		in := state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(name),
 			DriverPools: fixture.DriverPools(cp), Variants: variants, ServiceMonitorAvailable: true,
-			MPSConfigs: map[string]bool{"H200_MPS.x2": true}}
+			MPSConfigs: map[string]bool{"H200_MPS.x2": true}, DevicePluginConfigDigests: fixture.DevicePluginConfigDigests}
 		objs, err := s.Operand.Render(in)
 		if err != nil {
 			t.Fatalf("rendering %s for the %s policy: %v", name, pname, err)

@@ -1,7 +1,6 @@
 package deviceplugin
 
 import (
-	"cmp"
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
@@ -55,7 +55,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	// Nodes sharing their GPUs with MPS give the plugin MPS's root.
 	pod := func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
-		p := podSpec(cp, v)
+		p := podSpec(cp, v, in.DevicePluginConfigFile(v))
 		if in.RunsMPS(v) {
 			env, mounts, volumes := MPSSettings(cp)
 			c := &p.Containers[0]
@@ -71,10 +71,11 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DevicePlugin))}, sets...), nil
 }
 
-// podSpec is the plugin's pod for one driver root and runtime. It is
-// privileged: it opens every GPU device node to health-check it, and with
-// PASS_DEVICE_SPECS it hands the kubelet device nodes it must see.
-func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+// podSpec is the plugin's pod for one driver root and runtime, reading
+// configuration file configFile ("" for none). It is privileged: it opens
+// every GPU device node to health-check it, and with PASS_DEVICE_SPECS it
+// hands the kubelet device nodes it must see.
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant, configFile string) corev1.PodSpec {
 	root := toolkit.DriverRootInContainer(&cp.Spec, v.DriverRoot)
 	env := []corev1.EnvVar{
 		{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
@@ -101,7 +102,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		cdiEnv, cdiMounts, cdiVolumes := cdiSettings(cp, v)
 		env, mounts, volumes = append(env, cdiEnv...), append(mounts, cdiMounts...), append(volumes, cdiVolumes...)
 	}
-	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp, v)
+	cfgEnv, cfgMounts, cfgVolumes := ConfigSettings(cp, configFile)
 	devChar, devCharVolumes := devCharLinks(cp, v.DriverRoot)
 	// The links first: beside a host's driver they load its modules.
 	inits := []corev1.Container{devChar}
@@ -142,24 +143,36 @@ func driverRootType(inContainer string) corev1.HostPathType {
 	return corev1.HostPathDirectoryOrCreate
 }
 
-// ConfigSettings mounts the devicePlugin.config ConfigMap and points
-// CONFIG_FILE at the variant's entry: the node's configuration, or the
-// default. GFD gets the same, so that the labels it writes (replicas,
-// sharing strategy) describe what the plugin advertises. Both binaries
-// read CONFIG_FILE (k8s-device-plugin v0.20.0,
-// cmd/nvidia-device-plugin/main.go and cmd/gpu-feature-discovery/main.go).
-func ConfigSettings(cp *gpuv1.ClusterPolicy, v state.Variant) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+// ConfigSettings mounts the operator's validated copy of
+// devicePlugin.config's files (pluginconfig.ValidatedConfigMap), never the
+// user's ConfigMap, and points CONFIG_FILE at file there, the variant's
+// configuration (state.RenderInput.DevicePluginConfigFile; "" for none):
+// a broken edit of the user's file never reaches a pod that starts. GFD
+// and the MPS control daemon get the same, so that the labels GFD writes
+// (replicas, sharing strategy) describe what the plugin advertises. The
+// binaries read CONFIG_FILE once, at start, and fail on a file they
+// cannot open or parse (k8s-device-plugin v0.20.0, api/config/v1/config.go:
+// NewConfig, parseConfig; cmd/nvidia-device-plugin/main.go,
+// cmd/gpu-feature-discovery/main.go).
+func ConfigSettings(cp *gpuv1.ClusterPolicy, file string) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
 		return nil, nil, nil
 	}
 	var env []corev1.EnvVar
-	if name := cmp.Or(v.DevicePluginConfig, cfg.Default); name != "" {
-		env = append(env, corev1.EnvVar{Name: "CONFIG_FILE", Value: path.Join(configDir, name)})
+	if file != "" {
+		env = append(env, corev1.EnvVar{Name: "CONFIG_FILE", Value: path.Join(configDir, file)})
 	}
 	return env,
 		[]corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
-		[]corev1.Volume{render.ConfigMapVolume("config", cfg.Name)}
+		[]corev1.Volume{render.ConfigMapVolume("config", pluginconfig.ValidatedConfigMap)}
+}
+
+// ValidatedConfigs is the operator's ConfigMap of the configurations nodes
+// run (pluginconfig.Files.Validated), which ConfigSettings mounts.
+func ValidatedConfigs(cp *gpuv1.ClusterPolicy, namespace string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{TypeMeta: render.TypeMeta("v1", "ConfigMap"),
+		ObjectMeta: render.ObjectMeta(cp, pluginconfig.ValidatedConfigMap, namespace, string(state.DevicePlugin)), Data: data}
 }
 
 // MPSContainerRoot is where the MPS control daemon and the device plugin
@@ -184,5 +197,7 @@ func MPSSettings(cp *gpuv1.ClusterPolicy) ([]corev1.EnvVar, []corev1.VolumeMount
 
 // Kinds lists the kinds Render returns.
 func (Operand) Kinds() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet}
+	// The validated ConfigMap is rendered beside every state
+	// (clusterpolicy.renderAll), and pruned as this state's.
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet, render.KindConfigMap}
 }

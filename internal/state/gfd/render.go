@@ -41,18 +41,22 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.GFD.IsE
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.GFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ContainerSettings, image, dimensions, podSpec)
+	pod := func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+		return podSpec(cp, v, in.DevicePluginConfigFile(v))
+	}
+	sets, err := in.DaemonSets(DaemonSetName, state.GPUFeatureDiscovery, &spec.ContainerSettings, image, dimensions, pod)
 	if err != nil {
 		return nil, err
 	}
 	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.GPUFeatureDiscovery))}, sets...), nil
 }
 
-// podSpec is GFD's pod. It is privileged and reads the host's /sys, as
+// podSpec is GFD's pod, reading configuration file configFile ("" for
+// none). It is privileged and reads the host's /sys, as
 // its upstream manifests run it: it reads the PCI devices' config space
 // (vGPU detection, the PCI class behind gpu.mode) and the machine type.
-func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
-	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp, v)
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant, configFile string) corev1.PodSpec {
+	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp, configFile)
 	env := []corev1.EnvVar{
 		{Name: "GFD_SLEEP_INTERVAL", Value: "60s"},
 		{Name: "GFD_FAIL_ON_INIT_ERROR", Value: "true"},

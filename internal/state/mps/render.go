@@ -49,7 +49,10 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	// (cmd/mps-control-daemon/main.go), and exits on any other flag.
 	settings := spec.ContainerSettings
 	settings.Args, settings.Env = nil, nil
-	sets, err := in.DaemonSetsWhere(DaemonSetName, state.MPSControlDaemon, &settings, image, dimensions, podSpec, in.RunsMPS)
+	pod := func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
+		return podSpec(cp, v, in.DevicePluginConfigFile(v))
+	}
+	sets, err := in.DaemonSetsWhere(DaemonSetName, state.MPSControlDaemon, &settings, image, dimensions, pod, in.RunsMPS)
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +68,8 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 // DaemonSet's. An init container mounts a tmpfs at <root>/shm, shared
 // with the host (Bidirectional), which the daemon and the pods the device
 // plugin gives MPS-shared GPUs use as /dev/shm.
-func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
-	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp, v)
+func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant, configFile string) corev1.PodSpec {
+	cfgEnv, cfgMounts, cfgVolumes := deviceplugin.ConfigSettings(cp, configFile)
 	env := []corev1.EnvVar{
 		render.FieldEnv("NODE_NAME", "spec.nodeName"),
 		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},

@@ -37,7 +37,7 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), GateEither: g.GateEither(s.Name), DriverPools: fixture.DriverPools(cp),
 		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
 		// The full policy's files; time-slicing-4's content is unknown.
-		DevicePluginConfigDigests: map[string]string{"a100": "0123456789abcdef", "H200_MPS.x2": "fedcba9876543210"},
+		DevicePluginConfigDigests: fixture.DevicePluginConfigDigests,
 		MPSConfigs:                map[string]bool{"H200_MPS.x2": true},
 		// As if a pool were in allocation mode dra: the DRA driver's
 		// objects render nothing otherwise.

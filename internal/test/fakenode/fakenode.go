@@ -147,7 +147,10 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	if plugin != nil && !pluginWorks(p, plugin) {
 		plugin = nil
 	}
-	sharing := SharingOf(plugin, configs)
+	sharing, starts := SharingOf(plugin, configs)
+	if !starts {
+		plugin = nil // it fails on its configuration file
+	}
 	if sharing.Strategy == "mps" && running(state.MPSControlDaemon) == nil {
 		// The plugin checks the MPS daemon is up when it starts, and
 		// fails without it (k8s-device-plugin v0.20.0,
@@ -158,7 +161,11 @@ func Apply(n *corev1.Node, pods []*corev1.Pod, configs ConfigLookup) Result {
 	r.Status = handlers(n, p, running(state.ContainerToolkit)) || r.Status
 	if NFDPublishes(n, pods) {
 		gfd := running(state.GPUFeatureDiscovery)
-		r.Labels = labelGFD(n, p, gfd, SharingOf(gfd, configs)) || r.Labels
+		gfdSharing, starts := SharingOf(gfd, configs)
+		if !starts {
+			gfd = nil
+		}
+		r.Labels = labelGFD(n, p, gfd, gfdSharing) || r.Labels
 	}
 	return r
 }

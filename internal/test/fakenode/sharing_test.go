@@ -27,6 +27,7 @@ var configs ConfigLookup = func(_, name, key string) (string, bool) {
 		"mps-2":   "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n",
 		"renamed": "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 3\n",
 		"plain":   "version: v1\nflags:\n  migStrategy: none\n",
+		"broken":  "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: -4\n",
 	}
 	v, ok := files[key]
 	return v, ok && name == "plugin-configs"
@@ -46,7 +47,6 @@ func TestSharedGPUs(t *testing.T) {
 		"mps":          {key: "mps-2", resource: resourceGPU, capacity: 16, allocated: 14, product: "NVIDIA-H200-SHARED", replicas: "2", strategy: "mps"},
 		"renamed":      {key: "renamed", resource: resourceShared, capacity: 24, allocated: 21, product: "NVIDIA-H200", replicas: "3", strategy: "time-slicing"},
 		"not shared":   {key: "plain", resource: resourceGPU, capacity: 8, allocated: 7, product: "NVIDIA-H200", replicas: "1", strategy: "none"},
-		"no such file": {key: "missing", resource: resourceGPU, capacity: 8, allocated: 7, product: "NVIDIA-H200", replicas: "1", strategy: "none"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -85,4 +85,22 @@ func TestRenamedResourceGoesToZero(t *testing.T) {
 	g.Expect(Apply(n, []*corev1.Pod{configured(state.DevicePlugin, "plain")}, configs).Status).To(BeTrue())
 	g.Expect(n.Status.Allocatable.Name(resourceShared, "").Value()).To(BeZero())
 	g.Expect(n.Status.Allocatable.Name(resourceGPU, "").Value()).To(BeEquivalentTo(8))
+}
+
+// A configuration file the device plugin and GFD cannot read, broken or
+// not there, stops them at start: the node advertises no GPU and GFD
+// labels nothing.
+func TestUnreadableConfigStopsThePlugin(t *testing.T) {
+	for _, key := range []string{"broken", "missing"} {
+		t.Run(key, func(t *testing.T) {
+			g := NewWithT(t)
+			n := &corev1.Node{}
+			Apply(n, []*corev1.Pod{configured(state.DevicePlugin, key), configured(state.GPUFeatureDiscovery, key), nfdWorker()}, configs)
+			g.Expect(n.Status.Allocatable.Name(resourceGPU, "").Value()).To(BeZero())
+			g.Expect(n.Labels).NotTo(HaveKey("nvidia.com/gpu.product"))
+			Apply(n, []*corev1.Pod{configured(state.DevicePlugin, "plain"), configured(state.GPUFeatureDiscovery, "plain"), nfdWorker()}, configs)
+			g.Expect(n.Status.Allocatable.Name(resourceGPU, "").Value()).To(BeEquivalentTo(8))
+			g.Expect(n.Labels).To(HaveKeyWithValue("nvidia.com/gpu.product", "NVIDIA-H200"))
+		})
+	}
 }
