@@ -66,8 +66,8 @@ func (s *Set) GroupsOf(nodes []corev1.Node, gpu func(*corev1.Node) bool) []state
 		if !p.Runs {
 			continue
 		}
-		g := state.DriverPool{Name: p.Name, Driver: &p.Driver, Daemonsets: &p.Daemonsets, Precompiled: p.Precompiled,
-			GDS: p.GDS, GDRCopy: p.GDRCopy}
+		g := state.DriverPool{Name: p.Name, NVIDIADriver: s.FromNVIDIADrivers, Driver: &p.Driver, Daemonsets: &p.Daemonsets,
+			Precompiled: p.Precompiled, GDS: p.GDS, GDRCopy: p.GDRCopy}
 		if p.Precompiled {
 			g.Kernels, g.KeptKernels = s.kernels(p, runs[p.Name], wants[p.Name])
 		}

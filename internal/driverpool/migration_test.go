@@ -50,8 +50,10 @@ func gpuNode(name string, labels map[string]string) corev1.Node {
 
 // Moving from the ClusterPolicy's pools to NVIDIADrivers named after them
 // with the same settings replaces no driver: the DaemonSets keep their
-// names and their pod templates, byte for byte, so the upgrade finds every
-// driver pod current. NVIDIA's own migration replaces every driver.
+// names, their pod specs and template hashes, so the upgrade finds every
+// driver pod current. Only NVIDIA's app label changes, which replaces
+// nothing: an NVIDIADriver's is its DaemonSet's name, as at NVIDIA.
+// NVIDIA's own migration replaces every driver.
 func TestMigrationToNVIDIADriversKeepsEveryDriver(t *testing.T) {
 	g := NewWithT(t)
 	policies, err := fixture.Policies()
@@ -81,7 +83,13 @@ func TestMigrationToNVIDIADriversKeepsEveryDriver(t *testing.T) {
 	g.Expect(got).To(HaveLen(len(want)))
 	for name, ds := range want {
 		g.Expect(got).To(HaveKey(name))
-		g.Expect(got[name].Spec.Template).To(Equal(ds.Spec.Template), "DaemonSet %s", name)
+		g.Expect(got[name].Spec.Template.Spec).To(Equal(ds.Spec.Template.Spec), "DaemonSet %s", name)
+		g.Expect(got[name].Spec.Template.Annotations).To(Equal(ds.Spec.Template.Annotations), "DaemonSet %s", name)
+		g.Expect(ds.Spec.Template.Labels).To(HaveKeyWithValue("app", "nvidia-driver-daemonset"))
+		g.Expect(got[name].Spec.Template.Labels).To(HaveKeyWithValue("app", name))
+		delete(ds.Spec.Template.Labels, "app")
+		delete(got[name].Spec.Template.Labels, "app")
+		g.Expect(got[name].Spec.Template.Labels).To(Equal(ds.Spec.Template.Labels), "DaemonSet %s", name)
 	}
 
 	// A changed setting is a new driver: the template hash moves, and the

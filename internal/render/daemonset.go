@@ -87,6 +87,16 @@ type Workload struct {
 	PodAnnotations map[string]string
 	// ObjectLabels go on the workload object only, not on its pods.
 	ObjectLabels map[string]string
+	// App is the app label NVIDIA's operator gives the operand's workload
+	// and pods (nvidia-driver-daemonset, nvidia-device-plugin-daemonset,
+	// ...), which NVIDIA users' runbooks, alerts and log queries select
+	// pods by; empty for none. It is not in the selector, which never
+	// changes for the life of a workload.
+	App string
+	// AppComponent, when set, is the app.kubernetes.io/component of the
+	// workload and its pods in place of the state's name: the driver's
+	// is nvidia-driver, as at NVIDIA.
+	AppComponent string
 	// Daemonsets overrides the policy's daemonsets settings (labels,
 	// annotations, tolerations, priority class) for this workload: an
 	// NVIDIADriver's pool has its own. Nil means the policy's.
@@ -146,6 +156,9 @@ func workloadMeta(w Workload) metav1.ObjectMeta {
 	common := w.common()
 	meta := ObjectMeta(w.Policy, w.Name, w.Namespace, w.State)
 	meta.Labels = merge(stringMap(common.Labels), meta.Labels)
+	for k, v := range w.nvidiaLabels() {
+		meta.Labels[k] = v
+	}
 	for k, v := range w.ObjectLabels {
 		meta.Labels[k] = v
 	}
@@ -215,6 +228,9 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: %w", w.Name, err)
 	}
 	meta := podMeta(common, SelectorLabels(w.Name), w.State, hash)
+	for k, v := range w.nvidiaLabels() {
+		meta.Labels[k] = v
+	}
 	for k, v := range w.PodAnnotations {
 		meta.Annotations[k] = v
 	}
@@ -222,6 +238,21 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		meta.Annotations[k] = v
 	}
 	return corev1.PodTemplateSpec{ObjectMeta: meta, Spec: pod}, nil
+}
+
+// nvidiaLabels are the labels NVIDIA's operator gives the workload and its
+// pods, over the user's daemonsets.labels as NVIDIA's are (gpu-operator
+// v26.7.0 controllers/object_controls.go: applyCommonDaemonsetMetadata
+// skips app on pods).
+func (w Workload) nvidiaLabels() map[string]string {
+	out := map[string]string{}
+	if w.App != "" {
+		out[LabelApp] = w.App
+	}
+	if w.AppComponent != "" {
+		out[LabelComponent] = w.AppComponent
+	}
+	return out
 }
 
 func updateStrategy(common *gpuv1.DaemonsetsSpec, onDelete bool) (appsv1.DaemonSetUpdateStrategy, error) {

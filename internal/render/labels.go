@@ -17,6 +17,8 @@ const (
 	LabelPartOf    = "app.kubernetes.io/part-of"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelVersion   = "app.kubernetes.io/version"
+	// LabelApp is NVIDIA's operand label (Workload.App).
+	LabelApp = "app"
 
 	// ManagedBy is the managed-by value of every operator object; the
 	// operator's cache selects its objects and pods by it.

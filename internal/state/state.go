@@ -145,6 +145,8 @@ const (
 // operating systems of its GPU nodes, sorted.
 type DriverPool struct {
 	Name string
+	// NVIDIADriver says an NVIDIADriver of the pool's name declares it.
+	NVIDIADriver bool
 	// Driver is the pool's driver settings (its version pinned), in the
 	// shape of the policy's driver section whether a ClusterPolicy pool or
 	// an NVIDIADriver declared it.

@@ -280,6 +280,9 @@ func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSe
 			continue
 		}
 		w := in.Workload(name+v.Suffix(), st, c, image, pod(in.Policy, v))
+		// NVIDIA's app label is its DaemonSet's name: every variant's
+		// pods are found by it.
+		w.App = name
 		w.Gate = in.Gated(v, d)
 		if d.DevicePluginConfig {
 			w.Inputs = in.configInputs(v)

@@ -179,6 +179,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			OperatorCrashSpec(ctx, CrashInput{Nodes: healthy})
 		})
 
+		It("has every operand pod found by the labels NVIDIA users select on", func(ctx SpecContext) {
+			NVIDIASelectorsSpec(ctx, healthy)
+		})
+
 		// The upgrades leave the nodes on the version they upgrade to: each
 		// picks one other than the nodes run.
 		It("rolls a driver upgrade within the budget, evicting and rescheduling GPU workloads", func(ctx SpecContext) {

@@ -66,7 +66,7 @@ func controllerDeployment(in state.RenderInput, d *gpuv1.DRADriverSpec, image st
 	}
 	settings := containerSettings(d, d.ComputeDomains.Controller)
 	// The controller gates nothing: no node affinity from the graph.
-	w := render.Workload{Policy: in.Policy, Namespace: in.Namespace, Name: ControllerName, State: string(state.DRADriver),
+	w := render.Workload{Policy: in.Policy, Namespace: in.Namespace, Name: ControllerName, State: string(state.DRADriver), App: ControllerName,
 		Component: &settings, Image: image, Pod: pod}
 	deployment, err := render.Deployment(w)
 	if err != nil {

@@ -19,6 +19,12 @@ const AnnotationVersion = gpuv1.OperatorAnnotationPrefix + "driver-version"
 // per-OS DaemonSet appends the OS: nvidia-driver-daemonset-ubuntu22.04.
 const DaemonSetName = "nvidia-driver-daemonset"
 
+// AppComponent is the app.kubernetes.io/component of the driver's
+// DaemonSets and pods, NVIDIA's: what NVIDIA's upgrade controller,
+// must-gather and users select driver pods by, under a ClusterPolicy or
+// an NVIDIADriver alike.
+const AppComponent = "nvidia-driver"
+
 // poolPrefix is the name of a pool's DaemonSets, before the OS.
 func poolPrefix(pool string) string {
 	if pool == gpuv1.DefaultDriverPool {

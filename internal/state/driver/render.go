@@ -105,6 +105,18 @@ func daemonSet(in state.RenderInput, pool state.DriverPool, name, image string, 
 	}
 	w := in.Workload(name, state.Driver, &pool.Driver.ContainerSettings, image, pod)
 	w.Gate, w.OnDelete, w.Daemonsets = gate, true, pool.Daemonsets
+	// NVIDIA's labels: a ClusterPolicy's drivers are found by
+	// app=nvidia-driver-daemonset, whatever their pool, OS or kernel (as
+	// NVIDIA names precompiled ones); an NVIDIADriver's app is its
+	// DaemonSet's name, so that app=nvidia-driver-daemonset finds none of
+	// them, as NVIDIA's move to NVIDIADriver checks; every driver pod is
+	// app.kubernetes.io/component=nvidia-driver (gpu-operator v26.7.0
+	// assets/state-driver/0500_daemonset.yaml; manifests/state-driver/
+	// 0500_daemonset.yaml, internal/state/driver.go getDriverAppName).
+	w.App, w.AppComponent = DaemonSetName, AppComponent
+	if pool.NVIDIADriver {
+		w.App = name
+	}
 	// The pool's DaemonSets are found by it when the pool cannot render
 	// (its module parameters missing) and they must stay as they are.
 	w.ObjectLabels = map[string]string{gpuv1.LabelDriverPool: pool.Name}
