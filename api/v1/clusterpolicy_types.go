@@ -123,6 +123,15 @@ type ClusterPolicySpec struct {
 	// +optional
 	HostPaths HostPathsSpec `json:"hostPaths,omitempty"`
 
+	// DCGM runs NVIDIA's standalone DCGM host engine (nv-hostengine) on
+	// every GPU node, as NVIDIA's dcgm section does: DaemonSet nvidia-dcgm,
+	// in the chain after the device plugin and before dcgm-exporter, which
+	// then reads its node's host engine through Service nvidia-dcgm
+	// (internalTrafficPolicy Local) rather than run its own. Absent, no
+	// host engine runs: each exporter embeds its own.
+	// +optional
+	DCGM *DCGMSpec `json:"dcgm,omitempty"`
+
 	// GDS loads NVIDIA's GPUDirect Storage module (nvidia-fs) in a
 	// container of each driver pod. Under driver.useNvidiaDriverCRD each
 	// NVIDIADriver's own gds counts instead.
@@ -138,46 +147,48 @@ type ClusterPolicySpec struct {
 }
 
 // UnsupportedSections are sections of the NVIDIA GPU Operator's
-// ClusterPolicy that this operator accepts, keeps and does not act on.
-// They are opaque so that no value in them can make a policy invalid.
+// ClusterPolicy that this operator accepts, keeps and does not act on,
+// each for the reason its refused tag gives (status.ignoredFields quotes
+// it). They are opaque so that no value in them can make a policy invalid.
 type UnsupportedSections struct {
-	// DCGM is accepted for compatibility and not acted on.
+	// Validator is accepted and not acted on: no validator pods run.
 	// +optional
-	DCGM *apiextensionsv1.JSON `json:"dcgm,omitempty"`
-	// Validator is accepted for compatibility and not acted on.
+	Validator *apiextensionsv1.JSON `json:"validator,omitempty" refused:"no validator pods run: each state proves itself on each node (docs/supported-nodes.md, how each state proves it is ready); validator.cuda and validator.plugin's WITH_WORKLOAD will configure the CUDA workload proof, not built yet"`
+	// NodeStatusExporter is accepted and not acted on.
 	// +optional
-	Validator *apiextensionsv1.JSON `json:"validator,omitempty"`
-	// NodeStatusExporter is accepted for compatibility and not acted on.
+	NodeStatusExporter *apiextensionsv1.JSON `json:"nodeStatusExporter,omitempty" refused:"node-status-exporter does not run: the operator's gpu_operator_* metrics and the nodes' nvidia.com/gpu.state.* labels say what it would"`
+	// SandboxWorkloads is accepted and not acted on: out of scope.
 	// +optional
-	NodeStatusExporter *apiextensionsv1.JSON `json:"nodeStatusExporter,omitempty"`
-	// SandboxWorkloads is accepted for compatibility and not acted on.
+	SandboxWorkloads *apiextensionsv1.JSON `json:"sandboxWorkloads,omitempty" refused:"sandbox workloads (GPUs passed to VMs, Kata) are out of scope: nodes run container workloads only"`
+	// VGPUManager is accepted and not acted on: out of scope.
 	// +optional
-	SandboxWorkloads *apiextensionsv1.JSON `json:"sandboxWorkloads,omitempty"`
-	// VGPUManager is accepted for compatibility and not acted on.
+	VGPUManager *apiextensionsv1.JSON `json:"vgpuManager,omitempty" refused:"vGPU is out of scope"`
+	// VGPUDeviceManager is accepted and not acted on: out of scope.
 	// +optional
-	VGPUManager *apiextensionsv1.JSON `json:"vgpuManager,omitempty"`
-	// VGPUDeviceManager is accepted for compatibility and not acted on.
+	VGPUDeviceManager *apiextensionsv1.JSON `json:"vgpuDeviceManager,omitempty" refused:"vGPU is out of scope"`
+	// VFIOManager is accepted and not acted on: out of scope.
 	// +optional
-	VGPUDeviceManager *apiextensionsv1.JSON `json:"vgpuDeviceManager,omitempty"`
-	// VFIOManager is accepted for compatibility and not acted on.
+	VFIOManager *apiextensionsv1.JSON `json:"vfioManager,omitempty" refused:"sandbox workloads (GPUs passed to VMs through VFIO) are out of scope"`
+	// SandboxDevicePlugin is accepted and not acted on: out of scope.
 	// +optional
-	VFIOManager *apiextensionsv1.JSON `json:"vfioManager,omitempty"`
-	// SandboxDevicePlugin is accepted for compatibility and not acted on.
+	SandboxDevicePlugin *apiextensionsv1.JSON `json:"sandboxDevicePlugin,omitempty" refused:"sandbox workloads (GPUs passed to VMs) are out of scope"`
+	// KataManager is accepted and not acted on: out of scope.
 	// +optional
-	SandboxDevicePlugin *apiextensionsv1.JSON `json:"sandboxDevicePlugin,omitempty"`
-	// KataManager is accepted for compatibility and not acted on.
+	KataManager *apiextensionsv1.JSON `json:"kataManager,omitempty" refused:"Kata containers are out of scope"`
+	// KataSandboxDevicePlugin is accepted and not acted on: out of scope.
 	// +optional
-	KataManager *apiextensionsv1.JSON `json:"kataManager,omitempty"`
-	// CCManager is accepted for compatibility and not acted on.
+	KataSandboxDevicePlugin *apiextensionsv1.JSON `json:"kataSandboxDevicePlugin,omitempty" refused:"Kata containers are out of scope"`
+	// CCManager is accepted and not acted on: out of scope.
 	// +optional
-	CCManager *apiextensionsv1.JSON `json:"ccManager,omitempty"`
-	// PSP is accepted for compatibility and not acted on.
+	CCManager *apiextensionsv1.JSON `json:"ccManager,omitempty" refused:"confidential computing is out of scope"`
+	// PSP is accepted and not acted on: Kubernetes removed
+	// PodSecurityPolicy in 1.25.
 	// +optional
-	PSP *apiextensionsv1.JSON `json:"psp,omitempty"`
-	// PSA is accepted for compatibility and not acted on; the namespace's
-	// pod-security labels are set by the helm chart.
+	PSP *apiextensionsv1.JSON `json:"psp,omitempty" refused:"Kubernetes removed PodSecurityPolicy in 1.25: set psa.enabled to admit the operands' privileged pods"`
+	// PSA is accepted and not acted on yet; the chart's psa.enabled labels
+	// the namespace.
 	// +optional
-	PSA *apiextensionsv1.JSON `json:"psa,omitempty"`
+	PSA *apiextensionsv1.JSON `json:"psa,omitempty" refused:"not acted on from the ClusterPolicy yet: the chart's psa.enabled labels the namespace pod-security.kubernetes.io/enforce=privileged, or label it yourself"`
 }
 
 // OperatorSpec holds settings of the operator itself.
@@ -215,18 +226,22 @@ type OperatorSpec struct {
 	// +optional
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
 
-	// InitContainer is accepted for compatibility and not acted on.
+	// InitContainer is accepted and not acted on, as at NVIDIA.
 	// +optional
-	InitContainer *apiextensionsv1.JSON `json:"initContainer,omitempty"`
-	// UseOpenShiftDriverToolkit is accepted for compatibility and not acted on.
+	InitContainer *apiextensionsv1.JSON `json:"initContainer,omitempty" refused:"NVIDIA's operator does not act on it either (v26.7.0 reads it nowhere)"`
+	// UseOpenShiftDriverToolkit is accepted and not acted on.
 	// +optional
-	UseOpenShiftDriverToolkit *apiextensionsv1.JSON `json:"use_ocp_driver_toolkit,omitempty"`
-	// Labels is accepted for compatibility and not acted on.
+	UseOpenShiftDriverToolkit *apiextensionsv1.JSON `json:"use_ocp_driver_toolkit,omitempty" refused:"OpenShift's Driver Toolkit is not supported: drivers build in the driver container, or run precompiled (driver.usePrecompiled)"`
+	// Labels is accepted and not acted on, as at NVIDIA.
 	// +optional
-	Labels *apiextensionsv1.JSON `json:"labels,omitempty"`
-	// Annotations is accepted for compatibility and not acted on.
+	Labels *apiextensionsv1.JSON `json:"labels,omitempty" refused:"NVIDIA's operator does not act on it either (v26.7.0 reads it nowhere): the chart's operator.labels label the operator's pod, daemonsets.labels the operands'"`
+	// Annotations is accepted and not acted on, as at NVIDIA.
 	// +optional
-	Annotations *apiextensionsv1.JSON `json:"annotations,omitempty"`
+	Annotations *apiextensionsv1.JSON `json:"annotations,omitempty" refused:"NVIDIA's operator does not act on it either (v26.7.0 reads it nowhere): the chart's operator.annotations annotate the operator's pod, daemonsets.annotations the operands'"`
+	// Metrics is accepted and not acted on: the chart creates the
+	// operator's ServiceMonitor.
+	// +optional
+	Metrics *apiextensionsv1.JSON `json:"metrics,omitempty" refused:"the operator's own ServiceMonitor is the chart's: set operator.metrics.serviceMonitor.enabled in the chart's values"`
 }
 
 // MaintenanceSpec is the budget every node operation counts against, on

@@ -56,7 +56,19 @@ type ContainerSettings struct {
 	// Resources of the operand's main container.
 	// +optional
 	Resources *ResourceRequirements `json:"resources,omitempty"`
+
+	// HostNetwork runs the operand's pods in the node's network namespace,
+	// with DNS policy ClusterFirstWithHostNet, as NVIDIA's hostNetwork
+	// does (gpu-operator v26.7.0 controllers/object_controls.go:
+	// applyHostNetworkConfig). devicePlugin's applies to the MPS control
+	// daemon too.
+	// +optional
+	HostNetwork *bool `json:"hostNetwork,omitempty"`
 }
+
+// UsesHostNetwork reports whether the operand's pods run in the node's
+// network namespace.
+func (c *ContainerSettings) UsesHostNetwork() bool { return c.HostNetwork != nil && *c.HostNetwork }
 
 // IsEnabled reports whether the operand is to be deployed. An unset value
 // means enabled, as the CRD default says.
@@ -167,6 +179,14 @@ type DaemonsetsSpec struct {
 	// RollingUpdate tunes the RollingUpdate strategy.
 	// +optional
 	RollingUpdate *RollingUpdateSpec `json:"rollingUpdate,omitempty"`
+
+	// PodSecurityContext replaces the pod security context of every
+	// operand pod, as NVIDIA's does (gpu-operator v26.7.0
+	// controllers/object_controls.go: applyCommonDaemonsetConfig). The
+	// containers' own security contexts (privileged where the operand
+	// needs it) win over it.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
 }
 
 // Toleration is a pod toleration (corev1.Toleration), checked here as the

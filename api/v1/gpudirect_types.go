@@ -71,7 +71,7 @@ type SidecarSettings struct {
 	// Args is accepted for compatibility and not acted on: NVIDIA's
 	// operator does not pass it either.
 	// +optional
-	Args *apiextensionsv1.JSON `json:"args,omitempty"`
+	Args *apiextensionsv1.JSON `json:"args,omitempty" refused:"NVIDIA's operator does not pass them to the container either (v26.7.0)"`
 }
 
 // IsEnabled reports whether GPUDirect Storage is on.

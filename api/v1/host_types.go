@@ -28,7 +28,7 @@ type CDISpec struct {
 	// Default is accepted for compatibility: NVIDIA deprecated it in
 	// v25.10, and CDI mode follows enabled.
 	// +optional
-	Default *apiextensionsv1.JSON `json:"default,omitempty"`
+	Default *apiextensionsv1.JSON `json:"default,omitempty" refused:"NVIDIA deprecated it in v25.10 and reads it nowhere: CDI is on or off with cdi.enabled"`
 }
 
 // IsEnabled reports whether GPUs are handed out through CDI: unless it is

@@ -54,7 +54,8 @@ type ClusterPolicyStatus struct {
 	GPUHealth *GPUHealthSummary `json:"gpuHealth,omitempty"`
 
 	// IgnoredFields lists the fields set in the spec that this operator
-	// accepts for compatibility but does not act on, such as spec.mig.
+	// accepts, so that NVIDIA's objects apply unchanged, and refuses to act
+	// on, each with why: "spec.validator: no validator pods run: ...".
 	// +listType=atomic
 	// +optional
 	IgnoredFields []string `json:"ignoredFields,omitempty"`

@@ -61,24 +61,28 @@ type GPUClusterSpec struct {
 	// DCGM is accepted for compatibility and not acted on: the
 	// ClusterPolicy's dcgmExporter runs its own host engine.
 	// +optional
-	DCGM *apiextensionsv1.JSON `json:"dcgm,omitempty"`
+	DCGM *apiextensionsv1.JSON `json:"dcgm,omitempty" refused:"the ClusterPolicy's dcgm governs"`
 	// DCGMExporter is accepted for compatibility and not acted on: the
 	// ClusterPolicy's dcgmExporter governs.
 	// +optional
-	DCGMExporter *apiextensionsv1.JSON `json:"dcgmExporter,omitempty"`
+	DCGMExporter *apiextensionsv1.JSON `json:"dcgmExporter,omitempty" refused:"the ClusterPolicy's dcgmExporter governs"`
 	// HostPaths is accepted for compatibility and not acted on: the
 	// ClusterPolicy's hostPaths govern.
 	// +optional
-	HostPaths *apiextensionsv1.JSON `json:"hostPaths,omitempty"`
+	HostPaths *apiextensionsv1.JSON `json:"hostPaths,omitempty" refused:"the ClusterPolicy's hostPaths govern"`
 	// Daemonsets is accepted for compatibility and not acted on: the
 	// ClusterPolicy's daemonsets govern.
 	// +optional
-	Daemonsets *apiextensionsv1.JSON `json:"daemonsets,omitempty"`
+	Daemonsets *apiextensionsv1.JSON `json:"daemonsets,omitempty" refused:"the ClusterPolicy's daemonsets govern"`
 }
 
 // IgnoredFields returns the JSON paths of the sections that are set and
 // not acted on.
 func (s *GPUClusterSpec) IgnoredFields() []string { return gpuv1.OpaqueFields(s, "spec") }
+
+// RefusedFields returns "<path>: <why>" for each field IgnoredFields
+// lists: what status.ignoredFields holds.
+func (s *GPUClusterSpec) RefusedFields() []string { return gpuv1.Refusals(s, "spec") }
 
 // GPUCluster condition reasons, NVIDIA's (the Ready and Error condition
 // types are the NVIDIADriver's, and NVIDIA's too).
@@ -113,8 +117,9 @@ type GPUClusterStatus struct {
 	// dra whose DRA driver is ready, of every GPU node.
 	// +optional
 	ReadyNodes string `json:"readyNodes,omitempty"`
-	// IgnoredFields are the sections set in the spec that are accepted
-	// for compatibility and not acted on.
+	// IgnoredFields lists the fields set in the spec that this operator
+	// accepts, so that NVIDIA's objects apply unchanged, and refuses to act
+	// on, each with why: "spec.validator: no validator pods run: ...".
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
 	// +optional

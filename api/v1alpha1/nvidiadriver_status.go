@@ -86,7 +86,8 @@ type NVIDIADriverStatus struct {
 	Kernels []KernelImage `json:"kernels,omitempty"`
 
 	// IgnoredFields lists the fields set in the spec that this operator
-	// accepts for compatibility but does not act on.
+	// accepts, so that NVIDIA's objects apply unchanged, and refuses to act
+	// on, each with why: "spec.validator: no validator pods run: ...".
 	// +listType=atomic
 	// +optional
 	IgnoredFields []string `json:"ignoredFields,omitempty"`

@@ -223,6 +223,35 @@ type NVIDIADriverSpec struct {
 	// +optional
 	PriorityClassName gpuv1.ObjectName `json:"priorityClassName,omitempty"`
 
+	// PodSecurityContext of the driver pods; unset means the
+	// ClusterPolicy's daemonsets.podSecurityContext.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+
+	// HostNetwork runs the driver pods in the node's network namespace,
+	// as the ClusterPolicy's driver.hostNetwork.
+	// +optional
+	HostNetwork *bool `json:"hostNetwork,omitempty"`
+
+	// StartupProbe, LivenessProbe and ReadinessProbe tune the driver
+	// container's probes, as the ClusterPolicy's driver fields of the
+	// same names.
+	// +kubebuilder:validation:XValidation:rule=`!has(self.successThreshold) || self.successThreshold == 1`,message="a startup probe's successThreshold must be 1 (Kubernetes refuses any other)"
+	// +optional
+	StartupProbe *gpuv1.ContainerProbeSpec `json:"startupProbe,omitempty"`
+	// +kubebuilder:validation:XValidation:rule=`!has(self.successThreshold) || self.successThreshold == 1`,message="a liveness probe's successThreshold must be 1 (Kubernetes refuses any other)"
+	// +optional
+	LivenessProbe *gpuv1.ContainerProbeSpec `json:"livenessProbe,omitempty"`
+	// +optional
+	ReadinessProbe *gpuv1.ContainerProbeSpec `json:"readinessProbe,omitempty"`
+
+	// SecretEnv names a Secret in the operator namespace set as the driver
+	// container's environment, as the ClusterPolicy's driver.secretEnv.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or the name of a Secret: a lower case DNS subdomain"
+	// +optional
+	SecretEnv string `json:"secretEnv,omitempty"`
+
 	UnsupportedFields `json:",inline"`
 }
 
@@ -244,29 +273,17 @@ func (r *ConfigMapRef) Named() string {
 }
 
 // UnsupportedFields are NVIDIADriver fields of the NVIDIA GPU Operator that
-// this operator accepts, keeps and does not act on; the status lists the
-// ones set.
+// this operator accepts, keeps and does not act on, each for the reason
+// its refused tag gives; the status lists the ones set.
 type UnsupportedFields struct {
 	// +optional
-	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty"`
+	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty" refused:"NVIDIA deprecated it for kernelModuleType and reads it nowhere (v26.7.0): set kernelModuleType: open"`
 	// +optional
-	StartupProbe *apiextensionsv1.JSON `json:"startupProbe,omitempty"`
+	Manager *apiextensionsv1.JSON `json:"manager,omitempty" refused:"k8s-driver-manager does not run: the upgrade state machine cordons, evicts GPU pods, drains and replaces drivers node by node (upgradePolicy: podDeletion, drain)"`
 	// +optional
-	LivenessProbe *apiextensionsv1.JSON `json:"livenessProbe,omitempty"`
+	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty" refused:"vGPU is out of scope"`
 	// +optional
-	ReadinessProbe *apiextensionsv1.JSON `json:"readinessProbe,omitempty"`
-	// +optional
-	Manager *apiextensionsv1.JSON `json:"manager,omitempty"`
-	// +optional
-	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty"`
-	// +optional
-	VirtualTopologyConfig *apiextensionsv1.JSON `json:"virtualTopologyConfig,omitempty"`
-	// +optional
-	SecretEnv *apiextensionsv1.JSON `json:"secretEnv,omitempty"`
-	// +optional
-	PodSecurityContext *apiextensionsv1.JSON `json:"podSecurityContext,omitempty"`
-	// +optional
-	HostNetwork *apiextensionsv1.JSON `json:"hostNetwork,omitempty"`
+	VirtualTopologyConfig *apiextensionsv1.JSON `json:"virtualTopologyConfig,omitempty" refused:"vGPU is out of scope"`
 }
 
 // IsPrecompiled reports whether the driver runs precompiled images.
@@ -278,3 +295,7 @@ func (s *NVIDIADriverSpec) Runs() bool { return s.DriverType == "" || s.DriverTy
 // IgnoredFields returns the JSON paths of the fields set in the spec that
 // this operator accepts only for compatibility.
 func (s *NVIDIADriverSpec) IgnoredFields() []string { return gpuv1.OpaqueFields(s, "spec") }
+
+// RefusedFields returns "<path>: <why>" for each field IgnoredFields
+// lists: what status.ignoredFields holds.
+func (s *NVIDIADriverSpec) RefusedFields() []string { return gpuv1.Refusals(s, "spec") }

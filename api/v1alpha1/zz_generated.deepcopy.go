@@ -319,6 +319,31 @@ func (in *NVIDIADriverSpec) DeepCopyInto(out *NVIDIADriverSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.PodSecurityContext != nil {
+		in, out := &in.PodSecurityContext, &out.PodSecurityContext
+		*out = new(corev1.PodSecurityContext)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.HostNetwork != nil {
+		in, out := &in.HostNetwork, &out.HostNetwork
+		*out = new(bool)
+		**out = **in
+	}
+	if in.StartupProbe != nil {
+		in, out := &in.StartupProbe, &out.StartupProbe
+		*out = new(apiv1.ContainerProbeSpec)
+		**out = **in
+	}
+	if in.LivenessProbe != nil {
+		in, out := &in.LivenessProbe, &out.LivenessProbe
+		*out = new(apiv1.ContainerProbeSpec)
+		**out = **in
+	}
+	if in.ReadinessProbe != nil {
+		in, out := &in.ReadinessProbe, &out.ReadinessProbe
+		*out = new(apiv1.ContainerProbeSpec)
+		**out = **in
+	}
 	in.UnsupportedFields.DeepCopyInto(&out.UnsupportedFields)
 }
 
@@ -399,21 +424,6 @@ func (in *UnsupportedFields) DeepCopyInto(out *UnsupportedFields) {
 		*out = new(v1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
-	if in.StartupProbe != nil {
-		in, out := &in.StartupProbe, &out.StartupProbe
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.LivenessProbe != nil {
-		in, out := &in.LivenessProbe, &out.LivenessProbe
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.ReadinessProbe != nil {
-		in, out := &in.ReadinessProbe, &out.ReadinessProbe
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
 	if in.Manager != nil {
 		in, out := &in.Manager, &out.Manager
 		*out = new(v1.JSON)
@@ -426,21 +436,6 @@ func (in *UnsupportedFields) DeepCopyInto(out *UnsupportedFields) {
 	}
 	if in.VirtualTopologyConfig != nil {
 		in, out := &in.VirtualTopologyConfig, &out.VirtualTopologyConfig
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.SecretEnv != nil {
-		in, out := &in.SecretEnv, &out.SecretEnv
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.PodSecurityContext != nil {
-		in, out := &in.PodSecurityContext, &out.PodSecurityContext
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.HostNetwork != nil {
-		in, out := &in.HostNetwork, &out.HostNetwork
 		*out = new(v1.JSON)
 		(*in).DeepCopyInto(*out)
 	}

@@ -116,7 +116,8 @@ func equivalent(cp *gpuv1.ClusterPolicy, name string, selector map[string]gpuv1.
 	nvd := gpuv1alpha1.NVIDIADriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: gpuv1alpha1.NVIDIADriverSpec{
 		DriverType: "gpu", Repository: d.Repository, Image: d.Image, Version: string(version),
 		KernelModuleType: d.KernelModuleType, ImagePullPolicy: d.ImagePullPolicy, ImagePullSecrets: d.ImagePullSecrets,
-		Env: d.Env, Args: d.Args, Resources: d.Resources, NodeSelector: selector,
+		Env: d.Env, Args: d.Args, Resources: d.Resources, NodeSelector: selector, HostNetwork: d.HostNetwork,
+		StartupProbe: d.StartupProbe, LivenessProbe: d.LivenessProbe, ReadinessProbe: d.ReadinessProbe, SecretEnv: d.SecretEnv,
 	}}
 	if d.RepoConfig != nil {
 		nvd.Spec.RepoConfig = &gpuv1alpha1.ConfigMapRef{Name: d.RepoConfig.ConfigMapName}

@@ -220,7 +220,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	driver := gpuv1.DriverSpec{
 		ComponentSpec: gpuv1.ComponentSpec{Enabled: cp.Spec.Driver.Enabled, ContainerSettings: gpuv1.ContainerSettings{
 			ImagePullPolicy: spec.ImagePullPolicy, ImagePullSecrets: spec.ImagePullSecrets,
-			Env: spec.Env, Args: spec.Args, Resources: spec.Resources,
+			Env: spec.Env, Args: spec.Args, Resources: spec.Resources, HostNetwork: spec.HostNetwork,
 		}},
 		Repository:       spec.Repository,
 		Image:            spec.Image,
@@ -228,6 +228,10 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 		KernelModuleType: spec.KernelModuleType,
 		RDMA:             spec.GPUDirectRDMA,
 		UpgradePolicy:    cp.Spec.Driver.UpgradePolicy,
+		StartupProbe:     spec.StartupProbe,
+		LivenessProbe:    spec.LivenessProbe,
+		ReadinessProbe:   spec.ReadinessProbe,
+		SecretEnv:        spec.SecretEnv,
 	}
 	if driver.Version == "" {
 		driver.Version = cp.Spec.Driver.Version
@@ -260,6 +264,9 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	}
 	if spec.PriorityClassName != "" {
 		ds.PriorityClassName = spec.PriorityClassName
+	}
+	if spec.PodSecurityContext != nil {
+		ds.PodSecurityContext = spec.PodSecurityContext
 	}
 	selector := spec.NodeSelector
 	var affinity *nodeaffinity.LazyErrorNodeSelector

@@ -129,6 +129,12 @@ func TestNVIDIADriverSettings(t *testing.T) {
 			s.KernelModuleConfig = &gpuv1alpha1.ConfigMapRef{Name: "gb200-params"}
 			s.GPUDirectRDMA = &gpuv1.GPUDirectRDMASpec{Enabled: ptr.To(true)}
 			s.RepoConfig = &gpuv1alpha1.ConfigMapRef{Name: ""}
+			s.HostNetwork = ptr.To(true)
+			s.PodSecurityContext = &corev1.PodSecurityContext{SupplementalGroups: []int64{7}}
+			s.StartupProbe = &gpuv1.ContainerProbeSpec{FailureThreshold: 240}
+			s.LivenessProbe = &gpuv1.ContainerProbeSpec{PeriodSeconds: 30}
+			s.ReadinessProbe = &gpuv1.ContainerProbeSpec{PeriodSeconds: 20}
+			s.SecretEnv = "proxy"
 		}),
 	})
 	plain, own := s.Pool("plain"), s.Pool("own")
@@ -146,6 +152,16 @@ func TestNVIDIADriverSettings(t *testing.T) {
 	g.Expect(own.Driver.RepoConfig).To(BeNil(), "an empty name means none")
 	g.Expect(own.Driver.RDMA.IsEnabled()).To(BeTrue())
 	g.Expect(plain.Driver.RDMA.IsEnabled()).To(BeFalse())
+	// NVIDIA's NVIDIADriver fields of the driver pod (gpu-operator v26.7.0
+	// manifests/state-driver/0500_daemonset.yaml, internal/state/driver.go).
+	g.Expect(own.Driver.UsesHostNetwork()).To(BeTrue())
+	g.Expect(plain.Driver.UsesHostNetwork()).To(BeFalse())
+	g.Expect(own.Daemonsets.PodSecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{7}}))
+	g.Expect(own.Driver.StartupProbe).To(Equal(&gpuv1.ContainerProbeSpec{FailureThreshold: 240}))
+	g.Expect(own.Driver.LivenessProbe).To(Equal(&gpuv1.ContainerProbeSpec{PeriodSeconds: 30}))
+	g.Expect(own.Driver.ReadinessProbe).To(Equal(&gpuv1.ContainerProbeSpec{PeriodSeconds: 20}))
+	g.Expect(own.Driver.SecretEnv).To(Equal("proxy"))
+	g.Expect(plain.Driver.SecretEnv).To(BeEmpty())
 }
 
 func TestGroupsOfLeavesOutTheNodesItIsToldTo(t *testing.T) {

@@ -180,6 +180,7 @@ func TestNewGPUNode(t *testing.T) {
 		"nvidia.com/gpu.state.mps-control-daemon":     "disabled",
 		"nvidia.com/gpu.state.device-plugin":          "pending",
 		"nvidia.com/gpu.state.dra-driver":             "disabled",
+		"nvidia.com/gpu.state.dcgm":                   "disabled",
 		"nvidia.com/gpu.state.dcgm-exporter":          "pending",
 		"nvidia.com/gpu.state.gpu-feature-discovery":  "pending",
 		"nvidia.com/gpu.allocation-mode":              "device-plugin",

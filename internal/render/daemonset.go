@@ -85,6 +85,9 @@ type Workload struct {
 	OnDelete bool
 	// PodAnnotations are added to the pod template, after the user's.
 	PodAnnotations map[string]string
+	// PodLabels are added to the pod template over the daemonsets labels;
+	// the operator's own labels win over them.
+	PodLabels map[string]string
 	// ObjectLabels go on the workload object only, not on its pods.
 	ObjectLabels map[string]string
 	// App is the app label NVIDIA's operator gives the operand's workload
@@ -210,6 +213,12 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		pod.Tolerations = append(pod.Tolerations, t.Core())
 	}
 	pod.PriorityClassName = string(common.PriorityClassName)
+	if common.PodSecurityContext != nil {
+		pod.SecurityContext = common.PodSecurityContext.DeepCopy()
+	}
+	if w.Component.UsesHostNetwork() {
+		pod.HostNetwork, pod.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
+	}
 	if len(w.Gate) > 0 {
 		if pod.Affinity == nil {
 			pod.Affinity = &corev1.Affinity{}
@@ -227,7 +236,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 	if err != nil {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: %w", w.Name, err)
 	}
-	meta := podMeta(common, SelectorLabels(w.Name), w.State, hash)
+	meta := podMeta(withPodLabels(common, w.PodLabels), SelectorLabels(w.Name), w.State, hash)
 	for k, v := range w.nvidiaLabels() {
 		meta.Labels[k] = v
 	}
@@ -238,6 +247,23 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		meta.Annotations[k] = v
 	}
 	return corev1.PodTemplateSpec{ObjectMeta: meta, Spec: pod}, nil
+}
+
+// withPodLabels returns the daemonsets settings with extra pod labels over
+// their labels.
+func withPodLabels(common *gpuv1.DaemonsetsSpec, extra map[string]string) *gpuv1.DaemonsetsSpec {
+	if len(extra) == 0 {
+		return common
+	}
+	out := *common
+	out.Labels = make(gpuv1.Labels, len(common.Labels)+len(extra))
+	for k, v := range common.Labels {
+		out.Labels[k] = v
+	}
+	for k, v := range extra {
+		out.Labels[k] = gpuv1.LabelValue(v)
+	}
+	return &out
 }
 
 // nvidiaLabels are the labels NVIDIA's operator gives the workload and its

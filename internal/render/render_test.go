@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
@@ -98,4 +99,41 @@ func TestUpdateStrategy(t *testing.T) {
 	cp.Spec.Daemonsets.UpdateStrategy = "OnDelete"
 	ds, _ = DaemonSet(w)
 	g.Expect(string(ds.Spec.UpdateStrategy.Type)).To(Equal("OnDelete"))
+}
+
+// The daemonsets settings NVIDIA applies to every operand reach the pod
+// as NVIDIA's applyCommonDaemonsetConfig and applyHostNetworkConfig set
+// them (gpu-operator v26.7.0 controllers/object_controls.go): the pod
+// security context replaced, host networking with its DNS policy, the
+// user's labels and annotations on the workload and its pods, NVIDIA's
+// app label over a user's, and labels for the pods alone under ours.
+func TestDaemonsetsSettingsReachThePods(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.Daemonsets = gpuv1.DaemonsetsSpec{Labels: gpuv1.Labels{"team": "gpu", "app": "mine"}, Annotations: gpuv1.Annotations{"owner": "infra"},
+		PodSecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{3000}}}
+	w := Workload{Policy: cp, Namespace: "ns", Name: "ds", State: "gfd", App: "gpu-feature-discovery",
+		Component: &gpuv1.ContainerSettings{HostNetwork: ptr.To(true)}, PodLabels: map[string]string{"metrics": "gpu", LabelState: "not-ours"},
+		Image: "i:1", Pod: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)},
+			Containers: []corev1.Container{{Name: "c"}}}}
+	ds, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	pod := ds.Spec.Template
+	g.Expect(pod.Spec.SecurityContext).To(Equal(&corev1.PodSecurityContext{SupplementalGroups: []int64{3000}}))
+	g.Expect(pod.Spec.HostNetwork).To(BeTrue())
+	g.Expect(pod.Spec.DNSPolicy).To(Equal(corev1.DNSClusterFirstWithHostNet))
+	g.Expect(pod.Labels).To(And(HaveKeyWithValue("team", "gpu"), HaveKeyWithValue("metrics", "gpu"),
+		HaveKeyWithValue("app", "gpu-feature-discovery"), HaveKeyWithValue(LabelState, "gfd")))
+	g.Expect(pod.Annotations).To(HaveKeyWithValue("owner", "infra"))
+	g.Expect(ds.Labels).To(And(HaveKeyWithValue("team", "gpu"), HaveKeyWithValue("app", "gpu-feature-discovery")))
+	g.Expect(ds.Labels).NotTo(HaveKey("metrics"), "pod labels go on the pods alone")
+	g.Expect(ds.Annotations).To(HaveKeyWithValue("owner", "infra"))
+
+	w.Component = &gpuv1.ContainerSettings{}
+	cp.Spec.Daemonsets.PodSecurityContext = nil
+	ds, err = DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ds.Spec.Template.Spec.SecurityContext).To(Equal(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}), "the operand's own")
+	g.Expect(ds.Spec.Template.Spec.HostNetwork).To(BeFalse())
+	g.Expect(ds.Spec.Template.Spec.DNSPolicy).To(BeEmpty())
 }

@@ -24,6 +24,7 @@ const (
 	MPSControlDaemon     Name = "mps-control-daemon"
 	DevicePlugin         Name = "device-plugin"
 	DRADriver            Name = "dra-driver"
+	DCGM                 Name = "dcgm"
 	DCGMExporter         Name = "dcgm-exporter"
 	GPUFeatureDiscovery  Name = "gpu-feature-discovery"
 )
@@ -89,6 +90,9 @@ type RenderInput struct {
 	// MPSConfigs are the configurations nodes can run that share GPUs with
 	// MPS: their nodes run the MPS control daemon.
 	MPSConfigs map[string]bool
+	// DCGMMetricsDigest is a digest of dcgmExporter.config's metrics list,
+	// "" when none is named: a new content restarts the exporters.
+	DCGMMetricsDigest string
 	// DRAInUse is true while some node pool is in allocation mode dra, or
 	// some node still is: the DRA driver's objects exist only then.
 	DRAInUse bool

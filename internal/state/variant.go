@@ -273,6 +273,18 @@ func (in RenderInput) DaemonSets(name string, st Name, c *gpuv1.ContainerSetting
 // one when nil), as DaemonSets does.
 func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSettings, image string, d Dimensions,
 	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec, keep func(Variant) bool) ([]client.Object, error) {
+	return in.daemonSets(name, st, c, image, d, pod, keep, nil)
+}
+
+// DaemonSetsWith renders the DaemonSets as DaemonSets does, each workload
+// completed by with (pod labels and annotations of the operand's own).
+func (in RenderInput) DaemonSetsWith(name string, st Name, c *gpuv1.ContainerSettings, image string, d Dimensions,
+	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec, with func(*render.Workload)) ([]client.Object, error) {
+	return in.daemonSets(name, st, c, image, d, pod, nil, with)
+}
+
+func (in RenderInput) daemonSets(name string, st Name, c *gpuv1.ContainerSettings, image string, d Dimensions,
+	pod func(*gpuv1.ClusterPolicy, Variant) corev1.PodSpec, keep func(Variant) bool, with func(*render.Workload)) ([]client.Object, error) {
 	var objs []client.Object
 	d = in.Effective(d)
 	for _, v := range in.VariantsFor(d) {
@@ -296,6 +308,9 @@ func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSe
 			}
 			w.Inputs[k] = val
 		}
+		if with != nil {
+			with(&w)
+		}
 		ds, err := render.DaemonSet(w)
 		if err != nil {
 			return nil, err
@@ -308,7 +323,7 @@ func (in RenderInput) DaemonSetsWhere(name string, st Name, c *gpuv1.ContainerSe
 // The states whose pods see every GPU, through the NVIDIA runtime (the
 // RuntimeClass) or the toolkit's NRI plugin: they manage the GPUs rather
 // than being handed some by the device plugin.
-var managementGPUClients = []Name{DevicePlugin, GPUFeatureDiscovery, DCGMExporter, MPSControlDaemon, MIGManager}
+var managementGPUClients = []Name{DevicePlugin, GPUFeatureDiscovery, DCGM, DCGMExporter, MPSControlDaemon, MIGManager}
 
 // NRIDevicesAnnotation is the pod annotation the toolkit's NRI plugin reads
 // the CDI devices of a container from (nvidia-container-toolkit v1.20.0,

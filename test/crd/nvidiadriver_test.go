@@ -72,7 +72,9 @@ func TestNVIDIAsNVIDIADriversApply(t *testing.T) {
 				want := append([]string{}, ignored[got.Name]...)
 				if got.Name == "demo-gold" && filepath.Base(file) == "nvd-demo-gold.yaml" {
 					// gdrcopy's args: [], which NVIDIA's operator ignores too.
-					want = append(want, "spec.gdrcopy.args", "spec.startupProbe")
+					want = append(want, "spec.gdrcopy.args")
+					g.Expect(got.Spec.StartupProbe).To(Equal(&gpuv1.ContainerProbeSpec{InitialDelaySeconds: 60, PeriodSeconds: 10,
+						TimeoutSeconds: 60, FailureThreshold: 120}), "NVIDIA's startupProbe, acted on")
 				}
 				g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(want))
 			})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -181,15 +182,18 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	g.Expect(got.Spec.Daemonsets.RollingUpdate.MaxUnavailable).To(Equal(ptr.To(intstr.FromString("1"))))
 	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
-		"spec.driver.startupProbe", "spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
-		"spec.dcgmExporter.service", "spec.dcgmExporter.serviceMonitor.honorLabels",
-		"spec.dcgmExporter.serviceMonitor.relabelings",
-		"spec.dcgm", "spec.validator",
+		"spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
+		"spec.dcgm.hostPort", "spec.validator",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
 		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi.default",
 		"spec.psp", "spec.psa",
 	))
 	// What NVIDIA's ClusterPolicy says that we implement under its names.
+	g.Expect(got.Spec.Driver.StartupProbe).To(Equal(&gpuv1.ContainerProbeSpec{InitialDelaySeconds: 60, PeriodSeconds: 10,
+		TimeoutSeconds: 60, FailureThreshold: 120}))
+	g.Expect(got.Spec.DCGMExporter.ServiceMonitor.HonorLabels).To(Equal(ptr.To(false)))
+	g.Expect(got.Spec.DCGM.IsEnabled()).To(BeFalse(), "its dcgm.enabled: false, kept")
+	g.Expect(*got.Spec.DCGMExporter.Service.InternalTrafficPolicy).To(Equal(corev1.ServiceInternalTrafficPolicyCluster))
 	g.Expect(got.Spec.CDI.IsEnabled()).To(BeFalse(), "its cdi.enabled: false")
 	g.Expect(got.Spec.Toolkit.InstallDir).To(Equal("/usr/local/nvidia"))
 	g.Expect(got.Spec.HostPaths.DriverInstallDir).To(Equal("/run/nvidia/driver"))

@@ -209,6 +209,30 @@ func invalidCases() map[string]invalidCase {
 			path: p("devicePlugin", "config"), value: map[string]any{"default": "a100"},
 			field: "spec.devicePlugin.config", wants: []string{"name must be set"},
 		},
+		"driver startup probe with two successes": {
+			path: p("driver", "startupProbe"), value: map[string]any{"successThreshold": int64(2)},
+			field: "spec.driver.startupProbe", wants: []string{"startup probe's successThreshold must be 1"},
+		},
+		"driver liveness probe with two successes": {
+			path: p("driver", "livenessProbe"), value: map[string]any{"successThreshold": int64(2)},
+			field: "spec.driver.livenessProbe", wants: []string{"liveness probe's successThreshold must be 1"},
+		},
+		"driver probe period of zero seconds": {
+			path: p("driver", "readinessProbe"), value: map[string]any{"periodSeconds": int64(-1)},
+			field: "spec.driver.readinessProbe.periodSeconds", wants: []string{"greater than or equal to 1"},
+		},
+		"driver secretEnv not a name": {
+			path: p("driver", "secretEnv"), value: "Proxy Creds",
+			field: "spec.driver.secretEnv", wants: []string{"the name of a Secret"},
+		},
+		"exporter job mapping directory relative": {
+			path: p("dcgmExporter", "hpcJobMapping"), value: map[string]any{"enabled": true, "directory": "var/jobs"},
+			field: "spec.dcgmExporter.hpcJobMapping.directory", wants: []string{"absolute path"},
+		},
+		"exporter Service of an unknown type": {
+			path: p("dcgmExporter", "service"), value: map[string]any{"type": "Ingress"},
+			field: "spec.dcgmExporter.service.type", wants: []string{"ClusterIP", "NodePort", "LoadBalancer"},
+		},
 		"device plugin ConfigMap named as the operator's copy": {
 			path: p("devicePlugin", "config"), value: map[string]any{"name": pluginconfig.ValidatedConfigMap},
 			field: "spec.devicePlugin.config.name", wants: []string{"the operator's copy of the validated configurations"},

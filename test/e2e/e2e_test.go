@@ -183,6 +183,14 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			NVIDIASelectorsSpec(ctx, healthy)
 		})
 
+		It("acts on NVIDIA's documented custom metrics and a JSON patch of the exporter's Service", func(ctx SpecContext) {
+			NVIDIAFieldsSpec(ctx, healthy)
+		})
+
+		It("runs NVIDIA's standalone DCGM host engine before the exporter on a JSON patch of dcgm.enabled", func(ctx SpecContext) {
+			StandaloneDCGMSpec(ctx, healthy)
+		})
+
 		// The upgrades leave the nodes on the version they upgrade to: each
 		// picks one other than the nodes run.
 		It("rolls a driver upgrade within the budget, evicting and rescheduling GPU workloads", func(ctx SpecContext) {

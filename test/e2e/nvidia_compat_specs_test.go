@@ -4,15 +4,20 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 )
 
 // nvidiaSelectors are the label selectors NVIDIA users find each operand's
@@ -50,4 +55,70 @@ func NVIDIASelectorsSpec(ctx context.Context, nodes []string) {
 		}
 		GinkgoWriter.Printf("kubectl get pods -n gpu-operator -l %s: %d pods\n", s.selector, len(strings.Fields(out)))
 	}
+}
+
+// NVIDIAFieldsSpec runs what NVIDIA's documentation gives for custom
+// dcgm-exporter metrics and a JSON patch of the exporter's Service, as
+// written, and checks the operator acts on each: the exporter pods on
+// every ready node read the metrics list from the ConfigMap, the Service
+// takes the patched policy, and the policy's status lists neither as
+// ignored.
+func NVIDIAFieldsSpec(ctx context.Context, nodes []string) {
+	csv := filepath.Join(GinkgoT().TempDir(), "dcgm-metrics.csv")
+	Expect(os.WriteFile(csv, []byte("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\nDCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n"),
+		0o600)).To(Succeed())
+	_, err := sh("bin/kubectl", "create", "configmap", "metrics-config", "-n", "gpu-operator", "--from-file="+csv)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		_, _ = sh("bin/kubectl", "delete", "configmap", "metrics-config", "-n", "gpu-operator", "--ignore-not-found")
+	})
+	helmUpgrade("--set", "dcgmExporter.config.name=metrics-config",
+		"dcgmExporter.env[0].name=DCGM_EXPORTER_COLLECTORS", "dcgmExporter.env[0].value=/etc/dcgm-exporter/dcgm-metrics.csv")
+	_, err = sh("bin/kubectl", "patch", "clusterpolicy/cluster-policy", "--type=json",
+		"-p", `[{"op": "add", "path": "/spec/dcgmExporter/service", "value": {"internalTrafficPolicy": "Local"}}]`)
+	Expect(err).NotTo(HaveOccurred())
+
+	Eventually(func(g Gomega) {
+		for _, n := range nodes {
+			p := podOn(ctx, n, string(state.DCGMExporter))
+			g.Expect(p).NotTo(BeNil(), "exporter pod on %s", n)
+			g.Expect(envOf(p, "DCGM_EXPORTER_COLLECTORS")).To(Equal("/etc/dcgm-exporter/dcgm-metrics.csv"))
+			g.Expect(p.Spec.Volumes).To(ContainElement(HaveField("ConfigMap.Name", "metrics-config")), "node %s", n)
+			g.Expect(p.Annotations).To(HaveKey(dcgmexporter.AnnotationMetricsDigest))
+		}
+		svc := &corev1.Service{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "gpu-operator", Name: dcgmexporter.ServiceName}, svc)).To(Succeed())
+		g.Expect(svc.Spec.InternalTrafficPolicy).To(HaveValue(Equal(corev1.ServiceInternalTrafficPolicyLocal)))
+		g.Expect(policy(g, ctx).Status.IgnoredFields).NotTo(ContainElement(HavePrefix("spec.dcgmExporter")))
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	GinkgoWriter.Printf("every exporter reads metrics-config; Service %s is internalTrafficPolicy Local\n", dcgmexporter.ServiceName)
+}
+
+// StandaloneDCGMSpec turns NVIDIA's standalone DCGM host engine on with
+// the JSON patch NVIDIA users run, as written: every ready node runs
+// nvidia-dcgm, its dcgm state ready, and its dcgm-exporter is a pod made
+// after that, reading the node's engine through Service nvidia-dcgm.
+func StandaloneDCGMSpec(ctx context.Context, nodes []string) {
+	_, err := sh("bin/kubectl", "patch", "clusterpolicy/cluster-policy", "--type=json",
+		"-p", `[{"op": "replace", "path": "/spec/dcgm/enabled", "value": true}]`)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		for _, n := range nodes {
+			g.Expect(nodeLabel(g, ctx, n, gpuv1.StateLabel(string(state.DCGM)))).To(Equal("ready"), "node %s", n)
+			engine := podOn(ctx, n, string(state.DCGM))
+			g.Expect(engine).NotTo(BeNil(), "nvidia-dcgm pod on %s", n)
+			g.Expect(engine.Labels).To(HaveKeyWithValue("app", "nvidia-dcgm"))
+			exporter := podOn(ctx, n, string(state.DCGMExporter))
+			g.Expect(exporter).NotTo(BeNil(), "exporter pod on %s", n)
+			g.Expect(envOf(exporter, "DCGM_REMOTE_HOSTENGINE_INFO")).To(Equal("nvidia-dcgm:5555"), "node %s", n)
+			g.Expect(exporter.CreationTimestamp.Time).To(BeTemporally(">=", engine.CreationTimestamp.Time),
+				"the exporter on %s starts after its host engine", n)
+			g.Expect(nodeLabel(g, ctx, n, gpuv1.StateLabel(string(state.DCGMExporter)))).To(Equal("ready"), "node %s", n)
+		}
+		svc := &corev1.Service{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "gpu-operator", Name: "nvidia-dcgm"}, svc)).To(Succeed())
+		g.Expect(svc.Spec.InternalTrafficPolicy).To(HaveValue(Equal(corev1.ServiceInternalTrafficPolicyLocal)))
+		g.Expect(policy(g, ctx).Status.IgnoredFields).NotTo(ContainElement(HavePrefix("spec.dcgm:")))
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	GinkgoWriter.Printf("nvidia-dcgm ready on %d nodes; each exporter reads nvidia-dcgm:5555\n", len(nodes))
 }

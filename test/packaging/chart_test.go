@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -52,8 +53,8 @@ func TestTemplate(t *testing.T) {
 		"every value set": {
 			args: []string{"-f", fullValues},
 			want: map[string]int{"ClusterPolicy": 1, "Deployment": 1, "ServiceAccount": 3, "ClusterRole": 10,
-				"ClusterRoleBinding": 9, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 1, "ServiceMonitor": 1,
-				"PodDisruptionBudget": 1},
+				"ClusterRoleBinding": 9, "Role": 2, "RoleBinding": 2, "Service": 1, "Job": 2, "ConfigMap": 2, "ServiceMonitor": 1,
+				"PodDisruptionBudget": 1}, // the second ConfigMap: dcgmExporter.config's metrics list
 		},
 		"no ClusterPolicy": {
 			args: []string{"--set", "clusterPolicy.create=false"},
@@ -343,4 +344,44 @@ func TestTimersValuesAreTheOperatorsFlags(t *testing.T) {
 	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(template(t, "--set", "operator.timers.health-settle=2s",
 		"--set", "operator.timers.leader-elect-lease-duration=30s"), "Deployment", "gpu-operator").Object, d)).To(Succeed())
 	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--health-settle=2s", "--leader-elect-lease-duration=30s"))
+}
+
+// NVIDIA's values for the driver's probes, its Secret env, host networking
+// and the exporter's settings reach the ClusterPolicy, where the operator
+// acts on them (issue 50); unset, none is written, and the CRD's defaults
+// apply.
+func TestNVIDIAOperandValuesReachThePolicy(t *testing.T) {
+	g := NewWithT(t)
+	objs := template(t, "-f", fullValues)
+	rendered := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterPolicy", "gpu-policy").Object, rendered)).To(Succeed())
+	d, e := rendered.Spec.Driver, rendered.Spec.DCGMExporter
+	g.Expect(d.StartupProbe).To(Equal(&gpuv1.ContainerProbeSpec{InitialDelaySeconds: 30, FailureThreshold: 240}))
+	g.Expect(d.LivenessProbe).To(Equal(&gpuv1.ContainerProbeSpec{PeriodSeconds: 30, FailureThreshold: 4}))
+	g.Expect(d.ReadinessProbe).To(BeNil())
+	g.Expect(d.SecretEnv).To(Equal("driver-proxy"))
+	g.Expect(d.UsesHostNetwork()).To(BeTrue())
+	g.Expect(e.UsesHostNetwork()).To(BeTrue())
+	g.Expect(e.Config.Named()).To(Equal("dcgm-metrics"))
+	g.Expect(find(objs, "ConfigMap", "dcgm-metrics")).NotTo(BeNil(), "config.create makes the metrics list")
+	g.Expect(e.Service.Type).To(Equal(corev1.ServiceTypeNodePort))
+	g.Expect(*e.Service.InternalTrafficPolicy).To(Equal(corev1.ServiceInternalTrafficPolicyLocal))
+	g.Expect(e.HostPID).To(HaveValue(BeTrue()))
+	g.Expect(e.HPCJobMapping.Dir()).To(Equal("/var/run/slurm-jobs"))
+	g.Expect(e.Annotations).To(HaveKeyWithValue("example.com/scrape", "yes"))
+	g.Expect(e.ServiceMonitor.ScrapeTimeout).To(Equal("20s"))
+	g.Expect(e.ServiceMonitor.HonorLabels).To(HaveValue(BeTrue()))
+	g.Expect(e.ServiceMonitor.Relabelings).To(Equal([]gpuv1.RelabelConfig{{SourceLabels: []string{"__meta_kubernetes_pod_node_name"},
+		TargetLabel: "node", Action: "replace"}}))
+
+	defaults := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(template(t), "ClusterPolicy", "cluster-policy").Object, defaults)).
+		To(Succeed())
+	g.Expect(defaults.Spec.Driver.StartupProbe).To(BeNil())
+	g.Expect(defaults.Spec.Driver.SecretEnv).To(BeEmpty())
+	g.Expect(defaults.Spec.Driver.HostNetwork).To(BeNil())
+	g.Expect(defaults.Spec.DCGMExporter.Config).To(BeNil())
+	g.Expect(defaults.Spec.DCGMExporter.Service).To(BeNil())
+	g.Expect(defaults.Spec.DCGMExporter.HPCJobMapping).To(BeNil())
+	g.Expect(defaults.Spec.Daemonsets.PodSecurityContext).To(BeNil())
 }

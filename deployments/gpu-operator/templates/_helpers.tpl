@@ -92,7 +92,7 @@ with why, each listed when it holds anything. */}}
   "validator" (list $v.validator "each state proves itself ready; no validator pods run")
   "gds.args" (list ($v.gds | default dict).args "NVIDIA's operator does not pass them either")
   "gdrcopy.args" (list ($v.gdrcopy | default dict).args "NVIDIA's operator does not pass them either")
-  "dcgm" (list $v.dcgm "dcgm-exporter runs its embedded DCGM")
+  "dcgm.hostPort" (list ($v.dcgm | default dict).hostPort "deprecated by NVIDIA: the host engine listens on 5555 behind Service nvidia-dcgm")
   "nodeStatusExporter" (list $v.nodeStatusExporter "node status is in the node labels nvidia.com/gpu.state.*")
   "sandboxWorkloads" (list $v.sandboxWorkloads "VM passthrough and vGPU are not supported")
   "vgpuManager" (list $v.vgpuManager "vGPU is not supported")
@@ -108,24 +108,12 @@ with why, each listed when it holds anything. */}}
   "operator.use_ocp_driver_toolkit" (list $o.use_ocp_driver_toolkit "OpenShift's driver toolkit is not supported")
   "driver.nvidiaDriverCRD.nodeSelector" (list ($d.nvidiaDriverCRD | default dict).nodeSelector "a default NVIDIADriver takes the GPU nodes no other selects and has no nodeSelector")
   "driver.manager" (list $d.manager "the upgrade state machine evicts GPU pods itself")
-  "driver.startupProbe" (list $d.startupProbe "the driver's startup probe is nvidia-smi with fixed timing")
   "driver.licensingConfig" (list $d.licensingConfig "vGPU licensing is not supported")
   "driver.virtualTopology" (list $d.virtualTopology "vGPU is not supported")
   "devicePlugin.mps" (list (ternary nil $v.devicePlugin.mps (eq ((($v.devicePlugin.mps | default dict).root) | toString) "/run/nvidia/mps")) "MPS is not supported yet")
-  "dcgmExporter.service" (list ($v.dcgmExporter.service | default dict).internalTrafficPolicy "the metrics Service uses the cluster default")
-  "dcgmExporter.serviceMonitor.relabelings" (list ($v.dcgmExporter.serviceMonitor | default dict).relabelings "not passed to the ServiceMonitor")
-  "dcgmExporter.serviceMonitor.honorLabels" (list ($v.dcgmExporter.serviceMonitor | default dict).honorLabels "not passed to the ServiceMonitor")
-  "dcgmExporter.serviceMonitor.scrapeTimeout" (list ($v.dcgmExporter.serviceMonitor | default dict).scrapeTimeout "not passed to the ServiceMonitor: Prometheus' default applies")
-  "dcgmExporter.annotations" (list $v.dcgmExporter.annotations "the exporter's pods carry daemonsets.annotations")
-  "dcgmExporter.enablePodLabels" (list $v.dcgmExporter.enablePodLabels "metrics are not labelled with pod labels")
-  "dcgmExporter.enablePodUID" (list $v.dcgmExporter.enablePodUID "metrics are not labelled with pod UIDs")
+  "dcgmExporter.enablePodLabels" (list $v.dcgmExporter.enablePodLabels "metrics are not labelled with pod labels: it gives every exporter a token that reads every pod in the cluster")
+  "dcgmExporter.enablePodUID" (list $v.dcgmExporter.enablePodUID "metrics are not labelled with pod UIDs: it gives every exporter a token that reads every pod in the cluster")
   "dcgmExporter.podLabelAllowlistRegex" (list $v.dcgmExporter.podLabelAllowlistRegex "metrics are not labelled with pod labels")
-  "dcgmExporter.hpcJobMapping" (list $v.dcgmExporter.hpcJobMapping "HPC job mapping is not supported")
-  "dcgmExporter.hostPID" (list $v.dcgmExporter.hostPID "the exporter runs in its own PID namespace")
-  "hostNetwork" (list (or $d.hostNetwork $v.toolkit.hostNetwork $v.devicePlugin.hostNetwork $v.dcgmExporter.hostNetwork $v.gfd.hostNetwork $v.migManager.hostNetwork) "operands run in the pod network")
-  "driver.secretEnv" (list $d.secretEnv "the driver's env comes from driver.env")
-  "driver.livenessProbe" (list $d.livenessProbe "the driver's probes are fixed")
-  "driver.readinessProbe" (list $d.readinessProbe "the driver's probes are fixed")
   "operator.env" (list $o.env "the operator's env is fixed")
   "operator.defaultGPUMode" (list $o.defaultGPUMode "VM passthrough and vGPU are not supported")
   "kataSandboxDevicePlugin" (list $v.kataSandboxDevicePlugin "Kata containers are not supported")
@@ -166,6 +154,9 @@ args: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .resources }}
 resources: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .hostNetwork }}
+hostNetwork: true
 {{- end }}
 {{- end }}
 

@@ -69,8 +69,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
-// policiesOfConfigMap enqueues the policies whose devicePlugin.config, or
-// one of whose driver pools' kernelModuleConfig, names the ConfigMap, and
+// policiesOfConfigMap enqueues the policies whose devicePlugin.config,
+// dcgmExporter.config, or one of whose driver pools' kernelModuleConfig,
+// names the ConfigMap, and
 // those with a devicePlugin.config when it is the validated copy of its
 // files (restored when someone else edits it).
 func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
@@ -86,7 +87,7 @@ func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) [
 	for i := range list.Items {
 		cp := &list.Items[i]
 		if cfg := cp.Spec.DevicePlugin.Config; (cfg != nil && (cfg.Name == o.GetName() || o.GetName() == pluginconfig.ValidatedConfigMap)) ||
-			r.namesModuleParams(ctx, cp, o.GetName()) {
+			cp.Spec.DCGMExporter.Config.Named() == o.GetName() || r.namesModuleParams(ctx, cp, o.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cp.Name}})
 		}
 	}

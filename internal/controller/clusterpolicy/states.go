@@ -48,6 +48,9 @@ type rendered struct {
 	// keptDaemonSets are the precompiled kernels' DaemonSets that stay as
 	// they are until their new image is found.
 	keptDaemonSets []string
+	// holdExporter keeps dcgm-exporter's DaemonSets as they are: its
+	// metrics list cannot be read.
+	holdExporter bool
 }
 
 // renderAll renders the enabled states from the policy and what the cluster
@@ -55,6 +58,10 @@ type rendered struct {
 func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
 	inUse := variants(cp, nodes)
 	configs, err := r.devicePluginConfigs(ctx, cp, inUse)
+	if err != nil {
+		return nil, err
+	}
+	metricsDigest, metricsProblem, err := r.dcgmMetrics(ctx, cp)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +75,13 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: inUse, DevicePluginConfigDigests: configs.digests, MPSConfigs: configs.mps,
-		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver()}
+		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver(),
+		DCGMMetricsDigest: metricsDigest}
 	out := &rendered{kinds: r.managedKinds()}
+	if metricsProblem != nil {
+		out.holdExporter = true
+		out.problems = append(out.problems, metricsProblem)
+	}
 	if pools.UsesDRA() && !in.DRAInUse {
 		undo := "set the pool's allocationMode to device-plugin"
 		if pools.GPUCluster != "" {
@@ -203,24 +215,25 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 	for _, name := range objs.keptDaemonSets {
 		keep[apply.Key{GVK: render.KindDaemonSet, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: name}}] = true
 	}
-	errs = append(errs, r.applyWanted(ctx, objs.wanted, keep)...)
+	errs = append(errs, r.applyWanted(ctx, objs.wanted, keep, func(o client.Object) bool { return objs.holdExporter && isExporterDaemonSet(o) })...)
 	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep, driverReplacement(cp)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// applyWanted applies the wanted objects in order, each added to keep.
-// The DaemonSets that read the validated device plugin configurations
+// applyWanted applies the wanted objects in order, each added to keep,
+// but those held, which stay as they are. The DaemonSets that read the
+// validated device plugin configurations
 // wait while those could not be written: their templates name the new
 // files' digests, and applied before the files, their new pods would read
 // the old ones and never restart for the new.
-func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool) []error {
+func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool, held func(client.Object) bool) []error {
 	var errs []error
 	validatedFailed := false
 	for _, o := range wanted {
 		keep[apply.KeyOf(o)] = true
-		if validatedFailed && readsValidatedConfigs(o) {
+		if (validatedFailed && readsValidatedConfigs(o)) || (held != nil && held(o)) {
 			continue // as it is, until the next pass
 		}
 		_, err := r.Applier.Apply(ctx, o)

@@ -34,7 +34,7 @@ func buildStatus(cp *gpuv1.ClusterPolicy, namespace string, s summary, p problem
 		ObservedGeneration: cp.Status.ObservedGeneration,
 		ReadyNodes:         fmt.Sprintf("%d/%d", s.readyNodes, s.gpuNodes),
 		Conditions:         append([]metav1.Condition(nil), cp.Status.Conditions...),
-		IgnoredFields:      cp.Spec.IgnoredFields(),
+		IgnoredFields:      cp.Spec.RefusedFields(),
 	}
 	if applyErr == nil {
 		st.ObservedGeneration = cp.Generation
@@ -185,7 +185,7 @@ func ignoredStatus(cp, active *gpuv1.ClusterPolicy, namespace string) gpuv1.Clus
 		Namespace:          namespace,
 		ObservedGeneration: cp.Generation,
 		Conditions:         append([]metav1.Condition(nil), cp.Status.Conditions...),
-		IgnoredFields:      cp.Spec.IgnoredFields(),
+		IgnoredFields:      cp.Spec.RefusedFields(),
 	}
 	msg := "another ClusterPolicy is being deleted; this one becomes active when it is gone"
 	if active != nil {

@@ -227,6 +227,8 @@ func TestBuildStatus(t *testing.T) {
 		{Name: "device-plugin", Desired: 2, Ready: 1, Message: "not ready on b"},
 		// Enabled, and no node is in allocation mode dra.
 		{Name: "dra-driver", Disabled: 2},
+		// Enabled, and no node labelled for it yet: it gates nothing.
+		{Name: "dcgm", Disabled: 2},
 		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
 	}), "disabled states are left out")
 

@@ -35,7 +35,7 @@ func buildStatus(gc *gpuv1alpha1.GPUCluster, cp *gpuv1.ClusterPolicy, served boo
 		Namespace:          namespace,
 		ObservedGeneration: gc.Generation,
 		Conditions:         append([]metav1.Condition(nil), gc.Status.Conditions...),
-		IgnoredFields:      gc.Spec.IgnoredFields(),
+		IgnoredFields:      gc.Spec.RefusedFields(),
 		State:              gpuv1alpha1.StateNotReady,
 	}
 	if cp == nil {

@@ -108,7 +108,8 @@ func TestStatusBoundsAndIgnoredFields(t *testing.T) {
 	cp := &gpuv1.ClusterPolicy{}
 	st := buildStatus(gc, cp, true, driverpool.FromPolicy(cp), nodes, "gpu-operator")
 	g.Expect(condition(st, gpuv1alpha1.ConditionReady).Message).To(HaveSuffix("n09 (allocation mode unset) and 15 more"))
-	g.Expect(st.IgnoredFields).To(Equal([]string{"spec.dcgmExporter", "spec.hostPaths"}))
+	g.Expect(st.IgnoredFields).To(Equal([]string{"spec.dcgmExporter: the ClusterPolicy's dcgmExporter governs",
+		"spec.hostPaths: the ClusterPolicy's hostPaths govern"}))
 }
 
 // A node no pool holds keeps its mode and is not counted: NVIDIADrivers

@@ -44,7 +44,7 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 		Namespace:          namespace,
 		ObservedGeneration: nvd.Generation,
 		Conditions:         append([]metav1.Condition(nil), nvd.Status.Conditions...),
-		IgnoredFields:      nvd.Spec.IgnoredFields(),
+		IgnoredFields:      nvd.Spec.RefusedFields(),
 	}
 	if why := notManaged(cp); why != "" {
 		st.State = gpuv1alpha1.StateDisabled

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 )
@@ -21,6 +22,7 @@ const (
 	dcgmFlags      = dcgmRepo + "pkg/cmd/app.go"
 	dcgmOperator   = "NVIDIA/gpu-operator@v26.7.0:assets/state-dcgm-exporter/0800_daemonset.yaml"
 	dcgmRuntime    = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:1848, 2747-2753"
+	dcgmTransform  = "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:1789-1941 (TransformDCGMExporter)"
 )
 
 const dcgm = "nvidia-dcgm-exporter"
@@ -30,7 +32,32 @@ var dcgmContract = []requirement{
 		need: "labels metrics with the node's name", check: fieldEnv(dcgm, "NODE_NAME", "spec.nodeName")},
 	{source: dcgmOperator + ":47-48; " + dcgmRepo + "etc/dcp-metrics-included.csv; " + dcgmFlags + ":122-129 (DCGM_EXPORTER_COLLECTORS)",
 		need:  "collects DCGM's profiling metrics too",
-		check: env(dcgm, "DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcp-metrics-included.csv")},
+		check: env(dcgm, "DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcp-metrics-included.csv"),
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExporter.Config.Named() == "" }},
+	{source: dcgmTransform + " (config.name: ConfigMap key dcgm-metrics.csv at /etc/dcgm-exporter/dcgm-metrics.csv, " +
+		"DCGM_EXPORTER_COLLECTORS naming it); " + dcgmFlags + ":122-129",
+		need: "collects the metrics dcgmExporter.config's ConfigMap lists",
+		check: func(p *podCase) error {
+			name := p.spec.DCGMExporter.Config.Named()
+			return all(env(dcgm, "DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcgm-metrics.csv"),
+				configMapAt(dcgm, name, "/etc/dcgm-exporter/dcgm-metrics.csv"))(p)
+		},
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExporter.Config.Named() != "" }},
+	{source: dcgmTransform + " (hpcJobMapping: DCGM_HPC_JOB_MAPPING_DIR, the directory from the host, DirectoryOrCreate); " +
+		dcgmFlags + ":291 (DCGM_HPC_JOB_MAPPING_DIR)",
+		need: "reads the job files the workload manager writes on the host",
+		check: func(p *podCase) error {
+			dir := p.spec.DCGMExporter.HPCJobMapping.Dir()
+			return all(env(dcgm, "DCGM_HPC_JOB_MAPPING_DIR", dir), hostMount(dcgm, mount{host: dir, at: dir, readOnly: true}))(p)
+		},
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExporter.HPCJobMapping.Dir() != "" }},
+	{source: dcgmTransform + " (hostPID)", need: "runs in the host's PID namespace where dcgmExporter.hostPID asks",
+		check: func(p *podCase) error {
+			if want := p.spec.DCGMExporter.HostPID != nil && *p.spec.DCGMExporter.HostPID; p.pod.HostPID != want {
+				return fmt.Errorf("hostPID %v, want %v", p.pod.HostPID, want)
+			}
+			return nil
+		}},
 	{source: dcgmServer + " (/health on the metrics listener, 200 even while reloading); " + dcgmOperator + ":56-66",
 		need:  "is live and ready once it serves",
 		check: all(probe(dcgm, "readiness", httpProbe("/health", dcgmexporter.MetricsPort)), probe(dcgm, "liveness", httpProbe("/health", dcgmexporter.MetricsPort)))},

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -113,7 +114,76 @@ var driverContract = []requirement{
 		check: rhelEntitlement, where: func(spec *gpuv1.ClusterPolicySpec) bool { return !spec.Driver.IsPrecompiled() }},
 }
 
-func TestDriverContract(t *testing.T) { checkAll(t, state.Driver, driverContract) }
+// driverTuning is what the policy's driver fields do to the driver pod,
+// read from NVIDIA's transforms.
+var driverTuning = []requirement{
+	{source: operatorCtl + ":3600-3608, 2755-2784 (transformDriverContainer, setContainerProbe: each field set replaces the " +
+		"startup probe's); " + operatorDriver + ":140-149 (startup probe 60/10/60/120)",
+		need: "takes driver.startupProbe's settings over the defaults, so a slow build is not killed at 21 minutes",
+		check: func(p *podCase) error {
+			c, err := container(p, driver.ContainerName)
+			if err != nil {
+				return err
+			}
+			want := corev1.Probe{InitialDelaySeconds: 60, PeriodSeconds: 10, TimeoutSeconds: 60, FailureThreshold: 120}
+			if p.spec.Driver.IsPrecompiled() {
+				want.InitialDelaySeconds = 5
+			}
+			if sp := p.spec.Driver.StartupProbe; sp != nil {
+				want.InitialDelaySeconds, want.PeriodSeconds = cmp.Or(sp.InitialDelaySeconds, want.InitialDelaySeconds), cmp.Or(sp.PeriodSeconds, want.PeriodSeconds)
+				want.TimeoutSeconds, want.FailureThreshold = cmp.Or(sp.TimeoutSeconds, want.TimeoutSeconds), cmp.Or(sp.FailureThreshold, want.FailureThreshold)
+			}
+			got := c.StartupProbe
+			if got == nil || got.InitialDelaySeconds != want.InitialDelaySeconds || got.PeriodSeconds != want.PeriodSeconds ||
+				got.TimeoutSeconds != want.TimeoutSeconds || got.FailureThreshold != want.FailureThreshold {
+				return fmt.Errorf("startup probe %+v, want timings %+v", got, want)
+			}
+			return nil
+		}},
+	{source: operatorCtl + ":3603-3608 (livenessProbe, readinessProbe: NVIDIA's driver container has neither to tune)",
+		need: "gets a liveness and a readiness probe, nvidia-smi answering, only where driver.livenessProbe and readinessProbe ask",
+		check: func(p *podCase) error {
+			for kind, spec := range map[string]*gpuv1.ContainerProbeSpec{"liveness": p.spec.Driver.LivenessProbe, "readiness": p.spec.Driver.ReadinessProbe} {
+				test := func(pr *corev1.Probe) error {
+					if err := execProbe("nvidia-smi")(pr); err != nil {
+						return err
+					}
+					if spec.PeriodSeconds != 0 && pr.PeriodSeconds != spec.PeriodSeconds || spec.FailureThreshold != 0 && pr.FailureThreshold != spec.FailureThreshold {
+						return fmt.Errorf("%s probe %+v does not take %+v", kind, pr, spec)
+					}
+					return nil
+				}
+				if spec == nil {
+					test = nil
+				}
+				if err := probe(driver.ContainerName, kind, test)(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	{source: operatorCtl + ":3736-3742, 3096, 3189, 3793-3817 (createSecretEnvReference: envFrom of the driver, nvidia-fs and " +
+		"gdrcopy containers)",
+		need: "takes driver.secretEnv's Secret as the environment of every container that builds modules",
+		check: func(p *podCase) error {
+			secret := p.spec.Driver.SecretEnv
+			for _, c := range p.pod.Containers {
+				builds := c.Name == driver.ContainerName || c.Name == driver.GDSName || c.Name == driver.GDRCopyName
+				has := slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool { return e.SecretRef != nil && e.SecretRef.Name == secret })
+				if builds && secret != "" && !has {
+					return fmt.Errorf("%s does not take Secret %s as its environment", c.Name, secret)
+				}
+				if (!builds || secret == "") && len(c.EnvFrom) > 0 {
+					return fmt.Errorf("%s takes an environment from %+v", c.Name, c.EnvFrom)
+				}
+			}
+			return nil
+		}},
+}
+
+func TestDriverContract(t *testing.T) {
+	checkAll(t, state.Driver, append(slices.Clone(driverContract), driverTuning...))
+}
 
 // The GPUDirect RDMA sources: the driver script's build and load of
 // nvidia-peermem, and the subcommands of its peermem container.

@@ -32,6 +32,8 @@ var nvidiaLabels = map[state.Name]struct {
 		labels: map[string]string{"app": "nvidia-device-plugin-mps-control-daemon"}},
 	state.MIGManager: {source: gpuOp + "assets/state-mig-manager/0600_daemonset.yaml",
 		labels: map[string]string{"app": "nvidia-mig-manager"}},
+	state.DCGM: {source: gpuOp + "assets/state-dcgm/0400_dcgm.yml",
+		labels: map[string]string{"app": "nvidia-dcgm"}},
 	state.DCGMExporter: {source: gpuOp + "assets/state-dcgm-exporter/0800_daemonset.yaml",
 		labels: map[string]string{"app": "nvidia-dcgm-exporter"}},
 	state.GPUFeatureDiscovery: {source: gpuOp + "assets/gpu-feature-discovery/0500_daemonset.yaml",

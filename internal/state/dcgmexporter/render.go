@@ -13,6 +13,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgm"
 )
 
 // Names users know from the NVIDIA GPU Operator.
@@ -46,7 +47,27 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExp
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DCGMExporter
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
-	sets, err := in.DaemonSets(DaemonSetName, state.DCGMExporter, &spec.ContainerSettings, image, dimensions, podSpec)
+	sets, err := in.DaemonSetsWith(DaemonSetName, state.DCGMExporter, &spec.ContainerSettings, image, dimensions, podSpec,
+		func(w *render.Workload) {
+			// NVIDIA's annotations and this operator's podAnnotations
+			// and podLabels, on the pods only.
+			w.PodLabels = stringMap(spec.PodLabels)
+			for _, a := range []gpuv1.Annotations{spec.Annotations, spec.PodAnnotations} {
+				for k, v := range a {
+					if w.PodAnnotations == nil {
+						w.PodAnnotations = map[string]string{}
+					}
+					w.PodAnnotations[k] = v
+				}
+			}
+			if in.DCGMMetricsDigest != "" {
+				// The exporter reads its metrics list at start.
+				if w.Inputs == nil {
+					w.Inputs = map[string]string{}
+				}
+				w.Inputs[AnnotationMetricsDigest] = in.DCGMMetricsDigest
+			}
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +93,19 @@ var dimensions = state.Dimensions{Runtime: true}
 // metrics, as the NVIDIA GPU Operator sets it.
 const collectors = "/etc/dcgm-exporter/dcp-metrics-included.csv"
 
+// MetricsKey is the key of dcgmExporter.config's ConfigMap that lists the
+// metrics, and metricsFile where the exporter reads it, NVIDIA's
+// (gpu-operator v26.7.0 controllers/object_controls.go:
+// TransformDCGMExporter).
+const (
+	MetricsKey  = "dcgm-metrics.csv"
+	metricsFile = "/etc/dcgm-exporter/" + MetricsKey
+)
+
+// AnnotationMetricsDigest, on the exporter's pods, is a digest of the
+// metrics list: a new content restarts them.
+const AnnotationMetricsDigest = gpuv1.OperatorAnnotationPrefix + "metrics-digest"
+
 // podSpec is the exporter's pod. It gets the GPUs through the runtime and
 // needs SYS_ADMIN for DCGM's profiling metrics; nothing more.
 func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
@@ -83,20 +117,42 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			InitialDelaySeconds: delay, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 6,
 		}
 	}
+	spec := &cp.Spec.DCGMExporter
+	env := []corev1.EnvVar{
+		{Name: "DCGM_EXPORTER_LISTEN", Value: ":9400"},
+		{Name: "DCGM_EXPORTER_KUBERNETES", Value: "true"},
+		{Name: "DCGM_EXPORTER_COLLECTORS", Value: collectors},
+		{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
+		// Metrics carry the node's name as Hostname, not the pod's.
+		render.FieldEnv("NODE_NAME", "spec.nodeName"),
+	}
+	if cp.Spec.DCGM.IsEnabled() {
+		// The node's standalone host engine, not one of its own
+		// (dcgm-exporter pkg/cmd/app.go: -r, DCGM_REMOTE_HOSTENGINE_INFO).
+		env = append(env, corev1.EnvVar{Name: "DCGM_REMOTE_HOSTENGINE_INFO", Value: dcgm.RemoteHostEngine})
+	}
+	mounts := []corev1.VolumeMount{{Name: "pod-gpu-resources", MountPath: podResources, ReadOnly: true}}
+	volumes := []corev1.Volume{render.HostPathVolume("pod-gpu-resources", path.Join(cp.Spec.KubeletRoot(), "pod-resources"), corev1.HostPathDirectory)}
+	if name := spec.Config.Named(); name != "" {
+		env[2].Value = metricsFile
+		mounts = append(mounts, corev1.VolumeMount{Name: "metrics-config", MountPath: metricsFile, SubPath: MetricsKey, ReadOnly: true})
+		volumes = append(volumes, render.ConfigMapVolume("metrics-config", name))
+	}
+	if dir := spec.HPCJobMapping.Dir(); dir != "" {
+		// dcgm-exporter 4.x reads the job files a workload manager
+		// writes there (DCGM_HPC_JOB_MAPPING_DIR), as NVIDIA mounts it.
+		env = append(env, corev1.EnvVar{Name: "DCGM_HPC_JOB_MAPPING_DIR", Value: dir})
+		mounts = append(mounts, corev1.VolumeMount{Name: "hpc-job-mapping", MountPath: dir, ReadOnly: true})
+		volumes = append(volumes, render.HostPathVolume("hpc-job-mapping", dir, corev1.HostPathDirectoryOrCreate))
+	}
 	return corev1.PodSpec{
 		ServiceAccountName:           ServiceAccountName,
 		AutomountServiceAccountToken: ptr.To(false),
 		RuntimeClassName:             state.RuntimeClassName(&cp.Spec, v.Runtime),
+		HostPID:                      spec.HostPID != nil && *spec.HostPID,
 		Containers: []corev1.Container{{
-			Name: "nvidia-dcgm-exporter",
-			Env: []corev1.EnvVar{
-				{Name: "DCGM_EXPORTER_LISTEN", Value: ":9400"},
-				{Name: "DCGM_EXPORTER_KUBERNETES", Value: "true"},
-				{Name: "DCGM_EXPORTER_COLLECTORS", Value: collectors},
-				{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"},
-				// Metrics carry the node's name as Hostname, not the pod's.
-				render.FieldEnv("NODE_NAME", "spec.nodeName"),
-			},
+			Name:  "nvidia-dcgm-exporter",
+			Env:   env,
 			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort}},
 			SecurityContext: &corev1.SecurityContext{
 				Privileged:   ptr.To(false),
@@ -104,10 +160,21 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 			},
 			ReadinessProbe: probe(15),
 			LivenessProbe:  probe(45),
-			VolumeMounts:   []corev1.VolumeMount{{Name: "pod-gpu-resources", MountPath: podResources, ReadOnly: true}},
+			VolumeMounts:   mounts,
 		}},
-		Volumes: []corev1.Volume{render.HostPathVolume("pod-gpu-resources", path.Join(cp.Spec.KubeletRoot(), "pod-resources"), corev1.HostPathDirectory)},
+		Volumes: volumes,
 	}
+}
+
+func stringMap(l gpuv1.Labels) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		out[k] = string(v)
+	}
+	return out
 }
 
 func service(in state.RenderInput) *corev1.Service {
@@ -123,6 +190,9 @@ func service(in state.RenderInput) *corev1.Service {
 		},
 	}
 	svc.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+	if c := in.Policy.Spec.DCGMExporter.Service; c != nil {
+		svc.Spec.Type, svc.Spec.InternalTrafficPolicy = c.Type, c.InternalTrafficPolicy
+	}
 	return svc
 }
 
@@ -140,9 +210,7 @@ func serviceMonitor(in state.RenderInput) *unstructured.Unstructured {
 		"spec": map[string]any{
 			"selector":          map[string]any{"matchLabels": toAny(render.StandardLabels(ServiceName, string(state.DCGMExporter)))},
 			"namespaceSelector": map[string]any{"matchNames": []any{in.Namespace}},
-			"endpoints": []any{map[string]any{
-				"port": PortName, "path": "/metrics", "interval": sm.Interval,
-			}},
+			"endpoints":         []any{endpoint(sm)},
 		},
 	}}
 	u.SetAPIVersion("monitoring.coreos.com/v1")
@@ -152,6 +220,54 @@ func serviceMonitor(in state.RenderInput) *unstructured.Unstructured {
 	u.SetLabels(meta.Labels)
 	u.SetOwnerReferences(meta.OwnerReferences)
 	return u
+}
+
+// endpoint is the ServiceMonitor's endpoint, with what NVIDIA's
+// applyServiceMonitorCustomEdits sets on it (gpu-operator v26.7.0
+// controllers/object_controls.go): interval, scrapeTimeout, honorLabels
+// and relabelings.
+func endpoint(sm *gpuv1.ServiceMonitorSpec) map[string]any {
+	e := map[string]any{"port": PortName, "path": "/metrics", "interval": sm.Interval}
+	if sm.ScrapeTimeout != "" {
+		e["scrapeTimeout"] = sm.ScrapeTimeout
+	}
+	if sm.HonorLabels != nil {
+		e["honorLabels"] = *sm.HonorLabels
+	}
+	if len(sm.Relabelings) > 0 {
+		relabelings := make([]any, 0, len(sm.Relabelings))
+		for _, r := range sm.Relabelings {
+			relabelings = append(relabelings, relabeling(r))
+		}
+		e["relabelings"] = relabelings
+	}
+	return e
+}
+
+func relabeling(r gpuv1.RelabelConfig) map[string]any {
+	out := map[string]any{}
+	if len(r.SourceLabels) > 0 {
+		labels := make([]any, 0, len(r.SourceLabels))
+		for _, l := range r.SourceLabels {
+			labels = append(labels, l)
+		}
+		out["sourceLabels"] = labels
+	}
+	for k, v := range map[string]string{"targetLabel": r.TargetLabel, "regex": r.Regex, "action": r.Action} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	if r.Separator != nil {
+		out["separator"] = *r.Separator
+	}
+	if r.Replacement != nil {
+		out["replacement"] = *r.Replacement
+	}
+	if r.Modulus != 0 {
+		out["modulus"] = int64(r.Modulus)
+	}
+	return out
 }
 
 func toAny(m map[string]string) map[string]any {

@@ -169,12 +169,14 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 			volumes = append(volumes, render.HostPathVolume(e.name, e.hostPath, e.kind))
 		}
 	}
+	tuneProbes(&main, spec)
 	containers := []corev1.Container{main}
 	sidecars, sidecarVolumes, unload, err := gpuDirectContainers(pool, os, privileged)
 	if err != nil {
 		return corev1.PodSpec{}, err
 	}
 	containers = append(containers, sidecars...)
+	withSecretEnv(containers, spec.SecretEnv)
 	volumes = append(volumes, sidecarVolumes...)
 	var inits []corev1.Container
 	if unload != nil {
@@ -214,6 +216,62 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 		Containers: containers,
 		Volumes:    volumes,
 	}, nil
+}
+
+// tuneProbes applies driver.startupProbe, livenessProbe and readinessProbe
+// to the driver container, as NVIDIA's setContainerProbe does for the
+// startup probe (gpu-operator v26.7.0 controllers/object_controls.go):
+// each field set replaces the default. NVIDIA's driver container has no
+// liveness or readiness probe for the other two to tune (and writes
+// through a nil one); here each, when set, is nvidia-smi answering, the
+// startup probe's check, with the fields set and the Kubernetes defaults.
+func tuneProbes(c *corev1.Container, spec *gpuv1.DriverSpec) {
+	tune(c.StartupProbe, spec.StartupProbe)
+	nvidiaSMI := func(p *gpuv1.ContainerProbeSpec) *corev1.Probe {
+		if p == nil {
+			return nil
+		}
+		probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"nvidia-smi"}}}}
+		tune(probe, p)
+		return probe
+	}
+	c.LivenessProbe, c.ReadinessProbe = nvidiaSMI(spec.LivenessProbe), nvidiaSMI(spec.ReadinessProbe)
+}
+
+// tune sets the fields of a probe that the spec sets.
+func tune(probe *corev1.Probe, spec *gpuv1.ContainerProbeSpec) {
+	if spec == nil {
+		return
+	}
+	for _, f := range []struct {
+		set int32
+		to  *int32
+	}{
+		{spec.InitialDelaySeconds, &probe.InitialDelaySeconds}, {spec.TimeoutSeconds, &probe.TimeoutSeconds},
+		{spec.PeriodSeconds, &probe.PeriodSeconds}, {spec.SuccessThreshold, &probe.SuccessThreshold},
+		{spec.FailureThreshold, &probe.FailureThreshold},
+	} {
+		if f.set != 0 {
+			*f.to = f.set
+		}
+	}
+}
+
+// withSecretEnv sets driver.secretEnv's Secret as the environment of the
+// driver container and of its GPUDirect Storage and GDRCopy containers,
+// which build modules too, as NVIDIA's does (gpu-operator v26.7.0
+// controllers/object_controls.go: transformDriverContainer,
+// transformGDSContainer, transformGDRCopyContainer: envFrom secretRef).
+func withSecretEnv(containers []corev1.Container, secret string) {
+	if secret == "" {
+		return
+	}
+	for i := range containers {
+		if c := &containers[i]; c.Name == ContainerName || c.Name == GDSName || c.Name == GDRCopyName {
+			c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret}}})
+		}
+	}
 }
 
 // kernelModuleEnv chooses the driver's kernel modules: the image asks the

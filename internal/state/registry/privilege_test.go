@@ -71,8 +71,16 @@ var privilegeTable = map[string]privileges{
 		"/", "/", "/run/nvidia/driver", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"}},
 	// Watches ComputeDomains and writes their IMEX DaemonSets.
 	"nvidia-dra-driver-controller": {token: true},
+	// NVIDIA's standalone DCGM host engine runs privileged, as NVIDIA's
+	// manifest runs it (gpu-operator v26.7.0 assets/state-dcgm/
+	// 0400_dcgm.yml): it manages the GPUs' profiling and health.
+	"nvidia-dcgm": {privileged: true},
 	// DCGM profiling needs SYS_ADMIN; per-pod metrics need pod-resources.
-	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPaths: []string{"/var/lib/kubelet/pod-resources"}},
+	// Only where the policy asks: the host's PID namespace
+	// (dcgmExporter.hostPID) and the job files a workload manager writes
+	// (dcgmExporter.hpcJobMapping), read-only.
+	"nvidia-dcgm-exporter": {caps: []string{"SYS_ADMIN"}, hostPID: true, hostPaths: []string{"/var/lib/dcgm-exporter/job-mapping",
+		"/var/lib/kubelet/pod-resources"}},
 	// Writes its feature file where nfd-worker reads it; reads PCI config
 	// space under the host's /sys, which needs privilege.
 	"gpu-feature-discovery": {privileged: true, hostPaths: []string{"/etc/kubernetes/node-feature-discovery/features.d", "/sys"}},

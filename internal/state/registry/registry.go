@@ -8,6 +8,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgm"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
 	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
@@ -57,7 +58,11 @@ func states() []state.State {
 			Mode: gpuv1.AllocationDevicePlugin, Operand: deviceplugin.Operand{}},
 		{Name: state.DRADriver, After: []state.Name{state.Driver, state.ContainerToolkit, state.MIGManager},
 			Mode: gpuv1.AllocationDRA, Operand: dradriver.Operand{}, GatesOnlyWhenLabelled: true},
-		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: dcgmexporter.Operand{}},
+		// NVIDIA's order: the host engine after the device plugin, and
+		// before the exporter that reads it. Added after nodes were
+		// labelled: unlabelled, it gates nothing.
+		{Name: state.DCGM, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: dcgm.Operand{}, GatesOnlyWhenLabelled: true},
+		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin, state.DRADriver, state.DCGM}, Operand: dcgmexporter.Operand{}},
 		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: gfd.Operand{}},
 	}
 }

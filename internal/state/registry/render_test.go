@@ -38,6 +38,7 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
 		// The full policy's files; time-slicing-4's content is unknown.
 		DevicePluginConfigDigests: fixture.DevicePluginConfigDigests,
+		DCGMMetricsDigest:         metricsDigest(cp),
 		MPSConfigs:                map[string]bool{"H200_MPS.x2": true},
 		// As if a pool were in allocation mode dra: the DRA driver's
 		// objects render nothing otherwise.
@@ -121,25 +122,29 @@ func TestGraph(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.PerNode()).To(Equal([]state.Name{
 		state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver,
-		state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
 	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "a driver replacement does not tear the toolkit down")
 	g.Expect(graph.StartPrerequisites(state.ContainerToolkit)).To(Equal([]state.Name{state.Driver}),
 		"the toolkit first starts after the driver, whose files its CDI spec names")
 	g.Expect(graph.Prerequisites(state.DCGMExporter)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
-		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver}), "one of the two plugins is disabled on each node")
+		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM}),
+		"one of the two plugins is disabled on each node; the standalone host engine the exporter reads, where it runs, first")
+	g.Expect(graph.Prerequisites(state.DCGM)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
+		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver}), "NVIDIA's order: the host engine after the device plugin")
 	g.Expect(graph.Prerequisites(state.DRADriver)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager}),
 		"the DRA driver does not wait for the device plugin's MPS daemon")
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{
-		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}), "a driver replacement leaves the toolkit, and so the runtime's config, alone")
 	g.Expect(graph.Downstream(state.ContainerToolkit)).To(Equal([]state.Name{
-		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}))
 	g.Expect(graph.Downstream(state.MIGManager)).To(Equal([]state.Name{
-		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
 	}), "a MIG reconfiguration takes every GPU client off the node, the DRA driver included: it reads MIG devices when it starts")
+	g.Expect(graph.Downstream(state.DCGM)).To(Equal([]state.Name{state.DCGMExporter}), "an exporter follows its host engine")
 	g.Expect(graph.Downstream(state.DCGMExporter)).To(BeEmpty())
 	g.Expect(graph.Gate(state.NodeFeatureDiscovery)).To(BeEmpty())
 	g.Expect(graph.Gate(state.DevicePlugin)).To(Equal([]corev1.NodeSelectorRequirement{
@@ -182,4 +187,13 @@ func TestOnlyDaemonSetPodsCarryAPerNodeStatesLabel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// metricsDigest is the digest of a policy's dcgm-exporter metrics list, as
+// the controller would read it.
+func metricsDigest(cp *gpuv1.ClusterPolicy) string {
+	if cp.Spec.DCGMExporter.Config.Named() == "" {
+		return ""
+	}
+	return fixture.DCGMMetricsDigest
 }
