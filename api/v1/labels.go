@@ -36,6 +36,13 @@ const (
 	// LabelDriverPool names the driver node pool of a GPU node: a pool of
 	// driver.nodePools, or "default".
 	LabelDriverPool = "nvidia.com/gpu.driver-pool"
+
+	// LabelDriverOwner names, under driver.useNvidiaDriverCRD, the
+	// NVIDIADriver whose driver the node runs: NVIDIA's label, which its
+	// users select a driver's nodes by (kubectl get nodes -l
+	// nvidia.com/gpu-operator.driver.owner=default). It moves with
+	// LabelDriverPool, whose value it is, and is absent otherwise.
+	LabelDriverOwner = "nvidia.com/gpu-operator.driver.owner"
 	// LabelDriverKernel is, on a node of a precompiled driver pool, the
 	// kernel version whose precompiled driver image the node runs: NFD's
 	// kernel-version.full value, written by the operator and moved only by

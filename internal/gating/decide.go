@@ -41,6 +41,10 @@ type Input struct {
 	// pool label moves there only once no driver of the old pool runs on
 	// the node, or when its upgrade replaces the driver.
 	DriverPool string
+	// DriverPoolsFromNVIDIADrivers is true under driver.useNvidiaDriverCRD:
+	// a pool is an NVIDIADriver of its name, which NVIDIA's owner label
+	// names on the node.
+	DriverPoolsFromNVIDIADrivers bool
 	// DriverNeedsOS is true when the pool's driver image tag names the OS
 	// (a version rather than a digest): a node whose OS NFD has not
 	// labelled gets no driver DaemonSet.
@@ -224,6 +228,10 @@ func Decide(in Input) Result {
 	d.decideVariant()
 	pool := d.driverPool()
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverPool, pool)
+	if in.DriverPoolsFromNVIDIADrivers {
+		// NVIDIA's owner label: the NVIDIADriver the node's driver is of.
+		setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverOwner, pool)
+	}
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverKernel, d.driverKernel(pool))
 	wasReady := d.readCurrent()
 	d.detectReboot()

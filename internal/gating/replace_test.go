@@ -205,3 +205,26 @@ func TestDriverRestartStampsTheResetOnce(t *testing.T) {
 	g.Expect(stateOf(r, dp)).To(Equal("pending"))
 	g.Expect(r.StalePods).To(ConsistOf(dp))
 }
+
+// Under NVIDIADrivers a node carries NVIDIA's owner label, the NVIDIADriver
+// whose driver it runs: the pool label's value, moved with it, so a node
+// waiting for its upgrade (or held by a conflict) still names the old
+// owner, as NVIDIA's fail-closed owner does. Without NVIDIADrivers it has
+// none.
+func TestOwnerLabelFollowsThePoolLabel(t *testing.T) {
+	g := NewWithT(t)
+	fromNVIDIADrivers := func(pool string) func(*Input) {
+		return func(in *Input) { in.DriverPool, in.DriverPoolsFromNVIDIADrivers = pool, true }
+	}
+	n, pods := readyNode()
+	g.Expect(decide(t, n, pods, fromNVIDIADrivers("default")).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverOwner, "default"))
+	g.Expect(decide(t, n, pods, func(in *Input) { in.DriverPool = "default" }).Labels).NotTo(HaveKey(gpuv1.LabelDriverOwner))
+
+	n.Labels[gpuv1.LabelDriverPool] = "default"
+	n.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeRequired)
+	r := decide(t, n, pods, fromNVIDIADrivers("demo-gold"))
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "default"), "the driver of default runs until its upgrade")
+	g.Expect(r.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverOwner, "default"))
+	n.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradePodRestart)
+	g.Expect(decide(t, n, pods, fromNVIDIADrivers("demo-gold")).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverOwner, "demo-gold"))
+}

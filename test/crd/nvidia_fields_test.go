@@ -27,15 +27,7 @@ func TestEveryNVIDIAFieldIsKeptOrTyped(t *testing.T) {
 		{"nvidia-v26.7.0-clusterpolicies-fields.txt", "nvidia.com_clusterpolicies.yaml"},
 		{"nvidia-v26.7.0-nvidiadrivers-fields.txt", "nvidia.com_nvidiadrivers.yaml"},
 	} {
-		data, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "crd", "bases", c.crd))
-		if err != nil {
-			t.Fatal(err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(data, crd); err != nil {
-			t.Fatal(err)
-		}
-		root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+		root := specSchema(t, c.crd)
 		f, err := os.Open(filepath.Join("testdata", c.fields))
 		if err != nil {
 			t.Fatal(err)
@@ -57,6 +49,20 @@ func TestEveryNVIDIAFieldIsKeptOrTyped(t *testing.T) {
 			t.Fatalf("%s: only %d paths read", c.fields, paths)
 		}
 	}
+}
+
+// specSchema is the root schema of one of our generated CRDs.
+func specSchema(t *testing.T, file string) *apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "crd", "bases", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 }
 
 // dropped says why our schema would prune a path, "" when it keeps it.
@@ -109,15 +115,7 @@ func TestCompatibilityTable(t *testing.T) {
 		{"nvidia.com_clusterpolicies.yaml", gpuv1.AcceptedOnly(reflect.TypeFor[gpuv1.ClusterPolicySpec](), "spec")},
 		{"nvidia.com_nvidiadrivers.yaml", gpuv1.AcceptedOnly(reflect.TypeFor[gpuv1alpha1.NVIDIADriverSpec](), "spec")},
 	} {
-		crdData, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "crd", "bases", c.crd))
-		if err != nil {
-			t.Fatal(err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(crdData, crd); err != nil {
-			t.Fatal(err)
-		}
-		root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+		root := specSchema(t, c.crd)
 		listed := map[string]bool{}
 		for _, line := range strings.Split(sections[i], "\n") {
 			cells := strings.Split(line, "|")

@@ -65,6 +65,8 @@ func NVIDIADriverSpec(ctx context.Context, in NVIDIADriverInput) {
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	Consistently(func() map[string]string { return driverPods(ctx, all) }).WithTimeout(10*time.Second).
 		Should(Equal(before), "no driver replaced by turning NVIDIADrivers on")
+	// NVIDIA's owner label, as NVIDIA users select an NVIDIADriver's nodes.
+	expectOwners(ctx, "default", all)
 
 	for _, n := range in.Gold {
 		setNodeLabel(ctx, n, "driver.config", "gold")
@@ -79,6 +81,9 @@ func NVIDIADriverSpec(ctx context.Context, in NVIDIADriverInput) {
 	expectNVIDIADriver(ctx, "demo-gold", gpuv1alpha1.StateReady, fmt.Sprintf("%d/%d", len(in.Gold), len(in.Gold)))
 	expectNVIDIADriver(ctx, "demo-silver", gpuv1alpha1.StateReady, fmt.Sprintf("%d/%d", len(in.Silver), len(in.Silver)))
 	waitAllReady(ctx, all)
+	expectOwners(ctx, "demo-gold", in.Gold)
+	expectOwners(ctx, "demo-silver", in.Silver)
+	expectOwners(ctx, "default", in.Others)
 	Expect(tl.peak(in.Gold)).To(Equal(1), "one gold node at a time:\n%s", tl)
 	after := driverPods(ctx, all)
 	for _, n := range in.Others {
@@ -106,7 +111,12 @@ func NVIDIADriverSpec(ctx context.Context, in NVIDIADriverInput) {
 		g.Expect(driverPods(ctx, []string{conflicted})).To(Equal(held))
 		g.Expect(nodeLabel(g, ctx, conflicted, gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeDone)), "the last upgrade's end, no new one")
 		g.Expect(nodeLabel(g, ctx, conflicted, gpuv1.LabelDriverPool)).To(Equal("demo-gold"))
+		g.Expect(nodeLabel(g, ctx, conflicted, gpuv1.LabelDriverOwner)).To(Equal("demo-gold"), "the owner is kept in a conflict, as NVIDIA's is")
 	}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+	// NVIDIA's words in the condition, which its users' scripts look for.
+	Expect(getNVIDIADriver(Default, ctx, "zonal").Status.Conditions).To(ContainElement(And(
+		HaveField("Type", gpuv1alpha1.ConditionError), HaveField("Message", HavePrefix("multiple NVIDIADrivers match the same node "+conflicted)))))
+	Expect(getNVIDIADriver(Default, ctx, "zonal").Status.State).To(Equal(gpuv1alpha1.StateNotReady))
 	tl.mark("conflict reported by both; zonal deleted")
 	Expect(k8s.Delete(ctx, zonal)).To(Succeed())
 	Eventually(func(g Gomega) {
@@ -115,6 +125,19 @@ func NVIDIADriverSpec(ctx context.Context, in NVIDIADriverInput) {
 	Expect(driverPods(ctx, []string{conflicted})).To(Equal(held), "settled in the node's own pool: nothing to replace")
 	tl.mark("conflict gone from demo-gold's status; " + conflicted + " runs the same driver pod")
 	GinkgoWriter.Printf("NVIDIADriver timeline:\n%s\n", tl)
+}
+
+// expectOwners runs NVIDIA's selection of an NVIDIADriver's nodes,
+// kubectl get nodes -l nvidia.com/gpu.present=true,
+// nvidia.com/gpu-operator.driver.owner=<name>, and waits until it finds
+// every one of nodes.
+func expectOwners(ctx context.Context, owner string, nodes []string) {
+	Eventually(func(g Gomega) {
+		out, err := output("bin/kubectl", "get", "nodes", "-l", "nvidia.com/gpu.present=true,"+gpuv1.LabelDriverOwner+"="+owner,
+			"-o", "jsonpath={.items[*].metadata.name}")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Fields(out)).To(ContainElements(nodes), "owner %s", owner)
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 }
 
 // applyNVIDIAExample creates the NVIDIADrivers of one of NVIDIA's example

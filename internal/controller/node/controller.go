@@ -152,6 +152,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		}
 		a := pools.Assign(node.Name, node.Labels)
 		in.DriverPool, in.DriverKernel, in.DriverAwaitsImage = a.Pool, a.WantedKernel(node.Labels), a.AwaitsImage
+		in.DriverPoolsFromNVIDIADrivers = pools.FromNVIDIADrivers
 		in.DriverImageMissing = a.ImageMissing
 		in.AllocationMode, in.DRAServed, in.GPUCluster = a.Mode, r.Slices != nil, pools.GPUCluster
 		in.DRADynamicMIG = pools.DRADriverFor(active).DynamicMIG()

@@ -111,9 +111,10 @@ func buildStatus(nvd *gpuv1alpha1.NVIDIADriver, cp *gpuv1.ClusterPolicy, pools *
 			reason, what = gpuv1alpha1.ReasonMultipleDefaults, "another default NVIDIADriver would also take"
 		}
 		setConditions(&st, nvd.Generation, metav1.ConditionFalse, reason, "", fmt.Sprintf(
-			"%s %d of the GPU nodes this one selects (%s): each keeps the driver it runs and none is replaced until "+
+			"%s. %s %d of the GPU nodes this one selects (%s): each keeps the driver it runs and none is replaced until "+
 				"only one NVIDIADriver selects it. Change a nodeSelector or nodeAffinity, or the nodes' labels",
-			what, conflicts, describeConflicts(st.Conflicts)))
+			nvidiaConflict(nvd.Name, st.Conflicts[0], reason == gpuv1alpha1.ReasonMultipleDefaults), what, conflicts,
+			describeConflicts(st.Conflicts)))
 	case len(notReady) > 0:
 		st.State = gpuv1alpha1.StateNotReady
 		setConditions(&st, nvd.Generation, metav1.ConditionFalse, gpuv1alpha1.ReasonNodesNotReady,
@@ -228,6 +229,19 @@ func onlyDefaults(pools *driverpool.Set, conflicts []gpuv1alpha1.NodeConflict) b
 		}
 	}
 	return true
+}
+
+// nvidiaConflict is NVIDIA's words for a conflict, which NVIDIA users'
+// scripts look for in the condition (gpu-operator v26.7.0
+// internal/validator/validator.go, internal/nvidiadriver/nvidiadriver.go):
+// "multiple NVIDIADrivers match the same node <node>: [<names>]", or
+// "multiple default NVIDIADrivers found: [<names>]".
+func nvidiaConflict(name string, first gpuv1alpha1.NodeConflict, defaults bool) string {
+	all := slices.Sorted(slices.Values(append([]string{name}, first.With...)))
+	if defaults {
+		return fmt.Sprintf("multiple default NVIDIADrivers found: %v", all)
+	}
+	return fmt.Sprintf("multiple NVIDIADrivers match the same node %s: %v", first.Node, all)
 }
 
 func describeConflicts(conflicts []gpuv1alpha1.NodeConflict) string {

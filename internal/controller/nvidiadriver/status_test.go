@@ -91,6 +91,8 @@ func TestStatusNamesConflicts(t *testing.T) {
 	g.Expect(errCond.Reason).To(Equal(gpuv1alpha1.ReasonConflictingNodeSelector))
 	g.Expect(errCond.Message).To(ContainSubstring("also selects 12 of the GPU nodes"))
 	g.Expect(errCond.Message).To(ContainSubstring("g00 with every"))
+	// NVIDIA's words, which its users' scripts look for.
+	g.Expect(errCond.Message).To(HavePrefix("multiple NVIDIADrivers match the same node g00: [every gold]"))
 
 	st = status(every, managing(), all, nodes)
 	g.Expect(st.Conflicts[0].With).To(Equal([]string{"gold"}), "both name the other")
@@ -99,6 +101,7 @@ func TestStatusNamesConflicts(t *testing.T) {
 	a, b := nvd("a", nil, true), nvd("b", nil, true)
 	st = status(a, managing(), []gpuv1alpha1.NVIDIADriver{a, b}, nodes[:1])
 	g.Expect(meta.FindStatusCondition(st.Conditions, gpuv1alpha1.ConditionError).Reason).To(Equal(gpuv1alpha1.ReasonMultipleDefaults))
+	g.Expect(meta.FindStatusCondition(st.Conditions, gpuv1alpha1.ConditionError).Message).To(HavePrefix("multiple default NVIDIADrivers found: [a b]"))
 }
 
 func TestStatusWhenNotManaged(t *testing.T) {
