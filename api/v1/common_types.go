@@ -181,10 +181,11 @@ type DaemonsetsSpec struct {
 	RollingUpdate *RollingUpdateSpec `json:"rollingUpdate,omitempty"`
 
 	// PodSecurityContext replaces the pod security context of every
-	// operand pod, as NVIDIA's does (gpu-operator v26.7.0
-	// controllers/object_controls.go: applyCommonDaemonsetConfig). The
-	// containers' own security contexts (privileged where the operand
-	// needs it) win over it.
+	// operand pod but NFD's, as NVIDIA's does (gpu-operator v26.7.0
+	// controllers/object_controls.go: applyCommonDaemonsetConfig), whose
+	// operator does not deploy NFD. The containers' own security contexts
+	// (privileged where the operand needs it) win over it. It is part of
+	// the driver pod: a change replaces the drivers through the upgrade.
 	// +optional
 	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
 }

@@ -123,25 +123,32 @@ type DriverSpec struct {
 	// +optional
 	StartupProbe *ContainerProbeSpec `json:"startupProbe,omitempty"`
 	// LivenessProbe gives the driver container a liveness probe, nvidia-smi
-	// answering, with these settings (unset ones the Kubernetes defaults):
-	// the kubelet restarts a driver container whose driver stops
-	// answering. None by default.
+	// answering, with these settings (timeoutSeconds unset: the startup
+	// probe's; the others unset: the Kubernetes defaults): the kubelet
+	// restarts a driver container whose driver stops answering, and a
+	// restarted driver container cannot unload the modules GPU pods hold.
+	// None by default, as at NVIDIA.
 	// +kubebuilder:validation:XValidation:rule=`!has(self.successThreshold) || self.successThreshold == 1`,message="a liveness probe's successThreshold must be 1 (Kubernetes refuses any other)"
 	// +optional
 	LivenessProbe *ContainerProbeSpec `json:"livenessProbe,omitempty"`
 	// ReadinessProbe gives the driver container a readiness probe,
-	// nvidia-smi answering, with these settings (unset ones the Kubernetes
-	// defaults): a driver pod that stops answering is not ready, and the
-	// driver state follows. None by default.
+	// nvidia-smi answering, with these settings (timeoutSeconds unset: the
+	// startup probe's; the others unset: the Kubernetes defaults): a
+	// driver pod that stops answering is not ready, and past the grace
+	// period the states after the driver restart on its node. None by
+	// default, as at NVIDIA.
 	// +optional
 	ReadinessProbe *ContainerProbeSpec `json:"readinessProbe,omitempty"`
 
 	// SecretEnv names a Secret in the operator namespace whose keys are set
 	// as environment variables of the driver container and of its
 	// GPUDirect Storage and GDRCopy containers (envFrom), as NVIDIA's does:
-	// a proxy's credentials or a repository token for the build. A Secret
-	// that does not exist keeps the driver pod from starting, and its
-	// driver state says why.
+	// a proxy's credentials or a repository token for the build. It is
+	// part of the driver pod: setting it replaces the drivers through the
+	// upgrade, so create the Secret first. One that does not exist keeps
+	// each new driver pod from starting (its driver state says why), and
+	// the upgrade stops at its first nodes, within its budget. The
+	// operator does not read Secrets to check: it holds no right to.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="must be empty or the name of a Secret: a lower case DNS subdomain"
 	// +optional

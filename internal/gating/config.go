@@ -88,6 +88,12 @@ func (d *decision) devicePluginConfig() string {
 	if len(refused) > 0 {
 		d.tell(AnnotationDevicePluginConfigRefused, "%s", strings.Join(refused, " "))
 	}
+	if next != current && next != "" && !d.in.CopiedDevicePluginConfigs[next] {
+		// Not in the validated ConfigMap yet (the operator writes it in a
+		// moment, or the API server refuses it, which the policy's status
+		// says): its DaemonSet's pods could not read it.
+		return current
+	}
 	// Even off a configuration that is refused now (its file broken, its
 	// ConfigMap recreated): the running plugin still hands out its
 	// devices, and the pods hold them.

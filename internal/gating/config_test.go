@@ -20,6 +20,7 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 		in.Policy.Spec.Driver.NodePools = []gpuv1.DriverNodePool{{Name: "h200", DevicePluginConfig: "ts-4",
 			NodeSelector: map[string]gpuv1.LabelValue{"gpu": "h200"}}}
 		in.DevicePluginConfigs = map[string]string{"plain": "", "ts-4": "", "ts-8": "", "mps-2": "MPS sharing needs its control daemon"}
+		in.CopiedDevicePluginConfigs = map[string]bool{"plain": true, "ts-4": true, "ts-8": true}
 	}
 	inPool := func(in *Input) { in.DriverPool = "h200" }
 	noConfigMap := func(in *Input) { in.Policy.Spec.DevicePlugin.Config = nil }
@@ -35,6 +36,9 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 	tsKept := func(in *Input) { in.KeptDevicePluginConfigs = map[string]bool{"ts-4": true} }
 	plainBroken := func(in *Input) { in.DevicePluginConfigs["plain"] = "not a device plugin configuration file" }
 	plainKept := func(in *Input) { in.KeptDevicePluginConfigs = map[string]bool{"plain": true} }
+	notCopied := func(name string) func(*Input) {
+		return func(in *Input) { delete(in.CopiedDevicePluginConfigs, name) }
+	}
 	mpsKept := func(in *Input) {
 		in.DevicePluginConfigs["mps-2"] = "not a device plugin configuration file"
 		in.KeptDevicePluginConfigs, in.MPSConfigs = map[string]bool{"mps-2": true}, map[string]bool{"mps-2": true}
@@ -82,6 +86,10 @@ func TestDevicePluginConfigOfANode(t *testing.T) {
 			refused: "they run its last good copy"},
 		"a kept MPS copy still needs what MPS needs": {label: "mps-2", current: "mps-2", mutate: []func(*Input){mpsKept}, want: "",
 			refused: "The node runs the default"},
+		// A node moves only to a file its pods can read: one the validated
+		// ConfigMap holds.
+		"a valid file not copied yet waits": {label: "ts-8", current: "ts-4", mutate: []func(*Input){notCopied("ts-8")}, want: "ts-4"},
+		"back to the default needs no copy": {current: "ts-4", mutate: []func(*Input){notCopied("plain")}, want: ""},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -132,6 +140,7 @@ func TestDevicePluginConfigToldOnce(t *testing.T) {
 	cfg := func(in *Input) {
 		in.Policy.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs"}
 		in.DevicePluginConfigs = map[string]string{"ts-4": ""}
+		in.CopiedDevicePluginConfigs = map[string]bool{"ts-4": true}
 	}
 	first := decide(t, n, pods, cfg)
 	g.Expect(reasons(first)).To(ContainElement("DevicePluginConfig"))

@@ -70,6 +70,10 @@ type Input struct {
 	// ConfigMap is broken or gone, and whose last good copy, which the
 	// operator keeps, nodes run (pluginconfig.ValidatedConfigMap).
 	KeptDevicePluginConfigs map[string]bool
+	// CopiedDevicePluginConfigs are the configurations the validated
+	// ConfigMap holds: the pods can read only those, so a node moves to a
+	// configuration only once it is there.
+	CopiedDevicePluginConfigs map[string]bool
 	// GPUPods counts the pods holding GPUs on the node, where its device
 	// plugin configuration is to change; 0 when not counted.
 	GPUPods int
@@ -297,6 +301,12 @@ func (d *decision) disabled(name state.Name) bool {
 		return true
 	}
 	if name == state.MIGManager && d.migByDRADriver() {
+		return true
+	}
+	if name == state.DCGMExporter && d.in.Enabled[state.DCGM] && d.optedOut(state.DCGM) {
+		// Where the standalone host engine runs, every exporter reads its
+		// node's through the node-local Service: on a node opted out of
+		// the engine it would find none.
 		return true
 	}
 	return d.optedOut(name)

@@ -613,3 +613,19 @@ func TestDriverWithoutOSLabels(t *testing.T) {
 	r = decide(t, n, nil, func(in *Input) { in.DriverNeedsOS = false })
 	g.Expect(stateOf(r, drv)).To(Equal("pending"))
 }
+
+// With the standalone DCGM host engine on, a node opted out of it runs no
+// dcgm-exporter either: the exporter reads its node's engine through the
+// node-local Service, which there has none. With the engine off, the
+// exporter runs on its own engine, the opt-out aside.
+func TestExporterFollowsItsHostEngine(t *testing.T) {
+	g := NewWithT(t)
+	dcgmOn := func(in *Input) { in.Enabled[state.DCGM] = true }
+	n, pods := readyNode()
+	n.Labels[gpuv1.DeployLabel(string(state.DCGM))] = "false"
+	r := decide(t, n, pods, dcgmOn)
+	g.Expect(stateOf(r, state.DCGM)).To(Equal("disabled"))
+	g.Expect(stateOf(r, dcg)).To(Equal("disabled"))
+	g.Expect(stateOf(r, gfd)).To(Equal("ready"), "GFD does not read the engine")
+	g.Expect(stateOf(decide(t, n, pods), dcg)).To(Equal("ready"), "no host engine anywhere: the exporter embeds its own")
+}

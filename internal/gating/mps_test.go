@@ -16,6 +16,7 @@ const mpsd = state.MPSControlDaemon
 func withMPSConfigs(in *Input) {
 	in.Policy.Spec.DevicePlugin.Config = &gpuv1.DevicePluginConfig{Name: "plugin-configs", Default: "plain"}
 	in.DevicePluginConfigs = map[string]string{"plain": "", "mps-2": ""}
+	in.CopiedDevicePluginConfigs = map[string]bool{"plain": true, "mps-2": true}
 	in.MPSConfigs = map[string]bool{"mps-2": true}
 	in.Enabled[mpsd] = true
 }
@@ -80,6 +81,7 @@ func TestMPSConfigChangeRestartsInOrder(t *testing.T) {
 	r := decide(t, n, pods, withMPSConfigs, func(in *Input) {
 		in.DevicePluginConfigs["mps-4"] = ""
 		in.MPSConfigs["mps-4"] = true
+		in.CopiedDevicePluginConfigs["mps-4"] = true
 	})
 	g.Expect(r.Labels[gpuv1.LabelDevicePluginConfigInUse]).To(Equal("mps-4"))
 	g.Expect(stateOf(r, mpsd)).To(Equal("pending"))

@@ -28,6 +28,21 @@ func TestParse(t *testing.T) {
 		"MPS":              {data: "sharing:\n  mps:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", want: Sharing{Replicas: 2, Strategy: "mps"}},
 		"MPS, renamed":     {data: "sharing:\n  mps:\n    renameByDefault: true\n    resources:\n    - {name: nvidia.com/gpu, replicas: 2}\n", want: Sharing{Replicas: 2, Strategy: "mps", Renamed: true}, unsupported: "renameByDefault"},
 		"renamed":          {data: "sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n    - {name: nvidia.com/gpu, replicas: 3}\n", want: Sharing{Replicas: 3, Strategy: "time-slicing", Renamed: true}, unsupported: "renameByDefault"},
+		// What k8s-device-plugin v0.20.0 refuses to start with, as its
+		// api/config/v1 decoding does (replicas.go, resources.go,
+		// flags.go, duration.go).
+		"devices a typo":        {data: ts("4") + "      devices: al\n", err: "the only valid string input is 'all'"},
+		"devices none":          {data: ts("4") + "      devices: 0\n", err: "a count of devices must be > 0"},
+		"devices a bad ref":     {data: ts("4") + "      devices: [GPU-nope]\n", err: "unsupported device"},
+		"devices by ref":        {data: ts("4") + "      devices: [0, \"1:0\", GPU-b1028956-cfa2-0990-bf4a-5da9abb51763, \"MIG-GPU-b1028956-cfa2-0990-bf4a-5da9abb51763/3/0\"]\n", want: Sharing{Replicas: 4, Strategy: "time-slicing"}},
+		"resource name invalid": {data: "sharing:\n  timeSlicing:\n    resources:\n    - {name: GPU_shared, replicas: 2}\n", err: "incorrect format for resource name"},
+		"rename invalid":        {data: "sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, rename: \"a b\", replicas: 2}\n", err: "rename"},
+		"no replicas":           {data: "sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu}\n", err: "has no replicas"},
+		"a flag of a bad type":  {data: "version: v1\nflags:\n  failOnInitError: maybe\n", err: "not a device plugin configuration file"},
+		"a bad sleep interval":  {data: "flags:\n  gfd:\n    sleepInterval: soon\n", err: "sleepInterval"},
+		"an infinite interval":  {data: "flags:\n  gfd:\n    sleepInterval: infinite\n", want: NotShared},
+		"a bad list strategy":   {data: "flags:\n  plugin:\n    deviceListStrategy: 5\n", err: "invalid deviceListStrategy"},
+		"a resource no pattern": {data: "resources:\n  gpus:\n  - {name: a100}\n", err: "'pattern' field"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -40,19 +40,34 @@ type Files struct {
 	Run map[string]Entry
 }
 
+// Policy says why the policy keeps a configuration from running on any
+// node ("" when it does not): the device plugin refuses MPS under
+// mig.strategy mixed, for one.
+type Policy func(Config) string
+
 // Resolve judges the user's files (nil data when the ConfigMap does not
 // exist) against the last good copies kept (the validated ConfigMap's
-// data). A file the operator cannot run as written keeps its last good
-// copy: nodes go on running what they run, and nothing restarts.
-func Resolve(data map[string]string, binary []string, kept map[string]string) Files {
+// data), under the policy's own rules (nil for none). A file the operator
+// cannot run as written keeps its last good copy: nodes go on running
+// what they run, and nothing restarts.
+func Resolve(data map[string]string, binary []string, kept map[string]string, policy Policy) Files {
 	f := Files{Problems: make(map[string]string, len(data)+len(binary)), Run: make(map[string]Entry, len(data)+len(kept))}
+	problemOf := func(c Config) string {
+		if p := c.Unsupported(); p != "" {
+			return p
+		}
+		if policy != nil {
+			return policy(c)
+		}
+		return ""
+	}
 	for name, d := range data {
 		c, err := Parse(d)
 		switch {
 		case err != nil:
 			f.Problems[name] = err.Error()
-		case c.Unsupported() != "":
-			f.Problems[name] = c.Unsupported()
+		case problemOf(c) != "":
+			f.Problems[name] = problemOf(c)
 		default:
 			f.Problems[name] = ""
 			f.Run[name] = Entry{Data: d, Config: c}
@@ -67,7 +82,7 @@ func Resolve(data map[string]string, binary []string, kept map[string]string) Fi
 		}
 		// Kept copies were valid when copied; one that no longer parses
 		// (an edit of the operator's ConfigMap) is no good copy.
-		if c, err := Parse(d); err == nil && c.Unsupported() == "" {
+		if c, err := Parse(d); err == nil && problemOf(c) == "" {
 			f.Run[name] = Entry{Data: d, Config: c, Kept: true}
 		}
 	}
@@ -96,6 +111,18 @@ func (f Files) Kept() bool {
 		}
 	}
 	return false
+}
+
+// MPSUnderMixed is the policy rule of k8s-device-plugin v0.20.0: it
+// refuses MPS sharing under mig.strategy mixed
+// (cmd/nvidia-device-plugin/main.go, validateFlags).
+func MPSUnderMixed(mixed bool) Policy {
+	return func(c Config) string {
+		if mixed && c.MPS() {
+			return "the device plugin refuses MPS sharing under mig.strategy mixed"
+		}
+		return ""
+	}
 }
 
 // MPS are the configurations nodes run that share GPUs with MPS.

@@ -85,6 +85,10 @@ type Workload struct {
 	OnDelete bool
 	// PodAnnotations are added to the pod template, after the user's.
 	PodAnnotations map[string]string
+	// OwnPodSecurityContext keeps the pod's security context whatever
+	// daemonsets.podSecurityContext says: for an operand NVIDIA's operator
+	// does not deploy, which the setting never reached there.
+	OwnPodSecurityContext bool
 	// PodLabels are added to the pod template over the daemonsets labels;
 	// the operator's own labels win over them.
 	PodLabels map[string]string
@@ -213,7 +217,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		pod.Tolerations = append(pod.Tolerations, t.Core())
 	}
 	pod.PriorityClassName = string(common.PriorityClassName)
-	if common.PodSecurityContext != nil {
+	if common.PodSecurityContext != nil && !w.OwnPodSecurityContext {
 		pod.SecurityContext = common.PodSecurityContext.DeepCopy()
 	}
 	if w.Component.UsesHostNetwork() {

@@ -384,4 +384,13 @@ func TestNVIDIAOperandValuesReachThePolicy(t *testing.T) {
 	g.Expect(defaults.Spec.DCGMExporter.Service).To(BeNil())
 	g.Expect(defaults.Spec.DCGMExporter.HPCJobMapping).To(BeNil())
 	g.Expect(defaults.Spec.Daemonsets.PodSecurityContext).To(BeNil())
+	g.Expect(defaults.Spec.DCGM.IsEnabled()).To(BeFalse(), "NVIDIA's chart default: off")
+
+	// A release upgraded with --reuse-values from a chart without dcgm
+	// values has none: the host engine stays off, not the CRD's default.
+	reused := &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(template(t, "--set", "dcgm=null"), "ClusterPolicy",
+		"cluster-policy").Object, reused)).To(Succeed())
+	g.Expect(reused.Spec.DCGM).NotTo(BeNil())
+	g.Expect(reused.Spec.DCGM.IsEnabled()).To(BeFalse())
 }

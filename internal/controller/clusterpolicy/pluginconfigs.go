@@ -52,7 +52,8 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 	if err != nil {
 		return pluginConfigs{}, err
 	}
-	files := pluginconfig.Resolve(data, binary, kept)
+	rules := pluginconfig.MPSUnderMixed(cp.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed)
+	files := pluginconfig.Resolve(data, binary, kept, rules)
 	if files.Kept() {
 		// A copy is what nodes will run: read it as stored, not as a
 		// cache that may not have the last one written yet, whose older
@@ -60,7 +61,7 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 		if kept, err = r.validatedConfigs(ctx, r.liveReader()); err != nil {
 			return pluginConfigs{}, err
 		}
-		files = pluginconfig.Resolve(data, binary, kept)
+		files = pluginconfig.Resolve(data, binary, kept, rules)
 	}
 	running := map[string]bool{cfg.Default: true}
 	for _, v := range inUse {

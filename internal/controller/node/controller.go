@@ -165,21 +165,24 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}
-		in.DevicePluginConfigs, in.MPSConfigs, in.KeptDevicePluginConfigs = r.devicePluginConfigs(ctx, active)
+		if j, ok := r.devicePluginConfigs(ctx, active); ok {
+			in.DevicePluginConfigs, in.MPSConfigs, in.KeptDevicePluginConfigs, in.CopiedDevicePluginConfigs = j.problems, j.mps, j.kept, j.copied
+		}
 	}
 	return in, nil
 }
 
 // devicePluginConfigs judges the files devicePlugin.config's ConfigMap
-// holds against the last good copies the operator keeps: each file with
-// why the operator cannot run it (none when the ConfigMap does not exist,
-// nil when it cannot be read: a node then keeps the configuration it
-// runs), the configurations sharing GPUs with MPS, and those that run
-// from their last good copy.
-func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (map[string]string, map[string]bool, map[string]bool) {
+// holds against the validated copies the operator keeps: each file with
+// why the operator cannot run it (none when the ConfigMap does not exist),
+// the configurations sharing GPUs with MPS, those that run from their last
+// good copy, and those the copy holds. False when the policy names no
+// ConfigMap, or one cannot be read: a node then keeps the configuration
+// it runs.
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (*judgedConfigs, bool) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
-		return nil, nil, nil
+		return nil, false
 	}
 	var read [2]*corev1.ConfigMap
 	for i, name := range []string{cfg.Name, pluginconfig.ValidatedConfigMap} {
@@ -188,13 +191,12 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			ctrl.LoggerFrom(ctx).Error(err, "reading the device plugin's configurations", "configMap", name)
-			return nil, nil, nil
+			return nil, false
 		default:
 			read[i] = cm
 		}
 	}
-	j := r.configs.judge(read[0], read[1])
-	return j.problems, j.mps, j.kept
+	return r.configs.judge(read[0], read[1], cp.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed), true
 }
 
 // Explain says why each state is not ready on a node, deciding as a

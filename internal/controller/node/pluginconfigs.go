@@ -21,22 +21,24 @@ import (
 type pluginConfigs struct {
 	mu     sync.Mutex
 	from   [2]string // the ConfigMaps' UIDs and versions judged
+	mixed  bool      // under mig.strategy mixed, which refuses MPS
 	judged *judgedConfigs
 }
 
 // judgedConfigs are the files as the gating input takes them.
 type judgedConfigs struct {
-	problems  map[string]string
-	mps, kept map[string]bool
+	problems          map[string]string
+	mps, kept, copied map[string]bool
 }
 
 // judge returns the files of the user's ConfigMap and of the operator's
-// validated copy (either nil when it does not exist), judged.
-func (p *pluginConfigs) judge(user, validated *corev1.ConfigMap) *judgedConfigs {
+// validated copy (either nil when it does not exist), judged under the
+// policy's MIG strategy as the ClusterPolicy controller judges them.
+func (p *pluginConfigs) judge(user, validated *corev1.ConfigMap, mixed bool) *judgedConfigs {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	from := [2]string{versionOf(user), versionOf(validated)}
-	if from == p.from && p.judged != nil {
+	if from == p.from && mixed == p.mixed && p.judged != nil {
 		return p.judged
 	}
 	var data, kept map[string]string
@@ -47,8 +49,12 @@ func (p *pluginConfigs) judge(user, validated *corev1.ConfigMap) *judgedConfigs 
 	if validated != nil {
 		kept = validated.Data
 	}
-	files := pluginconfig.Resolve(data, binary, kept)
-	p.from, p.judged = from, &judgedConfigs{problems: files.Problems, mps: files.MPS(), kept: files.KeptNames()}
+	files := pluginconfig.Resolve(data, binary, kept, pluginconfig.MPSUnderMixed(mixed))
+	copied := make(map[string]bool, len(kept))
+	for name := range kept {
+		copied[name] = true
+	}
+	p.from, p.mixed, p.judged = from, mixed, &judgedConfigs{problems: files.Problems, mps: files.MPS(), kept: files.KeptNames(), copied: copied}
 	return p.judged
 }
 

@@ -141,7 +141,8 @@ var driverTuning = []requirement{
 			return nil
 		}},
 	{source: operatorCtl + ":3603-3608 (livenessProbe, readinessProbe: NVIDIA's driver container has neither to tune)",
-		need: "gets a liveness and a readiness probe, nvidia-smi answering, only where driver.livenessProbe and readinessProbe ask",
+		need: "gets a liveness and a readiness probe, nvidia-smi answering with the startup probe's timeout, only where " +
+			"driver.livenessProbe and readinessProbe ask",
 		check: func(p *podCase) error {
 			for kind, spec := range map[string]*gpuv1.ContainerProbeSpec{"liveness": p.spec.Driver.LivenessProbe, "readiness": p.spec.Driver.ReadinessProbe} {
 				test := func(pr *corev1.Probe) error {
@@ -150,6 +151,15 @@ var driverTuning = []requirement{
 					}
 					if spec.PeriodSeconds != 0 && pr.PeriodSeconds != spec.PeriodSeconds || spec.FailureThreshold != 0 && pr.FailureThreshold != spec.FailureThreshold {
 						return fmt.Errorf("%s probe %+v does not take %+v", kind, pr, spec)
+					}
+					c, err := container(p, driver.ContainerName)
+					if err != nil {
+						return err
+					}
+					// nvidia-smi on many GPUs takes seconds: the startup
+					// probe's timeout, not Kubernetes' one second.
+					if want := cmp.Or(spec.TimeoutSeconds, c.StartupProbe.TimeoutSeconds); pr.TimeoutSeconds != want {
+						return fmt.Errorf("%s probe times out after %ds, want %ds", kind, pr.TimeoutSeconds, want)
 					}
 					return nil
 				}

@@ -224,14 +224,18 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 // each field set replaces the default. NVIDIA's driver container has no
 // liveness or readiness probe for the other two to tune (and writes
 // through a nil one); here each, when set, is nvidia-smi answering, the
-// startup probe's check, with the fields set and the Kubernetes defaults.
+// startup probe's check, with the fields set, the startup probe's timeout
+// (nvidia-smi on a node of many GPUs takes seconds; the Kubernetes
+// default of one would fail a healthy driver) and the Kubernetes defaults
+// for the rest.
 func tuneProbes(c *corev1.Container, spec *gpuv1.DriverSpec) {
 	tune(c.StartupProbe, spec.StartupProbe)
 	nvidiaSMI := func(p *gpuv1.ContainerProbeSpec) *corev1.Probe {
 		if p == nil {
 			return nil
 		}
-		probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"nvidia-smi"}}}}
+		probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"nvidia-smi"}}},
+			TimeoutSeconds: c.StartupProbe.TimeoutSeconds}
 		tune(probe, p)
 		return probe
 	}

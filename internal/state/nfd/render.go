@@ -36,7 +36,12 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.NFD
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	workload := func(name string, pod corev1.PodSpec) render.Workload {
-		return in.Workload(name, state.NodeFeatureDiscovery, &spec.ContainerSettings, image, pod)
+		w := in.Workload(name, state.NodeFeatureDiscovery, &spec.ContainerSettings, image, pod)
+		// NVIDIA's operator does not deploy NFD (its chart's subchart
+		// does), so daemonsets.podSecurityContext never reached it there:
+		// NFD keeps its own, non-root and seccomp'd.
+		w.OwnPodSecurityContext = true
+		return w
 	}
 	worker, err := render.DaemonSet(workload(WorkerName, workerPod()))
 	if err != nil {
