@@ -5,18 +5,15 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
-	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 )
@@ -73,28 +70,11 @@ func TestDCGMMetrics(t *testing.T) {
 // as they are: not applied, and not pruned; everything else is applied.
 func TestExporterHeldWhileItsMetricsListIsMissing(t *testing.T) {
 	g := NewWithT(t)
-	scheme := runtime.NewScheme()
-	g.Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	var applied []string
-	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
-		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			applied = append(applied, obj.(interface{ GetName() string }).GetName())
-			return c.Apply(ctx, obj, opts...)
-		},
-	}).Build()
-	r := &Reconciler{Client: c, Namespace: "gpu-operator", Applier: &apply.Applier{Client: c, Reader: c, Owner: "test"}}
-	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "uid-1"}}
-	ds := func(name string, st state.Name) *appsv1.DaemonSet {
-		return &appsv1.DaemonSet{TypeMeta: render.TypeMeta("apps/v1", "DaemonSet"),
-			ObjectMeta: render.ObjectMeta(cp, name, "gpu-operator", string(st)),
-			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": name}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": name}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}}}
-	}
+	r, applied := applying(t, nil)
 	keep := map[apply.Key]bool{}
-	errs := r.applyWanted(context.Background(), []client.Object{ds("nvidia-dcgm-exporter", state.DCGMExporter), ds("gpu-feature-discovery",
-		state.GPUFeatureDiscovery)}, keep, isExporterDaemonSet)
+	errs := r.applyWanted(context.Background(), []client.Object{testDaemonSet("nvidia-dcgm-exporter", string(state.DCGMExporter)),
+		testDaemonSet("gpu-feature-discovery", string(state.GPUFeatureDiscovery))}, keep, isExporterDaemonSet)
 	g.Expect(errs).To(BeEmpty())
-	g.Expect(applied).To(Equal([]string{"gpu-feature-discovery"}))
+	g.Expect(*applied).To(Equal([]string{"gpu-feature-discovery"}))
 	g.Expect(keep).To(HaveLen(2), "the held exporter is kept from pruning")
 }
