@@ -103,16 +103,6 @@ func (f Files) Validated(inUse func(name string) bool) map[string]string {
 	return out
 }
 
-// Kept reports whether some configuration runs from its last good copy.
-func (f Files) Kept() bool {
-	for _, e := range f.Run {
-		if e.Kept {
-			return true
-		}
-	}
-	return false
-}
-
 // MPSUnderMixed is the policy rule of k8s-device-plugin v0.20.0: it
 // refuses MPS sharing under mig.strategy mixed
 // (cmd/nvidia-device-plugin/main.go, validateFlags).

@@ -23,6 +23,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
@@ -66,6 +67,8 @@ type Reconciler struct {
 
 	kindsOnce sync.Once
 	kinds     *servedKinds
+	// configs remembers the device plugin's files as last judged.
+	configs pluginconfig.Judge
 }
 
 // Reconcile is get, then delete or ignore or apply, then one status patch.

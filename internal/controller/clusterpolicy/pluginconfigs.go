@@ -3,7 +3,6 @@ package clusterpolicy
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,30 +37,24 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 	if cfg == nil || cfg.Name == "" {
 		return pluginConfigs{}, nil
 	}
-	var data map[string]string
-	var binary []string
-	user := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: cfg.Name}, user); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return pluginConfigs{}, fmt.Errorf("reading ConfigMap %s of devicePlugin.config: %w", cfg.Name, err)
-	default:
-		data, binary = user.Data, slices.Sorted(maps.Keys(user.BinaryData))
-	}
-	kept, err := r.validatedConfigs(ctx, r.Client)
+	user, err := r.readConfigMap(ctx, r.Client, cfg.Name)
 	if err != nil {
-		return pluginConfigs{}, err
+		return pluginConfigs{}, fmt.Errorf("reading ConfigMap %s of devicePlugin.config: %w", cfg.Name, err)
 	}
-	rules := pluginconfig.MPSUnderMixed(cp.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed)
-	files := pluginconfig.Resolve(data, binary, kept, rules)
-	if files.Kept() {
+	copies, err := r.readConfigMap(ctx, r.Client, pluginconfig.ValidatedConfigMap)
+	if err != nil {
+		return pluginConfigs{}, fmt.Errorf("reading ConfigMap %s, the validated device plugin configurations: %w", pluginconfig.ValidatedConfigMap, err)
+	}
+	mixed := cp.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed
+	files := r.configs.Judge(user, copies, mixed)
+	if len(files.KeptNames) > 0 {
 		// A copy is what nodes will run: read it as stored, not as a
 		// cache that may not have the last one written yet, whose older
 		// copy would roll the pods back to it.
-		if kept, err = r.validatedConfigs(ctx, r.liveReader()); err != nil {
-			return pluginConfigs{}, err
+		if copies, err = r.readConfigMap(ctx, r.liveReader(), pluginconfig.ValidatedConfigMap); err != nil {
+			return pluginConfigs{}, fmt.Errorf("reading ConfigMap %s, the validated device plugin configurations: %w", pluginconfig.ValidatedConfigMap, err)
 		}
-		files = pluginconfig.Resolve(data, binary, kept, rules)
+		files = r.configs.Judge(user, copies, mixed)
 	}
 	running := map[string]bool{cfg.Default: true}
 	for _, v := range inUse {
@@ -85,17 +78,17 @@ func (r *Reconciler) liveReader() client.Reader {
 	return r.Client
 }
 
-// validatedConfigs reads the last good copies the validated ConfigMap
-// keeps; none when it does not exist.
-func (r *Reconciler) validatedConfigs(ctx context.Context, reader client.Reader) (map[string]string, error) {
+// readConfigMap reads a ConfigMap of the operator's namespace; nil when it
+// does not exist.
+func (r *Reconciler) readConfigMap(ctx context.Context, reader client.Reader, name string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
-	switch err := reader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: pluginconfig.ValidatedConfigMap}, cm); {
+	switch err := reader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, cm); {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading ConfigMap %s, the validated device plugin configurations: %w", pluginconfig.ValidatedConfigMap, err)
+		return nil, err
 	}
-	return cm.Data, nil
+	return cm, nil
 }
 
 // isValidatedConfigs reports whether an object is the validated ConfigMap.

@@ -54,8 +54,8 @@ type Reconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	// configs remembers the device plugin's ConfigMap as last read.
-	configs pluginConfigs
+	// configs remembers the device plugin's files as last judged.
+	configs pluginconfig.Judge
 	// written remembers the versions of nodes this process wrote on
 	// until the cache shows the write.
 	written ownWrites
@@ -166,7 +166,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 			return gating.Input{}, err
 		}
 		if j, ok := r.devicePluginConfigs(ctx, active); ok {
-			in.DevicePluginConfigs, in.MPSConfigs, in.KeptDevicePluginConfigs, in.CopiedDevicePluginConfigs = j.problems, j.mps, j.kept, j.copied
+			in.DevicePluginConfigs, in.MPSConfigs, in.KeptDevicePluginConfigs, in.CopiedDevicePluginConfigs = j.Problems, j.MPSNames, j.KeptNames, j.Copied
 		}
 	}
 	return in, nil
@@ -179,7 +179,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 // good copy, and those the copy holds. False when the policy names no
 // ConfigMap, or one cannot be read: a node then keeps the configuration
 // it runs.
-func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (*judgedConfigs, bool) {
+func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterPolicy) (*pluginconfig.Judgement, bool) {
 	cfg := cp.Spec.DevicePlugin.Config
 	if cfg == nil || cfg.Name == "" {
 		return nil, false
@@ -196,7 +196,7 @@ func (r *Reconciler) devicePluginConfigs(ctx context.Context, cp *gpuv1.ClusterP
 			read[i] = cm
 		}
 	}
-	return r.configs.judge(read[0], read[1], cp.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed), true
+	return r.configs.Judge(read[0], read[1], cp.Spec.MIG.StrategyOrDefault() == gpuv1.MIGStrategyMixed), true
 }
 
 // Explain says why each state is not ready on a node, deciding as a
