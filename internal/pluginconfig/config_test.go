@@ -62,3 +62,14 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// With problems in both resource sections, the message is the same at
+// every parse: status shows it, and a changing one would be a write.
+func TestParseNamesOneProblemEveryTime(t *testing.T) {
+	g := NewWithT(t)
+	data := "resources:\n  gpus:\n  - {name: a100}\n  mig:\n  - {pattern: '*'}\n"
+	for range 32 {
+		_, err := Parse(data)
+		g.Expect(err).To(MatchError(ContainSubstring("resources.gpus: resources must have a 'pattern' field set")))
+	}
+}

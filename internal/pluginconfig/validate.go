@@ -78,10 +78,15 @@ func (p *plugin) check() error {
 			return fmt.Errorf("flags.gfd.sleepInterval: %w", err)
 		}
 	}
-	for section, list := range map[string][]map[string]json.RawMessage{"resources.gpus": p.Resources.GPUs, "resources.mig": p.Resources.MIGs} {
-		for _, r := range list {
+	// In a fixed order: the first problem is what status shows, and a
+	// message that changed from one reconcile to the next would be a write.
+	for _, s := range []struct {
+		section string
+		list    []map[string]json.RawMessage
+	}{{"resources.gpus", p.Resources.GPUs}, {"resources.mig", p.Resources.MIGs}} {
+		for _, r := range s.list {
 			if err := checkResource(r); err != nil {
-				return fmt.Errorf("%s: %w", section, err)
+				return fmt.Errorf("%s: %w", s.section, err)
 			}
 		}
 	}
