@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -91,7 +92,7 @@ type Workload struct {
 	OwnPodSecurityContext bool
 	// PodLabels are added to the pod template over the daemonsets labels;
 	// the operator's own labels win over them.
-	PodLabels map[string]string
+	PodLabels gpuv1.Labels
 	// ObjectLabels go on the workload object only, not on its pods.
 	ObjectLabels map[string]string
 	// App is the app label NVIDIA's operator gives the operand's workload
@@ -255,18 +256,14 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 
 // withPodLabels returns the daemonsets settings with extra pod labels over
 // their labels.
-func withPodLabels(common *gpuv1.DaemonsetsSpec, extra map[string]string) *gpuv1.DaemonsetsSpec {
+func withPodLabels(common *gpuv1.DaemonsetsSpec, extra gpuv1.Labels) *gpuv1.DaemonsetsSpec {
 	if len(extra) == 0 {
 		return common
 	}
 	out := *common
 	out.Labels = make(gpuv1.Labels, len(common.Labels)+len(extra))
-	for k, v := range common.Labels {
-		out.Labels[k] = v
-	}
-	for k, v := range extra {
-		out.Labels[k] = gpuv1.LabelValue(v)
-	}
+	maps.Copy(out.Labels, common.Labels)
+	maps.Copy(out.Labels, extra)
 	return &out
 }
 

@@ -113,7 +113,7 @@ func TestDaemonsetsSettingsReachThePods(t *testing.T) {
 	cp.Spec.Daemonsets = gpuv1.DaemonsetsSpec{Labels: gpuv1.Labels{"team": "gpu", "app": "mine"}, Annotations: gpuv1.Annotations{"owner": "infra"},
 		PodSecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{3000}}}
 	w := Workload{Policy: cp, Namespace: "ns", Name: "ds", State: "gfd", App: "gpu-feature-discovery",
-		Component: &gpuv1.ContainerSettings{HostNetwork: ptr.To(true)}, PodLabels: map[string]string{"metrics": "gpu", LabelState: "not-ours"},
+		Component: &gpuv1.ContainerSettings{HostNetwork: ptr.To(true)}, PodLabels: gpuv1.Labels{"metrics": "gpu", LabelState: "not-ours"},
 		Image: "i:1", Pod: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)},
 			Containers: []corev1.Container{{Name: "c"}}}}
 	ds, err := DaemonSet(w)

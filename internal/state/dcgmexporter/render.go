@@ -1,6 +1,7 @@
 package dcgmexporter
 
 import (
+	"maps"
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,14 +52,11 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 		func(w *render.Workload) {
 			// NVIDIA's annotations and this operator's podAnnotations
 			// and podLabels, on the pods only.
-			w.PodLabels = stringMap(spec.PodLabels)
-			for _, a := range []gpuv1.Annotations{spec.Annotations, spec.PodAnnotations} {
-				for k, v := range a {
-					if w.PodAnnotations == nil {
-						w.PodAnnotations = map[string]string{}
-					}
-					w.PodAnnotations[k] = v
-				}
+			w.PodLabels = spec.PodLabels
+			if len(spec.Annotations)+len(spec.PodAnnotations) > 0 {
+				w.PodAnnotations = make(map[string]string, len(spec.Annotations)+len(spec.PodAnnotations))
+				maps.Copy(w.PodAnnotations, spec.Annotations)
+				maps.Copy(w.PodAnnotations, spec.PodAnnotations)
 			}
 			if in.DCGMMetricsDigest != "" {
 				// The exporter reads its metrics list at start.
@@ -164,17 +162,6 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		}},
 		Volumes: volumes,
 	}
-}
-
-func stringMap(l gpuv1.Labels) map[string]string {
-	if len(l) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(l))
-	for k, v := range l {
-		out[k] = string(v)
-	}
-	return out
 }
 
 func service(in state.RenderInput) *corev1.Service {
