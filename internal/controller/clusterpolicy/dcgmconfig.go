@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -27,13 +25,13 @@ func (r *Reconciler) dcgmMetrics(ctx context.Context, cp *gpuv1.ClusterPolicy) (
 	if name == "" || !cp.Spec.DCGMExporter.IsEnabled() {
 		return "", nil, nil
 	}
-	cm := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, cm); {
-	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("dcgmExporter.config.name names ConfigMap %s, which does not exist in namespace %s: create it with key %s "+
-			"(dcgm-exporter's metrics list) or unset dcgmExporter.config; the exporters stay as they are", name, r.Namespace, dcgmexporter.MetricsKey), nil
+	cm, err := r.readConfigMap(ctx, r.Client, name)
+	switch {
 	case err != nil:
 		return "", nil, fmt.Errorf("reading ConfigMap %s of dcgmExporter.config: %w", name, err)
+	case cm == nil:
+		return "", fmt.Errorf("dcgmExporter.config.name names ConfigMap %s, which does not exist in namespace %s: create it with key %s "+
+			"(dcgm-exporter's metrics list) or unset dcgmExporter.config; the exporters stay as they are", name, r.Namespace, dcgmexporter.MetricsKey), nil
 	}
 	data, ok := cm.Data[dcgmexporter.MetricsKey]
 	if !ok {
