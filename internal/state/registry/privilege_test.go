@@ -68,7 +68,7 @@ var privilegeTable = map[string]privileges{
 	// the device nodes; writes the claims' CDI specs; publishes its node's
 	// ResourceSlices with its token.
 	"nvidia-dra-driver-kubelet-plugin": {privileged: true, token: true, hostPaths: []string{
-		"/", "/", "/run/nvidia/driver", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"}},
+		"/", "/run/nvidia/driver", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"}},
 	// Watches ComputeDomains and writes their IMEX DaemonSets.
 	"nvidia-dra-driver-controller": {token: true},
 	// NVIDIA's standalone DCGM host engine runs privileged, as NVIDIA's
@@ -108,11 +108,9 @@ func TestPrivileges(t *testing.T) {
 					name = "nvidia-driver-daemonset" // one entry for every OS pool
 				}
 				name = withoutVariant(name, cp) // one entry for every variant
-				got := privilegesOf(pod)
-				old := seen[name]
-				// Across policies (runtimes) the union is what counts.
-				got.hostPaths = union(got.hostPaths, old.hostPaths)
-				seen[name] = got
+				// Across policies (runtimes, options) the union is what
+				// counts; policies come from a map, in no fixed order.
+				seen[name] = merge(seen[name], privilegesOf(pod))
 			}
 		}
 	}
@@ -166,6 +164,18 @@ func privilegesOf(pod *corev1.PodSpec) privileges {
 	}
 	slices.Sort(p.hostPaths)
 	return p
+}
+
+// merge is what a pod may have under either of two policies.
+func merge(a, b privileges) privileges {
+	return privileges{
+		privileged: a.privileged || b.privileged,
+		hostPID:    a.hostPID || b.hostPID,
+		hostIPC:    a.hostIPC || b.hostIPC,
+		caps:       union(a.caps, b.caps),
+		hostPaths:  union(a.hostPaths, b.hostPaths),
+		token:      a.token || b.token,
+	}
 }
 
 func union(a, b []string) []string {
