@@ -56,6 +56,9 @@ type Facts struct {
 	// Outdated is true when the node's driver pod runs an older spec than
 	// its DaemonSet.
 	Outdated bool
+	// DriverPod is true when a driver pod of the node's DaemonSet is on
+	// the node, whatever its spec.
+	DriverPod bool
 	// Admitted is true when the pool's budget lets this node start.
 	Admitted bool
 	// JobsRunning counts the pods waitForCompletion waits for.
@@ -92,6 +95,12 @@ func Next(f Facts, p Policy) Step {
 			return Step{Next: gpuv1.UpgradeRequired, Reason: "the driver changed"}
 		case f.Cordoned:
 			return Step{Next: gpuv1.UpgradeUncordon, Reason: "a cordon of an earlier upgrade is still held"}
+		case f.State == "" && f.DriverPod && !f.Outdated && !f.Skip:
+			// As NVIDIA's upgrade controller marks a node whose driver pod
+			// is in sync with its DaemonSet: runbooks and alerts count
+			// upgrade-done nodes, and a node that never needed an upgrade
+			// is one of them.
+			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod runs the current driver"}
 		}
 		return stay
 	case gpuv1.UpgradeRequired:

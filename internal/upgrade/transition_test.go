@@ -25,7 +25,12 @@ func TestNext(t *testing.T) {
 		want   gpuv1.UpgradeState
 		action Action
 	}{
-		"current driver: nothing":           {facts: Facts{}, want: ""},
+		"no driver pod yet: nothing":        {facts: Facts{}, want: ""},
+		"current driver pod: done":          {facts: Facts{DriverPod: true}, want: gpuv1.UpgradeDone},
+		"current driver pod, skipped":       {facts: Facts{DriverPod: true, Skip: true}, want: ""},
+		"current driver pod, done stays":    {facts: Facts{State: gpuv1.UpgradeDone, DriverPod: true}, want: gpuv1.UpgradeDone},
+		"outdated driver pod":               {facts: Facts{DriverPod: true, Outdated: true}, want: gpuv1.UpgradeRequired},
+		"current driver pod, cordon held":   {facts: Facts{DriverPod: true, Cordoned: true}, want: gpuv1.UpgradeUncordon},
 		"driver changed":                    {facts: Facts{Outdated: true}, want: gpuv1.UpgradeRequired},
 		"driver changed after a done":       {facts: Facts{State: gpuv1.UpgradeDone, Outdated: true}, want: gpuv1.UpgradeRequired},
 		"skipped node is not marked":        {facts: Facts{Outdated: true, Skip: true}, want: ""},

@@ -53,7 +53,12 @@ func RepairThenUpgradeSpec(ctx context.Context, in RepairThenUpgradeInput) {
 	}
 	setPolicy(ctx, func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.Version = gpuv1.DriverVersion(version) })
 	// The upgrade does not wait for the repair, nor the repair for it.
-	expectLabel(ctx, in.Sick, gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone), 3*time.Minute)
+	// upgrade-done alone is no proof: the node was upgrade-done before.
+	Eventually(func(g Gomega) {
+		got := node(g, ctx, in.Sick)
+		g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelDriverVersion, version))
+		g.Expect(got.Labels).To(HaveKeyWithValue(gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone)))
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "node %s upgraded to %s", in.Sick, version)
 	Expect(getNode(ctx, in.Sick).Labels).To(HaveKeyWithValue(gpuv1.LabelRemediationState, string(gpuv1.RemediationRebootRequired)),
 		"the new driver did not heal it: it still waits for its reboot")
 	_, err := sh("hack/sim/reboot.sh", in.Sick)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +58,7 @@ func UpgradeSpec(ctx context.Context, in UpgradeInput) {
 		Expect(err).NotTo(HaveOccurred())
 	}
 	before := gpuWorkload(ctx, in.Workloads)
-	watch := watchUpgrades(ctx, in.Nodes)
+	watch := watchUpgrades(ctx, append(slices.Clone(in.Nodes), in.Skip...))
 	defer watch.stop()
 
 	patch := fmt.Sprintf(`{"spec":{"driver":{"version":%q}}}`, version)
@@ -79,8 +80,14 @@ func UpgradeSpec(ctx context.Context, in UpgradeInput) {
 		}
 	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	Expect(watch.peak()).To(BeNumerically("<=", in.MaxInProgress), "nodes upgrading at once")
+	// A skipped node stays out of upgrades, as NVIDIA's upgrade
+	// controller leaves it: on its old driver, its label as it was
+	// (upgrade-done since its first driver pod ran, never required).
 	for _, n := range in.Skip {
-		Expect(node(Default, ctx, n).Labels[gpuv1.LabelUpgradeState]).NotTo(Equal("upgrade-done"), "skipped node %s", n)
+		skipped := node(Default, ctx, n)
+		Expect(skipped.Labels[gpuv1.LabelDriverVersion]).NotTo(Equal(version), "skipped node %s", n)
+		Expect(skipped.Labels[gpuv1.LabelUpgradeState]).To(BeElementOf("", string(gpuv1.UpgradeDone)), "skipped node %s", n)
+		Expect(watch.enteredBy(n)).To(BeEmpty(), "skipped node %s went through upgrade states", n)
 	}
 
 	// The GPU pods were evicted from every upgraded node and run again.
@@ -136,13 +143,15 @@ type upgradeWatch struct {
 	mu       sync.Mutex
 	seen     map[gpuv1.UpgradeState]bool
 	current  map[string]gpuv1.UpgradeState
+	entered  map[string][]gpuv1.UpgradeState // by node: the states of an upgrade it entered
 	maxAtOne int
 	cancel   context.CancelFunc
 }
 
 func watchUpgrades(ctx context.Context, nodes []string) *upgradeWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &upgradeWatch{seen: map[gpuv1.UpgradeState]bool{}, current: map[string]gpuv1.UpgradeState{}, cancel: cancel}
+	w := &upgradeWatch{seen: map[gpuv1.UpgradeState]bool{}, current: map[string]gpuv1.UpgradeState{},
+		entered: map[string][]gpuv1.UpgradeState{}, cancel: cancel}
 	want := map[string]bool{}
 	for _, n := range nodes {
 		want[n] = true
@@ -167,6 +176,9 @@ func (w *upgradeWatch) observe(node string, st gpuv1.UpgradeState) {
 	defer w.mu.Unlock()
 	w.seen[st] = true
 	w.current[node] = st
+	if st != "" && st != gpuv1.UpgradeDone {
+		w.entered[node] = append(w.entered[node], st)
+	}
 	busy := 0
 	for _, s := range w.current {
 		if upgrade.InProgress(s) {
@@ -180,6 +192,12 @@ func (w *upgradeWatch) reached(s gpuv1.UpgradeState) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.seen[s]
+}
+
+func (w *upgradeWatch) enteredBy(node string) []gpuv1.UpgradeState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.entered[node])
 }
 
 func (w *upgradeWatch) peak() int {

@@ -84,7 +84,8 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 	g.Eventually(func() bool { return len(f.DaemonSets("driver")) == 2 }, controllertest.Timeout, controllertest.Interval).Should(BeTrue())
 	f.AfterMaintenancePasses()
 	for _, n := range f.Nodes {
-		g.Expect(f.Node(n).Labels).NotTo(HaveKey(gpuv1.LabelUpgradeState), "orphans of the DaemonSet that will adopt them are not outdated")
+		g.Expect(f.Node(n).Labels[gpuv1.LabelUpgradeState]).To(BeElementOf("", string(gpuv1.UpgradeDone)),
+			"orphans of the DaemonSet that will adopt them are not outdated")
 	}
 	suite.Sim.HoldAdoption(false)
 
@@ -137,13 +138,13 @@ func TestConflictHoldsTheDriverUntilSettled(t *testing.T) {
 	}, controllertest.Timeout, controllertest.Interval).Should(Equal("notReady " + gpuv1alpha1.ReasonConflictingNodeSelector))
 	zonal := nvidiaDriver(f, "zonal")()
 	f.AfterMaintenancePasses()
-	g.Expect(f.Node(moving).Labels).To(And(
-		HaveKeyWithValue(gpuv1.LabelDriverPool, "rest"), Not(HaveKey(gpuv1.LabelUpgradeState))), "a held node does not upgrade")
+	g.Expect(f.Node(moving).Labels).To(HaveKeyWithValue(gpuv1.LabelDriverPool, "rest"))
+	g.Expect(f.Node(moving).Labels[gpuv1.LabelUpgradeState]).To(BeElementOf("", string(gpuv1.UpgradeDone)), "a held node does not upgrade")
 
 	// The zone's NVIDIADriver goes: gold alone selects the node, which
 	// moves to it through the upgrade.
 	g.Expect(suite.Client.Delete(f.Ctx, zonal)).To(Succeed())
-	f.ExpectLabel(moving, gpuv1.LabelUpgradeState, "upgrade-done")
+	f.ExpectUpgraded(log, moving)
 	f.ExpectLabel(moving, gpuv1.LabelDriverPool, "gold")
 	f.ExpectLabel(moving, gpuv1.LabelDriverVersion, "550.54.15")
 	f.ExpectAllReady(f.Nodes...)
@@ -186,7 +187,7 @@ func TestKernelModuleConfigRollsThroughTheUpgrade(t *testing.T) {
 	g.Expect(suite.Client.Create(f.Ctx, cm)).To(Succeed())
 	t.Cleanup(func() { _ = suite.Client.Delete(f.Ctx, cm) })
 	for _, n := range f.Nodes {
-		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
+		f.ExpectUpgraded(log, n)
 	}
 	f.ExpectAllReady(f.Nodes...)
 	p := f.PodOn(f.Nodes[0], "driver")

@@ -68,7 +68,7 @@ func TestPrecompiledKernelUpgradeGoesThroughTheUpgrade(t *testing.T) {
 	// Published: the node moves to it, through the upgrade.
 	suite.Sim.SetImageMissing(image(newKernel), false)
 	f.ExpectLabel(rebooted, gpuv1.LabelDriverKernel, newKernel)
-	f.ExpectLabel(rebooted, gpuv1.LabelUpgradeState, "upgrade-done")
+	f.ExpectUpgraded(log, rebooted)
 	f.ExpectAllReady(f.Nodes...)
 	g.Expect(f.PodOn(rebooted, "driver").Spec.Containers[0].Image).To(Equal(image(newKernel)))
 	g.Expect(f.PodOn(other, "driver").Spec.Containers[0].Image).To(Equal(image(oldKernel)), "one DaemonSet per kernel")
@@ -128,7 +128,7 @@ func TestPrecompiledBranchWaitsForItsImages(t *testing.T) {
 
 	suite.Sim.SetImageMissing(image("590"), false)
 	for _, n := range f.Nodes {
-		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
+		f.ExpectUpgraded(log, n)
 		g.Eventually(func() string { return f.PodOn(n, "driver").Spec.Containers[0].Image },
 			controllertest.Timeout, controllertest.Interval).Should(Equal(image("590")))
 	}

@@ -108,7 +108,7 @@ func TestDigestSwitchReplacesDriversThroughTheUpgrade(t *testing.T) {
 	digest := gpuv1.DriverVersion("sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
 	f.UpdatePolicy(controllertest.NewVersion(digest))
 	for _, n := range f.Nodes {
-		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
+		f.ExpectUpgraded(log, n)
 	}
 	f.ExpectAllReady(f.Nodes...)
 	t.Logf("digest switch of %d nodes, as the nodes' labels went:\n%s", len(f.Nodes), log)
@@ -142,7 +142,7 @@ func TestPoolMoveReplacesTheDriverThroughTheUpgrade(t *testing.T) {
 	log := f.RecordUpgrades()
 
 	f.SetLabel(moved, "gpu", "a100")
-	f.ExpectLabel(moved, gpuv1.LabelUpgradeState, "upgrade-done")
+	f.ExpectUpgraded(log, moved)
 	f.ExpectLabel(moved, gpuv1.LabelDriverPool, "a100")
 	f.ExpectLabel(moved, gpuv1.LabelDriverVersion, "550.54.15")
 	f.ExpectAllReady(f.Nodes...)

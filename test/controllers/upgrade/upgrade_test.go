@@ -17,19 +17,23 @@ import (
 
 // Changing driver.version moves every node through the steps in order,
 // never more at once than the budget allows (maxParallelUpgrades 1), and
-// ends with every node on the new driver, schedulable.
+// ends with every node on the new driver, schedulable. Before it, every
+// node is upgrade-done, its driver pod current.
 func TestDriverUpgradeRollsWithinBudget(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 3)
 	f.ExpectAllReady(f.Nodes...)
 	for _, n := range f.Nodes {
 		f.ExpectLabel(n, gpuv1.LabelDriverVersion, "595.91.07")
+		// As NVIDIA's upgrade controller marks a node whose driver pod
+		// is in sync: runbooks count these.
+		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
 	}
 	log := f.RecordUpgrades()
 
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
 	for _, n := range f.Nodes {
-		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
+		f.ExpectUpgraded(log, n)
 		f.ExpectLabel(n, gpuv1.LabelDriverVersion, "575.57.08")
 	}
 	f.ExpectAllReady(f.Nodes...)
@@ -91,8 +95,9 @@ func TestRuntimeClassPodIsEvicted(t *testing.T) {
 		p.Annotations = map[string]string{"nvidia.cdi.k8s.io/container.main": "k8s.device-plugin.nvidia.com/gpu=all"}
 	})
 
+	log := f.RecordUpgrades()
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
-	f.ExpectLabel(f.Nodes[0], gpuv1.LabelUpgradeState, "upgrade-done")
+	f.ExpectUpgraded(log, f.Nodes[0])
 	for _, pod := range []*corev1.Pod{byClass, byNRI} {
 		err := suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s was evicted", pod.Name)
@@ -110,8 +115,9 @@ func TestCordonedNodeStaysCordoned(t *testing.T) {
 		return suite.Client.Update(f.Ctx, n)
 	}, controllertest.Timeout, controllertest.Interval).Should(Succeed())
 
+	log := f.RecordUpgrades()
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
-	f.ExpectLabel(f.Nodes[0], gpuv1.LabelUpgradeState, "upgrade-done")
+	f.ExpectUpgraded(log, f.Nodes[0])
 	g.Expect(f.Node(f.Nodes[0]).Spec.Unschedulable).To(BeTrue())
 }
 
@@ -134,7 +140,7 @@ func TestUpgradeResumesAfterOperatorRestart(t *testing.T) {
 	g.Expect(suite.StartOperator()).To(Succeed())
 
 	for _, n := range f.Nodes {
-		f.ExpectLabel(n, gpuv1.LabelUpgradeState, "upgrade-done")
+		f.ExpectUpgraded(log, n)
 	}
 	t.Logf("upgrade across an operator restart:\n%s", log)
 	for _, n := range f.Nodes {
