@@ -185,11 +185,28 @@ type UnsupportedSections struct {
 	// PodSecurityPolicy in 1.25.
 	// +optional
 	PSP *apiextensionsv1.JSON `json:"psp,omitempty" refused:"Kubernetes removed PodSecurityPolicy in 1.25: set psa.enabled to admit the operands' privileged pods"`
-	// PSA is accepted and not acted on yet; the chart's psa.enabled labels
-	// the namespace.
+	// PSA labels the operator's namespace for Pod Security Admission, as
+	// NVIDIA's operator does.
 	// +optional
-	PSA *apiextensionsv1.JSON `json:"psa,omitempty" refused:"not acted on from the ClusterPolicy yet: the chart's psa.enabled labels the namespace pod-security.kubernetes.io/enforce=privileged, or label it yourself"`
+	PSA *PSASpec `json:"psa,omitempty"`
 }
+
+// PSASpec is Pod Security Admission for the operator's namespace.
+type PSASpec struct {
+	// Enabled labels the operator's namespace
+	// pod-security.kubernetes.io/enforce, audit and warn = privileged: the
+	// driver, toolkit and device plugin run privileged pods, which a
+	// cluster enforcing baseline or restricted refuses. Refused for
+	// default, kube-system, kube-public and kube-node-lease. Turned off,
+	// the labels stay, as NVIDIA's operator leaves them: the operands'
+	// next pods would be refused without them; remove them with kubectl
+	// label namespace.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// IsEnabled reports whether the namespace is labelled; off by default.
+func (p *PSASpec) IsEnabled() bool { return p != nil && p.Enabled != nil && *p.Enabled }
 
 // OperatorSpec holds settings of the operator itself.
 type OperatorSpec struct {

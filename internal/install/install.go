@@ -67,8 +67,7 @@ type Report struct {
 func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 	var rep Report
 	if o.PodSecurity && sharedNamespaces[o.Namespace] {
-		return rep, fmt.Errorf("refusing to label namespace %s privileged: every pod there could then run privileged; "+
-			"install the chart into a namespace of its own (gpu-operator)", o.Namespace)
+		return rep, sharedNamespaceError(o.Namespace)
 	}
 	all, err := crds.All()
 	if err != nil {
@@ -101,14 +100,33 @@ func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 		}
 	}
 	if o.PodSecurity {
-		ns := corev1ac.Namespace(o.Namespace).WithLabels(podSecurityLabels)
-		if err := c.Apply(ctx, ns, client.FieldOwner(FieldOwner)); err != nil {
-			return rep, fmt.Errorf("labelling namespace %s for privileged pods (another manager set these labels? "+
-				"set psa.enabled=false and label it yourself): %w", o.Namespace, err)
+		if err := LabelPodSecurity(ctx, c, o.Namespace, FieldOwner); err != nil {
+			return rep, err
 		}
 		rep.Labelled = true
 	}
 	return rep, nil
+}
+
+// LabelPodSecurity labels the namespace to admit privileged pods, as the
+// field manager owner: setup under the chart's psa.enabled, the operator
+// under the ClusterPolicy's spec.psa.enabled. A namespace every workload
+// shares is refused.
+func LabelPodSecurity(ctx context.Context, c client.Client, namespace, owner string) error {
+	if sharedNamespaces[namespace] {
+		return sharedNamespaceError(namespace)
+	}
+	ns := corev1ac.Namespace(namespace).WithLabels(podSecurityLabels)
+	if err := c.Apply(ctx, ns, client.FieldOwner(owner)); err != nil {
+		return fmt.Errorf("labelling namespace %s for privileged pods (another manager set these labels? "+
+			"set psa.enabled=false and label it yourself): %w", namespace, err)
+	}
+	return nil
+}
+
+func sharedNamespaceError(namespace string) error {
+	return fmt.Errorf("refusing to label namespace %s privileged: every pod there could then run privileged; "+
+		"install the chart into a namespace of its own (gpu-operator)", namespace)
 }
 
 // apply applies a CRD marked as setup's. Only the operator's own CRD is

@@ -186,7 +186,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 		"spec.dcgm.hostPort", "spec.validator",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
 		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi.default",
-		"spec.psp", "spec.psa",
+		"spec.psp",
 	))
 	// What NVIDIA's ClusterPolicy says that we implement under its names.
 	g.Expect(got.Spec.Driver.StartupProbe).To(Equal(&gpuv1.ContainerProbeSpec{InitialDelaySeconds: 60, PeriodSeconds: 10,

@@ -92,6 +92,30 @@ func NVIDIAFieldsSpec(ctx context.Context, nodes []string) {
 		g.Expect(policy(g, ctx).Status.IgnoredFields).NotTo(ContainElement(HavePrefix("spec.dcgmExporter")))
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
 	GinkgoWriter.Printf("every exporter reads metrics-config; Service %s is internalTrafficPolicy Local\n", dcgmexporter.ServiceName)
+
+	// Pod Security Admission from the ClusterPolicy, as NVIDIA's users
+	// turn it on after an install without it; the operator, under its
+	// own Role, labels its namespace.
+	DeferCleanup(func() {
+		_, _ = sh("bin/kubectl", "patch", "clusterpolicy/cluster-policy", "--type=json",
+			"-p", `[{"op": "replace", "path": "/spec/psa/enabled", "value": false}]`)
+		_, _ = sh("bin/kubectl", "label", "namespace", "gpu-operator", "pod-security.kubernetes.io/enforce-",
+			"pod-security.kubernetes.io/audit-", "pod-security.kubernetes.io/warn-")
+	})
+	ns := &corev1.Namespace{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Name: "gpu-operator"}, ns)).To(Succeed())
+	Expect(ns.Labels).NotTo(HaveKey("pod-security.kubernetes.io/enforce"), "the documented install labels nothing")
+	_, err = sh("bin/kubectl", "patch", "clusterpolicy/cluster-policy", "--type=json",
+		"-p", `[{"op": "replace", "path": "/spec/psa/enabled", "value": true}]`)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "gpu-operator"}, ns)).To(Succeed())
+		for _, mode := range []string{"enforce", "audit", "warn"} {
+			g.Expect(ns.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/"+mode, "privileged"))
+		}
+		g.Expect(policy(g, ctx).Status.IgnoredFields).NotTo(ContainElement(HavePrefix("spec.psa")))
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	GinkgoWriter.Printf("namespace gpu-operator labelled pod-security.kubernetes.io/enforce=privileged by the operator\n")
 }
 
 // StandaloneDCGMSpec turns NVIDIA's standalone DCGM host engine on with

@@ -2,6 +2,7 @@ package clusterpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,6 +70,9 @@ type Reconciler struct {
 	kinds     *servedKinds
 	// configs remembers the device plugin's files as last judged.
 	configs pluginconfig.Judge
+	// podSecurity remembers for which policy generation the namespace
+	// was labelled.
+	podSecurity podSecurityDone
 }
 
 // Reconcile is get, then delete or ignore or apply, then one status patch.
@@ -101,7 +105,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	applyErr := r.applyStates(ctx, cp, nodes.Items)
+	// The namespace admits privileged pods before the operands' pods
+	// are asked for.
+	applyErr := r.labelPodSecurity(ctx, cp)
+	applyErr = errors.Join(applyErr, r.applyStates(ctx, cp, nodes.Items))
 	status, err := r.observe(ctx, cp, nodes.Items, problems{apply: applyErr, missing: r.missing(cp)})
 	if err != nil {
 		return ctrl.Result{}, err

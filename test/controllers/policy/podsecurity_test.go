@@ -1,0 +1,72 @@
+package policy
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
+)
+
+// spec.psa.enabled labels the operator's namespace for privileged pods, as
+// NVIDIA's operator does (enforce, audit and warn); a label someone else
+// set to another level is not overwritten, and the status says so until
+// it goes; turned off, the labels stay.
+func TestPolicyLabelsTheNamespaceForPodSecurity(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 1)
+	f.ExpectAllReady(f.Nodes...)
+	levels := []string{"pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/audit", "pod-security.kubernetes.io/warn"}
+	setNamespaceLabels := func(set map[string]string, remove ...string) {
+		g.Eventually(func() error {
+			ns := namespace(g, f)
+			if ns.Labels == nil {
+				ns.Labels = map[string]string{}
+			}
+			for k, v := range set {
+				ns.Labels[k] = v
+			}
+			for _, k := range remove {
+				delete(ns.Labels, k)
+			}
+			return suite.Client.Update(f.Ctx, ns)
+		}, controllertest.Timeout, controllertest.Interval).Should(Succeed())
+	}
+	t.Cleanup(func() { setNamespaceLabels(nil, levels...) })
+	setNamespaceLabels(map[string]string{"pod-security.kubernetes.io/warn": "baseline"})
+
+	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.PSA = &gpuv1.PSASpec{Enabled: ptr.To(true)} })
+	g.Eventually(func() string {
+		cp := &gpuv1.ClusterPolicy{}
+		g.Expect(suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(f.Policy), cp)).To(Succeed())
+		if c := meta.FindStatusCondition(cp.Status.Conditions, gpuv1.ConditionDegraded); c != nil {
+			return c.Message
+		}
+		return ""
+	}, controllertest.Timeout, controllertest.Interval).Should(ContainSubstring("labelling namespace " + controllertest.Namespace + " for privileged pods"))
+	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/warn", "baseline"), "another's label is not overwritten")
+
+	setNamespaceLabels(nil, "pod-security.kubernetes.io/warn")
+	g.Eventually(func() map[string]string { return namespace(g, f).Labels }, controllertest.Timeout, controllertest.Interval).
+		Should(And(HaveKeyWithValue(levels[0], "privileged"), HaveKeyWithValue(levels[1], "privileged"), HaveKeyWithValue(levels[2], "privileged")))
+	g.Eventually(func() []string {
+		cp := &gpuv1.ClusterPolicy{}
+		g.Expect(suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(f.Policy), cp)).To(Succeed())
+		return cp.Status.IgnoredFields
+	}, controllertest.Timeout, controllertest.Interval).ShouldNot(ContainElement(HavePrefix("spec.psa")))
+
+	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.PSA.Enabled = ptr.To(false) })
+	f.AfterPasses("clusterpolicy")
+	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue(levels[0], "privileged"), "turned off, the labels stay, as NVIDIA leaves them")
+}
+
+func namespace(g Gomega, f *controllertest.Fixture) *corev1.Namespace {
+	ns := &corev1.Namespace{}
+	g.Expect(suite.Client.Get(f.Ctx, client.ObjectKey{Name: controllertest.Namespace}, ns)).To(Succeed())
+	return ns
+}
