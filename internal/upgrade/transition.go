@@ -56,9 +56,8 @@ type Facts struct {
 	// Outdated is true when the node's driver pod runs an older spec than
 	// its DaemonSet.
 	Outdated bool
-	// DriverPod is true when a driver pod of the node's DaemonSet is on
-	// the node, whatever its spec.
-	DriverPod bool
+	// DriverReady is true when the node's driver pod is ready.
+	DriverReady bool
 	// Admitted is true when the pool's budget lets this node start.
 	Admitted bool
 	// JobsRunning counts the pods waitForCompletion waits for.
@@ -80,6 +79,9 @@ type Step struct {
 	Next   gpuv1.UpgradeState
 	Action Action
 	Reason string
+	// FirstMark is the first upgrade-done of a node that never upgraded:
+	// bookkeeping, no step of an upgrade, so no event tells of it.
+	FirstMark bool
 }
 
 // Next is the transition table: one step per call.
@@ -95,12 +97,14 @@ func Next(f Facts, p Policy) Step {
 			return Step{Next: gpuv1.UpgradeRequired, Reason: "the driver changed"}
 		case f.Cordoned:
 			return Step{Next: gpuv1.UpgradeUncordon, Reason: "a cordon of an earlier upgrade is still held"}
-		case f.State == "" && f.DriverPod && !f.Outdated && !f.Skip:
+		case f.State == "" && f.DriverReady && !f.Outdated && !f.Skip:
 			// As NVIDIA's upgrade controller marks a node whose driver pod
 			// is in sync with its DaemonSet: runbooks and alerts count
 			// upgrade-done nodes, and a node that never needed an upgrade
-			// is one of them.
-			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod runs the current driver"}
+			// is one of them. Once the pod is ready, not as soon as it is
+			// made: a rollout still changing the DaemonSet would flip the
+			// node between done and required, a write each time.
+			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod runs the current driver", FirstMark: true}
 		}
 		return stay
 	case gpuv1.UpgradeRequired:

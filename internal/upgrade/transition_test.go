@@ -25,12 +25,12 @@ func TestNext(t *testing.T) {
 		want   gpuv1.UpgradeState
 		action Action
 	}{
-		"no driver pod yet: nothing":        {facts: Facts{}, want: ""},
-		"current driver pod: done":          {facts: Facts{DriverPod: true}, want: gpuv1.UpgradeDone},
-		"current driver pod, skipped":       {facts: Facts{DriverPod: true, Skip: true}, want: ""},
-		"current driver pod, done stays":    {facts: Facts{State: gpuv1.UpgradeDone, DriverPod: true}, want: gpuv1.UpgradeDone},
-		"outdated driver pod":               {facts: Facts{DriverPod: true, Outdated: true}, want: gpuv1.UpgradeRequired},
-		"current driver pod, cordon held":   {facts: Facts{DriverPod: true, Cordoned: true}, want: gpuv1.UpgradeUncordon},
+		"no ready driver pod yet: nothing":  {facts: Facts{}, want: ""},
+		"current driver pod ready: done":    {facts: Facts{DriverReady: true}, want: gpuv1.UpgradeDone},
+		"current driver pod, skipped":       {facts: Facts{DriverReady: true, Skip: true}, want: ""},
+		"current driver pod, done stays":    {facts: Facts{State: gpuv1.UpgradeDone, DriverReady: true}, want: gpuv1.UpgradeDone},
+		"outdated driver pod":               {facts: Facts{DriverReady: true, Outdated: true}, want: gpuv1.UpgradeRequired},
+		"current driver pod, cordon held":   {facts: Facts{DriverReady: true, Cordoned: true}, want: gpuv1.UpgradeUncordon},
 		"driver changed":                    {facts: Facts{Outdated: true}, want: gpuv1.UpgradeRequired},
 		"driver changed after a done":       {facts: Facts{State: gpuv1.UpgradeDone, Outdated: true}, want: gpuv1.UpgradeRequired},
 		"skipped node is not marked":        {facts: Facts{Outdated: true, Skip: true}, want: ""},
@@ -81,6 +81,7 @@ func TestNext(t *testing.T) {
 			step := Next(f, p)
 			g.Expect(step.Next).To(Equal(tt.want))
 			g.Expect(step.Action).To(Equal(tt.action))
+			g.Expect(step.FirstMark).To(Equal(f.State == "" && step.Next == gpuv1.UpgradeDone), "only a never upgraded node's mark goes untold")
 			if step.Next != f.State {
 				g.Expect(step.Reason).NotTo(BeEmpty(), "every transition says why")
 			}

@@ -65,8 +65,14 @@ func NVIDIADriverSpec(ctx context.Context, in NVIDIADriverInput) {
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	Consistently(func() map[string]string { return driverPods(ctx, all) }).WithTimeout(10*time.Second).
 		Should(Equal(before), "no driver replaced by turning NVIDIADrivers on")
-	// NVIDIA's owner label, as NVIDIA users select an NVIDIADriver's nodes.
+	// NVIDIA's owner label, as NVIDIA users select an NVIDIADriver's nodes,
+	// and NVIDIA's upgrade-done on every node whose driver is current.
 	expectOwners(ctx, "default", all)
+	Eventually(func(g Gomega) {
+		for _, n := range all {
+			g.Expect(nodeLabel(g, ctx, n, gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeDone)), "node %s", n)
+		}
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	for _, n := range in.Gold {
 		setNodeLabel(ctx, n, "driver.config", "gold")

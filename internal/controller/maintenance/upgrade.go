@@ -138,7 +138,7 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 	if err != nil {
 		return n, f.State, err
 	}
-	if step.Next != f.State {
+	if step.Next != f.State && !step.FirstMark {
 		kind := corev1.EventTypeNormal
 		if step.Next == gpuv1.UpgradeFailed {
 			kind = corev1.EventTypeWarning

@@ -26,7 +26,7 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 	}
 	pod := o.driverPods[n.Name]
 	f.Outdated = (pod != nil && o.outdated(pod, n)) || (pod == nil && st == gpuv1.UpgradePodRestart)
-	f.DriverPod = pod != nil
+	f.DriverReady = pod != nil && pod.Ready
 	f.DownstreamPods = o.downstream[n.Name]
 	var err error
 	switch st {
