@@ -251,6 +251,7 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 	for k, v := range w.Inputs {
 		meta.Annotations[k] = v
 	}
+	meta.Annotations[AnnotationMetadataHash] = metadataHash(meta.Labels, meta.Annotations)
 	return corev1.PodTemplateSpec{ObjectMeta: meta, Spec: pod}, nil
 }
 

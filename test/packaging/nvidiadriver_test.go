@@ -13,6 +13,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -97,12 +98,15 @@ func TestNVIDIADriverCRDValues(t *testing.T) {
 		want := driverTemplates(t, before, driverpool.FromPolicy(before))
 		got := driverTemplates(t, after, driverpool.Resolve(after, []gpuv1alpha1.NVIDIADriver{nvd}))
 		g.Expect(want).NotTo(BeEmpty())
-		// NVIDIA's app label, alone, differs: an NVIDIADriver's is its
-		// DaemonSet's name; labels replace no driver.
+		// NVIDIA's app label, alone, differs (and the hash of the
+		// metadata with it): an NVIDIADriver's is its DaemonSet's name;
+		// labels replace no driver.
 		for name := range want {
 			g.Expect(got[name].Labels).To(HaveKeyWithValue("app", name))
-			delete(got[name].Labels, "app")
-			delete(want[name].Labels, "app")
+			for _, tpl := range []corev1.PodTemplateSpec{got[name], want[name]} {
+				delete(tpl.Labels, "app")
+				delete(tpl.Annotations, render.AnnotationMetadataHash)
+			}
 		}
 		g.Expect(got).To(Equal(want), "values %v", values)
 	}

@@ -72,7 +72,7 @@ func TestExporterHeldWhileItsMetricsListIsMissing(t *testing.T) {
 	g := NewWithT(t)
 	r, applied := applying(t, nil)
 	keep := map[apply.Key]bool{}
-	errs := r.applyWanted(context.Background(), []client.Object{testDaemonSet("nvidia-dcgm-exporter", string(state.DCGMExporter)),
+	_, errs := r.applyWanted(context.Background(), []client.Object{testDaemonSet("nvidia-dcgm-exporter", string(state.DCGMExporter)),
 		testDaemonSet("gpu-feature-discovery", string(state.GPUFeatureDiscovery))}, keep, isExporterDaemonSet)
 	g.Expect(errs).To(BeEmpty())
 	g.Expect(*applied).To(Equal([]string{"gpu-feature-discovery"}))

@@ -33,7 +33,7 @@ func TestReadersWaitForTheValidatedConfigs(t *testing.T) {
 		testDaemonSet("exporter", "s"),
 	}
 	keep := map[apply.Key]bool{}
-	errs := r.applyWanted(context.Background(), wanted, keep, nil)
+	_, errs := r.applyWanted(context.Background(), wanted, keep, nil)
 	g.Expect(errs).To(HaveLen(1))
 	g.Expect(errs[0]).To(MatchError(ContainSubstring("refused")))
 	g.Expect(*applied).To(Equal([]string{"exporter"}), "the plugin waits for its files")

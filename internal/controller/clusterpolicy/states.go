@@ -215,7 +215,11 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 	for _, name := range objs.keptDaemonSets {
 		keep[apply.Key{GVK: render.KindDaemonSet, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: name}}] = true
 	}
-	errs = append(errs, r.applyWanted(ctx, objs.wanted, keep, func(o client.Object) bool { return objs.holdExporter && isExporterDaemonSet(o) })...)
+	applied, applyErrs := r.applyWanted(ctx, objs.wanted, keep, func(o client.Object) bool { return objs.holdExporter && isExporterDaemonSet(o) })
+	errs = append(errs, applyErrs...)
+	if err := r.updateRunningPodMetadata(ctx, applied); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep, driverReplacement(cp)); err != nil {
 		errs = append(errs, err)
 	}
@@ -223,13 +227,15 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 }
 
 // applyWanted applies the wanted objects in order, each added to keep,
-// but those held, which stay as they are. The DaemonSets that read the
+// but those held, which stay as they are; it returns those applied. The DaemonSets that read the
 // validated device plugin configurations
 // wait while those could not be written: their templates name the new
 // files' digests, and applied before the files, their new pods would read
 // the old ones and never restart for the new.
-func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool, held func(client.Object) bool) []error {
+func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool,
+	held func(client.Object) bool) ([]client.Object, []error) {
 	var errs []error
+	var applied []client.Object
 	validatedFailed := false
 	for _, o := range wanted {
 		keep[apply.KeyOf(o)] = true
@@ -243,9 +249,11 @@ func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, ke
 		if err != nil {
 			validatedFailed = validatedFailed || isValidatedConfigs(o)
 			errs = append(errs, err)
+			continue
 		}
+		applied = append(applied, o)
 	}
-	return errs
+	return applied, errs
 }
 
 // usableAsItIs decides about an object someone else made where the
