@@ -81,7 +81,8 @@ type Operand struct{}
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.Toolkit.IsEnabled() }
 
 // Render returns the toolkit's ServiceAccount and one DaemonSet per driver
-// root and runtime in use.
+// root and runtime in use; with the NRI plugin, the admission policy that
+// keeps its device annotations to the operator's namespace.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Toolkit
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
@@ -92,7 +93,11 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.ContainerToolkit))}, sets...), nil
+	objs := append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.ContainerToolkit))}, sets...)
+	if in.Policy.Spec.CDI.UsesNRI() {
+		objs = append(objs, nriGuard(in.Policy, in.Namespace)...)
+	}
+	return objs, nil
 }
 
 // podSpec is the toolkit's pod for one driver root and runtime. It rewrites
@@ -221,5 +226,6 @@ func DriverRootEnv(spec *gpuv1.ClusterPolicySpec, r gpuv1.DriverRoot) []corev1.E
 
 // Kinds lists the kinds Render returns.
 func (Operand) Kinds() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet}
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet,
+		render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding}
 }

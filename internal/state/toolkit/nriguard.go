@@ -1,0 +1,66 @@
+package toolkit
+
+import (
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// NRIGuardName names the ValidatingAdmissionPolicy and its binding that
+// keep CDI device annotations out of pods outside the operator's
+// namespace; cluster-scoped, so the namespace is in the name.
+func NRIGuardName(namespace string) string { return "nvidia-nri-devices-" + namespace }
+
+// nriGuard returns the admission policy and binding that refuse
+// nvidia.cdi.k8s.io/ annotations on pods outside the operator's namespace,
+// whenever the policy runs the toolkit's NRI plugin: the plugin injects
+// whatever devices those annotations name, restricting only management
+// devices to the operator's namespace, so any tenant pod could name every
+// GPU of its node. The operator renders it, not the chart: NRI turned on
+// by kubectl edit, kustomize or OLM gets it too. The device plugin hands
+// its devices to containers through the kubelet's Allocate response, not
+// through the pod object, so a pod asking for nvidia.com/gpu passes.
+func nriGuard(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
+	name := NRIGuardName(namespace)
+	meta := render.ObjectMeta(policy, name, "", string(state.ContainerToolkit))
+	vap := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   render.TypeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+		ObjectMeta: meta,
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{
+				ResourceRules: []admissionv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionv1.RuleWithOperations{
+						Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+						Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+					},
+				}},
+			},
+			Validations: []admissionv1.Validation{{
+				Expression: "!has(object.metadata.annotations) || !object.metadata.annotations.exists(k, k.startsWith('" + state.NRIDevicesAnnotationPrefix + "'))",
+				Message: state.NRIDevicesAnnotationPrefix + " annotations name GPUs for the NVIDIA toolkit's NRI plugin to inject: only the GPU operator's " +
+					"namespace " + namespace + " may set them; request nvidia.com/gpu instead",
+			}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   render.TypeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			MatchResources: &admissionv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace},
+				}}},
+			},
+		},
+	}
+	return []client.Object{vap, binding}
+}
