@@ -12,6 +12,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -84,11 +85,16 @@ func TestMigrationToNVIDIADriversKeepsEveryDriver(t *testing.T) {
 	for name, ds := range want {
 		g.Expect(got).To(HaveKey(name))
 		g.Expect(got[name].Spec.Template.Spec).To(Equal(ds.Spec.Template.Spec), "DaemonSet %s", name)
-		g.Expect(got[name].Spec.Template.Annotations).To(Equal(ds.Spec.Template.Annotations), "DaemonSet %s", name)
 		g.Expect(ds.Spec.Template.Labels).To(HaveKeyWithValue("app", "nvidia-driver-daemonset"))
 		g.Expect(got[name].Spec.Template.Labels).To(HaveKeyWithValue("app", name))
-		delete(ds.Spec.Template.Labels, "app")
-		delete(got[name].Spec.Template.Labels, "app")
+		// NVIDIA's app label alone differs, and the hash of the metadata
+		// with it: the running drivers are given the new label, not
+		// replaced.
+		for _, tpl := range []*corev1.PodTemplateSpec{&ds.Spec.Template, &got[name].Spec.Template} {
+			delete(tpl.Labels, "app")
+			delete(tpl.Annotations, render.AnnotationMetadataHash)
+		}
+		g.Expect(got[name].Spec.Template.Annotations).To(Equal(ds.Spec.Template.Annotations), "DaemonSet %s", name)
 		g.Expect(got[name].Spec.Template.Labels).To(Equal(ds.Spec.Template.Labels), "DaemonSet %s", name)
 	}
 

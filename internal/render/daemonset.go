@@ -128,6 +128,12 @@ func DaemonSet(w Workload) (*appsv1.DaemonSet, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
+		// Only here: a rolling DaemonSet's pods are made again on any
+		// template change, and an annotation they did not need would
+		// roll every one of them once.
+		template.Annotations[AnnotationMetadataHash] = metadataHash(template.Labels, template.Annotations)
+	}
 	ds.Spec = appsv1.DaemonSetSpec{
 		Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(w.Name)},
 		UpdateStrategy: strategy,
@@ -251,7 +257,6 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 	for k, v := range w.Inputs {
 		meta.Annotations[k] = v
 	}
-	meta.Annotations[AnnotationMetadataHash] = metadataHash(meta.Labels, meta.Annotations)
 	return corev1.PodTemplateSpec{ObjectMeta: meta, Spec: pod}, nil
 }
 

@@ -12,11 +12,12 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 )
 
-// AnnotationMetadataHash is the hash of a pod template's labels and of its
-// annotations outside the operator's prefix, on the template and so on
-// every pod made from it. A pod of an OnDelete DaemonSet (the driver's)
-// keeps the metadata it was made with until it is replaced, which only an
-// upgrade does: the operator puts the template's labels and annotations on
+// AnnotationMetadataHash is the hash of an OnDelete DaemonSet's pod
+// template's labels and of its annotations outside the operator's prefix,
+// on the template and so on every pod made from it. A pod of an OnDelete
+// DaemonSet (the driver's, or any under daemonsets.updateStrategy OnDelete)
+// keeps the metadata it was made with until it is replaced (a driver's,
+// by an upgrade alone): the operator puts the template's labels and annotations on
 // such a pod whose hash differs, without replacing it (RunningPodMetadata).
 // Metadata never makes a pod outdated: specHash leaves it out.
 const AnnotationMetadataHash = gpuv1.OperatorAnnotationPrefix + "metadata-hash"
@@ -49,5 +50,10 @@ func RunningPodMetadata(tpl *corev1.PodTemplateSpec) (labels, annotations map[st
 			annotations[k] = v
 		}
 	}
-	return maps.Clone(tpl.Labels), annotations
+	// Never nil: a merge patch of "labels": null would remove them all.
+	labels = maps.Clone(tpl.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return labels, annotations
 }

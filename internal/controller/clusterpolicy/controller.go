@@ -72,7 +72,9 @@ type Reconciler struct {
 	configs pluginconfig.Judge
 	// podSecurity remembers for which policy generation the namespace
 	// was labelled.
-	podSecurity podSecurityDone
+	podSecurity podSecurityMemo
+	// podMetadata remembers the running pods given new metadata.
+	podMetadata podMetadataPatched
 }
 
 // Reconcile is get, then delete or ignore or apply, then one status patch.
@@ -108,13 +110,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// The namespace admits privileged pods before the operands' pods
 	// are asked for.
 	applyErr := r.labelPodSecurity(ctx, cp)
-	applyErr = errors.Join(applyErr, r.applyStates(ctx, cp, nodes.Items))
+	morePodMetadata, err := r.applyStates(ctx, cp, nodes.Items)
+	applyErr = errors.Join(applyErr, err)
 	status, err := r.observe(ctx, cp, nodes.Items, problems{apply: applyErr, missing: r.missing(cp)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.patchStatus(ctx, cp, status); err != nil {
 		return ctrl.Result{}, err
+	}
+	if morePodMetadata && applyErr == nil {
+		return ctrl.Result{RequeueAfter: podMetadataRequeue}, nil
 	}
 	return ctrl.Result{}, applyErr
 }

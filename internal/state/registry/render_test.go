@@ -197,3 +197,38 @@ func metricsDigest(cp *gpuv1.ClusterPolicy) string {
 	}
 	return fixture.DCGMMetricsDigest
 }
+
+// The metadata hash is on OnDelete templates alone: on a rolling one it
+// would roll every pod once, for nothing (the DaemonSet controller makes
+// them again on any template change, with the new labels).
+func TestMetadataHashOnlyOnOnDeleteTemplates(t *testing.T) {
+	graph, err := Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDelete := 0
+	for caseName, cp := range policies(t) {
+		for _, s := range graph.States() {
+			for _, o := range renderObjects(t, graph, s, cp) {
+				switch w := o.(type) {
+				case *appsv1.DaemonSet:
+					_, hashed := w.Spec.Template.Annotations[render.AnnotationMetadataHash]
+					isOnDelete := w.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+					if hashed != isOnDelete {
+						t.Errorf("%s: DaemonSet %s (%s): metadata hash %t", caseName, w.Name, w.Spec.UpdateStrategy.Type, hashed)
+					}
+					if isOnDelete {
+						onDelete++
+					}
+				case *appsv1.Deployment:
+					if _, hashed := w.Spec.Template.Annotations[render.AnnotationMetadataHash]; hashed {
+						t.Errorf("%s: Deployment %s: metadata hash", caseName, w.Name)
+					}
+				}
+			}
+		}
+	}
+	if onDelete == 0 {
+		t.Fatal("no OnDelete DaemonSet rendered: the test looks at nothing")
+	}
+}
