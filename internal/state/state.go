@@ -99,6 +99,9 @@ type RenderInput struct {
 	// DRADriver is the DRA driver's settings; nil means the policy's
 	// draDriver.
 	DRADriver *gpuv1.DRADriverSpec
+	// NRIPluginPods is true while a toolkit pod made to run the NRI plugin
+	// is still there: its admission guard stays until the last one goes.
+	NRIPluginPods bool
 }
 
 // DRA returns the DRA driver's settings the operand renders with.

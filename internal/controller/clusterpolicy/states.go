@@ -25,6 +25,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
 
 const nfdWorkerName = nfd.WorkerName
@@ -73,10 +74,14 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
+	toolkitPods, err := r.Pods.OfState(state.ContainerToolkit)
+	if err != nil {
+		return nil, err
+	}
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: inUse, DevicePluginConfigDigests: configs.digests, MPSConfigs: configs.mps,
 		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver(),
-		DCGMMetricsDigest: metricsDigest}
+		DCGMMetricsDigest: metricsDigest, NRIPluginPods: toolkit.NRIPluginPodsLeft(toolkitPods)}
 	out := &rendered{kinds: r.managedKinds()}
 	if metricsProblem != nil {
 		out.holdExporter = true
@@ -201,45 +206,48 @@ func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 
 // applyStates applies the objects of enabled states and prunes the rest.
 // Nothing is pruned when rendering failed: a policy the renderer cannot
-// handle must not take down what runs.
-func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) error {
+// handle must not take down what runs. more reports running pods whose
+// new metadata waits for the next pass.
+func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (more bool, err error) {
 	objs, err := r.renderAll(ctx, cp, nodes)
 	if err != nil {
-		return err
+		return false, err
 	}
 	keep := make(map[apply.Key]bool, len(objs.wanted))
 	errs := slices.Clone(objs.problems)
 	if err := r.keepPools(ctx, objs.heldPools, keep); err != nil {
-		return err
+		return false, err
 	}
 	for _, name := range objs.keptDaemonSets {
 		keep[apply.Key{GVK: render.KindDaemonSet, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: name}}] = true
 	}
 	applied, applyErrs := r.applyWanted(ctx, objs.wanted, keep, func(o client.Object) bool { return objs.holdExporter && isExporterDaemonSet(o) })
 	errs = append(errs, applyErrs...)
-	if err := r.updateRunningPodMetadata(ctx, applied); err != nil {
-		errs = append(errs, err)
+	more, metaErr := r.updateRunningPodMetadata(ctx, applied)
+	if metaErr != nil {
+		errs = append(errs, metaErr)
 	}
 	if _, err := r.Applier.Prune(ctx, objs.kinds, managedSelector, keep, driverReplacement(cp)); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return more, errors.Join(errs...)
 }
 
 // applyWanted applies the wanted objects in order, each added to keep,
-// but those held, which stay as they are; it returns those applied. The DaemonSets that read the
-// validated device plugin configurations
-// wait while those could not be written: their templates name the new
-// files' digests, and applied before the files, their new pods would read
-// the old ones and never restart for the new.
+// but those held, which stay as they are; it returns those applied. The
+// DaemonSets that read the validated device plugin configurations wait
+// while those could not be written: their templates name the new files'
+// digests, and applied before the files, their new pods would read the
+// old ones and never restart for the new. Those that run the NRI plugin
+// wait while its admission guard could not be applied.
 func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool,
 	held func(client.Object) bool) ([]client.Object, []error) {
 	var errs []error
 	var applied []client.Object
-	validatedFailed := false
+	validatedFailed, guardFailed := false, false
 	for _, o := range wanted {
 		keep[apply.KeyOf(o)] = true
-		if (validatedFailed && readsValidatedConfigs(o)) || (held != nil && held(o)) {
+		if (validatedFailed && readsValidatedConfigs(o)) || (guardFailed && runsNRIPlugin(o)) || (held != nil && held(o)) {
 			continue // as it is, until the next pass
 		}
 		_, err := r.Applier.Apply(ctx, o)
@@ -248,6 +256,7 @@ func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, ke
 		}
 		if err != nil {
 			validatedFailed = validatedFailed || isValidatedConfigs(o)
+			guardFailed = guardFailed || r.isNRIGuard(o)
 			errs = append(errs, err)
 			continue
 		}

@@ -8,9 +8,41 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
+
+// AnnotationNRIPlugin marks the pods made to run the NRI plugin, on their
+// template: their guard stays while one is left (NRIPluginPodsLeft), for a
+// rollout away from NRI replaces them one node at a time.
+const AnnotationNRIPlugin = gpuv1.OperatorAnnotationPrefix + "nri-plugin"
+
+// markNRIPlugin marks the toolkit's pods when they run the NRI plugin. The
+// mark is an input of the spec's hash: it changes only with the plugin,
+// whose switch changes the pod's env anyway.
+func markNRIPlugin(policy *gpuv1.ClusterPolicy) func(*render.Workload) {
+	return func(w *render.Workload) {
+		if !policy.Spec.CDI.UsesNRI() {
+			return
+		}
+		if w.Inputs == nil {
+			w.Inputs = map[string]string{}
+		}
+		w.Inputs[AnnotationNRIPlugin] = "true"
+	}
+}
+
+// NRIPluginPodsLeft reports whether a pod of the given summaries was made
+// to run the NRI plugin.
+func NRIPluginPodsLeft(pods []*operandpods.Pod) bool {
+	for _, p := range pods {
+		if p.State == state.ContainerToolkit && p.Annotation(AnnotationNRIPlugin) == "true" {
+			return true
+		}
+	}
+	return false
+}
 
 // NRIGuardName names the ValidatingAdmissionPolicy and its binding that
 // keep CDI device annotations out of pods outside the operator's
@@ -38,12 +70,24 @@ func nriGuard(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
 				ResourceRules: []admissionv1.NamedRuleWithOperations{{
 					RuleWithOperations: admissionv1.RuleWithOperations{
 						Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
-						Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+						// pods/status: a status update may write metadata too.
+						Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/status"}},
 					},
 				}},
 			},
+			Variables: []admissionv1.Variable{{
+				// The device annotations the request writes.
+				Name: "devices",
+				Expression: "has(object.metadata.annotations) ? object.metadata.annotations.filter(k, k.startsWith('" +
+					state.NRIDevicesAnnotationPrefix + "')) : []",
+			}},
 			Validations: []admissionv1.Validation{{
-				Expression: "!has(object.metadata.annotations) || !object.metadata.annotations.exists(k, k.startsWith('" + state.NRIDevicesAnnotationPrefix + "'))",
+				// An update may keep (or drop) what a pod already carries,
+				// so that a pod annotated while no guard stood can still be
+				// finalized, labelled or deleted; it may add or change none.
+				Expression: "request.operation == 'CREATE' ? size(variables.devices) == 0 : " +
+					"variables.devices.all(k, has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && " +
+					"oldObject.metadata.annotations[k] == object.metadata.annotations[k])",
 				Message: state.NRIDevicesAnnotationPrefix + " annotations name GPUs for the NVIDIA toolkit's NRI plugin to inject: only the GPU operator's " +
 					"namespace " + namespace + " may set them; request nvidia.com/gpu instead",
 			}},

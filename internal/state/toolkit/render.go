@@ -81,21 +81,25 @@ type Operand struct{}
 func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.Toolkit.IsEnabled() }
 
 // Render returns the toolkit's ServiceAccount and one DaemonSet per driver
-// root and runtime in use; with the NRI plugin, the admission policy that
-// keeps its device annotations to the operator's namespace.
+// root and runtime in use; with the NRI plugin, and while a pod made to
+// run it is left, first the admission policy that keeps its device
+// annotations to the operator's namespace.
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.Toolkit
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	// The env that names host paths is translated, not passed on as is.
 	component := spec.ContainerSettings
 	component.Env = slices.DeleteFunc(slices.Clone(component.Env), func(e gpuv1.EnvVar) bool { return moved(e.Name) })
-	sets, err := in.DaemonSets(DaemonSetName, state.ContainerToolkit, &component, image, dimensions, podSpec)
+	sets, err := in.DaemonSetsWith(DaemonSetName, state.ContainerToolkit, &component, image, dimensions, podSpec, markNRIPlugin(in.Policy))
 	if err != nil {
 		return nil, err
 	}
 	objs := append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.ContainerToolkit))}, sets...)
-	if in.Policy.Spec.CDI.UsesNRI() {
-		objs = append(objs, nriGuard(in.Policy, in.Namespace)...)
+	if in.Policy.Spec.CDI.UsesNRI() || in.NRIPluginPods {
+		// First: the plugin's pods must never run unguarded, and the
+		// applier holds them while the guard fails (clusterpolicy
+		// applyWanted).
+		objs = append(nriGuard(in.Policy, in.Namespace), objs...)
 	}
 	return objs, nil
 }
