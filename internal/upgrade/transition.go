@@ -97,13 +97,16 @@ func Next(f Facts, p Policy) Step {
 			return Step{Next: gpuv1.UpgradeRequired, Reason: "the driver changed"}
 		case f.Cordoned:
 			return Step{Next: gpuv1.UpgradeUncordon, Reason: "a cordon of an earlier upgrade is still held"}
-		case f.State == "" && f.DriverReady && !f.Outdated && !f.Skip:
+		case f.State == "" && f.DriverReady && !f.Outdated && !f.Skip && p.AutoUpgrade:
 			// As NVIDIA's upgrade controller marks a node whose driver pod
-			// is in sync with its DaemonSet: runbooks and alerts count
-			// upgrade-done nodes, and a node that never needed an upgrade
-			// is one of them. Once the pod is ready, not as soon as it is
-			// made: a rollout still changing the DaemonSet would flip the
-			// node between done and required, a write each time.
+			// is in sync with its DaemonSet (k8s-operator-libs
+			// pkg/upgrade/common_manager.go, ProcessDoneOrUnknownNodes):
+			// runbooks and alerts count upgrade-done nodes, and a node that
+			// never needed an upgrade is one of them. With autoUpgrade off
+			// NVIDIA's controller does not run, and marks nothing. Once
+			// the pod is ready, not as soon as it is made: a rollout still
+			// changing the DaemonSet would flip the node between done and
+			// required, a write each time.
 			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod runs the current driver", FirstMark: true}
 		}
 		return stay

@@ -28,6 +28,7 @@ func TestNext(t *testing.T) {
 		"no ready driver pod yet: nothing":  {facts: Facts{}, want: ""},
 		"current driver pod ready: done":    {facts: Facts{DriverReady: true}, want: gpuv1.UpgradeDone},
 		"current driver pod, skipped":       {facts: Facts{DriverReady: true, Skip: true}, want: ""},
+		"current driver pod, manual":        {facts: Facts{DriverReady: true}, policy: manual, want: ""},
 		"current driver pod, done stays":    {facts: Facts{State: gpuv1.UpgradeDone, DriverReady: true}, want: gpuv1.UpgradeDone},
 		"outdated driver pod":               {facts: Facts{DriverReady: true, Outdated: true}, want: gpuv1.UpgradeRequired},
 		"current driver pod, cordon held":   {facts: Facts{DriverReady: true, Cordoned: true}, want: gpuv1.UpgradeUncordon},

@@ -111,6 +111,12 @@ func (l *StateLog[S]) String() string {
 // so the label alone says nothing of an upgrade the test just caused.
 func (f *Fixture) ExpectUpgraded(log *StateLog[gpuv1.UpgradeState], node string) {
 	f.T.Helper()
+	f.ExpectUpgradedWithin(log, node, 2*Timeout)
+}
+
+// ExpectUpgradedWithin is ExpectUpgraded with its own bound.
+func (f *Fixture) ExpectUpgradedWithin(log *StateLog[gpuv1.UpgradeState], node string, within time.Duration) {
+	f.T.Helper()
 	NewWithT(f.T).Eventually(func() string {
 		seq := log.Sequence(node)
 		label := f.Node(node).Labels[gpuv1.LabelUpgradeState]
@@ -118,5 +124,5 @@ func (f *Fixture) ExpectUpgraded(log *StateLog[gpuv1.UpgradeState], node string)
 			return ""
 		}
 		return fmt.Sprintf("node %s: label %q, upgrade states since the log started %v", node, label, seq)
-	}, 2*Timeout, Interval).Should(BeEmpty())
+	}, within, Interval).Should(BeEmpty())
 }

@@ -48,8 +48,9 @@ func TestMIGDevicesComeBackAfterADriverReload(t *testing.T) {
 
 	log := recordMIG(f)
 	held := recordPluginHold(f, node)
+	upgrades := f.RecordUpgrades()
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
-	f.ExpectLabelWithin(node, gpuv1.LabelUpgradeState, "upgrade-done", 3*time.Minute)
+	f.ExpectUpgradedWithin(upgrades, node, 3*time.Minute)
 	// The MIG taint keeps GPU pods off until the devices are advertised
 	// and settled, which may end after the upgrade.
 	g.Eventually(func() []gpuv1.MIGReconfigureState { return log.Sequence(node) }, 2*time.Minute, controllertest.Interval).

@@ -76,9 +76,10 @@ func TestRepairAndUpgradeShareTheBudget(t *testing.T) {
 	f, sick, log := repairBeforeAnUpgrade(t, 2, fakenode.HealOnDevicePluginRestart)
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationDevicePluginRestart), repairTimeout)
 
+	upgrades := f.RecordUpgrades()
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
 	for _, n := range f.Nodes {
-		f.ExpectLabelWithin(n, gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone), repairTimeout)
+		f.ExpectUpgradedWithin(upgrades, n, repairTimeout)
 	}
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationDone), repairTimeout)
 	log.mu.Lock()

@@ -25,9 +25,10 @@ func TestUpgradeTakesOverARepairWaitingForAReboot(t *testing.T) {
 	f, sick, log := repairBeforeAnUpgrade(t, 3, fakenode.HealOnReboot)
 	f.ExpectLabelWithin(sick, gpuv1.LabelRemediationState, string(gpuv1.RemediationRebootRequired), repairTimeout)
 
+	upgrades := f.RecordUpgrades()
 	f.UpdatePolicy(controllertest.NewVersion("575.57.08"))
 	for _, n := range f.Nodes {
-		f.ExpectLabelWithin(n, gpuv1.LabelUpgradeState, string(gpuv1.UpgradeDone), repairTimeout)
+		f.ExpectUpgradedWithin(upgrades, n, repairTimeout)
 		g.Expect(f.Node(n).Spec.Unschedulable).To(BeFalse(), "node %s uncordoned", n)
 	}
 	g.Expect(f.Node(sick).Labels).To(HaveKeyWithValue(gpuv1.LabelRemediationState, string(gpuv1.RemediationRebootRequired)),
