@@ -143,6 +143,11 @@ type ClusterPolicySpec struct {
 	// +optional
 	GDRCopy *GDRCopySpec `json:"gdrcopy,omitempty"`
 
+	// PSA labels the operator's namespace for Pod Security Admission, as
+	// NVIDIA's operator does.
+	// +optional
+	PSA *PSASpec `json:"psa,omitempty"`
+
 	UnsupportedSections `json:",inline"`
 }
 
@@ -185,10 +190,6 @@ type UnsupportedSections struct {
 	// PodSecurityPolicy in 1.25.
 	// +optional
 	PSP *apiextensionsv1.JSON `json:"psp,omitempty" refused:"Kubernetes removed PodSecurityPolicy in 1.25: set psa.enabled to admit the operands' privileged pods"`
-	// PSA labels the operator's namespace for Pod Security Admission, as
-	// NVIDIA's operator does.
-	// +optional
-	PSA *PSASpec `json:"psa,omitempty"`
 }
 
 // PSASpec is Pod Security Admission for the operator's namespace.

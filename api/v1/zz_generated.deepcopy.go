@@ -153,6 +153,11 @@ func (in *ClusterPolicySpec) DeepCopyInto(out *ClusterPolicySpec) {
 		*out = new(GDRCopySpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PSA != nil {
+		in, out := &in.PSA, &out.PSA
+		*out = new(PSASpec)
+		(*in).DeepCopyInto(*out)
+	}
 	in.UnsupportedSections.DeepCopyInto(&out.UnsupportedSections)
 }
 
@@ -1658,11 +1663,6 @@ func (in *UnsupportedSections) DeepCopyInto(out *UnsupportedSections) {
 	if in.PSP != nil {
 		in, out := &in.PSP, &out.PSP
 		*out = new(apiextensionsv1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.PSA != nil {
-		in, out := &in.PSA, &out.PSA
-		*out = new(PSASpec)
 		(*in).DeepCopyInto(*out)
 	}
 }

@@ -31,12 +31,14 @@ const LabelInstalledBy = "app.kubernetes.io/managed-by"
 // installedBy is LabelInstalledBy's value.
 const installedBy = "gpu-operator"
 
-// podSecurityLabels let the operands' privileged pods into the namespace.
-var podSecurityLabels = map[string]string{
-	"pod-security.kubernetes.io/enforce": "privileged",
-	"pod-security.kubernetes.io/audit":   "privileged",
-	"pod-security.kubernetes.io/warn":    "privileged",
-}
+// The Pod Security labels that let the operands' privileged pods into the
+// namespace.
+const (
+	podSecurityEnforce    = "pod-security.kubernetes.io/enforce"
+	podSecurityAudit      = "pod-security.kubernetes.io/audit"
+	podSecurityWarn       = "pod-security.kubernetes.io/warn"
+	podSecurityPrivileged = "privileged"
+)
 
 // sharedNamespaces are never labelled privileged: every pod in them would
 // be allowed to run privileged.
@@ -100,7 +102,7 @@ func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 		}
 	}
 	if o.PodSecurity {
-		if err := LabelPodSecurity(ctx, c, o.Namespace, FieldOwner); err != nil {
+		if err := LabelPodSecurity(ctx, c, c, o.Namespace, FieldOwner); err != nil {
 			return rep, err
 		}
 		rep.Labelled = true
@@ -110,16 +112,29 @@ func Setup(ctx context.Context, c client.Client, o Options) (Report, error) {
 
 // LabelPodSecurity labels the namespace to admit privileged pods, as the
 // field manager owner: setup under the chart's psa.enabled, the operator
-// under the ClusterPolicy's spec.psa.enabled. A namespace every workload
-// shares is refused.
-func LabelPodSecurity(ctx context.Context, c client.Client, namespace, owner string) error {
+// under the ClusterPolicy's spec.psa.enabled. enforce, the label admission
+// acts on, must be privileged; audit and warn are set where nobody set
+// them (a cluster that warns of restricted pods keeps its warnings, and
+// OpenShift's label syncer owns both). The namespace is read from live,
+// a reader that never caches namespaces. A namespace every workload shares
+// is refused.
+func LabelPodSecurity(ctx context.Context, live client.Reader, c client.Client, namespace, owner string) error {
 	if sharedNamespaces[namespace] {
 		return sharedNamespaceError(namespace)
 	}
-	ns := corev1ac.Namespace(namespace).WithLabels(podSecurityLabels)
-	if err := c.Apply(ctx, ns, client.FieldOwner(owner)); err != nil {
-		return fmt.Errorf("labelling namespace %s for privileged pods (another manager set these labels? "+
-			"set psa.enabled=false and label it yourself): %w", namespace, err)
+	ns := &corev1.Namespace{}
+	if err := live.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return fmt.Errorf("reading namespace %s to label it for privileged pods: %w", namespace, err)
+	}
+	labels := map[string]string{podSecurityEnforce: podSecurityPrivileged}
+	for _, key := range []string{podSecurityAudit, podSecurityWarn} {
+		if v, set := ns.Labels[key]; !set || v == podSecurityPrivileged {
+			labels[key] = podSecurityPrivileged
+		}
+	}
+	if err := c.Apply(ctx, corev1ac.Namespace(namespace).WithLabels(labels), client.FieldOwner(owner)); err != nil {
+		return fmt.Errorf("labelling namespace %s %s=%s (another manager set it to %q? set psa.enabled=false and label it yourself): %w",
+			namespace, podSecurityEnforce, podSecurityPrivileged, ns.Labels[podSecurityEnforce], err)
 	}
 	return nil
 }

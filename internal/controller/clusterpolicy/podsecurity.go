@@ -19,12 +19,12 @@ const podSecurityFieldOwner = "gpu-operator-psa"
 // The namespace is labelled through a Role in it: a request for the
 // namespace object is authorised in the namespace it names, so the grant
 // covers that one namespace alone.
-// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=namespaces,verbs=patch
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=namespaces,verbs=get;patch
 
-// podSecurityDone remembers the policy generation whose psa.enabled the
+// podSecurityMemo remembers the policy generation whose psa.enabled the
 // namespace was last labelled for: one write per generation and operator
 // start, not one per reconcile (they come every second in a rollout).
-type podSecurityDone struct {
+type podSecurityMemo struct {
 	mu  sync.Mutex
 	uid types.UID
 	gen int64
@@ -33,9 +33,11 @@ type podSecurityDone struct {
 // labelPodSecurity labels the operator's namespace for privileged pods
 // when the policy's psa.enabled asks, as NVIDIA's operator does (v26.7.0
 // controllers/state_manager.go, setPodSecurityLabelsForNamespace:
-// enforce, audit and warn = privileged). Turned off, the labels stay, as
-// NVIDIA leaves them: without them the operands' next pods would be
-// refused.
+// enforce, audit and warn = privileged; ours leaves an audit or warn
+// someone else set). Once per policy generation and operator start: a
+// label removed by hand comes back at the next of either, not at once.
+// Turned off, the labels stay, as NVIDIA leaves them: without them the
+// operands' next pods would be refused.
 func (r *Reconciler) labelPodSecurity(ctx context.Context, cp *gpuv1.ClusterPolicy) error {
 	if !cp.Spec.PSA.IsEnabled() {
 		return nil
@@ -46,7 +48,9 @@ func (r *Reconciler) labelPodSecurity(ctx context.Context, cp *gpuv1.ClusterPoli
 	if d.uid == cp.UID && d.gen == cp.Generation {
 		return nil
 	}
-	if err := install.LabelPodSecurity(ctx, r.Client, r.Namespace, podSecurityFieldOwner); err != nil {
+	// Live: the cache holds no namespace, and must not start watching
+	// them all for this one read.
+	if err := install.LabelPodSecurity(ctx, r.liveReader(), r.Client, r.Namespace, podSecurityFieldOwner); err != nil {
 		return err
 	}
 	d.uid, d.gen = cp.UID, cp.Generation

@@ -14,14 +14,14 @@ import (
 )
 
 // spec.psa.enabled labels the operator's namespace for privileged pods, as
-// NVIDIA's operator does (enforce, audit and warn); a label someone else
-// set to another level is not overwritten, and the status says so until
-// it goes; turned off, the labels stay.
+// NVIDIA's operator does (enforce, audit and warn). An enforce level
+// someone else set is not overwritten, and the status says so until it
+// goes; a warn level someone else set stays; turned off, the labels stay.
 func TestPolicyLabelsTheNamespaceForPodSecurity(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 1)
 	f.ExpectAllReady(f.Nodes...)
-	levels := []string{"pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/audit", "pod-security.kubernetes.io/warn"}
+	enforce, audit, warn := "pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/audit", "pod-security.kubernetes.io/warn"
 	setNamespaceLabels := func(set map[string]string, remove ...string) {
 		g.Eventually(func() error {
 			ns := namespace(g, f)
@@ -37,8 +37,8 @@ func TestPolicyLabelsTheNamespaceForPodSecurity(t *testing.T) {
 			return suite.Client.Update(f.Ctx, ns)
 		}, controllertest.Timeout, controllertest.Interval).Should(Succeed())
 	}
-	t.Cleanup(func() { setNamespaceLabels(nil, levels...) })
-	setNamespaceLabels(map[string]string{"pod-security.kubernetes.io/warn": "baseline"})
+	t.Cleanup(func() { setNamespaceLabels(nil, enforce, audit, warn) })
+	setNamespaceLabels(map[string]string{enforce: "baseline", warn: "restricted"})
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.PSA = &gpuv1.PSASpec{Enabled: ptr.To(true)} })
 	g.Eventually(func() string {
@@ -48,12 +48,14 @@ func TestPolicyLabelsTheNamespaceForPodSecurity(t *testing.T) {
 			return c.Message
 		}
 		return ""
-	}, controllertest.Timeout, controllertest.Interval).Should(ContainSubstring("labelling namespace " + controllertest.Namespace + " for privileged pods"))
-	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/warn", "baseline"), "another's label is not overwritten")
+	}, controllertest.Timeout, controllertest.Interval).Should(ContainSubstring(
+		"labelling namespace " + controllertest.Namespace + " " + enforce + "=privileged (another manager set it to \"baseline\"?"))
+	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue(enforce, "baseline"), "another's level is not overwritten")
 
-	setNamespaceLabels(nil, "pod-security.kubernetes.io/warn")
+	setNamespaceLabels(nil, enforce)
 	g.Eventually(func() map[string]string { return namespace(g, f).Labels }, controllertest.Timeout, controllertest.Interval).
-		Should(And(HaveKeyWithValue(levels[0], "privileged"), HaveKeyWithValue(levels[1], "privileged"), HaveKeyWithValue(levels[2], "privileged")))
+		Should(And(HaveKeyWithValue(enforce, "privileged"), HaveKeyWithValue(audit, "privileged")))
+	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue(warn, "restricted"), "a warning level someone set stays")
 	g.Eventually(func() []string {
 		cp := &gpuv1.ClusterPolicy{}
 		g.Expect(suite.Client.Get(f.Ctx, client.ObjectKeyFromObject(f.Policy), cp)).To(Succeed())
@@ -62,7 +64,7 @@ func TestPolicyLabelsTheNamespaceForPodSecurity(t *testing.T) {
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.PSA.Enabled = ptr.To(false) })
 	f.AfterPasses("clusterpolicy")
-	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue(levels[0], "privileged"), "turned off, the labels stay, as NVIDIA leaves them")
+	g.Expect(namespace(g, f).Labels).To(HaveKeyWithValue(enforce, "privileged"), "turned off, the labels stay, as NVIDIA leaves them")
 }
 
 func namespace(g Gomega, f *controllertest.Fixture) *corev1.Namespace {
