@@ -196,6 +196,14 @@ type ModuleParams struct {
 	Digest    string
 }
 
+// ModuleParamFiles are the files NVIDIA's driver container reads kernel
+// module parameters from, under /drivers (gpu-driver-container nvidia-driver,
+// _get_module_params: nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf,
+// nvidia-peermem.conf). A kernelModuleConfig key is mounted into the
+// privileged driver container at /drivers/<key>, beside the driver's
+// sources: any other key is refused, not mounted.
+var ModuleParamFiles = []string{"nvidia.conf", "nvidia-uvm.conf", "nvidia-modeset.conf", "nvidia-peermem.conf"}
+
 // OSRelease is an operating system as NFD labels it, such as ubuntu 22.04.
 type OSRelease struct {
 	ID, VersionID string

@@ -2,16 +2,12 @@ package clusterpolicy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -312,42 +308,6 @@ func driverReplacement(cp *gpuv1.ClusterPolicy) func(*metav1.PartialObjectMetada
 	return func(o *metav1.PartialObjectMetadata) bool {
 		return o.GetObjectKind().GroupVersionKind() == render.KindDaemonSet && o.Labels[render.LabelState] == string(state.Driver)
 	}
-}
-
-// readModuleParams reads the files of each pool's kernelModuleConfig
-// ConfigMap. A pool whose ConfigMap does not exist is left out, with why:
-// its DaemonSets stay as they are, for a driver started without the
-// parameters asked for (GB200's coherent memory mode, for one) would be a
-// wrong driver, and the other pools and states go on.
-func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverPool) ([]state.DriverPool, map[string]error, error) {
-	failed := map[string]error{}
-	var out []state.DriverPool
-	for i := range pools {
-		kmc := pools[i].Driver.KernelModuleConfig
-		if kmc == nil || kmc.Name == "" {
-			out = append(out, pools[i])
-			continue
-		}
-		cm := &corev1.ConfigMap{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: kmc.Name}, cm); err != nil {
-			if apierrors.IsNotFound(err) {
-				failed[pools[i].Name] = fmt.Errorf("driver pool %s: kernelModuleConfig names ConfigMap %s, which does not exist in namespace %s: "+
-					"create it (keys nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf, nvidia-peermem.conf) or unset kernelModuleConfig; "+
-					"the pool's drivers stay as they are", pools[i].Name, kmc.Name, r.Namespace)
-				continue
-			}
-			return nil, nil, fmt.Errorf("reading ConfigMap %s of driver pool %s's kernelModuleConfig: %w", kmc.Name, pools[i].Name, err)
-		}
-		params := &state.ModuleParams{ConfigMap: kmc.Name, Files: slices.Sorted(maps.Keys(cm.Data))}
-		sum := sha256.New()
-		for _, f := range params.Files {
-			fmt.Fprintf(sum, "%s\x00%s\x00", f, cm.Data[f])
-		}
-		params.Digest = hex.EncodeToString(sum.Sum(nil)[:8])
-		pools[i].ModuleParams = params
-		out = append(out, pools[i])
-	}
-	return out, failed, nil
 }
 
 // keepPools adds the live driver DaemonSets of the held pools to keep.
