@@ -17,10 +17,11 @@ import (
 )
 
 // readModuleParams reads the files of each pool's kernelModuleConfig
-// ConfigMap. A pool whose ConfigMap does not exist is left out, with why:
-// its DaemonSets stay as they are, for a driver started without the
-// parameters asked for (GB200's coherent memory mode, for one) would be a
-// wrong driver, and the other pools and states go on.
+// ConfigMap. A pool whose ConfigMap does not exist, or holds a key the
+// driver container does not read, is left out, with why: its DaemonSets
+// stay as they are, for a driver started without the parameters asked for
+// (GB200's coherent memory mode, for one) would be a wrong driver, and the
+// other pools and states go on.
 func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverPool) ([]state.DriverPool, map[string]error, error) {
 	failed := map[string]error{}
 	var out []state.DriverPool
