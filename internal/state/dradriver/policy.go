@@ -28,55 +28,42 @@ func sliceAdmissionPolicy(policy *gpuv1.ClusterPolicy, namespace string) []clien
 	// The object a request writes, or on DELETE the one it removes.
 	const slice = `(request.operation == "DELETE" ? oldObject : object)`
 	meta := render.ObjectMeta(policy, sliceAdmissionPolicyName, "", string(state.DRADriver))
-	vap := &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta:   render.TypeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
-		ObjectMeta: meta,
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionv1.RuleWithOperations{
-						Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-						Rule: admissionv1.Rule{
-							APIGroups:   []string{"resource.k8s.io"},
-							APIVersions: []string{"v1", "v1beta1", "v1beta2"},
-							Resources:   []string{"resourceslices"},
-						},
+	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
+		FailurePolicy: ptr.To(admissionv1.Fail),
+		MatchConstraints: &admissionv1.MatchResources{
+			ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
+					Rule: admissionv1.Rule{
+						APIGroups:   []string{"resource.k8s.io"},
+						APIVersions: []string{"v1", "v1beta1", "v1beta2"},
+						Resources:   []string{"resourceslices"},
 					},
-				}},
-			},
-			MatchConditions: []admissionv1.MatchCondition{{
-				Name: "isRestrictedUser",
-				Expression: `request.userInfo.username == "system:serviceaccount:` + namespace + ":" +
-					KubeletPluginServiceAccount + `"`,
+				},
 			}},
-			Variables: []admissionv1.Variable{
-				{Name: "userNodeName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')`},
-				{Name: "objectNodeName", Expression: slice + `.spec.?nodeName.orValue("")`},
-				{Name: "nodeSelectorValue", Expression: slice + `.spec.?nodeSelector.orValue(null)`},
-				{Name: "allNodesValue", Expression: slice + `.spec.?allNodes.orValue(false)`},
+		},
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name: "isRestrictedUser",
+			Expression: `request.userInfo.username == "system:serviceaccount:` + namespace + ":" +
+				KubeletPluginServiceAccount + `"`,
+		}},
+		Variables: []admissionv1.Variable{
+			{Name: "userNodeName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')`},
+			{Name: "objectNodeName", Expression: slice + `.spec.?nodeName.orValue("")`},
+			{Name: "nodeSelectorValue", Expression: slice + `.spec.?nodeSelector.orValue(null)`},
+			{Name: "allNodesValue", Expression: slice + `.spec.?allNodes.orValue(false)`},
+		},
+		Validations: []admissionv1.Validation{
+			{
+				Expression: `variables.userNodeName != ""`,
+				Message: "no node association found for user, this user must run in a pod on a node and " +
+					"ServiceAccountTokenPodNodeInfo must be enabled",
 			},
-			Validations: []admissionv1.Validation{
-				{
-					Expression: `variables.userNodeName != ""`,
-					Message: "no node association found for user, this user must run in a pod on a node and " +
-						"ServiceAccountTokenPodNodeInfo must be enabled",
-				},
-				{
-					Expression: `variables.userNodeName == variables.objectNodeName || variables.allNodesValue == true || ` +
-						`variables.nodeSelectorValue != null`,
-					MessageExpression: `"this user running on node '"+variables.userNodeName+"' may not modify cluster or node resourceslices"`,
-				},
+			{
+				Expression: `variables.userNodeName == variables.objectNodeName || variables.allNodesValue == true || ` +
+					`variables.nodeSelectorValue != null`,
+				MessageExpression: `"this user running on node '"+variables.userNodeName+"' may not modify cluster or node resourceslices"`,
 			},
 		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   render.TypeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: *meta.DeepCopy(),
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        sliceAdmissionPolicyName,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	}
-	return []client.Object{vap, binding}
+	}, nil)
 }

@@ -61,50 +61,38 @@ func NRIGuardName(namespace string) string { return "nvidia-nri-devices-" + name
 func nriGuard(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
 	name := NRIGuardName(namespace)
 	meta := render.ObjectMeta(policy, name, "", string(state.ContainerToolkit))
-	vap := &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta:   render.TypeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
-		ObjectMeta: meta,
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionv1.RuleWithOperations{
-						Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
-						// pods/status: a status update may write metadata too.
-						Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/status"}},
-					},
-				}},
-			},
-			Variables: []admissionv1.Variable{{
-				// The device annotations the request writes.
-				Name: "devices",
-				Expression: "has(object.metadata.annotations) ? object.metadata.annotations.filter(k, k.startsWith('" +
-					state.NRIDevicesAnnotationPrefix + "')) : []",
-			}},
-			Validations: []admissionv1.Validation{{
-				// An update may keep (or drop) what a pod already carries,
-				// so that a pod annotated while no guard stood can still be
-				// finalized, labelled or deleted; it may add or change none.
-				Expression: "request.operation == 'CREATE' ? size(variables.devices) == 0 : " +
-					"variables.devices.all(k, has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && " +
-					"oldObject.metadata.annotations[k] == object.metadata.annotations[k])",
-				Message: state.NRIDevicesAnnotationPrefix + " annotations name GPUs for the NVIDIA toolkit's NRI plugin to inject: only the GPU operator's " +
-					"namespace " + namespace + " may set them; request nvidia.com/gpu instead",
+	// Every namespace but the operator's.
+	match := &admissionv1.MatchResources{
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace},
+		}}},
+	}
+	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
+		FailurePolicy: ptr.To(admissionv1.Fail),
+		MatchConstraints: &admissionv1.MatchResources{
+			ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+					// pods/status: a status update may write metadata too.
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/status"}},
+				},
 			}},
 		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   render.TypeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
-		ObjectMeta: *meta.DeepCopy(),
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-			MatchResources: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-					Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace},
-				}}},
-			},
-		},
-	}
-	return []client.Object{vap, binding}
+		Variables: []admissionv1.Variable{{
+			// The device annotations the request writes.
+			Name: "devices",
+			Expression: "has(object.metadata.annotations) ? object.metadata.annotations.filter(k, k.startsWith('" +
+				state.NRIDevicesAnnotationPrefix + "')) : []",
+		}},
+		Validations: []admissionv1.Validation{{
+			// An update may keep (or drop) what a pod already carries,
+			// so that a pod annotated while no guard stood can still be
+			// finalized, labelled or deleted; it may add or change none.
+			Expression: "request.operation == 'CREATE' ? size(variables.devices) == 0 : " +
+				"variables.devices.all(k, has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && " +
+				"oldObject.metadata.annotations[k] == object.metadata.annotations[k])",
+			Message: state.NRIDevicesAnnotationPrefix + " annotations name GPUs for the NVIDIA toolkit's NRI plugin to inject: only the GPU operator's " +
+				"namespace " + namespace + " may set them; request nvidia.com/gpu instead",
+		}},
+	}, match)
 }
