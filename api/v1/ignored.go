@@ -18,12 +18,26 @@ const RefusedTag = "refused"
 // fields that are set in the spec and that this operator accepts only for
 // compatibility. It finds them by type, so a newly accepted field is
 // reported without further code.
-func (s *ClusterPolicySpec) IgnoredFields() []string { return OpaqueFields(s, "spec") }
+func (s *ClusterPolicySpec) IgnoredFields() []string {
+	return append(OpaqueFields(s, "spec"), PathsOf(ManagerEnvRefusals(s.Driver.Manager, "spec.driver.manager"))...)
+}
 
 // RefusedFields returns, for each field IgnoredFields lists, the path and
 // why the operator does not act on it ("spec.validator: ..."): what
 // status.ignoredFields holds.
-func (s *ClusterPolicySpec) RefusedFields() []string { return Refusals(s, "spec") }
+func (s *ClusterPolicySpec) RefusedFields() []string {
+	return append(Refusals(s, "spec"), ManagerEnvRefusals(s.Driver.Manager, "spec.driver.manager")...)
+}
+
+// PathsOf cuts each "<path>: <why>" of Refusals to its path.
+func PathsOf(refusals []string) []string {
+	out := make([]string, 0, len(refusals))
+	for _, r := range refusals {
+		path, _, _ := strings.Cut(r, ": ")
+		out = append(out, path)
+	}
+	return out
+}
 
 // OpaqueFields returns the JSON paths under prefix of the fields of the
 // struct s points to that hold accepted-only values (apiextensions JSON)

@@ -21,21 +21,24 @@ func TestEveryAcceptedOnlyFieldSaysWhy(t *testing.T) {
 	}
 }
 
-// The status lists the set fields with their reasons, and nothing unset.
+// The status lists the set fields with their reasons, and nothing unset:
+// of driver.manager, its image fields and the env it does not honour.
 func TestRefusedFields(t *testing.T) {
 	s := &ClusterPolicySpec{}
 	s.Validator = &apiextensionsv1.JSON{Raw: []byte(`{}`)}
-	s.Driver.Manager = &apiextensionsv1.JSON{Raw: []byte(`{}`)}
+	s.Driver.Manager = &DriverManagerSpec{Env: []EnvVar{{Name: ManagerEnvAutoDrain, Value: "true"}, {Name: "FORCE_REINSTALL", Value: "true"}}}
+	s.Driver.Manager.Image = &apiextensionsv1.JSON{Raw: []byte(`"k8s-driver-manager"`)}
 	got := s.RefusedFields()
 	want := []string{
-		"spec.driver.manager: k8s-driver-manager does not run: the upgrade state machine cordons, evicts GPU pods, drains and " +
-			"replaces drivers node by node (driver.upgradePolicy: podDeletion, drain)",
+		"spec.driver.manager.image: no k8s-driver-manager container runs: the driver upgrade evicts GPU pods as its env says",
 		"spec.validator: " + AcceptedOnly(reflect.TypeFor[ClusterPolicySpec](), "spec")["spec.validator"],
+		"spec.driver.manager.env[FORCE_REINSTALL]: no k8s-driver-manager container runs to read it; the driver upgrade honours " +
+			"ENABLE_GPU_POD_EVICTION, ENABLE_AUTO_DRAIN, DRAIN_USE_FORCE, DRAIN_POD_SELECTOR_LABEL, DRAIN_TIMEOUT_SECONDS, DRAIN_DELETE_EMPTYDIR_DATA only",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("RefusedFields() = %q, want %q", got, want)
 	}
-	if paths := s.IgnoredFields(); !reflect.DeepEqual(paths, []string{"spec.driver.manager", "spec.validator"}) {
+	if paths := s.IgnoredFields(); !reflect.DeepEqual(paths, []string{"spec.driver.manager.image", "spec.validator", "spec.driver.manager.env[FORCE_REINSTALL]"}) {
 		t.Fatalf("IgnoredFields() = %q", paths)
 	}
 }

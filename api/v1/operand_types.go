@@ -153,6 +153,14 @@ type DriverSpec struct {
 	// +optional
 	SecretEnv string `json:"secretEnv,omitempty"`
 
+	// Manager is NVIDIA's k8s-driver-manager section. Its env says how GPU
+	// pods leave a node whose driver pod a person replaced outside an
+	// upgrade (driverManager.env: ENABLE_GPU_POD_EVICTION and the drain
+	// settings); no driver manager container runs, so its image fields are
+	// refused.
+	// +optional
+	Manager *DriverManagerSpec `json:"manager,omitempty"`
+
 	UnsupportedDriverFields `json:",inline"`
 }
 
@@ -189,8 +197,6 @@ type ContainerProbeSpec struct {
 type UnsupportedDriverFields struct {
 	// +optional
 	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty" refused:"NVIDIA deprecated it for kernelModuleType and reads it nowhere (v26.7.0): set kernelModuleType: open"`
-	// +optional
-	Manager *apiextensionsv1.JSON `json:"manager,omitempty" refused:"k8s-driver-manager does not run: the upgrade state machine cordons, evicts GPU pods, drains and replaces drivers node by node (driver.upgradePolicy: podDeletion, drain)"`
 	// +optional
 	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty" refused:"vGPU is out of scope"`
 	// +optional

@@ -186,6 +186,13 @@ type NVIDIADriverSpec struct {
 	// +optional
 	UpgradePolicy *gpuv1.DriverUpgradePolicySpec `json:"upgradePolicy,omitempty"`
 
+	// Manager is NVIDIA's k8s-driver-manager section: its env says how GPU
+	// pods leave a node of this driver whose driver pod a person replaced
+	// outside an upgrade; its image fields are refused (no driver manager
+	// container runs).
+	// +optional
+	Manager *gpuv1.DriverManagerSpec `json:"manager,omitempty"`
+
 	// NodeSelector is the labels a GPU node must all carry to run this
 	// driver; empty selects every GPU node. Select on labels of your own
 	// (such as driver.config=gold): the nvidia.com/gpu.* labels GFD writes
@@ -279,8 +286,6 @@ type UnsupportedFields struct {
 	// +optional
 	UseOpenKernelModules *apiextensionsv1.JSON `json:"useOpenKernelModules,omitempty" refused:"NVIDIA deprecated it for kernelModuleType and reads it nowhere (v26.7.0): set kernelModuleType: open"`
 	// +optional
-	Manager *apiextensionsv1.JSON `json:"manager,omitempty" refused:"k8s-driver-manager does not run: the upgrade state machine cordons, evicts GPU pods, drains and replaces drivers node by node (upgradePolicy: podDeletion, drain)"`
-	// +optional
 	LicensingConfig *apiextensionsv1.JSON `json:"licensingConfig,omitempty" refused:"vGPU is out of scope"`
 	// +optional
 	VirtualTopologyConfig *apiextensionsv1.JSON `json:"virtualTopologyConfig,omitempty" refused:"vGPU is out of scope"`
@@ -294,8 +299,12 @@ func (s *NVIDIADriverSpec) Runs() bool { return s.DriverType == "" || s.DriverTy
 
 // IgnoredFields returns the JSON paths of the fields set in the spec that
 // this operator accepts only for compatibility.
-func (s *NVIDIADriverSpec) IgnoredFields() []string { return gpuv1.OpaqueFields(s, "spec") }
+func (s *NVIDIADriverSpec) IgnoredFields() []string {
+	return append(gpuv1.OpaqueFields(s, "spec"), gpuv1.PathsOf(gpuv1.ManagerEnvRefusals(s.Manager, "spec.manager"))...)
+}
 
 // RefusedFields returns "<path>: <why>" for each field IgnoredFields
 // lists: what status.ignoredFields holds.
-func (s *NVIDIADriverSpec) RefusedFields() []string { return gpuv1.Refusals(s, "spec") }
+func (s *NVIDIADriverSpec) RefusedFields() []string {
+	return append(gpuv1.Refusals(s, "spec"), gpuv1.ManagerEnvRefusals(s.Manager, "spec.manager")...)
+}

@@ -286,6 +286,11 @@ func (in *NVIDIADriverSpec) DeepCopyInto(out *NVIDIADriverSpec) {
 		*out = new(apiv1.DriverUpgradePolicySpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Manager != nil {
+		in, out := &in.Manager, &out.Manager
+		*out = new(apiv1.DriverManagerSpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.NodeSelector != nil {
 		in, out := &in.NodeSelector, &out.NodeSelector
 		*out = make(apiv1.Labels, len(*in))
@@ -421,11 +426,6 @@ func (in *UnsupportedFields) DeepCopyInto(out *UnsupportedFields) {
 	*out = *in
 	if in.UseOpenKernelModules != nil {
 		in, out := &in.UseOpenKernelModules, &out.UseOpenKernelModules
-		*out = new(v1.JSON)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.Manager != nil {
-		in, out := &in.Manager, &out.Manager
 		*out = new(v1.JSON)
 		(*in).DeepCopyInto(*out)
 	}

@@ -232,6 +232,7 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 		LivenessProbe:    spec.LivenessProbe,
 		ReadinessProbe:   spec.ReadinessProbe,
 		SecretEnv:        spec.SecretEnv,
+		Manager:          spec.Manager,
 	}
 	if driver.Version == "" {
 		driver.Version = cp.Spec.Driver.Version

@@ -135,6 +135,7 @@ func TestNVIDIADriverSettings(t *testing.T) {
 			s.LivenessProbe = &gpuv1.ContainerProbeSpec{PeriodSeconds: 30}
 			s.ReadinessProbe = &gpuv1.ContainerProbeSpec{PeriodSeconds: 20}
 			s.SecretEnv = "proxy"
+			s.Manager = &gpuv1.DriverManagerSpec{Env: []gpuv1.EnvVar{{Name: gpuv1.ManagerEnvAutoDrain, Value: "true"}}}
 		}),
 	})
 	plain, own := s.Pool("plain"), s.Pool("own")
@@ -162,6 +163,9 @@ func TestNVIDIADriverSettings(t *testing.T) {
 	g.Expect(own.Driver.ReadinessProbe).To(Equal(&gpuv1.ContainerProbeSpec{PeriodSeconds: 20}))
 	g.Expect(own.Driver.SecretEnv).To(Equal("proxy"))
 	g.Expect(plain.Driver.SecretEnv).To(BeEmpty())
+	// Its driver manager settings, for a driver pod replaced by hand.
+	g.Expect(own.Driver.Manager.Env).To(Equal([]gpuv1.EnvVar{{Name: gpuv1.ManagerEnvAutoDrain, Value: "true"}}))
+	g.Expect(plain.Driver.Manager).To(BeNil(), "NVIDIA's defaults, not the policy's: an NVIDIADriver has its own")
 }
 
 func TestGroupsOfLeavesOutTheNodesItIsToldTo(t *testing.T) {

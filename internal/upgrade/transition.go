@@ -41,6 +41,13 @@ type Policy struct {
 	// node's upgrade fails rather than waiting for ever
 	// (timers.DriverReplaceTimeout).
 	PodRestartTimeout time.Duration
+	// SkipGPUPodEviction goes from the eviction of GPU pods straight to
+	// the drain: driver.manager's ENABLE_GPU_POD_EVICTION false, for a
+	// driver pod replaced by hand.
+	SkipGPUPodEviction bool
+	// LeaveReplaced leaves a node whose driver pod was replaced by hand as
+	// it is: driver.manager neither evicts nor drains.
+	LeaveReplaced bool
 }
 
 // Facts is what is known about one node.
@@ -72,6 +79,18 @@ type Facts struct {
 	// Validated is true when the new driver is ready, the device plugin is
 	// ready again and the node advertises nvidia.com/gpu.
 	Validated bool
+	// ReplacedByHand is true on an upgrade-required node whose outdated
+	// driver pod was replaced outside the upgrade (a person deleted it, to
+	// upgrade by hand as NVIDIA's documentation has it with autoUpgrade
+	// off) by one running the current spec, since the node's last boot:
+	// the new driver cannot load while GPU pods hold the old one.
+	ReplacedByHand bool
+	// RebootedSinceReplaced is true where the outdated pod was replaced
+	// across a reboot: no driver was loaded to hold the new one back.
+	RebootedSinceReplaced bool
+	// OutdatedPodGone is true on an upgrade-required node whose outdated
+	// driver pod is gone and no new one runs yet.
+	OutdatedPodGone bool
 }
 
 // Step is a transition: the next state, the action that gets there, and why.
@@ -82,6 +101,8 @@ type Step struct {
 	// FirstMark is the first upgrade-done of a node that never upgraded:
 	// bookkeeping, no step of an upgrade, so no event tells of it.
 	FirstMark bool
+	// ByHand starts the steps that follow a driver pod replaced by hand.
+	ByHand bool
 }
 
 // Next is the transition table: one step per call.
@@ -112,6 +133,17 @@ func Next(f Facts, p Policy) Step {
 		return stay
 	case gpuv1.UpgradeRequired:
 		switch {
+		case f.ReplacedByHand && (f.RebootedSinceReplaced || f.Skip || p.LeaveReplaced):
+			// As NVIDIA's driver manager: nothing to evict after a reboot,
+			// and nothing it is set to evict.
+			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod was replaced outside the upgrade; " + leftAlone(f, p)}
+		case f.ReplacedByHand && !f.Admitted:
+			return stay
+		case f.ReplacedByHand:
+			return Step{Next: gpuv1.UpgradeCordonRequired, ByHand: true,
+				Reason: "the driver pod was replaced outside the upgrade: the GPU pods leave before its new driver loads"}
+		case f.OutdatedPodGone:
+			return stay // its replacement says what follows
 		case !f.Outdated && f.Cordoned:
 			// A failed node retried after its driver became current again:
 			// the cordon its upgrade took must not outlive it.
@@ -136,6 +168,10 @@ func Next(f Facts, p Policy) Step {
 		switch {
 		case f.GPUPods == 0:
 			return Step{Next: gpuv1.UpgradePodRestart, Reason: "no GPU pod left"}
+		case p.SkipGPUPodEviction && p.DrainEnabled:
+			return Step{Next: gpuv1.UpgradeDrainRequired, Reason: fmt.Sprintf("%d GPU pods on the node and driver.manager does not evict them: draining", f.GPUPods)}
+		case p.SkipGPUPodEviction:
+			return stay // nothing evicts them (driver.manager changed meanwhile): they end on their own
 		case timedOut(p.PodDeletionTimeout) && p.DrainEnabled:
 			return Step{Next: gpuv1.UpgradeDrainRequired, Reason: fmt.Sprintf("%d GPU pods left after %s: draining", f.GPUPods, p.PodDeletionTimeout)}
 		case timedOut(p.PodDeletionTimeout):
@@ -179,6 +215,18 @@ func Next(f Facts, p Policy) Step {
 		return stay // a person relabels the node upgrade-required to retry
 	}
 	return Step{Next: gpuv1.UpgradeRequired, Reason: fmt.Sprintf("unknown state %q", f.State)}
+}
+
+// leftAlone says why a node whose driver pod was replaced by hand is left
+// as it is.
+func leftAlone(f Facts, p Policy) string {
+	switch {
+	case f.RebootedSinceReplaced:
+		return "the node rebooted meanwhile: no driver held it back"
+	case f.Skip:
+		return "the node is labelled nvidia.com/gpu-driver-upgrade.skip: nothing is evicted"
+	}
+	return "driver.manager's ENABLE_GPU_POD_EVICTION and ENABLE_AUTO_DRAIN are false: nothing is evicted, and the new driver loads once the GPU pods end"
 }
 
 // InProgress reports whether a state holds the node between its cordon and

@@ -18,6 +18,13 @@ func TestNext(t *testing.T) {
 	manual := policy
 	manual.AutoUpgrade = false
 	forever := Policy{AutoUpgrade: true, ValidationTimeout: policy.ValidationTimeout, PodRestartTimeout: policy.PodRestartTimeout}
+	// driver.manager's settings, for a driver pod replaced by hand.
+	drainOnly := manual
+	drainOnly.SkipGPUPodEviction, drainOnly.DrainEnabled = true, true
+	handsOff := manual
+	handsOff.SkipGPUPodEviction, handsOff.LeaveReplaced = true, true
+	replaced := Facts{State: gpuv1.UpgradeRequired, ReplacedByHand: true, Admitted: true}
+	with := func(f Facts, edit func(*Facts)) Facts { edit(&f); return f }
 
 	tests := map[string]struct {
 		facts  Facts
@@ -66,6 +73,19 @@ func TestNext(t *testing.T) {
 		"uncordon":                          {facts: Facts{State: gpuv1.UpgradeUncordon}, want: gpuv1.UpgradeDone, action: Uncordon},
 		"failed stays failed":               {facts: Facts{State: gpuv1.UpgradeFailed, Outdated: true, Admitted: true}, want: gpuv1.UpgradeFailed},
 		"unknown state restarts":            {facts: Facts{State: "bogus", Outdated: true}, want: gpuv1.UpgradeRequired},
+
+		// A driver pod replaced by hand (NVIDIA's manual upgrade): its GPU
+		// pods leave through the upgrade's steps, within the budget.
+		"replaced by hand, admitted":          {facts: replaced, policy: manual, want: gpuv1.UpgradeCordonRequired},
+		"replaced by hand, autoUpgrade on":    {facts: replaced, want: gpuv1.UpgradeCordonRequired},
+		"replaced by hand, over budget":       {facts: with(replaced, func(f *Facts) { f.Admitted = false }), policy: manual, want: gpuv1.UpgradeRequired},
+		"replaced by hand, manager hands off": {facts: replaced, policy: handsOff, want: gpuv1.UpgradeDone},
+		"replaced by hand, skipped":           {facts: with(replaced, func(f *Facts) { f.Skip = true }), policy: manual, want: gpuv1.UpgradeDone},
+		"replaced by hand across a reboot":    {facts: with(replaced, func(f *Facts) { f.RebootedSinceReplaced = true }), policy: manual, want: gpuv1.UpgradeDone},
+		"outdated pod deleted, none yet":      {facts: Facts{State: gpuv1.UpgradeRequired, OutdatedPodGone: true, Admitted: true}, want: gpuv1.UpgradeRequired},
+		"manager drains without evicting":     {facts: Facts{State: gpuv1.UpgradePodDeletion, GPUPods: 2, Since: now}, policy: drainOnly, want: gpuv1.UpgradeDrainRequired},
+		"manager neither evicts nor drains":   {facts: Facts{State: gpuv1.UpgradePodDeletion, GPUPods: 2, Since: now}, policy: handsOff, want: gpuv1.UpgradePodDeletion},
+		"replaced pod runs: validate at once": {facts: Facts{State: gpuv1.UpgradePodRestart, DownstreamPods: 2}, policy: manual, want: gpuv1.UpgradeValidation},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -83,6 +103,7 @@ func TestNext(t *testing.T) {
 			g.Expect(step.Next).To(Equal(tt.want))
 			g.Expect(step.Action).To(Equal(tt.action))
 			g.Expect(step.FirstMark).To(Equal(f.State == "" && step.Next == gpuv1.UpgradeDone), "only a never upgraded node's mark goes untold")
+			g.Expect(step.ByHand).To(Equal(f.ReplacedByHand && step.Next == gpuv1.UpgradeCordonRequired), "only a start after a replacement by hand is marked so")
 			if step.Next != f.State {
 				g.Expect(step.Reason).NotTo(BeEmpty(), "every transition says why")
 			}

@@ -48,12 +48,9 @@ func TestNVIDIAsNVIDIADriversApply(t *testing.T) {
 	if err != nil || len(files) < 6 {
 		t.Fatalf("NVIDIA's examples are missing: %v %v", files, err)
 	}
+	// manager: {} is honoured: NVIDIA's driver manager defaults.
 	ignored := map[string][]string{
-		"nvidiadriver-sample": {"spec.manager", "spec.licensingConfig", "spec.virtualTopologyConfig"},
-		"demo-gold":           {"spec.manager"},
-		"demo-silver":         {"spec.manager"},
-		"demo-precomp-all":    {"spec.manager"},
-		"demo-precomp":        {"spec.manager"},
+		"nvidiadriver-sample": {"spec.licensingConfig", "spec.virtualTopologyConfig"},
 	}
 	for _, file := range files {
 		for _, obj := range readNVIDIADrivers(t, file) {

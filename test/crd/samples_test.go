@@ -180,9 +180,11 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 	expectDefaulted(g, &got.Spec)
 	g.Expect(got.Spec.Driver.Version).To(Equal(gpuv1.DriverVersion("570.172.08")))
 	g.Expect(got.Spec.Daemonsets.RollingUpdate.MaxUnavailable).To(Equal(ptr.To(intstr.FromString("1"))))
+	g.Expect(got.Spec.Driver.Manager.Env).To(ContainElement(gpuv1.EnvVar{Name: "ENABLE_AUTO_DRAIN", Value: "false"}), "driver.manager's env is honoured")
 	g.Expect(got.Spec.IgnoredFields()).To(ConsistOf(
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
-		"spec.driver.manager", "spec.driver.licensingConfig", "spec.driver.virtualTopology",
+		"spec.driver.manager.repository", "spec.driver.manager.image", "spec.driver.manager.version", "spec.driver.manager.imagePullPolicy",
+		"spec.driver.licensingConfig", "spec.driver.virtualTopology",
 		"spec.dcgm.hostPort", "spec.validator",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
 		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi.default",

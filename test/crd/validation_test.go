@@ -357,6 +357,14 @@ func invalidCases() map[string]invalidCase {
 			path: p("cdi"), value: map[string]any{"enabled": false, "nriPluginEnabled": true},
 			field: "spec.cdi.nriPluginEnabled", wants: []string{"needs cdi.enabled=true"},
 		},
+		"driver manager boolean not a boolean": {
+			path: p("driver", "manager"), value: map[string]any{"env": []any{map[string]any{"name": "ENABLE_AUTO_DRAIN", "value": "yes"}}},
+			field: "spec.driver.manager", wants: []string{"ENABLE_AUTO_DRAIN", "take true or false"},
+		},
+		"driver manager drain timeout without a unit": {
+			path: p("driver", "manager"), value: map[string]any{"env": []any{map[string]any{"name": "DRAIN_TIMEOUT_SECONDS", "value": "300"}}},
+			field: "spec.driver.manager", wants: []string{"DRAIN_TIMEOUT_SECONDS takes a duration such as 300s"},
+		},
 		"env list too long": {
 			path: p("devicePlugin", "env"), value: manyEnv(65),
 			field: "spec.devicePlugin.env", wants: []string{"must have at most 64 items"},
@@ -441,6 +449,10 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		"device plugin config with key":   {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
 		"drain selector":                  {p("driver", "upgradePolicy", "drain", "podSelector"), "app in (training, serving),!legacy,tier!=batch"},
 		"toleration of every taint":       {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
+		"NVIDIA's driver manager settings": {p("driver", "manager"), map[string]any{"env": []any{
+			map[string]any{"name": "ENABLE_GPU_POD_EVICTION", "value": "True"}, map[string]any{"name": "ENABLE_AUTO_DRAIN", "value": "1"},
+			map[string]any{"name": "DRAIN_TIMEOUT_SECONDS", "value": "1m30.5s"}, map[string]any{"name": "DRAIN_POD_SELECTOR_LABEL", "value": "app!=keep"},
+			map[string]any{"name": "FORCE_REINSTALL", "value": "anything"}}}},
 		"NoExecute toleration seconds": {p("daemonsets", "tolerations"), []any{map[string]any{"key": "example.com/maintenance", "operator": "Exists",
 			"effect": "NoExecute", "tolerationSeconds": int64(300)}}},
 		"precompiled driver branch": {p("driver"), map[string]any{"usePrecompiled": true, "version": "580",

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,6 +87,16 @@ func TestNVIDIAPolicyValues(t *testing.T) {
 	for _, o := range template(t, "-f", nvidiaValues, "--set", "cdi.nriPluginEnabled=true") {
 		g.Expect(o.GetKind()).NotTo(Equal("ValidatingAdmissionPolicy"), "the operator's, not the chart's")
 	}
+	// driver.manager's env, as NVIDIA's documentation sets it, reaches the
+	// policy and the chart's default NVIDIADriver; its image does not.
+	objs = template(t, "-f", nvidiaValues, "--set", "driver.manager.env[0].name=ENABLE_AUTO_DRAIN", "--set-string", "driver.manager.env[0].value=true",
+		"--set", "driver.nvidiaDriverCRD.enabled=true", "--set", "driver.nvidiaDriverCRD.deployDefaultCR=true")
+	cp = &gpuv1.ClusterPolicy{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterPolicy", "cluster-policy").Object, cp)).To(Succeed())
+	g.Expect(cp.Spec.Driver.Manager).To(Equal(&gpuv1.DriverManagerSpec{Env: []gpuv1.EnvVar{{Name: "ENABLE_AUTO_DRAIN", Value: "true"}}}))
+	nvd := find(objs, "NVIDIADriver", "default")
+	env, _, _ := unstructured.NestedSlice(nvd.Object, "spec", "manager", "env")
+	g.Expect(env).To(Equal([]any{map[string]any{"name": "ENABLE_AUTO_DRAIN", "value": "true"}}))
 	_, err := helm("template", "gpu-operator", chartPath, "--set", "driver.kernelModuleType=closed")
 	g.Expect(err).To(MatchError(ContainSubstring("kernelModuleType")))
 }

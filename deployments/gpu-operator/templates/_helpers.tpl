@@ -107,7 +107,7 @@ with why, each listed when it holds anything. */}}
   "operator.initContainer" (list $o.initContainer "no init container runs")
   "operator.use_ocp_driver_toolkit" (list $o.use_ocp_driver_toolkit "OpenShift's driver toolkit is not supported")
   "driver.nvidiaDriverCRD.nodeSelector" (list ($d.nvidiaDriverCRD | default dict).nodeSelector "a default NVIDIADriver takes the GPU nodes no other selects and has no nodeSelector")
-  "driver.manager" (list $d.manager "the upgrade state machine evicts GPU pods itself")
+  "driver.manager" (list (omit ($d.manager | default dict) "env") "no k8s-driver-manager container runs: its env's eviction settings are honoured for a driver pod replaced by hand, its image is not used")
   "driver.licensingConfig" (list $d.licensingConfig "vGPU licensing is not supported")
   "driver.virtualTopology" (list $d.virtualTopology "vGPU is not supported")
   "devicePlugin.mps" (list (ternary nil $v.devicePlugin.mps (eq ((($v.devicePlugin.mps | default dict).root) | toString) "/run/nvidia/mps")) "MPS is not supported yet")

@@ -57,6 +57,10 @@ type pass struct {
 	// their nodes' upgrades evict by.
 	sel     *podSelectors
 	poolSel map[string]*podSelectors
+	// byHand is, per driver pool, how the GPU pods leave a node whose
+	// driver pod a person replaced, from driver.manager's env; a pool
+	// whose env does not parse has none, and its upgrade policy applies.
+	byHand map[string]*byHandEviction
 	// configs is the file of MIG configurations.
 	configs migConfigs
 	// dynamicMIG is true where the DRA driver in force makes MIG devices
@@ -90,6 +94,7 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 			return nil, fmt.Errorf("driver pool %s: %w", pool.Name, err)
 		}
 	}
+	p.byHand = byHandEvictions(obs.pools)
 	if cp.Spec.MIGManager.Manages() {
 		if p.configs, err = r.readMIGConfigs(ctx, &cp.Spec.MIGManager); err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
@@ -42,6 +43,15 @@ const (
 	// AnnotationCordoned is set when the upgrade cordoned the node; a node
 	// cordoned before stays cordoned after.
 	AnnotationCordoned = gpuv1.UpgradeAnnotationPrefix + "cordoned"
+	// AnnotationOutdatedPod is, on an upgrade-required node, the UID of the
+	// outdated driver pod the upgrade is to replace and the node's boot ID
+	// then (<uid>/<boot ID>): a current pod of another UID was put there by
+	// someone else, over a driver still loaded unless the node rebooted.
+	AnnotationOutdatedPod = gpuv1.UpgradeAnnotationPrefix + "outdated-pod"
+	// AnnotationByHand marks an upgrade that follows a driver pod replaced
+	// outside it: where autoUpgrade is off, driver.manager's settings say
+	// how its GPU pods leave.
+	AnnotationByHand = gpuv1.UpgradeAnnotationPrefix + "by-hand"
 )
 
 // upgradeEvent is the reason of the events on a node's upgrade.
@@ -63,20 +73,31 @@ func (upgrades) runs(p *pass, n *corev1.Node) bool {
 
 func (upgrades) position(_ context.Context, p *pass, n *corev1.Node, view *arbiter.Node) {
 	view.Ops[arbiter.DriverUpgrade] = arbiter.Position{
-		Phase: arbiter.UpgradePhase(stateOf(n), p.upgradePolicy(n).AutoUpgrade && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue),
+		Phase: arbiter.UpgradePhase(stateOf(n), p.upgradeQueued(n, p.replacedByHand(n))),
 		Since: sinceOf(n, AnnotationSince),
 	}
 }
 
+// upgradeQueued says whether an upgrade-required node starts once the
+// table and the budget let it: autoUpgrade on, or a driver pod replaced
+// by hand whose GPU pods must leave; never a node labelled skip.
+func (p *pass) upgradeQueued(n *corev1.Node, replacedByHand bool) bool {
+	return (p.upgradePolicy(n).AutoUpgrade || replacedByHand) && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue
+}
+
 func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
-	pol := p.upgradePolicy(n)
 	f, err := p.r.facts(ctx, p, n)
 	if err != nil {
 		return stepped{node: n}, err
 	}
 	f.Admitted = admitted
+	pol := p.upgradePolicy(n)
+	if byHand := p.byHandOf(n); byHand != nil && !pol.AutoUpgrade && (f.ReplacedByHand || n.Annotations[AnnotationByHand] == gpuv1.LabelTrue) {
+		pol.PodDeletionTimeout, pol.DrainEnabled, pol.DrainTimeout = byHandPolicy(byHand)
+		pol.SkipGPUPodEviction, pol.LeaveReplaced = !byHand.Evicts, !byHand.Acts()
+	}
 	step := upgrade.Next(f, pol)
-	queued := pol.AutoUpgrade && !f.Skip
+	queued := p.upgradeQueued(n, f.ReplacedByHand)
 	if ok, why := vet(arbiter.UpgradePhase(f.State, queued), arbiter.UpgradePhase(step.Next, queued)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = upgrade.Step{Next: f.State}
@@ -99,8 +120,7 @@ func (upgrades) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 // A failed action leaves the state as it is, to be retried.
 func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f upgrade.Facts,
 	step upgrade.Step) (*corev1.Node, gpuv1.UpgradeState, error) {
-	spec := p.upgradeSpec(n)
-	sel := p.selectors(n)
+	spec, sel := p.evictionSpec(n)
 	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
 	var err error
 	switch step.Action {
@@ -134,7 +154,7 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		}
 		n = written
 	}
-	written, err := r.writeUpgrade(ctx, n, step.Next, f)
+	written, err := r.writeUpgrade(ctx, n, step, f, p.obs.driverPods[n.Name])
 	if err != nil {
 		return n, f.State, err
 	}
@@ -166,12 +186,22 @@ func (r *Reconciler) writeCordon(ctx context.Context, n *corev1.Node, cordon boo
 // one's write arrived) fails with a conflict (errStale) and is taken
 // again, rather than undoing what the first wrote. It returns the node as
 // written.
-func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, st gpuv1.UpgradeState, f upgrade.Facts) (*corev1.Node, error) {
+func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, step upgrade.Step, f upgrade.Facts, pod *operandpods.Pod) (*corev1.Node, error) {
+	st := step.Next
 	since := f.Since
 	if st != f.State {
 		since = f.Now
 	}
 	annotations := map[string]string{AnnotationSince: since.UTC().Format(time.RFC3339)}
+	switch {
+	case st == gpuv1.UpgradeRequired && f.State == st && n.Annotations[AnnotationOutdatedPod] != "":
+		annotations[AnnotationOutdatedPod] = n.Annotations[AnnotationOutdatedPod]
+	case st == gpuv1.UpgradeRequired && pod != nil:
+		annotations[AnnotationOutdatedPod] = string(pod.UID) + "/" + n.Status.NodeInfo.BootID
+	}
+	if (step.ByHand || n.Annotations[AnnotationByHand] == gpuv1.LabelTrue) && (upgrade.InProgress(st) || st == gpuv1.UpgradeFailed) {
+		annotations[AnnotationByHand] = gpuv1.LabelTrue
+	}
 	labels := map[string]string{}
 	if st != "" {
 		labels[gpuv1.LabelUpgradeState] = string(st)
@@ -262,6 +292,20 @@ func displayState(s gpuv1.UpgradeState) string {
 		return "up to date"
 	}
 	return string(s)
+}
+
+// evictionSpec is the settings the node's upgrade evicts and drains by,
+// with their pod selectors: driver.manager's where the upgrade follows a
+// driver pod replaced by hand and autoUpgrade is off (NVIDIA's
+// upgradePolicy supersedes its driver manager's settings where it is on),
+// else the pool's upgrade policy.
+func (p *pass) evictionSpec(n *corev1.Node) (*gpuv1.DriverUpgradePolicySpec, *podSelectors) {
+	if n.Annotations[AnnotationByHand] == gpuv1.LabelTrue && !p.upgradePolicy(n).AutoUpgrade {
+		if b := p.byHandOf(n); b != nil {
+			return &b.Spec, b.sel
+		}
+	}
+	return p.upgradeSpec(n), p.selectors(n)
 }
 
 // upgradeSpec is the upgrade settings of the node's driver pool: an

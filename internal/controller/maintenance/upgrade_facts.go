@@ -16,7 +16,8 @@ import (
 // facts gathers what the upgrade's table needs about a node. Workload pods
 // are listed live, and only in the steps that look at them.
 func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrade.Facts, error) {
-	cp, o, sel := p.cp, p.obs, p.selectors(n)
+	cp, o := p.cp, p.obs
+	_, sel := p.evictionSpec(n)
 	st := stateOf(n)
 	f := upgrade.Facts{State: st, Now: p.now, Skip: n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue,
 		Cordoned: n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue}
@@ -28,6 +29,7 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 	f.Outdated = (pod != nil && o.outdated(pod, n)) || (pod == nil && st == gpuv1.UpgradePodRestart)
 	f.DriverReady = pod != nil && pod.Ready
 	f.DownstreamPods = o.downstream[n.Name]
+	f.ReplacedByHand, f.RebootedSinceReplaced, f.OutdatedPodGone = p.outdatedPodFate(n)
 	var err error
 	switch st {
 	case gpuv1.UpgradeWaitForJobs:
