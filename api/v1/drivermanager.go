@@ -20,7 +20,9 @@ import (
 // (ENABLE_GPU_POD_EVICTION), drains the node when that fails
 // (ENABLE_AUTO_DRAIN), each bounded by DRAIN_TIMEOUT_SECONDS, and
 // uncordons once the new driver is in. Unset values are NVIDIA's
-// (assets/state-driver/0500_daemonset.yaml at gpu-operator v26.7.0).
+// (assets/state-driver/0500_daemonset.yaml at gpu-operator v26.7.0). It is
+// read from the API, not part of it.
+// +kubebuilder:object:generate=false
 type ManagerEviction struct {
 	// Spec is the upgrade policy the replacement's steps follow: its
 	// podDeletion and drain. It waits for no job: NVIDIA's manager does

@@ -202,6 +202,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			UpgradeSpec(ctx, UpgradeInput{Versions: []string{"580.82.07", "575.57.08"}, Nodes: healthy, Skip: stuck,
 				Workloads: 6, MaxInProgress: 1, KillAt: gpuv1.UpgradePodDeletion})
 		})
+
+		It("upgrades by hand as NVIDIA's documentation has it: autoUpgrade off, a driver pod deleted, its GPU pods evicted first", func(ctx SpecContext) {
+			ManualUpgradeSpec(ctx, ManualUpgradeInput{Versions: []string{"575.57.08", "580.82.07"}, ByHand: healthy[0], Waiting: healthy[1:]})
+		})
 	})
 
 	installed("rollout, and nodes of every kind", func() {
