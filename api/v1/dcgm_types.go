@@ -36,7 +36,11 @@ type DCGMExporterSpec struct {
 	// format, in place of the image's default list (as NVIDIA's does:
 	// mounted at /etc/dcgm-exporter/dcgm-metrics.csv, named by
 	// DCGM_EXPORTER_COLLECTORS). A new content restarts the exporters, which
-	// read it at start.
+	// read it at start. The exporters mount the operator's copy of the list
+	// (ConfigMap nvidia-dcgm-exporter-metrics), taken while the list is one
+	// dcgm-exporter can read: a ConfigMap deleted, without the key, or with
+	// a list the exporter would refuse is reported in the status, and the
+	// exporters keep running the last good list.
 	// +optional
 	Config *DCGMExporterMetricsConfig `json:"config,omitempty"`
 

@@ -90,9 +90,10 @@ type RenderInput struct {
 	// MPSConfigs are the configurations nodes can run that share GPUs with
 	// MPS: their nodes run the MPS control daemon.
 	MPSConfigs map[string]bool
-	// DCGMMetricsDigest is a digest of dcgmExporter.config's metrics list,
-	// "" when none is named: a new content restarts the exporters.
-	DCGMMetricsDigest string
+	// DCGMMetrics is the metrics list the exporters run, "" when
+	// dcgmExporter.config names none: the named ConfigMap's, or, where
+	// that one is gone or broken, the last good copy the operator kept.
+	DCGMMetrics string
 	// DRAInUse is true while some node pool is in allocation mode dra, or
 	// some node still is: the DRA driver's objects exist only then.
 	DRAInUse bool

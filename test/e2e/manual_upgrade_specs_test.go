@@ -48,15 +48,9 @@ func ManualUpgradeSpec(ctx context.Context, in ManualUpgradeInput) {
 	}
 	kubectl("patch", "clusterpolicy", "cluster-policy", "--type=json",
 		"-p", `[{"op":"replace","path":"/spec/driver/upgradePolicy/autoUpgrade","value":false}]`)
-	DeferCleanup(func(ctx SpecContext) {
-		kubectl("patch", "clusterpolicy", "cluster-policy", "--type=json",
-			"-p", `[{"op":"replace","path":"/spec/driver/upgradePolicy/autoUpgrade","value":true}]`)
-		Eventually(func(g Gomega) {
-			for _, n := range append([]string{in.ByHand}, in.Waiting...) {
-				g.Expect(nodeLabel(g, ctx, n, gpuv1.LabelDriverVersion)).To(Equal(version), "node %s", n)
-				g.Expect(nodeLabel(g, ctx, n, gpuv1.LabelUpgradeState)).To(Equal(string(gpuv1.UpgradeDone)), "node %s", n)
-			}
-		}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	// The container's AfterEach puts the policy back (autoUpgrade on, the
+	// version it had) and waits for every driver to settle.
+	DeferCleanup(func() {
 		_, _ = sh("bin/kubectl", "delete", "deployment", "-n", "workloads", "manual", "--ignore-not-found")
 	})
 	onNode := func(n string) *corev1.Affinity {

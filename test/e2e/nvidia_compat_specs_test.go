@@ -12,12 +12,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
 // nvidiaSelectors are the label selectors NVIDIA users find each operand's
@@ -83,7 +85,7 @@ func NVIDIAFieldsSpec(ctx context.Context, nodes []string) {
 			p := podOn(ctx, n, string(state.DCGMExporter))
 			g.Expect(p).NotTo(BeNil(), "exporter pod on %s", n)
 			g.Expect(envOf(p, "DCGM_EXPORTER_COLLECTORS")).To(Equal("/etc/dcgm-exporter/dcgm-metrics.csv"))
-			g.Expect(p.Spec.Volumes).To(ContainElement(HaveField("ConfigMap.Name", "metrics-config")), "node %s", n)
+			g.Expect(p.Spec.Volumes).To(ContainElement(HaveField("ConfigMap.Name", dcgmexporter.MetricsCopy)), "node %s: the operator's copy", n)
 			g.Expect(p.Annotations).To(HaveKey(dcgmexporter.AnnotationMetricsDigest))
 		}
 		svc := &corev1.Service{}
@@ -92,6 +94,30 @@ func NVIDIAFieldsSpec(ctx context.Context, nodes []string) {
 		g.Expect(policy(g, ctx).Status.IgnoredFields).NotTo(ContainElement(HavePrefix("spec.dcgmExporter")))
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
 	GinkgoWriter.Printf("every exporter reads metrics-config; Service %s is internalTrafficPolicy Local\n", dcgmexporter.ServiceName)
+
+	// The ConfigMap deleted: the exporters keep the last good list, and
+	// one made again (here, deleted) still starts on it.
+	copied, err := output("bin/kubectl", "get", "configmap", dcgmexporter.MetricsCopy, "-n", "gpu-operator", "-o", "jsonpath={.data.dcgm-metrics\\.csv}")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(copied).To(ContainSubstring("DCGM_FI_DEV_FB_USED"))
+	_, err = sh("bin/kubectl", "delete", "configmap", "metrics-config", "-n", "gpu-operator")
+	Expect(err).NotTo(HaveOccurred())
+	gone := podOn(ctx, nodes[0], string(state.DCGMExporter))
+	Expect(k8s.Delete(ctx, gone)).To(Succeed())
+	Eventually(func(g Gomega) {
+		p := podOn(ctx, nodes[0], string(state.DCGMExporter))
+		g.Expect(p).NotTo(BeNil())
+		g.Expect(p.UID).NotTo(Equal(gone.UID))
+		g.Expect(p.Spec.Volumes).To(ContainElement(HaveField("ConfigMap.Name", dcgmexporter.MetricsCopy)))
+		g.Expect(fakenode.PodReady(p)).To(BeTrue(), "the exporter made again starts on the last good list")
+		degraded := meta.FindStatusCondition(policy(g, ctx).Status.Conditions, gpuv1.ConditionDegraded)
+		g.Expect(degraded).NotTo(BeNil())
+		g.Expect(degraded.Message).To(ContainSubstring("the exporters run its last good list"))
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	kept, err := output("bin/kubectl", "get", "configmap", dcgmexporter.MetricsCopy, "-n", "gpu-operator", "-o", "jsonpath={.data.dcgm-metrics\\.csv}")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(kept).To(Equal(copied))
+	GinkgoWriter.Printf("metrics-config deleted: the exporter on %s made again runs the last good list\n", nodes[0])
 
 	// Pod Security Admission from the ClusterPolicy, as NVIDIA's users
 	// turn it on after an install without it; the operator, under its

@@ -18,9 +18,11 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 )
 
-// dcgmExporter.config's metrics list: its digest follows the content;
-// a ConfigMap missing, or without the key, is a problem that names the
-// field and the fix, and holds the exporters as they are.
+// dcgmExporter.config's metrics list: the named ConfigMap's while the
+// exporter can read it; a ConfigMap missing, without the key, or with a
+// list the exporter would refuse is a problem that names the field and the
+// fix, and the exporters run the last good list the operator kept, or,
+// with none kept, stay as they are.
 func TestDCGMMetrics(t *testing.T) {
 	g := NewWithT(t)
 	scheme := runtime.NewScheme()
@@ -28,41 +30,53 @@ func TestDCGMMetrics(t *testing.T) {
 	cm := func(name string, data map[string]string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "gpu-operator"}, Data: data}
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		cm("metrics", map[string]string{dcgmexporter.MetricsKey: "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\n"}),
-		cm("metrics-2", map[string]string{dcgmexporter.MetricsKey: "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw.\n"}),
-		cm("wrong-key", map[string]string{"metrics.csv": "x"})).Build()
-	r := &Reconciler{Client: c, Namespace: "gpu-operator"}
+	const good = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization.\n"
+	objs := []client.Object{
+		cm("metrics", map[string]string{dcgmexporter.MetricsKey: good}),
+		cm("wrong-key", map[string]string{"metrics.csv": "x"}),
+		cm("broken", map[string]string{dcgmexporter.MetricsKey: "DCGM_FI_DEV_GPU_UTIL gauge\n"}),
+	}
 	policy := func(name string) *gpuv1.ClusterPolicy {
 		cp := &gpuv1.ClusterPolicy{}
 		cp.Spec.DCGMExporter.Config = &gpuv1.DCGMExporterMetricsConfig{Name: name}
 		return cp
 	}
 	ctx := context.Background()
+	for _, kept := range []string{"", "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw.\n"} {
+		all := objs
+		if kept != "" {
+			all = append(all, cm(dcgmexporter.MetricsCopy, map[string]string{dcgmexporter.MetricsKey: kept}))
+		}
+		r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(all...).Build(), Namespace: "gpu-operator"}
 
-	digest, problem, err := r.dcgmMetrics(ctx, policy(""))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(problem).To(BeNil())
-	g.Expect(digest).To(BeEmpty(), "no list named: the image's own, no digest")
+		list, problem, err := r.dcgmMetrics(ctx, policy(""))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problem).To(BeNil())
+		g.Expect(list).To(BeEmpty(), "no list named: the image's own")
 
-	one, problem, err := r.dcgmMetrics(ctx, policy("metrics"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(problem).To(BeNil())
-	g.Expect(one).To(HaveLen(16))
-	two, _, _ := r.dcgmMetrics(ctx, policy("metrics-2"))
-	g.Expect(two).NotTo(Equal(one), "another content, another digest")
+		list, problem, err = r.dcgmMetrics(ctx, policy("metrics"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(problem).To(BeNil())
+		g.Expect(list).To(Equal(good), "the named list, whatever the copy holds")
 
-	_, problem, err = r.dcgmMetrics(ctx, policy("gone"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(problem).To(MatchError(And(ContainSubstring("dcgmExporter.config.name"), ContainSubstring("gone"),
-		ContainSubstring("does not exist"), ContainSubstring("the exporters stay as they are"))))
-
-	_, problem, _ = r.dcgmMetrics(ctx, policy("wrong-key"))
-	g.Expect(problem).To(MatchError(ContainSubstring("has no key dcgm-metrics.csv")))
+		then := "the exporters stay as they are"
+		if kept != "" {
+			then = "the exporters run its last good list, kept in ConfigMap " + dcgmexporter.MetricsCopy
+		}
+		for name, why := range map[string]string{"gone": "does not exist", "wrong-key": "has no key dcgm-metrics.csv",
+			"broken": "dcgm-exporter would refuse at start: record 1"} {
+			list, problem, err = r.dcgmMetrics(ctx, policy(name))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(problem).To(MatchError(And(ContainSubstring("dcgmExporter.config.name"), ContainSubstring(name),
+				ContainSubstring(why), ContainSubstring(then))), "%s, kept %q", name, kept)
+			g.Expect(list).To(Equal(kept), "%s: the last good list, if any", name)
+		}
+	}
 
 	disabled := policy("gone")
 	disabled.Spec.DCGMExporter.Enabled = new(bool)
-	_, problem, _ = r.dcgmMetrics(ctx, disabled)
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), Namespace: "gpu-operator"}
+	_, problem, _ := r.dcgmMetrics(ctx, disabled)
 	g.Expect(problem).To(BeNil(), "a disabled exporter needs no list")
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 )
 
 // statusDelay batches the node label changes the status summarises: during
@@ -72,8 +73,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // policiesOfConfigMap enqueues the policies whose devicePlugin.config,
 // dcgmExporter.config, or one of whose driver pools' kernelModuleConfig,
 // names the ConfigMap, and
-// those with a devicePlugin.config when it is the validated copy of its
-// files (restored when someone else edits it).
+// those with a devicePlugin.config or a dcgmExporter.config when it is the
+// operator's copy of their files (restored when someone else edits it).
 func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	if o.GetNamespace() != r.Namespace {
 		return nil
@@ -87,7 +88,8 @@ func (r *Reconciler) policiesOfConfigMap(ctx context.Context, o client.Object) [
 	for i := range list.Items {
 		cp := &list.Items[i]
 		if cfg := cp.Spec.DevicePlugin.Config; (cfg != nil && (cfg.Name == o.GetName() || o.GetName() == pluginconfig.ValidatedConfigMap)) ||
-			cp.Spec.DCGMExporter.Config.Named() == o.GetName() || r.namesModuleParams(ctx, cp, o.GetName()) {
+			(cp.Spec.DCGMExporter.Config.Named() != "" && (cp.Spec.DCGMExporter.Config.Named() == o.GetName() || o.GetName() == dcgmexporter.MetricsCopy)) ||
+			r.namesModuleParams(ctx, cp, o.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: cp.Name}})
 		}
 	}

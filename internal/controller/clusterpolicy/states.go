@@ -58,7 +58,7 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	if err != nil {
 		return nil, err
 	}
-	metricsDigest, metricsProblem, err := r.dcgmMetrics(ctx, cp)
+	metrics, metricsProblem, err := r.dcgmMetrics(ctx, cp)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +77,12 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: inUse, DevicePluginConfigDigests: configs.digests, MPSConfigs: configs.mps,
 		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver(),
-		DCGMMetricsDigest: metricsDigest, NRIPluginPods: toolkit.NRIPluginPodsLeft(toolkitPods)}
+		DCGMMetrics: metrics, NRIPluginPods: toolkit.NRIPluginPodsLeft(toolkitPods)}
 	out := &rendered{kinds: r.managedKinds()}
 	if metricsProblem != nil {
-		out.holdExporter = true
+		// Without a list, not even a last good one, the exporters stay
+		// as they are.
+		out.holdExporter = metrics == ""
 		out.problems = append(out.problems, metricsProblem)
 	}
 	if pools.UsesDRA() && !in.DRAInUse {

@@ -36,12 +36,9 @@ var dcgmContract = []requirement{
 		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExporter.Config.Named() == "" }},
 	{source: dcgmTransform + " (config.name: ConfigMap key dcgm-metrics.csv at /etc/dcgm-exporter/dcgm-metrics.csv, " +
 		"DCGM_EXPORTER_COLLECTORS naming it); " + dcgmFlags + ":122-129",
-		need: "collects the metrics dcgmExporter.config's ConfigMap lists",
-		check: func(p *podCase) error {
-			name := p.spec.DCGMExporter.Config.Named()
-			return all(env(dcgm, "DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcgm-metrics.csv"),
-				configMapAt(dcgm, name, "/etc/dcgm-exporter/dcgm-metrics.csv"))(p)
-		},
+		need: "collects the metrics dcgmExporter.config's ConfigMap lists (from the operator's copy of its list, kept while the ConfigMap is broken or gone)",
+		check: all(env(dcgm, "DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcgm-metrics.csv"),
+			configMapAt(dcgm, dcgmexporter.MetricsCopy, "/etc/dcgm-exporter/dcgm-metrics.csv")),
 		where: func(spec *gpuv1.ClusterPolicySpec) bool { return spec.DCGMExporter.Config.Named() != "" }},
 	{source: dcgmTransform + " (hpcJobMapping: DCGM_HPC_JOB_MAPPING_DIR, the directory from the host, DirectoryOrCreate); " +
 		dcgmFlags + ":291 (DCGM_HPC_JOB_MAPPING_DIR)",

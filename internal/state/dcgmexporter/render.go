@@ -58,18 +58,23 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 				maps.Copy(w.PodAnnotations, spec.Annotations)
 				maps.Copy(w.PodAnnotations, spec.PodAnnotations)
 			}
-			if in.DCGMMetricsDigest != "" {
+			if in.DCGMMetrics != "" {
 				// The exporter reads its metrics list at start.
 				if w.Inputs == nil {
 					w.Inputs = map[string]string{}
 				}
-				w.Inputs[AnnotationMetricsDigest] = in.DCGMMetricsDigest
+				w.Inputs[AnnotationMetricsDigest] = MetricsDigest(in.DCGMMetrics)
 			}
 		})
 	if err != nil {
 		return nil, err
 	}
-	objs := append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DCGMExporter))}, sets...)
+	objs := []client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DCGMExporter))}
+	if in.DCGMMetrics != "" {
+		// Before the pods that mount it.
+		objs = append(objs, metricsConfigMap(in))
+	}
+	objs = append(objs, sets...)
 	objs = append(objs, service(in))
 	if WantsServiceMonitor(&in.Policy.Spec) && in.ServiceMonitorAvailable {
 		objs = append(objs, serviceMonitor(in))
@@ -131,10 +136,11 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	}
 	mounts := []corev1.VolumeMount{{Name: "pod-gpu-resources", MountPath: podResources, ReadOnly: true}}
 	volumes := []corev1.Volume{render.HostPathVolume("pod-gpu-resources", path.Join(cp.Spec.KubeletRoot(), "pod-resources"), corev1.HostPathDirectory)}
-	if name := spec.Config.Named(); name != "" {
+	if spec.Config.Named() != "" {
+		// The operator's copy of the named ConfigMap's list.
 		env[2].Value = metricsFile
 		mounts = append(mounts, corev1.VolumeMount{Name: "metrics-config", MountPath: metricsFile, SubPath: MetricsKey, ReadOnly: true})
-		volumes = append(volumes, render.ConfigMapVolume("metrics-config", name))
+		volumes = append(volumes, render.ConfigMapVolume("metrics-config", MetricsCopy))
 	}
 	if dir := spec.HPCJobMapping.Dir(); dir != "" {
 		// dcgm-exporter 4.x reads the job files a workload manager
@@ -267,5 +273,5 @@ func toAny(m map[string]string) map[string]any {
 
 // Kinds lists the kinds Render returns.
 func (Operand) Kinds() []schema.GroupVersionKind {
-	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindDaemonSet, render.KindService, render.KindServiceMonitor}
+	return []schema.GroupVersionKind{render.KindServiceAccount, render.KindConfigMap, render.KindDaemonSet, render.KindService, render.KindServiceMonitor}
 }

@@ -38,7 +38,7 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
 		// The full policy's files; time-slicing-4's content is unknown.
 		DevicePluginConfigDigests: fixture.DevicePluginConfigDigests,
-		DCGMMetricsDigest:         metricsDigest(cp),
+		DCGMMetrics:               metricsList(cp),
 		MPSConfigs:                map[string]bool{"H200_MPS.x2": true},
 		// As if a pool were in allocation mode dra: the DRA driver's
 		// objects render nothing otherwise.
@@ -189,13 +189,13 @@ func TestOnlyDaemonSetPodsCarryAPerNodeStatesLabel(t *testing.T) {
 	}
 }
 
-// metricsDigest is the digest of a policy's dcgm-exporter metrics list, as
+// metricsList is a policy's dcgm-exporter metrics list, as
 // the controller would read it.
-func metricsDigest(cp *gpuv1.ClusterPolicy) string {
+func metricsList(cp *gpuv1.ClusterPolicy) string {
 	if cp.Spec.DCGMExporter.Config.Named() == "" {
 		return ""
 	}
-	return fixture.DCGMMetricsDigest
+	return fixture.DCGMMetrics
 }
 
 // The metadata hash is on OnDelete templates alone: on a rolling one it
