@@ -82,12 +82,9 @@ type Facts struct {
 	// ReplacedByHand is true on an upgrade-required node whose outdated
 	// driver pod was replaced outside the upgrade (a person deleted it, to
 	// upgrade by hand as NVIDIA's documentation has it with autoUpgrade
-	// off) by one running the current spec, since the node's last boot:
-	// the new driver cannot load while GPU pods hold the old one.
+	// off) by one its DaemonSet made at its current spec: the new driver
+	// cannot load while GPU pods hold the old one.
 	ReplacedByHand bool
-	// RebootedSinceReplaced is true where the outdated pod was replaced
-	// across a reboot: no driver was loaded to hold the new one back.
-	RebootedSinceReplaced bool
 	// OutdatedPodGone is true on an upgrade-required node whose outdated
 	// driver pod is gone and no new one runs yet.
 	OutdatedPodGone bool
@@ -133,10 +130,9 @@ func Next(f Facts, p Policy) Step {
 		return stay
 	case gpuv1.UpgradeRequired:
 		switch {
-		case f.ReplacedByHand && (f.RebootedSinceReplaced || f.Skip || p.LeaveReplaced):
-			// As NVIDIA's driver manager: nothing to evict after a reboot,
-			// and nothing it is set to evict.
-			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod was replaced outside the upgrade; " + leftAlone(f, p)}
+		case f.ReplacedByHand && (f.Skip || p.LeaveReplaced):
+			// As NVIDIA's driver manager: nothing it is set to evict.
+			return Step{Next: gpuv1.UpgradeDone, Reason: "the driver pod was replaced outside the upgrade; " + leftAlone(f)}
 		case f.ReplacedByHand && !f.Admitted:
 			return stay
 		case f.ReplacedByHand:
@@ -171,7 +167,10 @@ func Next(f Facts, p Policy) Step {
 		case p.SkipGPUPodEviction && p.DrainEnabled:
 			return Step{Next: gpuv1.UpgradeDrainRequired, Reason: fmt.Sprintf("%d GPU pods on the node and driver.manager does not evict them: draining", f.GPUPods)}
 		case p.SkipGPUPodEviction:
-			return stay // nothing evicts them (driver.manager changed meanwhile): they end on their own
+			// driver.manager changed meanwhile to evict nothing: the node
+			// is let go, as it would have been from the start.
+			return Step{Next: gpuv1.UpgradeUncordon, Reason: fmt.Sprintf("%d GPU pods on the node and driver.manager now evicts nothing: "+
+				"the node is let go, and its new driver loads once they end", f.GPUPods)}
 		case timedOut(p.PodDeletionTimeout) && p.DrainEnabled:
 			return Step{Next: gpuv1.UpgradeDrainRequired, Reason: fmt.Sprintf("%d GPU pods left after %s: draining", f.GPUPods, p.PodDeletionTimeout)}
 		case timedOut(p.PodDeletionTimeout):
@@ -219,11 +218,8 @@ func Next(f Facts, p Policy) Step {
 
 // leftAlone says why a node whose driver pod was replaced by hand is left
 // as it is.
-func leftAlone(f Facts, p Policy) string {
-	switch {
-	case f.RebootedSinceReplaced:
-		return "the node rebooted meanwhile: no driver held it back"
-	case f.Skip:
+func leftAlone(f Facts) string {
+	if f.Skip {
 		return "the node is labelled nvidia.com/gpu-driver-upgrade.skip: nothing is evicted"
 	}
 	return "driver.manager's ENABLE_GPU_POD_EVICTION and ENABLE_AUTO_DRAIN are false: nothing is evicted, and the new driver loads once the GPU pods end"

@@ -81,10 +81,9 @@ func TestNext(t *testing.T) {
 		"replaced by hand, over budget":       {facts: with(replaced, func(f *Facts) { f.Admitted = false }), policy: manual, want: gpuv1.UpgradeRequired},
 		"replaced by hand, manager hands off": {facts: replaced, policy: handsOff, want: gpuv1.UpgradeDone},
 		"replaced by hand, skipped":           {facts: with(replaced, func(f *Facts) { f.Skip = true }), policy: manual, want: gpuv1.UpgradeDone},
-		"replaced by hand across a reboot":    {facts: with(replaced, func(f *Facts) { f.RebootedSinceReplaced = true }), policy: manual, want: gpuv1.UpgradeDone},
 		"outdated pod deleted, none yet":      {facts: Facts{State: gpuv1.UpgradeRequired, OutdatedPodGone: true, Admitted: true}, want: gpuv1.UpgradeRequired},
 		"manager drains without evicting":     {facts: Facts{State: gpuv1.UpgradePodDeletion, GPUPods: 2, Since: now}, policy: drainOnly, want: gpuv1.UpgradeDrainRequired},
-		"manager neither evicts nor drains":   {facts: Facts{State: gpuv1.UpgradePodDeletion, GPUPods: 2, Since: now}, policy: handsOff, want: gpuv1.UpgradePodDeletion},
+		"manager turned to evict nothing":     {facts: Facts{State: gpuv1.UpgradePodDeletion, GPUPods: 2, Since: now}, policy: handsOff, want: gpuv1.UpgradeUncordon},
 		"replaced pod runs: validate at once": {facts: Facts{State: gpuv1.UpgradePodRestart, DownstreamPods: 2}, policy: manual, want: gpuv1.UpgradeValidation},
 	}
 	for name, tt := range tests {

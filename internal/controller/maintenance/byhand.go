@@ -1,13 +1,14 @@
 package maintenance
 
 import (
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
 
 // byHandEviction is how the GPU pods leave a node whose driver pod a
@@ -61,24 +62,56 @@ func byHandPolicy(b *byHandEviction) (podDeletion time.Duration, drain bool, dra
 // replacedByHand reports whether an upgrade-required node's outdated
 // driver pod was replaced outside the upgrade by a current one.
 func (p *pass) replacedByHand(n *corev1.Node) bool {
-	replaced, _, _ := p.outdatedPodFate(n)
+	replaced, _ := p.outdatedPodFate(n)
 	return replaced
 }
 
 // outdatedPodFate reads, on an upgrade-required node, what became of the
-// outdated driver pod the upgrade was to replace: replaced by a current pod
-// (and whether across a reboot), or gone with none in its place yet.
-func (p *pass) outdatedPodFate(n *corev1.Node) (replaced, rebooted, gone bool) {
-	uid, boot, ok := strings.Cut(n.Annotations[AnnotationOutdatedPod], "/")
-	if stateOf(n) != gpuv1.UpgradeRequired || !ok || uid == "" {
-		return false, false, false
+// outdated driver pod the upgrade was to replace (AnnotationOutdatedPod):
+// replaced by a pod its DaemonSet made at its current spec, or gone with
+// none in its place yet. A pod the node's wanted DaemonSet did not make,
+// or not at its current spec, is neither: the upgrade goes on as it would.
+func (p *pass) outdatedPodFate(n *corev1.Node) (replaced, gone bool) {
+	uid := n.Annotations[AnnotationOutdatedPod]
+	if stateOf(n) != gpuv1.UpgradeRequired || uid == "" {
+		return false, false
 	}
 	pod := p.obs.driverPods[n.Name]
 	switch {
 	case pod == nil:
-		return false, false, true
-	case string(pod.UID) != uid && !p.obs.outdated(pod, n):
-		return true, boot != n.Status.NodeInfo.BootID, false
+		return false, true
+	case string(pod.UID) != uid && p.obs.runsCurrent(pod, n):
+		return true, false
 	}
-	return false, false, false
+	return false, false
+}
+
+// followsByHand reports whether the node's upgrade in flight, or failed,
+// follows a driver pod replaced by hand. Relabelled upgrade-required by a
+// person, it starts again only as a replacement by hand does
+// (outdatedPodFate); any other start is a plain upgrade.
+func followsByHand(n *corev1.Node) bool {
+	return n.Annotations[AnnotationByHand] == gpuv1.LabelTrue && stateOf(n) != gpuv1.UpgradeRequired
+}
+
+// upgradeMarks are the annotations, besides AnnotationSince, that a node's
+// upgrade writes going from state from to st (startsByHand: a start that
+// follows a replacement by hand): the outdated driver pod, recorded on
+// entering upgrade-required and kept there, and kept with the by-hand mark
+// through an upgrade that follows a replacement by hand, to its end,
+// failed included.
+func upgradeMarks(n *corev1.Node, st gpuv1.UpgradeState, startsByHand bool, from gpuv1.UpgradeState, pod *operandpods.Pod) map[string]string {
+	out := map[string]string{}
+	recorded := n.Annotations[AnnotationOutdatedPod]
+	byHand := (startsByHand || followsByHand(n)) && (upgrade.InProgress(st) || st == gpuv1.UpgradeFailed)
+	switch {
+	case recorded != "" && ((st == gpuv1.UpgradeRequired && from == st) || byHand):
+		out[AnnotationOutdatedPod] = recorded
+	case st == gpuv1.UpgradeRequired && pod != nil:
+		out[AnnotationOutdatedPod] = string(pod.UID)
+	}
+	if byHand {
+		out[AnnotationByHand] = gpuv1.LabelTrue
+	}
+	return out
 }

@@ -143,6 +143,19 @@ func (o *observed) outdated(pod *operandpods.Pod, n *corev1.Node) bool {
 	return pod.Annotation(render.AnnotationTemplateHash) != hash
 }
 
+// runsCurrent reports whether a node's driver pod is one the node's
+// wanted DaemonSet made at its current spec: the positive of outdated,
+// which also answers false where it cannot tell (a pool held by a
+// conflict, a DaemonSet not there or going).
+func (o *observed) runsCurrent(pod *operandpods.Pod, n *corev1.Node) bool {
+	if o.pools == nil || o.pools.Assign(n.Name, n.Labels).Held() {
+		return false
+	}
+	want, known := o.pools.DaemonSetFor(n.Name, n.Labels)
+	hash, there := o.hashes[want]
+	return known && there && !o.deleting[want] && pod.DaemonSet == want && pod.Annotation(render.AnnotationTemplateHash) == hash
+}
+
 // servingPlugin is the pod of the plugin that serves the node's GPUs in
 // its allocation mode: the DRA driver's on a node in mode dra, the device
 // plugin's otherwise. Both may run for a moment (a person's edit of the

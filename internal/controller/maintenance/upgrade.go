@@ -44,9 +44,11 @@ const (
 	// cordoned before stays cordoned after.
 	AnnotationCordoned = gpuv1.UpgradeAnnotationPrefix + "cordoned"
 	// AnnotationOutdatedPod is, on an upgrade-required node, the UID of the
-	// outdated driver pod the upgrade is to replace and the node's boot ID
-	// then (<uid>/<boot ID>): a current pod of another UID was put there by
-	// someone else, over a driver still loaded unless the node rebooted.
+	// outdated driver pod the upgrade is to replace: a current pod of
+	// another UID was put there by someone else, over the driver still
+	// loaded. An upgrade that follows such a replacement keeps it to its
+	// end, failed included: relabelled upgrade-required to retry, the node
+	// is known to have been replaced by hand still.
 	AnnotationOutdatedPod = gpuv1.UpgradeAnnotationPrefix + "outdated-pod"
 	// AnnotationByHand marks an upgrade that follows a driver pod replaced
 	// outside it: where autoUpgrade is off, driver.manager's settings say
@@ -92,7 +94,7 @@ func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bo
 	}
 	f.Admitted = admitted
 	pol := p.upgradePolicy(n)
-	if byHand := p.byHandOf(n); byHand != nil && !pol.AutoUpgrade && (f.ReplacedByHand || n.Annotations[AnnotationByHand] == gpuv1.LabelTrue) {
+	if byHand := p.byHandOf(n); byHand != nil && !pol.AutoUpgrade && (f.ReplacedByHand || followsByHand(n)) {
 		pol.PodDeletionTimeout, pol.DrainEnabled, pol.DrainTimeout = byHandPolicy(byHand)
 		pol.SkipGPUPodEviction, pol.LeaveReplaced = !byHand.Evicts, !byHand.Acts()
 	}
@@ -192,16 +194,8 @@ func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, step upgr
 	if st != f.State {
 		since = f.Now
 	}
-	annotations := map[string]string{AnnotationSince: since.UTC().Format(time.RFC3339)}
-	switch {
-	case st == gpuv1.UpgradeRequired && f.State == st && n.Annotations[AnnotationOutdatedPod] != "":
-		annotations[AnnotationOutdatedPod] = n.Annotations[AnnotationOutdatedPod]
-	case st == gpuv1.UpgradeRequired && pod != nil:
-		annotations[AnnotationOutdatedPod] = string(pod.UID) + "/" + n.Status.NodeInfo.BootID
-	}
-	if (step.ByHand || n.Annotations[AnnotationByHand] == gpuv1.LabelTrue) && (upgrade.InProgress(st) || st == gpuv1.UpgradeFailed) {
-		annotations[AnnotationByHand] = gpuv1.LabelTrue
-	}
+	annotations := upgradeMarks(n, st, step.ByHand, f.State, pod)
+	annotations[AnnotationSince] = since.UTC().Format(time.RFC3339)
 	labels := map[string]string{}
 	if st != "" {
 		labels[gpuv1.LabelUpgradeState] = string(st)
@@ -300,7 +294,7 @@ func displayState(s gpuv1.UpgradeState) string {
 // upgradePolicy supersedes its driver manager's settings where it is on),
 // else the pool's upgrade policy.
 func (p *pass) evictionSpec(n *corev1.Node) (*gpuv1.DriverUpgradePolicySpec, *podSelectors) {
-	if n.Annotations[AnnotationByHand] == gpuv1.LabelTrue && !p.upgradePolicy(n).AutoUpgrade {
+	if followsByHand(n) && !p.upgradePolicy(n).AutoUpgrade {
 		if b := p.byHandOf(n); b != nil {
 			return &b.Spec, b.sel
 		}

@@ -29,7 +29,7 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 	f.Outdated = (pod != nil && o.outdated(pod, n)) || (pod == nil && st == gpuv1.UpgradePodRestart)
 	f.DriverReady = pod != nil && pod.Ready
 	f.DownstreamPods = o.downstream[n.Name]
-	f.ReplacedByHand, f.RebootedSinceReplaced, f.OutdatedPodGone = p.outdatedPodFate(n)
+	f.ReplacedByHand, f.OutdatedPodGone = p.outdatedPodFate(n)
 	var err error
 	switch st {
 	case gpuv1.UpgradeWaitForJobs:
