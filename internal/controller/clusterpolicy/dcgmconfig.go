@@ -70,6 +70,13 @@ func keptMetrics(cm *corev1.ConfigMap) string {
 	return data
 }
 
+// isMetricsCopy reports whether an object is the operator's copy of the
+// exporters' metrics list.
+func isMetricsCopy(o client.Object) bool {
+	_, ok := o.(*corev1.ConfigMap)
+	return ok && o.GetName() == dcgmexporter.MetricsCopy
+}
+
 // isExporterDaemonSet reports whether an object is a DaemonSet of
 // dcgm-exporter.
 func isExporterDaemonSet(o client.Object) bool {

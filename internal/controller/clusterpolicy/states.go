@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
@@ -219,6 +220,11 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 	for _, name := range objs.keptDaemonSets {
 		keep[apply.Key{GVK: render.KindDaemonSet, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: name}}] = true
 	}
+	if objs.holdExporter {
+		// The held exporters may mount the copy of their list as it is,
+		// whatever it holds now.
+		keep[apply.Key{GVK: render.KindConfigMap, NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: dcgmexporter.MetricsCopy}}] = true
+	}
 	applied, applyErrs := r.applyWanted(ctx, objs.wanted, keep, func(o client.Object) bool { return objs.holdExporter && isExporterDaemonSet(o) })
 	errs = append(errs, applyErrs...)
 	more, metaErr := r.updateRunningPodMetadata(ctx, applied)
@@ -237,15 +243,17 @@ func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, n
 // while those could not be written: their templates name the new files'
 // digests, and applied before the files, their new pods would read the
 // old ones and never restart for the new. Those that run the NRI plugin
-// wait while its admission guard could not be applied.
+// wait while its admission guard could not be applied, and dcgm-exporter's
+// while the copy of its metrics list they mount could not be.
 func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, keep map[apply.Key]bool,
 	held func(client.Object) bool) ([]client.Object, []error) {
 	var errs []error
 	var applied []client.Object
-	validatedFailed, guardFailed := false, false
+	validatedFailed, guardFailed, metricsFailed := false, false, false
 	for _, o := range wanted {
 		keep[apply.KeyOf(o)] = true
-		if (validatedFailed && readsValidatedConfigs(o)) || (guardFailed && runsNRIPlugin(o)) || (held != nil && held(o)) {
+		if (validatedFailed && readsValidatedConfigs(o)) || (guardFailed && runsNRIPlugin(o)) || (metricsFailed && isExporterDaemonSet(o)) ||
+			(held != nil && held(o)) {
 			continue // as it is, until the next pass
 		}
 		_, err := r.Applier.Apply(ctx, o)
@@ -255,6 +263,7 @@ func (r *Reconciler) applyWanted(ctx context.Context, wanted []client.Object, ke
 		if err != nil {
 			validatedFailed = validatedFailed || isValidatedConfigs(o)
 			guardFailed = guardFailed || r.isNRIGuard(o)
+			metricsFailed = metricsFailed || isMetricsCopy(o)
 			errs = append(errs, err)
 			continue
 		}

@@ -27,27 +27,28 @@ const MetricsCopy = "nvidia-dcgm-exporter-metrics"
 var promTypes = map[string]bool{"gauge": true, "counter": true, "histogram": true, "summary": true, "label": true}
 
 // CheckMetrics reports why dcgm-exporter would refuse a metrics list at
-// start, as its parser reads it (dcgm-exporter 4.5.3-4.8.2
+// start, reading it as its parser does (dcgm-exporter 4.5.3-4.8.2
 // internal/pkg/counters/counter_config.go, ReadCSVFile and
-// ExtractCounters): CSV with # comments, three fields a line (name,
-// Prometheus type, help), a DCGM field (DCGM_FI_*) of a known type or one
-// of the exporter's own (DCGM_EXP_*). A name of either prefix that DCGM
-// does not know is not caught here: the exporter refuses it at start.
+// ExtractCounters): CSV with # comments and as many fields on every line as
+// on the first, each field trimmed of spaces only, three a line (name,
+// Prometheus type, help), a DCGM field (DCGM_FI_*) of a type the exporter
+// knows, or one of the exporter's own (DCGM_EXP_*). A name of either prefix
+// that DCGM does not know is not caught here: the exporter refuses it at
+// start. Unlike the exporter, it refuses a list with no metric at all,
+// which would collect nothing.
 func CheckMetrics(list string) error {
 	r := csv.NewReader(strings.NewReader(list))
 	r.Comment = '#'
-	r.FieldsPerRecord = -1
 	records, err := r.ReadAll()
 	if err != nil {
-		return fmt.Errorf("not CSV: %w", err)
+		return fmt.Errorf("not CSV as dcgm-exporter reads it: %w", err)
 	}
-	counted := 0
 	for i, rec := range records {
-		for j := range rec {
-			rec[j] = strings.TrimSpace(rec[j])
-		}
-		if len(rec) == 1 && rec[0] == "" {
+		if len(rec) == 0 {
 			continue
+		}
+		for j := range rec {
+			rec[j] = strings.Trim(rec[j], " ")
 		}
 		if len(rec) != 3 {
 			return fmt.Errorf("record %d (%q): %d fields, want 3: name, Prometheus type, help", i+1, strings.Join(rec, ","), len(rec))
@@ -59,9 +60,8 @@ func CheckMetrics(list string) error {
 		case !promTypes[rec[1]]:
 			return fmt.Errorf("record %d: %q is not a Prometheus type the exporter knows (gauge, counter, histogram, summary, label)", i+1, rec[1])
 		}
-		counted++
 	}
-	if counted == 0 {
+	if len(records) == 0 {
 		return errors.New("no metric listed")
 	}
 	return nil

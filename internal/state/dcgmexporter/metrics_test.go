@@ -19,7 +19,10 @@ func TestCheckMetrics(t *testing.T) {
 		"DCGM_FI_DEV_GPU_UTIL, gauge, \"a space before a quote\"\n":                                                                       "not CSV",
 		"DCGM_FI_DEV_GPU_UTIL, gauge,\"unterminated\n":                                                                                    "not CSV",
 		"# nothing but comments\n":                                                                                                        "no metric listed",
-		"":                                                                                                                                "no metric listed",
+		"DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization\n   \n":                                                                             "wrong number of fields",
+		"DCGM_FI_DEV_GPU_UTIL,\tgauge, GPU utilization\n":                                                                                 "not a Prometheus type",
+		"DCGM_FI_DEV_GPU_UTIL, gauge, a\nDCGM_FI_DEV_FB_USED, gauge\n":                                                                    "wrong number of fields",
+		"": "no metric listed",
 	} {
 		err := CheckMetrics(list)
 		switch {
