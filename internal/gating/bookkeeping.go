@@ -28,9 +28,12 @@ const (
 	AnnotationMissingSince = gpuv1.OperatorAnnotationPrefix + "missing-since"
 	// AnnotationFoundBy says why the operator took the node for a GPU node:
 	// "nfd" (NFD found an NVIDIA device, and the operator's
-	// nvidia.com/gpu.present goes when NFD's labels go) or "label" (a user
-	// set nvidia.com/gpu.present=true).
+	// nvidia.com/gpu.present goes when NFD's labels have been gone for the
+	// grace) or "label" (a user set nvidia.com/gpu.present=true).
 	AnnotationFoundBy = gpuv1.OperatorAnnotationPrefix + "found-by"
+	// AnnotationNFDLostSince is when NFD's labels of a GPU node the
+	// operator found by them went; gone again when they are back.
+	AnnotationNFDLostSince = gpuv1.OperatorAnnotationPrefix + "nfd-lost-since"
 	// AnnotationDiscoveredAt is when the operator first saw the GPU node.
 	AnnotationDiscoveredAt = gpuv1.OperatorAnnotationPrefix + "discovered-at"
 	// AnnotationBootedAt is when the operator saw the node's last reboot:

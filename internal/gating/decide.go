@@ -80,6 +80,10 @@ type Input struct {
 	// Grace is how long a ready state survives its pod being not ready or
 	// gone (timers.ReadyGrace).
 	Grace time.Duration
+	// NFDGrace is how long a GPU node whose NFD labels went stays one:
+	// NFD's labels flap (an nfd-master restart), and every operation in
+	// flight on the node would end with them.
+	NFDGrace time.Duration
 	// HealthSettle is how long the device plugin's pod must have been
 	// ready before its word on the GPUs counts: the kubelet reports
 	// allocatable again on its next status update after the plugin
@@ -145,20 +149,32 @@ type Result struct {
 }
 
 // IsGPUNode reports whether the node is a GPU node: NFD finds an NVIDIA PCI
-// device, or a user set nvidia.com/gpu.present=true. Any other value a user
-// gives nvidia.com/gpu.present keeps the operator off the node. The
-// operator's own nvidia.com/gpu.present=true, written because NFD found a
-// device, does not outlive NFD's labels: its annotation says so.
+// device, or nvidia.com/gpu.present=true says so, a user's or the
+// operator's. Any other value a user gives nvidia.com/gpu.present keeps
+// the operator off the node. The operator's own nvidia.com/gpu.present=true,
+// written because NFD found a device, outlives NFD's labels for
+// Input.NFDGrace, after which Decide takes it off: until then every
+// controller holds the node as a GPU node, and no operation in flight
+// there ends because nfd-master restarted.
 func IsGPUNode(n metav1.Object) bool {
 	labels := n.GetLabels()
-	v, ok := labels[gpuv1.LabelGPUPresent]
-	if ok && v != gpuv1.LabelTrue {
-		return false
+	if v, ok := labels[gpuv1.LabelGPUPresent]; ok {
+		return v == gpuv1.LabelTrue
 	}
-	if nfdFound(labels) {
-		return true
+	return nfdFound(labels)
+}
+
+// nfdLost reports, for a GPU node the operator found by NFD's labels,
+// since when they have been gone; zero while they are there, or for a node
+// a user labelled.
+func nfdLost(n *corev1.Node, now time.Time) time.Time {
+	if nfdFound(n.Labels) || n.Annotations[AnnotationFoundBy] != foundByNFD {
+		return time.Time{}
 	}
-	return ok && n.GetAnnotations()[AnnotationFoundBy] != foundByNFD
+	if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationNFDLostSince]); err == nil {
+		return t
+	}
+	return now
 }
 
 func nfdFound(labels map[string]string) bool {
@@ -210,9 +226,15 @@ func Decide(in Input) Result {
 	if in.Policy == nil || in.Node == nil || !IsGPUNode(in.Node) {
 		return Result{}
 	}
+	now := in.Now.UTC().Truncate(time.Second)
+	lost := nfdLost(in.Node, now)
+	if !lost.IsZero() && now.Sub(lost) >= in.NFDGrace {
+		// NFD's labels stayed gone past the grace: no GPU node any more.
+		return Result{}
+	}
 	d := &decision{
 		in:            in,
-		now:           in.Now.UTC().Truncate(time.Second),
+		now:           now,
 		result:        Result{Labels: map[string]string{}, Annotations: map[string]string{}, Why: map[state.Name]string{}},
 		values:        map[state.Name]gpuv1.StateValue{},
 		current:       map[state.Name]gpuv1.StateValue{},
@@ -223,8 +245,11 @@ func Decide(in Input) Result {
 	}
 	d.result.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
 	d.result.Annotations[AnnotationFoundBy] = foundByLabel
-	if nfdFound(in.Node.Labels) {
+	switch {
+	case nfdFound(in.Node.Labels):
 		d.result.Annotations[AnnotationFoundBy] = foundByNFD
+	case !lost.IsZero():
+		d.holdAfterNFDLoss(lost)
 	}
 	d.deployLabels()
 	d.mode = d.allocationMode()
@@ -385,6 +410,19 @@ func (d *decision) becameReady() {
 		d.result.ReadyAfter = d.now.Sub(since)
 	}
 	d.event(false, "GPUStackReady", "every state is ready or disabled: %s", joinNames(d.in.Graph.PerNode()))
+}
+
+// holdAfterNFDLoss keeps a GPU node whose NFD labels went one until the
+// grace has passed since they did: its labels, and so its DaemonSets' pods
+// and every operation in flight, stay as they are.
+func (d *decision) holdAfterNFDLoss(since time.Time) {
+	d.result.Annotations[AnnotationFoundBy] = foundByNFD
+	d.result.Annotations[AnnotationNFDLostSince] = since.Format(time.RFC3339)
+	d.requeue(since.Add(d.in.NFDGrace).Sub(d.now))
+	if d.in.Node.Annotations[AnnotationNFDLostSince] == "" {
+		d.event(true, "NFDLabelsLost", "NFD's labels of an NVIDIA GPU are gone: the node stays a GPU node for %s, in case they come back "+
+			"(an nfd-master restart), then the operator leaves it", d.in.NFDGrace)
+	}
 }
 
 func (d *decision) requeue(after time.Duration) {

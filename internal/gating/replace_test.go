@@ -146,20 +146,58 @@ func TestReadyAfterRebootCountsFromTheReboot(t *testing.T) {
 	g.Expect(r.ReadyAfter).To(Equal(3 * time.Minute))
 }
 
-// Discovery turns off: once NFD no longer finds an NVIDIA device, the
-// operator's own nvidia.com/gpu.present=true no longer makes the node a GPU
-// node (issue 12, finding 6). A user's label still does.
-func TestDiscoveryTurnsOff(t *testing.T) {
+// Discovery turns off once NFD has not found an NVIDIA device for the
+// grace (issue 12, finding 6): the operator's own
+// nvidia.com/gpu.present=true then no longer makes the node a GPU node. A
+// user's label still does. Within the grace the node stays one, its labels
+// as they were (issue 52, finding 1): NFD's labels flap when nfd-master
+// restarts, and nothing in flight on the node may end with them.
+func TestDiscoveryTurnsOffAfterTheGrace(t *testing.T) {
 	g := NewWithT(t)
-	r := decide(t, node(nil, nil), nil)
+	const nfdGrace = 5 * time.Minute
+	at := func(when time.Time) func(*Input) {
+		return func(in *Input) { in.NFDGrace, in.Now = nfdGrace, when }
+	}
+	n, pods := readyNode()
+	r := decide(t, n, pods, at(now))
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationFoundBy, "nfd"))
 
 	gone := node(r.Labels, r.Annotations)
 	delete(gone.Labels, "feature.node.kubernetes.io/pci-10de.present")
-	g.Expect(IsGPUNode(gone)).To(BeFalse())
-	r = decide(t, gone, nil)
-	g.Expect(r.Labels).To(BeEmpty(), "every operator label is to be removed")
-	g.Expect(r.Annotations).To(BeEmpty())
+	g.Expect(IsGPUNode(gone)).To(BeTrue(), "held for the grace")
+	held := decide(t, gone, pods, at(now))
+	g.Expect(held.Labels).To(Equal(r.Labels), "every label as it was: no DaemonSet drops a pod, no operation ends")
+	g.Expect(held.Annotations).To(HaveKeyWithValue(AnnotationFoundBy, "nfd"))
+	g.Expect(held.Annotations).To(HaveKeyWithValue(AnnotationNFDLostSince, now.Format(time.RFC3339)))
+	g.Expect(held.RequeueAfter).To(BeNumerically(">", 0))
+	g.Expect(held.RequeueAfter).To(BeNumerically("<=", nfdGrace))
+	g.Expect(held.Events).To(ContainElement(HaveField("Reason", "NFDLabelsLost")))
+
+	// Later in the grace, the loss keeps its time and is told once.
+	gone.Annotations = held.Annotations
+	later := decide(t, gone, pods, at(now.Add(nfdGrace-time.Second)))
+	g.Expect(later.Labels).To(Equal(r.Labels))
+	g.Expect(later.Annotations).To(HaveKeyWithValue(AnnotationNFDLostSince, now.Format(time.RFC3339)))
+	g.Expect(later.Events).NotTo(ContainElement(HaveField("Reason", "NFDLabelsLost")))
+	g.Expect(later.RequeueAfter).To(Equal(time.Second), "woken when the grace ends")
+
+	// Back within the grace: as if nothing happened.
+	back := node(later.Labels, later.Annotations)
+	again := decide(t, back, pods, at(now.Add(time.Minute)))
+	g.Expect(again.Annotations).NotTo(HaveKey(AnnotationNFDLostSince))
+	g.Expect(again.Labels).To(Equal(r.Labels))
+
+	// Gone past the grace: every operator label is to be removed.
+	past := decide(t, gone, pods, at(now.Add(nfdGrace)))
+	g.Expect(past.Labels).To(BeEmpty())
+	g.Expect(past.Annotations).To(BeEmpty())
+	g.Expect(IsGPUNode(node(nil, nil))).To(BeTrue(), "NFD's label alone makes a GPU node")
+	bare := node(nil, nil)
+	delete(bare.Labels, "feature.node.kubernetes.io/pci-10de.present")
+	g.Expect(IsGPUNode(bare)).To(BeFalse(), "the node as written then is none")
+
+	// With no grace set, at once.
+	g.Expect(decide(t, gone, pods).Labels).To(BeEmpty())
 
 	// The user's label, found as such, stays in force without NFD.
 	users := node(map[string]string{gpuv1.LabelGPUPresent: "true"}, nil)
@@ -167,6 +205,7 @@ func TestDiscoveryTurnsOff(t *testing.T) {
 	r = decide(t, users, nil)
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationFoundBy, "label"))
 	g.Expect(IsGPUNode(node(r.Labels, r.Annotations))).To(BeTrue())
+	g.Expect(r.Annotations).NotTo(HaveKey(AnnotationNFDLostSince))
 }
 
 // The states after a driver being replaced are reset once, when the step

@@ -13,6 +13,10 @@ type Timers struct {
 	// ReadyGrace is how long a ready state survives its pod being not
 	// ready or gone before the states after it restart.
 	ReadyGrace time.Duration
+	// NFDGrace is how long a GPU node whose NFD labels went stays one, its
+	// labels, operands and operations in flight kept: NFD's labels flap
+	// when nfd-master restarts.
+	NFDGrace time.Duration
 	// HealthSettle is how long a device plugin pod must have been ready
 	// before its word on the GPUs counts: the kubelet reports allocatable
 	// again only at its next status update after the plugin registers.
@@ -83,6 +87,7 @@ type Timers struct {
 func Defaults() Timers {
 	return Timers{
 		ReadyGrace:              30 * time.Second,
+		NFDGrace:                5 * time.Minute,
 		HealthSettle:            30 * time.Second,
 		GPUPodsRecheck:          20 * time.Second,
 		TaintRetry:              30 * time.Second,
@@ -149,6 +154,8 @@ type timerFlag struct {
 func (t *Timers) flags() []timerFlag {
 	return []timerFlag{
 		{"ready-grace-period", &t.ReadyGrace, "How long a ready state survives its pod being not ready or gone before the states after it restart."},
+		{"nfd-grace-period", &t.NFDGrace,
+			"How long a GPU node whose NFD labels went stays one, its operands and any operation in flight kept, in case they come back (an nfd-master restart)."},
 		{"health-settle", &t.HealthSettle,
 			"How long a device plugin pod must have been ready before its word on the GPUs counts (the kubelet reports allocatable at its next status update)."},
 		{"gpu-pods-recheck", &t.GPUPodsRecheck, "How often a node whose device plugin configuration waits for its GPU pods counts them again."},

@@ -142,7 +142,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 	if err != nil {
 		return gating.Input{}, err
 	}
-	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Timers.ReadyGrace,
+	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Timers.ReadyGrace, NFDGrace: r.Timers.NFDGrace,
 		HealthSettle: r.Timers.HealthSettle, GPUPodsRecheck: r.Timers.GPUPodsRecheck, Now: r.now()}
 	if active != nil && gating.IsGPUNode(node) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
