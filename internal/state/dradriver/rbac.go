@@ -12,11 +12,25 @@ import (
 
 // The driver's access is NVIDIA's, rule for rule and in NVIDIA's order
 // (gpu-operator v26.7.0, manifests/state-dra-driver/0110-0200), so that a
-// person comparing the two installs finds the same grants. The operator
-// renders the namespaced part; the cluster-wide part is the install's to
-// ship (ClusterRules). NVIDIA's 0150 Role (apps daemonsets list, for the
-// kubelet plugin's driver-validation init container) is not rendered:
-// the plugin's pod here has no validator.
+// person comparing the two installs finds the same grants, but for where
+// ours is narrower on purpose:
+//   - pods: NVIDIA's ClusterRoles grant each component pods in every
+//     namespace, while each reads them only in the driver's own (read at
+//     dra-driver-nvidia-gpu 22407113, the newest commit the mirror has;
+//     the pinned 95932046 is not in it): the kubelet plugin lists its MPS
+//     control daemons' pods (cmd/gpu-kubelet-plugin/sharing.go:352), the
+//     controller's informer watches the IMEX daemons' pods
+//     (cmd/compute-domain-controller/daemonsetpods.go:55-63, 110), and the
+//     daemon watches and patches its own pod
+//     (cmd/compute-domain-daemon/podmanager.go:48-55, main.go:551). Their
+//     pods rules are Roles in the driver's namespace here, so a token read
+//     on a GPU node reaches no pod elsewhere (issue 56, finding 1);
+//   - NVIDIA's 0150 Role (apps daemonsets list, for the kubelet plugin's
+//     driver-validation init container) is not rendered: the plugin's pod
+//     here has no validator.
+//
+// The operator renders the namespaced part; the cluster-wide part is the
+// install's to ship (ClusterRules).
 
 // mpsRoleName names the Role the kubelet plugin runs MPS control daemons
 // with, NVIDIA's name (0140_kubeletplugin-mps-role.yaml L5, L24).
@@ -39,15 +53,26 @@ func access(in state.RenderInput, d *gpuv1.DRADriverSpec) []client.Object {
 	if d.ComputeDomainsEnabled() {
 		pluginRules = kubeletPluginComputeDomainRules()
 	}
-	objs := named(KubeletPluginServiceAccount, pluginRules).Objects()
+	objs := named(KubeletPluginServiceAccount, append(pluginRules, podRules[KubeletPluginServiceAccount])).Objects()
 	if d.FeatureGate("MPSSupport") {
 		objs = append(objs, boundRole(in, mpsRoleName, KubeletPluginServiceAccount, kubeletPluginMPSRules())...)
 	}
 	if !d.ComputeDomainsEnabled() {
 		return objs
 	}
-	objs = append(objs, named(ControllerName, controllerNamespaceRules()).Objects()...)
-	return append(objs, computeDomainDaemonServiceAccount(in))
+	objs = append(objs, named(ControllerName, append(controllerNamespaceRules(), podRules[ControllerName])).Objects()...)
+	objs = append(objs, computeDomainDaemonServiceAccount(in))
+	return append(objs, boundRole(in, ComputeDomainDaemonServiceAccount, ComputeDomainDaemonServiceAccount,
+		[]rbacv1.PolicyRule{podRules[ComputeDomainDaemonServiceAccount]})...)
+}
+
+// podRules are, by ServiceAccount, the pods rule of each NVIDIA
+// ClusterRole (0200 L1-50, 0110 L11-66, 0120 L11-46), granted here in the
+// driver's namespace alone: each component reads pods only there.
+var podRules = map[string]rbacv1.PolicyRule{
+	KubeletPluginServiceAccount:       rule("", []string{"pods"}, "get", "list", "watch"),
+	ControllerName:                    rule("", []string{"pods"}, "get", "list", "watch"),
+	ComputeDomainDaemonServiceAccount: rule("", []string{"pods"}, "get", "list", "watch", "patch"),
 }
 
 // computeDomainDaemonServiceAccount is the ServiceAccount of the IMEX
@@ -119,8 +144,9 @@ func controllerNamespaceRules() []rbacv1.PolicyRule {
 }
 
 // ClusterRules are the driver's cluster-wide rules, by ServiceAccount
-// name, as NVIDIA's ClusterRoles grant them (the chart, kustomize config
-// and OLM bundle ship them, bound to those ServiceAccounts):
+// name, as NVIDIA's ClusterRoles grant them but for pods, which are
+// namespaced here (podRules; the chart, kustomize config and OLM bundle
+// ship them, bound to those ServiceAccounts):
 //   - the kubelet plugin publishes its node's ResourceSlices (the
 //     admission policy keeps it to its own node), reads the claims it
 //     prepares and the ComputeDomains they name, and labels its node with
@@ -142,7 +168,6 @@ func ClusterRules() map[string][]rbacv1.PolicyRule {
 			rule(resourceGroup, []string{"resourceclaims"}, "get", "list", "watch"),
 			rule(resourceGroup, []string{"resourceslices"}, "get", "list", "watch", "create", "update", "delete"),
 			rule("", []string{"nodes"}, "get", "list", "watch", "update", "patch"),
-			rule("", []string{"pods"}, "get", "list", "watch"),
 		},
 		ControllerName: {
 			rule(nvidiaGroup, []string{"computedomains"}, "get", "list", "watch", "update"),
@@ -150,12 +175,10 @@ func ClusterRules() map[string][]rbacv1.PolicyRule {
 			rule(resourceGroup, []string{"resourceclaimtemplates"}, "get", "list", "watch", "create", "update", "delete"),
 			rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
 			rule("", []string{"nodes"}, "get", "list", "watch", "update"),
-			rule("", []string{"pods"}, "get", "list", "watch"),
 		},
 		ComputeDomainDaemonServiceAccount: {
 			rule(nvidiaGroup, []string{"computedomains", "computedomains/status"}, "get", "list", "watch", "update", "patch"),
 			rule(nvidiaGroup, []string{"computedomaincliques"}, "get", "list", "watch", "create", "update", "patch"),
-			rule("", []string{"pods"}, "get", "list", "watch", "patch"),
 		},
 	}
 }

@@ -60,12 +60,39 @@ func upstreamNamespaced(t *testing.T) map[string]client.Object {
 	return out
 }
 
+// podsInNamespace is where ours departs from NVIDIA on purpose (rbac.go):
+// the pods rule of the ClusterRole NVIDIA binds each ServiceAccount to is
+// granted in the driver's namespace instead, by a Role of the
+// ServiceAccount's name, rendered whenever the ServiceAccount is.
+var podsInNamespace = map[string]func(computeDomains, mps bool) bool{
+	KubeletPluginServiceAccount:       always,
+	ControllerName:                    withComputeDomains,
+	ComputeDomainDaemonServiceAccount: withComputeDomains,
+}
+
+// upstreamPodsRules are, by ServiceAccount, the pods rules of the
+// ClusterRoles NVIDIA binds them to.
+func upstreamPodsRules(t *testing.T) map[string]rbacv1.PolicyRule {
+	t.Helper()
+	out := map[string]rbacv1.PolicyRule{}
+	for sa, rules := range upstreamClusterRules(t) {
+		for _, r := range rules {
+			if slices.Contains(r.Resources, "pods") {
+				out[sa] = r
+			}
+		}
+	}
+	return out
+}
+
 // access renders NVIDIA's namespaced objects under the same conditions,
-// the same Role rules in the same order, and the same bindings; nothing
-// else (0100 L1-8, 0110 L2-9 and L68-121, 0120 L2-9, 0130 L2-27,
-// 0140 L2-33; 0150 L1-28 departs).
+// the same Role rules in the same order, and the same bindings (0100
+// L1-8, 0110 L2-9 and L68-121, 0120 L2-9, 0130 L2-27, 0140 L2-33; 0150
+// L1-28 departs), and, for the components that read pods, their
+// ClusterRole's pods rule in a Role of their namespace; nothing else.
 func TestAccessMatchesNVIDIA(t *testing.T) {
 	upstream := upstreamNamespaced(t)
+	pods := upstreamPodsRules(t)
 	for _, cd := range []bool{false, true} {
 		for _, mps := range []bool{false, true} {
 			t.Run(fmt.Sprintf("computeDomains=%t,MPSSupport=%t", cd, mps), func(t *testing.T) {
@@ -77,10 +104,29 @@ func TestAccessMatchesNVIDIA(t *testing.T) {
 						want = append(want, key)
 					}
 				}
+				expected := map[string]client.Object{}
+				for k, o := range upstream {
+					expected[k] = o.DeepCopyObject().(client.Object)
+				}
+				for sa, when := range podsInNamespace {
+					if !when(cd, mps) {
+						continue
+					}
+					role, binding := "Role/"+sa, "RoleBinding/"+sa
+					if !slices.Contains(want, role) {
+						// NVIDIA has no Role of this name here: ours alone.
+						want = append(want, role, binding)
+						expected[role] = &rbacv1.Role{}
+						expected[binding] = &rbacv1.RoleBinding{Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa,
+							Namespace: upstreamNamespace}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa}}
+					}
+					r := expected[role].(*rbacv1.Role)
+					r.Rules = append(r.Rules, pods[sa])
+				}
 				for _, o := range access(in, d) {
 					got = append(got, kindName(o))
 					g.Expect(o.GetNamespace()).To(Equal(upstreamNamespace), kindName(o))
-					assertSameGrant(g, o, upstream[kindName(o)])
+					assertSameGrant(g, o, expected[kindName(o)])
 				}
 				slices.Sort(want)
 				slices.Sort(got)
@@ -111,15 +157,19 @@ func assertSameGrant(g Gomega, ours, theirs client.Object) {
 	}
 }
 
-// Without compute domains or MPS, the kubelet plugin needs nothing in the
-// namespace: NVIDIA renders only its ServiceAccount there (0100 L1-8),
-// besides 0150's Role, which ours does not need.
-func TestAccessWithoutComputeDomainsIsThePluginServiceAccount(t *testing.T) {
+// Without compute domains or MPS, the kubelet plugin needs in the
+// namespace only what reads pods there: NVIDIA renders only its
+// ServiceAccount (0100 L1-8), besides 0150's Role, which ours does not
+// need, and grants pods in a ClusterRole.
+func TestAccessWithoutComputeDomainsIsThePluginsPodsInTheNamespace(t *testing.T) {
 	g := NewWithT(t)
 	in, d := draInput(upstreamNamespace, false, false)
-	objs := access(in, d)
-	g.Expect(objs).To(HaveLen(1))
-	g.Expect(kindName(objs[0])).To(Equal("ServiceAccount/" + KubeletPluginServiceAccount))
+	var got []string
+	for _, o := range access(in, d) {
+		got = append(got, kindName(o))
+	}
+	g.Expect(got).To(ConsistOf("ServiceAccount/"+KubeletPluginServiceAccount, "Role/"+KubeletPluginServiceAccount,
+		"RoleBinding/"+KubeletPluginServiceAccount))
 }
 
 // A RoleBinding to a ServiceAccount that is not there, or in another
@@ -151,7 +201,7 @@ func TestRoleBindingsBindRenderedServiceAccounts(t *testing.T) {
 		g.Expect(ok).To(BeTrue(), "%s binds Role %s, which is not rendered", rb.Name, rb.RoleRef.Name)
 		g.Expect(role.GetNamespace()).To(Equal(rb.Namespace), rb.Name)
 	}
-	g.Expect(bindings).To(Equal(3), "the plugin's, its -mps and the controller's")
+	g.Expect(bindings).To(Equal(4), "the plugin's, its -mps, the controller's and the IMEX daemons'")
 }
 
 // The IMEX daemons' pods are the controller's: their template names the
@@ -175,11 +225,11 @@ func TestComputeDomainDaemonServiceAccountMountsItsToken(t *testing.T) {
 	g.Expect(seen).To(Equal(3))
 }
 
-// ClusterRules grants each ServiceAccount exactly the ClusterRole NVIDIA
-// binds it to, rule for rule and in order: 0200 L6-50 (bound by 0300
-// L1-12), 0110 L15-66 (bound by L96-107) and 0120 L14-46 (bound by
-// L48-59).
-func TestClusterRulesMatchNVIDIA(t *testing.T) {
+// upstreamClusterRules are, by ServiceAccount, the rules of the
+// ClusterRole NVIDIA binds it to: 0200 L6-50 (bound by 0300 L1-12), 0110
+// L15-66 (bound by L96-107) and 0120 L14-46 (bound by L48-59).
+func upstreamClusterRules(t *testing.T) map[string][]rbacv1.PolicyRule {
+	t.Helper()
 	g := NewWithT(t)
 	roles := map[string][]rbacv1.PolicyRule{}
 	var bindings []*rbacv1.ClusterRoleBinding
@@ -191,7 +241,7 @@ func TestClusterRulesMatchNVIDIA(t *testing.T) {
 			bindings = append(bindings, r)
 		}
 	}
-	want := map[string][]rbacv1.PolicyRule{}
+	out := map[string][]rbacv1.PolicyRule{}
 	for _, b := range bindings {
 		g.Expect(b.Subjects).To(HaveLen(1), b.Name)
 		s := b.Subjects[0]
@@ -199,8 +249,27 @@ func TestClusterRulesMatchNVIDIA(t *testing.T) {
 		g.Expect(s.Namespace).To(Equal(upstreamNamespace), b.Name)
 		rules, ok := roles[b.RoleRef.Name]
 		g.Expect(ok).To(BeTrue(), "%s binds ClusterRole %s, which %s lacks", b.Name, b.RoleRef.Name, upstreamRBAC)
-		want[s.Name] = rules
+		out[s.Name] = rules
 	}
-	g.Expect(want).To(HaveLen(3))
+	g.Expect(out).To(HaveLen(3))
+	return out
+}
+
+// ClusterRules grants each ServiceAccount the ClusterRole NVIDIA binds it
+// to, rule for rule and in order, but for the pods rule, which is granted
+// in the driver's namespace (TestAccessMatchesNVIDIA): no token of the
+// driver reads or patches a pod in another namespace.
+func TestClusterRulesMatchNVIDIA(t *testing.T) {
+	g := NewWithT(t)
+	want := map[string][]rbacv1.PolicyRule{}
+	for sa, rules := range upstreamClusterRules(t) {
+		want[sa] = slices.DeleteFunc(slices.Clone(rules), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "pods") })
+		g.Expect(want[sa]).To(HaveLen(len(rules)-1), "NVIDIA's ClusterRole of %s has one pods rule", sa)
+	}
 	g.Expect(ClusterRules()).To(Equal(want), upstreamRBAC)
+	for sa, rules := range ClusterRules() {
+		for _, r := range rules {
+			g.Expect(r.Resources).NotTo(ContainElement("pods"), "%s reads pods cluster-wide", sa)
+		}
+	}
 }

@@ -50,6 +50,9 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	objs := access(in, d)
 	objs = append(objs, deviceClasses(in.Policy, d.ComputeDomainsEnabled())...)
 	objs = append(objs, sliceAdmissionPolicy(in.Policy, in.Namespace)...)
+	if d.ComputeDomainsEnabled() {
+		objs = append(objs, daemonPodPolicy(in.Policy, in.Namespace)...)
+	}
 
 	gpus := containerSettings(d, d.GPUs.KubeletPlugin.DRAContainerSpec)
 	sets, err := in.DaemonSets(KubeletPluginName, state.DRADriver, &gpus, image, dimensions, kubeletPluginPod(d, image))
