@@ -113,6 +113,17 @@ func (in RenderInput) DRA() *gpuv1.DRADriverSpec {
 	return &in.Policy.Spec.DRADriver
 }
 
+// GPUDirect reports whether some driver pool loads GPUDirect Storage's
+// nvidia_fs and GDRCopy's gdrdrv: the policy's gds and gdrcopy, or an
+// NVIDIADriver's.
+func (in RenderInput) GPUDirect() (gds, gdrcopy bool) {
+	gds, gdrcopy = in.Policy.Spec.GDS.IsEnabled(), in.Policy.Spec.GDRCopy.IsEnabled()
+	for _, p := range in.DriverPools {
+		gds, gdrcopy = gds || p.GDS.IsEnabled(), gdrcopy || p.GDRCopy.IsEnabled()
+	}
+	return gds, gdrcopy
+}
+
 // RunsMPS reports whether the nodes of a variant share their GPUs with
 // MPS: the configuration they run, the policy's default for none.
 func (in RenderInput) RunsMPS(v Variant) bool {

@@ -46,6 +46,21 @@ const (
 const dp = deviceplugin.ContainerName
 
 var devicePluginContract = []requirement{
+	{source: pluginMain + " (--gds-enabled, --mofed-enabled, --gdrcopy-enabled: GDS_ENABLED, MOFED_ENABLED, GDRCOPY_ENABLED); " +
+		pluginManager + ":61-63 (the CDI spec's /dev/nvidia-fs*, /dev/infiniband, /dev/gdrdrv); " + pluginServer + ":339-347; " +
+		"NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:1579-1587 (TransformDevicePlugin: GDS sets GDS_ENABLED and MOFED_ENABLED, GDRCopy GDRCOPY_ENABLED)",
+		need: "hands GPU pods GPUDirect Storage's and GDRCopy's devices where the modules are loaded, and nothing more where they are not",
+		check: func(p *podCase) error {
+			gds := []func(*podCase) error{noEnv(dp, "GDS_ENABLED"), noEnv(dp, "MOFED_ENABLED")}
+			if p.spec.GDS.IsEnabled() {
+				gds = []func(*podCase) error{env(dp, "GDS_ENABLED", "true"), env(dp, "MOFED_ENABLED", "true")}
+			}
+			gdrcopy := noEnv(dp, "GDRCOPY_ENABLED")
+			if p.spec.GDRCopy.IsEnabled() {
+				gdrcopy = env(dp, "GDRCOPY_ENABLED", "true")
+			}
+			return all(append(gds, gdrcopy)...)(p)
+		}},
 	{source: pluginMain + " (--driver-root: the host path, for device specs and its CDI spec); " + pluginRoot + " (NVML loaded from --container-driver-root)",
 		need: "knows the node's driver root on the host, and sees it read-only where it loads NVML from",
 		check: all(

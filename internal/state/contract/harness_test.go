@@ -120,6 +120,9 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	gpuDirect.Spec.GDRCopy = &gpuv1.GDRCopySpec{Enabled: ptr.To(true), Repository: "nvcr.io/nvidia/cloud-native",
 		Image: "gdrdrv", Version: "v2.6", SidecarSettings: gpuv1.SidecarSettings{ImagePullSecrets: []gpuv1.ObjectName{"ngc"}}}
 	ps["gds-gdrcopy"] = gpuDirect
+	gdrcopyOnly := ps["default"].DeepCopy()
+	gdrcopyOnly.Spec.GDRCopy = gpuDirect.Spec.GDRCopy.DeepCopy()
+	ps["gdrcopy-only"] = gdrcopyOnly
 	return ps
 }
 

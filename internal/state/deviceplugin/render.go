@@ -54,8 +54,10 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.DevicePlugin
 	image := render.Image(string(spec.Repository), string(spec.Image), string(spec.Version))
 	// Nodes sharing their GPUs with MPS give the plugin MPS's root.
+	gds, gdrcopy := in.GPUDirect()
 	pod := func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 		p := podSpec(cp, v, in.DevicePluginConfigFile(v))
+		p.Containers[0].Env = append(p.Containers[0].Env, gpuDirectEnv(gds, gdrcopy)...)
 		if in.RunsMPS(v) {
 			env, mounts, volumes := MPSSettings(cp)
 			c := &p.Containers[0]
@@ -69,6 +71,29 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 		return nil, err
 	}
 	return append([]client.Object{render.ServiceAccount(in.Policy, ServiceAccountName, in.Namespace, string(state.DevicePlugin))}, sets...), nil
+}
+
+// gpuDirectEnv has the plugin hand GPU pods GPUDirect's devices: with
+// GPUDirect Storage /dev/nvidia-fs* and the RDMA devices under
+// /dev/infiniband, with GDRCopy /dev/gdrdrv, in its CDI spec and its
+// allocations (k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin/main.go
+// --gds-enabled, --mofed-enabled, --gdrcopy-enabled;
+// cmd/nvidia-device-plugin/plugin-manager.go:61-63;
+// internal/plugin/server.go:339-347), as NVIDIA's operator sets them
+// (gpu-operator v26.7.0 controllers/object_controls.go:1579-1587,
+// TransformDevicePlugin). Without them the modules load and the state is
+// ready, but no workload can open the devices. Any pool's setting turns
+// them on for every node's plugin: one without the devices gets none
+// (the CDI spec lists the device nodes found).
+func gpuDirectEnv(gds, gdrcopy bool) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if gds {
+		env = append(env, corev1.EnvVar{Name: "GDS_ENABLED", Value: "true"}, corev1.EnvVar{Name: "MOFED_ENABLED", Value: "true"})
+	}
+	if gdrcopy {
+		env = append(env, corev1.EnvVar{Name: "GDRCOPY_ENABLED", Value: "true"})
+	}
+	return env
 }
 
 // podSpec is the plugin's pod for one driver root and runtime, reading
