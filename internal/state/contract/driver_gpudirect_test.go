@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +53,33 @@ var gpuDirectContract = []requirement{
 				}
 				return nil
 			}),
+		where: gpuDirect},
+	{source: "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:3067-3100 (transformGDSContainer), 3160-3192 " +
+		"(transformGDRCopyContainer): the driver's repoConfig and certConfig mounted where the driver container has them, " +
+		"its secretEnv as env",
+		need: "with gds or gdrcopy, each builds from the driver's package repositories and certificates, with its proxy settings",
+		check: func(p *podCase) error {
+			main, err := container(p, driver.ContainerName)
+			if err != nil {
+				return err
+			}
+			for _, name := range []string{driver.GDSName, driver.GDRCopyName} {
+				c, err := container(p, name)
+				if err != nil {
+					continue
+				}
+				for _, m := range main.VolumeMounts {
+					if (m.Name == "repo-config" || m.Name == "cert-config") &&
+						!slices.ContainsFunc(c.VolumeMounts, func(o corev1.VolumeMount) bool { return reflect.DeepEqual(o, m) }) {
+						return fmt.Errorf("%s lacks the driver's mount %s at %s", name, m.Name, m.MountPath)
+					}
+				}
+				if !reflect.DeepEqual(c.EnvFrom, main.EnvFrom) {
+					return fmt.Errorf("%s's envFrom %v, the driver's %v", name, c.EnvFrom, main.EnvFrom)
+				}
+			}
+			return nil
+		},
 		where: gpuDirect},
 	{source: gpuDirectSource, need: "without gds and gdrcopy, neither container",
 		check: all(noContainer(driver.GDSName), noContainer(driver.GDRCopyName), noContainer(driver.UnloadModulesName)),

@@ -123,6 +123,12 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	gdrcopyOnly := ps["default"].DeepCopy()
 	gdrcopyOnly.Spec.GDRCopy = gpuDirect.Spec.GDRCopy.DeepCopy()
 	ps["gdrcopy-only"] = gdrcopyOnly
+	// GPUDirect built behind a mirror, with its certificates and a proxy.
+	mirrored := gpuDirect.DeepCopy()
+	mirrored.Spec.Driver.RepoConfig = &gpuv1.DriverRepoConfig{ConfigMapName: "mirror-repos"}
+	mirrored.Spec.Driver.CertConfig = &gpuv1.DriverCertConfig{Name: "mirror-ca"}
+	mirrored.Spec.Driver.SecretEnv = "proxy"
+	ps["gds-gdrcopy-mirror"] = mirrored
 	return ps
 }
 

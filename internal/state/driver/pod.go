@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"slices"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -175,6 +176,13 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 	if err != nil {
 		return corev1.PodSpec{}, err
 	}
+	for i := range sidecars {
+		// They build against the driver's sources, from the same
+		// package repositories and certificates (gpu-operator v26.7.0
+		// controllers/object_controls.go:3067-3092, transformGDSContainer;
+		// 3160-3185, transformGDRCopyContainer).
+		sidecars[i].VolumeMounts = append(sidecars[i].VolumeMounts, mountsNamed(main.VolumeMounts, "repo-config", "cert-config")...)
+	}
 	containers = append(containers, sidecars...)
 	withSecretEnv(containers, spec.SecretEnv)
 	volumes = append(volumes, sidecarVolumes...)
@@ -259,6 +267,17 @@ func tune(probe *corev1.Probe, spec *gpuv1.ContainerProbeSpec) {
 			*f.to = f.set
 		}
 	}
+}
+
+// mountsNamed returns the mounts of the named volumes.
+func mountsNamed(mounts []corev1.VolumeMount, names ...string) []corev1.VolumeMount {
+	var out []corev1.VolumeMount
+	for _, m := range mounts {
+		if slices.Contains(names, m.Name) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // withSecretEnv sets driver.secretEnv's Secret as the environment of the
