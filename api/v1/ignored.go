@@ -18,9 +18,7 @@ const RefusedTag = "refused"
 // fields that are set in the spec and that this operator accepts only for
 // compatibility. It finds them by type, so a newly accepted field is
 // reported without further code.
-func (s *ClusterPolicySpec) IgnoredFields() []string {
-	return append(OpaqueFields(s, "spec"), PathsOf(ManagerEnvRefusals(s.Driver.Manager, "spec.driver.manager"))...)
-}
+func (s *ClusterPolicySpec) IgnoredFields() []string { return PathsOf(s.RefusedFields()) }
 
 // RefusedFields returns, for each field IgnoredFields lists, the path and
 // why the operator does not act on it ("spec.validator: ..."): what

@@ -299,9 +299,7 @@ func (s *NVIDIADriverSpec) Runs() bool { return s.DriverType == "" || s.DriverTy
 
 // IgnoredFields returns the JSON paths of the fields set in the spec that
 // this operator accepts only for compatibility.
-func (s *NVIDIADriverSpec) IgnoredFields() []string {
-	return append(gpuv1.OpaqueFields(s, "spec"), gpuv1.PathsOf(gpuv1.ManagerEnvRefusals(s.Manager, "spec.manager"))...)
-}
+func (s *NVIDIADriverSpec) IgnoredFields() []string { return gpuv1.PathsOf(s.RefusedFields()) }
 
 // RefusedFields returns "<path>: <why>" for each field IgnoredFields
 // lists: what status.ignoredFields holds.

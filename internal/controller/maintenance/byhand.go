@@ -1,8 +1,6 @@
 package maintenance
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -45,25 +43,6 @@ func (p *pass) byHandOf(n *corev1.Node) *byHandEviction {
 		return nil
 	}
 	return p.byHand[p.obs.pools.Assign(n.Name, n.Labels).Pool]
-}
-
-// byHandPolicy is the timeouts of a byHandEviction as the transition
-// table reads them.
-func byHandPolicy(b *byHandEviction) (podDeletion time.Duration, drain bool, drainTimeout time.Duration) {
-	seconds := func(v *int32) time.Duration {
-		if v == nil {
-			return 0
-		}
-		return time.Duration(*v) * time.Second
-	}
-	return seconds(b.Spec.PodDeletion.TimeoutSeconds), *b.Spec.Drain.Enable, seconds(b.Spec.Drain.TimeoutSeconds)
-}
-
-// replacedByHand reports whether an upgrade-required node's outdated
-// driver pod was replaced outside the upgrade by a current one.
-func (p *pass) replacedByHand(n *corev1.Node) bool {
-	replaced, _ := p.outdatedPodFate(n)
-	return replaced
 }
 
 // outdatedPodFate reads, on an upgrade-required node, what became of the

@@ -111,7 +111,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		Now:           p.now,
 		UnhealthyGPUs: r.unhealthyGPUs(n),
 		Approved:      n.Annotations[gpuv1.AnnotationRemediationApproved] == gpuv1.LabelTrue,
-		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), p.upgradePolicy(n).AutoUpgrade, n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
+		UpgradeHeld:   arbiter.UpgradeHeld(stateOf(n), autoUpgrade(p.upgradeSpec(n)), n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue),
 		// The driver container runs there: a reload replaces its pod.
 		// A driver a pool holds (a conflict, no NVIDIADriver, one not run)
 		// would not come back once its pod is deleted.

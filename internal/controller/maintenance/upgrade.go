@@ -74,17 +74,18 @@ func (upgrades) runs(p *pass, n *corev1.Node) bool {
 }
 
 func (upgrades) position(_ context.Context, p *pass, n *corev1.Node, view *arbiter.Node) {
+	replaced, _ := p.outdatedPodFate(n)
 	view.Ops[arbiter.DriverUpgrade] = arbiter.Position{
-		Phase: arbiter.UpgradePhase(stateOf(n), p.upgradeQueued(n, p.replacedByHand(n))),
+		Phase: arbiter.UpgradePhase(stateOf(n), upgradeQueued(n, autoUpgrade(p.upgradeSpec(n)), replaced)),
 		Since: sinceOf(n, AnnotationSince),
 	}
 }
 
 // upgradeQueued says whether an upgrade-required node starts once the
-// table and the budget let it: autoUpgrade on, or a driver pod replaced
-// by hand whose GPU pods must leave; never a node labelled skip.
-func (p *pass) upgradeQueued(n *corev1.Node, replacedByHand bool) bool {
-	return (p.upgradePolicy(n).AutoUpgrade || replacedByHand) && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue
+// table and the budget let it: autoUpgrade on in its pool, or a driver pod
+// replaced by hand whose GPU pods must leave; never a node labelled skip.
+func upgradeQueued(n *corev1.Node, autoUpgrade, replacedByHand bool) bool {
+	return (autoUpgrade || replacedByHand) && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue
 }
 
 func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
@@ -94,12 +95,12 @@ func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bo
 	}
 	f.Admitted = admitted
 	pol := p.upgradePolicy(n)
+	queued := upgradeQueued(n, pol.AutoUpgrade, f.ReplacedByHand)
 	if byHand := p.byHandOf(n); byHand != nil && !pol.AutoUpgrade && (f.ReplacedByHand || followsByHand(n)) {
-		pol.PodDeletionTimeout, pol.DrainEnabled, pol.DrainTimeout = byHandPolicy(byHand)
+		pol = p.policyOf(&byHand.Spec)
 		pol.SkipGPUPodEviction, pol.LeaveReplaced = !byHand.Evicts, !byHand.Acts()
 	}
 	step := upgrade.Next(f, pol)
-	queued := p.upgradeQueued(n, f.ReplacedByHand)
 	if ok, why := vet(arbiter.UpgradePhase(f.State, queued), arbiter.UpgradePhase(step.Next, queued)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = upgrade.Step{Next: f.State}
@@ -294,7 +295,7 @@ func displayState(s gpuv1.UpgradeState) string {
 // upgradePolicy supersedes its driver manager's settings where it is on),
 // else the pool's upgrade policy.
 func (p *pass) evictionSpec(n *corev1.Node) (*gpuv1.DriverUpgradePolicySpec, *podSelectors) {
-	if followsByHand(n) && !p.upgradePolicy(n).AutoUpgrade {
+	if followsByHand(n) && !autoUpgrade(p.upgradeSpec(n)) {
 		if b := p.byHandOf(n); b != nil {
 			return &b.Spec, b.sel
 		}
@@ -313,8 +314,16 @@ func (p *pass) upgradeSpec(n *corev1.Node) *gpuv1.DriverUpgradePolicySpec {
 
 // upgradePolicy is the node's pool's upgrade settings and the operator's
 // timers, as the transition table reads them.
-func (p *pass) upgradePolicy(n *corev1.Node) upgrade.Policy {
-	spec := p.upgradeSpec(n)
+func (p *pass) upgradePolicy(n *corev1.Node) upgrade.Policy { return p.policyOf(p.upgradeSpec(n)) }
+
+// autoUpgrade reads an upgrade policy's autoUpgrade, on unless set off.
+func autoUpgrade(spec *gpuv1.DriverUpgradePolicySpec) bool {
+	return spec.AutoUpgrade == nil || *spec.AutoUpgrade
+}
+
+// policyOf is an upgrade policy's settings and the operator's timers, as
+// the transition table reads them.
+func (p *pass) policyOf(spec *gpuv1.DriverUpgradePolicySpec) upgrade.Policy {
 	seconds := func(v *int32) time.Duration {
 		if v == nil {
 			return 0
@@ -322,7 +331,7 @@ func (p *pass) upgradePolicy(n *corev1.Node) upgrade.Policy {
 		return time.Duration(*v) * time.Second
 	}
 	return upgrade.Policy{
-		AutoUpgrade:        spec.AutoUpgrade == nil || *spec.AutoUpgrade,
+		AutoUpgrade:        autoUpgrade(spec),
 		WaitTimeout:        seconds(spec.WaitForCompletion.TimeoutSeconds),
 		PodDeletionTimeout: seconds(spec.PodDeletion.TimeoutSeconds),
 		DrainEnabled:       spec.Drain.Enable != nil && *spec.Drain.Enable,
