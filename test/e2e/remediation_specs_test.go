@@ -312,9 +312,11 @@ func (l *remediationLog) observe(n *corev1.Node) {
 	taint := slices.ContainsFunc(n.Spec.Taints, gating.IsOwnUnhealthyTaint)
 	l.tainted[n.Name] = l.tainted[n.Name] || taint
 	// The taint goes on just before the label that starts the eviction,
-	// and off just before the label that ends the repair: a version
-	// between the two writes is the operator's order, not a breach, if
-	// the next change is the label that finishes it.
+	// and off just before the label that ends the repair, from whichever
+	// state the repair ends in (a reboot that healed the GPUs ends it from
+	// reboot-required): a version between the two writes is the
+	// operator's order, not a breach, if the next change is the label
+	// that finishes it.
 	key := fmt.Sprintf("%s %t", st, taint)
 	if l.current[n.Name] == key {
 		return
@@ -327,7 +329,7 @@ func (l *remediationLog) observe(n *corev1.Node) {
 	case taint == remediation.Tainted(st):
 	case taint && st == gpuv1.RemediationRequired:
 		l.then[n.Name] = fmt.Sprintf("%s %t", gpuv1.RemediationEviction, true)
-	case !taint && (st == gpuv1.RemediationDevicePluginRestart || st == gpuv1.RemediationValidation):
+	case !taint && remediation.Tainted(st):
 		l.then[n.Name] = fmt.Sprintf("%s %t", gpuv1.RemediationDone, false)
 	default:
 		l.offTaints = append(l.offTaints, fmt.Sprintf("%s: %s tainted=%t", n.Name, st, taint))

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -237,6 +238,12 @@ func createGPUDeployment(ctx context.Context, namespace, name string, replicas i
 	if err := k8s.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
+	// A spec that fails before deleting its GPU pods must not leave them to
+	// the next spec on this cluster, whose nodes would count them.
+	DeferCleanup(func(ctx SpecContext) {
+		err := k8s.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}})
+		Expect(client.IgnoreNotFound(err)).To(Succeed())
+	})
 }
 
 // fleetUpgrades lists every node's upgrade state, cordon and driver pool:
