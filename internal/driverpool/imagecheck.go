@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -43,9 +45,11 @@ func CheckPodName(image string) string {
 }
 
 // CheckPod is the pod that pulls image on node and exits at once. It runs
-// unprivileged as nobody, tolerates every taint (a cordoned or tainted GPU
-// node still pulls), asks for no resources, so that the kubelet always
-// admits it, and is owned by the policy: deleting the policy deletes it.
+// unprivileged as nobody, within small requests and limits (the image is
+// not trusted yet: its "true" may be anything, and gets a few millicores
+// and megabytes), and is owned by the policy: deleting the policy deletes
+// it. It tolerates CheckTolerations: a cordoned or tainted GPU node still
+// pulls, a quarantined one does not.
 func CheckPod(cp *gpuv1.ClusterPolicy, namespace, image, node string, pullSecrets []string) *corev1.Pod {
 	meta := render.ObjectMeta(cp, CheckPodName(image), namespace, string(CheckState))
 	meta.Annotations = map[string]string{AnnotationImage: image}
@@ -53,7 +57,7 @@ func CheckPod(cp *gpuv1.ClusterPolicy, namespace, image, node string, pullSecret
 		NodeName:                     node,
 		RestartPolicy:                corev1.RestartPolicyNever,
 		AutomountServiceAccountToken: ptr.To(false),
-		Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Tolerations:                  CheckTolerations(cp),
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		Containers: []corev1.Container{{
@@ -65,12 +69,56 @@ func CheckPod(cp *gpuv1.ClusterPolicy, namespace, image, node string, pullSecret
 			Command: []string{"true"},
 			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			Resources: checkResources,
 		}},
 	}}
 	for _, s := range pullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
 	return pod
+}
+
+// checkResources bound the check's container: the pull is the kubelet's
+// and counts against no container, and "true" needs about a millisecond of
+// CPU and a megabyte.
+var checkResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+}
+
+// CheckTolerations are the check pod's: every NoSchedule and
+// PreferNoSchedule taint (a cordoned node, or one the operator holds for
+// maintenance, still pulls), and of NoExecute taints only those the
+// policy's daemonsets.tolerations let operands run under. A NoExecute
+// taint is a quarantine: an image not yet trusted does not run there.
+func CheckTolerations(cp *gpuv1.ClusterPolicy) []corev1.Toleration {
+	out := []corev1.Toleration{
+		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectPreferNoSchedule},
+	}
+	for _, t := range cp.Spec.Daemonsets.Tolerations {
+		if t.Effect == corev1.TaintEffectNoExecute || t.Effect == "" {
+			out = append(out, t.Core())
+		}
+	}
+	return out
+}
+
+// CheckMayRunOn reports whether a check pod with these tolerations would
+// stay on node: it carries no NoExecute taint they do not tolerate.
+func CheckMayRunOn(n *corev1.Node, tolerations []corev1.Toleration) bool {
+	for i := range n.Spec.Taints {
+		taint := &n.Spec.Taints[i]
+		if taint.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(t corev1.Toleration) bool {
+			return t.ToleratesTaint(klog.Background(), taint, false)
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // pullFailures are the reasons a kubelet gives a container whose image it

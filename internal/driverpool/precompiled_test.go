@@ -158,7 +158,10 @@ func TestCheckPodPullsAndExitsUnprivileged(t *testing.T) {
 	g.Expect(p.Spec.NodeName).To(Equal("gpu-1"))
 	g.Expect(p.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever), "the kubelet retries a pull, never a run")
 	g.Expect(p.Spec.Containers[0].Image).To(Equal(newImage))
-	g.Expect(p.Spec.Containers[0].Resources.Requests).To(BeEmpty(), "admitted on any node")
+	res := p.Spec.Containers[0].Resources
+	g.Expect(res.Limits.Cpu().MilliValue()).To(BeNumerically("<=", 100), "an image not yet trusted gets a few millicores")
+	g.Expect(res.Limits.Memory().Value()).To(BeNumerically("<=", 64<<20), "and a few megabytes")
+	g.Expect(res.Requests.Memory().Value()).To(BeNumerically(">", 0), "not BestEffort: requests within the limits")
 	g.Expect(*p.Spec.SecurityContext.RunAsNonRoot).To(BeTrue())
 	g.Expect(p.Spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: "ngc"}}))
 	g.Expect(p.OwnerReferences[0].UID).To(BeEquivalentTo("uid"), "deleting the policy deletes it")
@@ -220,4 +223,39 @@ func TestUnpulledKernelsAreKept(t *testing.T) {
 		[]corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "host", Labels: host}}, {ObjectMeta: metav1.ObjectMeta{Name: "out", Labels: optedOut}}})
 	g.Expect(groups[0].Kernels).To(BeEmpty())
 	g.Expect(groups[0].KeptKernels).To(BeEmpty())
+}
+
+// The check pod pulls on cordoned and maintained nodes (NoSchedule), but
+// not on a quarantined one (NoExecute) unless the policy lets operands run
+// under that taint.
+func TestCheckPodStaysOffQuarantinedNodes(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	node := func(taints ...corev1.Taint) *corev1.Node {
+		n := &corev1.Node{}
+		n.Spec.Taints = taints
+		return n
+	}
+	cordoned := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+	gpu := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	quarantine := corev1.Taint{Key: "security.example.com/quarantine", Effect: corev1.TaintEffectNoExecute}
+	dedicated := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoExecute}
+
+	tolerations := CheckTolerations(cp)
+	g.Expect(CheckMayRunOn(node(), tolerations)).To(BeTrue())
+	g.Expect(CheckMayRunOn(node(cordoned, gpu), tolerations)).To(BeTrue(), "NoSchedule taints are tolerated")
+	g.Expect(CheckMayRunOn(node(gpu, quarantine), tolerations)).To(BeFalse(), "a NoExecute taint is a quarantine")
+	g.Expect(CheckMayRunOn(node(dedicated), tolerations)).To(BeFalse())
+	for _, tol := range tolerations {
+		g.Expect(tol.Effect).NotTo(Equal(corev1.TaintEffectNoExecute), "none of its own")
+	}
+
+	cp.Spec.Daemonsets.Tolerations = []gpuv1.Toleration{
+		{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: "other", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	}
+	tolerations = CheckTolerations(cp)
+	g.Expect(CheckMayRunOn(node(dedicated), tolerations)).To(BeTrue(), "operands run under it, so does the check")
+	g.Expect(CheckMayRunOn(node(dedicated, quarantine), tolerations)).To(BeFalse())
+	g.Expect(CheckPod(cp, "gpu-operator", newImage, "gpu-1", nil).Spec.Tolerations).To(Equal(tolerations))
 }

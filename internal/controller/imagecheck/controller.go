@@ -249,6 +249,7 @@ func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) 
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	out := map[string]*wanted{}
+	tolerations := driverpool.CheckTolerations(cp)
 	add := func(image string, n *corev1.Node, secrets []gpuv1.ObjectName) {
 		w := out[image]
 		if w == nil {
@@ -266,7 +267,7 @@ func (r *Reconciler) wantedImages(ctx context.Context, cp *gpuv1.ClusterPolicy) 
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if !gating.IsGPUNode(n) || !driverpool.RunsContainerDriver(n.Labels) {
+		if !gating.IsGPUNode(n) || !driverpool.RunsContainerDriver(n.Labels) || !driverpool.CheckMayRunOn(n, tolerations) {
 			continue
 		}
 		a := pools.Assign(n.Name, n.Labels)
@@ -294,7 +295,7 @@ func ready(n *corev1.Node) bool {
 }
 
 // SetupWithManager registers the controller: GPU node labels (kernels,
-// pools) and readiness, NVIDIADrivers and policies, and the check pods'
+// pools), readiness and NoExecute taints, NVIDIADrivers and policies, and the check pods'
 // verdicts.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toImages := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{images} }
@@ -302,22 +303,35 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("imagecheck").
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(toImages), driverpool.VerdictChanged())).
 		Watches(&corev1.Node{}, coalesce.After(batchDelay, toImages),
-			builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, readinessChanged()))).
+			builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, placementChanged()))).
 		Watches(&gpuv1alpha1.NVIDIADriver{}, handler.EnqueueRequestsFromMapFunc(toImages),
 			builder.WithPredicates(policy.SpecChanged())).
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(toImages)).
 		Complete(r)
 }
 
-// readinessChanged passes node updates whose Ready condition changed: a
-// check waiting on a node gone not ready moves to a ready one.
-func readinessChanged() predicate.Predicate {
+// placementChanged passes node updates whose Ready condition or NoExecute
+// taints changed: a check waiting on a node gone not ready moves to a
+// ready one, and one on a node quarantined since moves off it.
+func placementChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		DeleteFunc: func(event.DeleteEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return ready(e.ObjectOld.(*corev1.Node)) != ready(e.ObjectNew.(*corev1.Node))
+			old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			return ready(old) != ready(cur) || !slices.Equal(noExecuteTaints(old), noExecuteTaints(cur))
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+func noExecuteTaints(n *corev1.Node) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoExecute {
+			t.TimeAdded = nil // set by the node lifecycle controller; no change of placement
+			out = append(out, t)
+		}
+	}
+	return out
 }
