@@ -119,7 +119,9 @@ type DCGMExporterHPCJobMappingConfig struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// Directory on the host; empty for /var/lib/dcgm-exporter/job-mapping.
 	// +kubebuilder:validation:MaxLength=4096
-	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || (self.startsWith('/') && !self.contains('..'))`,message="must be an absolute path on the host without '..'"
+	// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.startsWith('/')`,message="must be an absolute path on the host"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('(^|/)[.][.](/|$)')`,message="must not hold a '..' segment: name the directory itself"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('^/+$')`,message="must not be / alone: the operands would write to the host's root; name a directory"
 	// +optional
 	Directory string `json:"directory,omitempty"`
 }

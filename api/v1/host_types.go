@@ -43,13 +43,19 @@ func (c *CDISpec) UsesNRI() bool {
 
 // HostPathsSpec says where a node keeps what the operands reach on the
 // host, for hosts laid out unlike the usual Linux distribution (GKE's
-// Container-Optimized OS, Talos, a moved kubelet root).
+// Container-Optimized OS, Talos, a moved kubelet root). Each is at most
+// 4096 bytes and holds no '..' segment; the kubelet's directory, which the
+// device plugin mounts to write its socket, may not be / alone (the
+// rootFS is / by default, and a driverInstallDir of / names the host's
+// own driver at /, as the default does).
 type HostPathsSpec struct {
 	// RootFS is the host's root filesystem, which operands that run the
 	// host's tools (containerd to read its config, modprobe, nvidia-smi)
 	// mount read-only.
 	// +kubebuilder:default="/"
 	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('(^|/)[.][.](/|$)')`,message="must not hold a '..' segment: name the directory itself"
 	// +optional
 	RootFS string `json:"rootFS,omitempty"`
 	// DriverInstallDir is where a driver the operator does not install
@@ -59,12 +65,17 @@ type HostPathsSpec struct {
 	// default, which leaves a host's driver at /.
 	// +kubebuilder:default="/run/nvidia/driver"
 	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('(^|/)[.][.](/|$)')`,message="must not hold a '..' segment: name the directory itself"
 	// +optional
 	DriverInstallDir string `json:"driverInstallDir,omitempty"`
 	// KubeletRootDir is the kubelet's --root-dir: where its device plugin
 	// and pod resources sockets are.
 	// +kubebuilder:default="/var/lib/kubelet"
 	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('(^|/)[.][.](/|$)')`,message="must not hold a '..' segment: name the directory itself"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('^/+$')`,message="must not be / alone: the operands would write to the host's root; name a directory"
 	// +optional
 	KubeletRootDir string `json:"kubeletRootDir,omitempty"`
 }

@@ -227,6 +227,9 @@ type ToolkitSpec struct {
 	// /home/kubernetes/bin/nvidia).
 	// +kubebuilder:default="/usr/local/nvidia"
 	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('(^|/)[.][.](/|$)')`,message="must not hold a '..' segment: name the directory itself"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('^/+$')`,message="must not be / alone: the operands would write to the host's root; name a directory"
 	// +optional
 	InstallDir string `json:"installDir,omitempty"`
 }

@@ -3,6 +3,7 @@ package crd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -229,6 +230,38 @@ func invalidCases() map[string]invalidCase {
 			path: p("dcgmExporter", "hpcJobMapping"), value: map[string]any{"enabled": true, "directory": "var/jobs"},
 			field: "spec.dcgmExporter.hpcJobMapping.directory", wants: []string{"absolute path"},
 		},
+		"exporter job mapping directory through '..'": {
+			path: p("dcgmExporter", "hpcJobMapping"), value: map[string]any{"enabled": true, "directory": "/var/lib/../../etc"},
+			field: "spec.dcgmExporter.hpcJobMapping.directory", wants: []string{"'..' segment"},
+		},
+		"exporter job mapping directory the host's root": {
+			path: p("dcgmExporter", "hpcJobMapping"), value: map[string]any{"enabled": true, "directory": "//"},
+			field: "spec.dcgmExporter.hpcJobMapping.directory", wants: []string{"must not be / alone"},
+		},
+		"kubelet root the host's root": {
+			path: p("hostPaths", "kubeletRootDir"), value: "/",
+			field: "spec.hostPaths.kubeletRootDir", wants: []string{"must not be / alone"},
+		},
+		"kubelet root through '..'": {
+			path: p("hostPaths", "kubeletRootDir"), value: "/var/lib/kubelet/..",
+			field: "spec.hostPaths.kubeletRootDir", wants: []string{"'..' segment"},
+		},
+		"root filesystem through '..'": {
+			path: p("hostPaths", "rootFS"), value: "/../host",
+			field: "spec.hostPaths.rootFS", wants: []string{"'..' segment"},
+		},
+		"host driver directory overlong": {
+			path: p("hostPaths", "driverInstallDir"), value: "/" + strings.Repeat("d", 4096),
+			field: "spec.hostPaths.driverInstallDir", wants: []string{"Too long"},
+		},
+		"toolkit installed into the host's root": {
+			path: p("toolkit", "installDir"), value: "/",
+			field: "spec.toolkit.installDir", wants: []string{"must not be / alone"},
+		},
+		"toolkit installed through '..'": {
+			path: p("toolkit", "installDir"), value: "/usr/local/../../bin",
+			field: "spec.toolkit.installDir", wants: []string{"'..' segment"},
+		},
 		"exporter Service of an unknown type": {
 			path: p("dcgmExporter", "service"), value: map[string]any{"type": "Ingress"},
 			field: "spec.dcgmExporter.service.type", wants: []string{"ClusterIP", "NodePort", "LoadBalancer"},
@@ -449,6 +482,10 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		"device plugin config with key":   {p("devicePlugin", "config"), map[string]any{"name": "plugin-config", "default": "a100-80gb"}},
 		"drain selector":                  {p("driver", "upgradePolicy", "drain", "podSelector"), "app in (training, serving),!legacy,tier!=batch"},
 		"toleration of every taint":       {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
+		"host's own driver at its root":   {p("hostPaths", "driverInstallDir"), "/"},
+		"dots inside a directory's name":  {p("hostPaths", "kubeletRootDir"), "/var/lib/kubelet..old/.k8s"},
+		"GKE's host paths": {p("hostPaths"), map[string]any{"rootFS": "/", "driverInstallDir": "/home/kubernetes/bin/nvidia",
+			"kubeletRootDir": "/var/lib/kubelet"}},
 		"NVIDIA's driver manager settings": {p("driver", "manager"), map[string]any{"env": []any{
 			map[string]any{"name": "ENABLE_GPU_POD_EVICTION", "value": "True"}, map[string]any{"name": "ENABLE_AUTO_DRAIN", "value": "1"},
 			map[string]any{"name": "DRAIN_TIMEOUT_SECONDS", "value": "1m30.5s"}, map[string]any{"name": "DRAIN_POD_SELECTOR_LABEL", "value": "app!=keep"},
