@@ -47,6 +47,8 @@ type options struct {
 	showVersion   bool
 	zap           zap.Options
 	namespace     string
+	// installBinds: the install binds the operands' ClusterRoles (OLM).
+	installBinds bool
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -63,11 +65,14 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.leaderElectID, "leader-election-id", "gpu-operator.nvidia.com", "Name of the Lease used for leader election.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	fs.IntVar(&o.nodeWorkers, "node-workers", 32, "Nodes reconciled concurrently.")
+	bind := fs.Bool("bind-operand-cluster-roles", true,
+		"Bind each operand's ClusterRole (shipped by the install) to its ServiceAccount while the operand runs; false where the install binds them itself (OLM).")
 	o.timers.BindFlags(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	o.installBinds = !*bind
 	if o.showVersion {
 		return o, nil
 	}
@@ -150,6 +155,7 @@ func run(o *options) error {
 	ctx := ctrl.SetupSignalHandler()
 	if err := operator.Setup(mgr, operator.Config{
 		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Timers: o.timers, Metrics: m, TrimNode: nodes.Node,
+		InstallBindsOperandClusterRoles: o.installBinds,
 	}); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -153,7 +154,11 @@ func rbac(root string) (cluster, namespaced []rbacv1.PolicyRule, err error) {
 		}
 		switch role.Kind {
 		case "ClusterRole":
-			cluster = role.Rules
+			// OLM binds the operands' ClusterRoles, under names of its
+			// own: the operator's bind rule names the chart's, and goes.
+			cluster = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.Verbs, []string{"bind"}) && slices.Equal(r.Resources, []string{"clusterroles"})
+			})
 		case "Role":
 			namespaced = role.Rules
 		}
@@ -170,7 +175,11 @@ func deployment(root, version string) (appsv1.DeploymentSpec, error) {
 	if err := yaml.Unmarshal(data, &d); err != nil {
 		return appsv1.DeploymentSpec{}, fmt.Errorf("decoding config/manager/manager.yaml: %w", err)
 	}
-	d.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("%s:v%s", image, version)
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Image = fmt.Sprintf("%s:v%s", image, version)
+	// OLM binds the operands' ClusterRoles itself, from clusterPermissions,
+	// under names of its own: the operator binds none.
+	c.Args = append(c.Args, "--bind-operand-cluster-roles=false")
 	return d.Spec, nil
 }
 

@@ -53,6 +53,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Now is the clock of the node controller; time.Now when nil.
 	Now func() time.Time
+	// InstallBindsOperandClusterRoles is true where the install binds the
+	// operands' ClusterRoles itself (OLM's clusterPermissions), and the
+	// operator binds none; otherwise it binds each while its operand runs.
+	InstallBindsOperandClusterRoles bool
 	// TrimNode is the cache's node transform (cacheconfig.NodeTrimmer):
 	// the maintenance controller keeps the nodes it wrote as the cache
 	// would. Nil keeps them whole.
@@ -105,6 +109,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Explain:       nodes.Explain,
 		GFDLabelsWait: cfg.Timers.GFDLabelsWait,
 		Now:           cfg.Now,
+
+		InstallBindsOperandClusterRoles: cfg.InstallBindsOperandClusterRoles,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)

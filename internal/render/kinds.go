@@ -11,13 +11,15 @@ var (
 	KindDeployment     = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	KindRole           = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}
 	KindRoleBinding    = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}
-	KindRuntimeClass   = schema.GroupVersionKind{Group: "node.k8s.io", Version: "v1", Kind: "RuntimeClass"}
-	KindServiceMonitor = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
-	KindDeviceClass    = schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "DeviceClass"}
+
+	KindClusterRoleBinding = schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}
+	KindRuntimeClass       = schema.GroupVersionKind{Group: "node.k8s.io", Version: "v1", Kind: "RuntimeClass"}
+	KindServiceMonitor     = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+	KindDeviceClass        = schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "DeviceClass"}
 
 	KindValidatingAdmissionPolicy        = schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}
 	KindValidatingAdmissionPolicyBinding = schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}
 )
 
 // RBACKinds are the kinds of an Access.
-var RBACKinds = []schema.GroupVersionKind{KindServiceAccount, KindRole, KindRoleBinding}
+var RBACKinds = []schema.GroupVersionKind{KindServiceAccount, KindRole, KindRoleBinding, KindClusterRoleBinding}

@@ -82,6 +82,11 @@ type RenderInput struct {
 	// ServiceMonitorAvailable is true when the Prometheus Operator's
 	// ServiceMonitor kind is served.
 	ServiceMonitorAvailable bool
+	// BindsOperandClusterRoles is true where the operator binds the
+	// operands' ClusterRoles that the install ships (the chart, the
+	// kustomize config), each while its operand runs; false under OLM,
+	// whose clusterPermissions bind them at install.
+	BindsOperandClusterRoles bool
 	// DevicePluginConfigDigests holds a digest of each configuration
 	// nodes can run, by name, as the validated copy of devicePlugin.config's
 	// files holds it (pluginconfig.ValidatedConfigMap): its new content

@@ -24,20 +24,16 @@ import (
 const namespace = "gpu-operator"
 
 // applyDRAAccess applies what the operator and the install grant the DRA
-// driver with compute domains on: the namespaced RBAC and admission
-// policies the operator renders, and the ClusterRoles the install ships
-// (dradriver.ClusterRules), bound as the chart binds them.
+// driver with compute domains on: the RBAC and admission policies the
+// operator renders, its ClusterRoleBindings included, and the ClusterRoles
+// the install ships (dradriver.ClusterRules).
 func applyDRAAccess(t *testing.T, ctx context.Context) {
 	t.Helper()
 	g := NewWithT(t)
-	for _, name := range []string{namespace, "kube-system"} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	applyNamespaces(t, ctx)
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "11111111-2222-3333-4444-555555555555"}}
 	cp.Spec.DRADriver.ComputeDomains.Enabled = ptr.To(true)
-	objs, err := dradriver.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: namespace, DRAInUse: true})
+	objs, err := dradriver.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: namespace, DRAInUse: true, BindsOperandClusterRoles: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	kinds := append(slices.Clone(render.RBACKinds), render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)
 	for _, o := range objs {
@@ -48,12 +44,18 @@ func applyDRAAccess(t *testing.T, ctx context.Context) {
 		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, o))).To(Succeed(), "%T %s", o, o.GetName())
 	}
 	for sa, rules := range dradriver.ClusterRules() {
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: namespace + ":" + sa}, Rules: rules}
-		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}}
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.OperandClusterRoleName(namespace, sa)}, Rules: rules}
 		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, role))).To(Succeed())
-		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, binding))).To(Succeed())
+	}
+}
+
+// applyNamespaces creates the operator's namespace and kube-system.
+func applyNamespaces(t *testing.T, ctx context.Context) {
+	t.Helper()
+	for _, name := range []string{namespace, "kube-system"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -40,15 +41,37 @@ func TestRBACScopedWrites(t *testing.T) {
 	objs := template(t, "-f", fullValues)
 
 	operator := rulesOf(g, objs, "ClusterRole", "gpu-operator")
-	for _, res := range []string{"clusterroles", "clusterrolebindings"} {
-		unscoped, scoped := verbsOn(operator, "rbac.authorization.k8s.io", res)
-		g.Expect(append(unscoped, scoped...)).To(BeEmpty(), "the operator must not write %s: the install ships NFD's", res)
+	// The install ships the operands' ClusterRoles; the operator binds
+	// each while its operand runs (issue 56): bind on those roles by name,
+	// and no write of any ClusterRole.
+	unscoped, scoped := verbsOn(operator, "rbac.authorization.k8s.io", "clusterroles")
+	g.Expect(unscoped).To(BeEmpty(), "the operator writes or binds no ClusterRole but the operands'")
+	g.Expect(scoped).To(Equal([]string{"bind"}))
+	var operandRoles, bindable []string
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetLabels()["app.kubernetes.io/component"] != "" &&
+			strings.HasPrefix(o.GetName(), "gpu-operator:") {
+			operandRoles = append(operandRoles, o.GetName())
+		}
+	}
+	for _, r := range operator {
+		if slices.Contains(r.Verbs, "bind") {
+			bindable = append(bindable, r.ResourceNames...)
+		}
+	}
+	g.Expect(bindable).To(ConsistOf(operandRoles), "bind names the operands' ClusterRoles the chart ships, after the release's namespace")
+	g.Expect(len(operandRoles)).To(BeNumerically(">=", 6))
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRoleBinding" {
+			role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+			g.Expect(operandRoles).NotTo(ContainElement(role), "the chart binds no operand's ClusterRole: %s", o.GetName())
+		}
 	}
 	for _, res := range []string{"nodefeaturerules", "nodefeaturegroups", "nodefeaturegroups/status", "nodefeatures"} {
 		unscoped, _ := verbsOn(operator, "nfd.k8s-sigs.io", res)
 		g.Expect(unscoped).To(BeEmpty(), "the operator holds no cluster-wide %s access", res)
 	}
-	unscoped, _ := verbsOn(operator, "", "nodes")
+	unscoped, _ = verbsOn(operator, "", "nodes")
 	g.Expect(unscoped).NotTo(ContainElement("update"), "node labels are patched, never updated")
 
 	// Every write is a server-side apply or a merge patch: update is held
@@ -70,19 +93,14 @@ func TestRBACScopedWrites(t *testing.T) {
 	g.Expect(unscoped).To(ConsistOf("get", "create", "update"), "leader election and the Role nfd-master gets")
 
 	setup := rulesOf(g, objs, "ClusterRole", "gpu-operator-setup")
-	unscoped, scoped := verbsOn(setup, "apiextensions.k8s.io", "customresourcedefinitions")
+	unscoped, scoped = verbsOn(setup, "apiextensions.k8s.io", "customresourcedefinitions")
 	g.Expect(unscoped).To(ConsistOf("create"), "create cannot be scoped by name; nothing else may be unscoped")
 	g.Expect(scoped).To(ConsistOf("get", "patch"))
 
-	// The operands' cluster-wide roles come with the install, bound to
-	// their ServiceAccounts in the release namespace.
+	// The operands' cluster-wide roles come with the install, named after
+	// the release namespace; the operator binds them (above).
 	for _, c := range []string{"nfd-master", "nfd-gc", "nvidia-mig-manager", "nvidia-dra-driver-kubeletplugin",
 		"nvidia-dra-driver-controller", "compute-domain-daemon-service-account"} {
-		name := "gpu-operator:" + c
-		g.Expect(rulesOf(g, objs, "ClusterRole", name)).NotTo(BeEmpty())
-		b := &rbacv1.ClusterRoleBinding{}
-		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(find(objs, "ClusterRoleBinding", name).Object, b)).To(Succeed())
-		g.Expect(b.RoleRef.Name).To(Equal(name))
-		g.Expect(b.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: c, Namespace: "gpu-operator"}}))
+		g.Expect(rulesOf(g, objs, "ClusterRole", "gpu-operator:"+c)).NotTo(BeEmpty())
 	}
 }

@@ -65,6 +65,10 @@ type Reconciler struct {
 	GFDLabelsWait time.Duration
 	// Now is the clock of the cleanup; time.Now when nil.
 	Now func() time.Time
+	// InstallBindsOperandClusterRoles leaves the operands' ClusterRoles
+	// to the install's bindings (OLM's); otherwise the operator binds each
+	// while its operand runs.
+	InstallBindsOperandClusterRoles bool
 
 	kindsOnce sync.Once
 	kinds     *servedKinds

@@ -78,7 +78,8 @@ func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nod
 	in := state.RenderInput{Policy: cp, Namespace: r.Namespace, ServiceMonitorAvailable: r.served(kindServiceMonitor),
 		DriverPools: groups, Variants: inUse, DevicePluginConfigDigests: configs.digests, MPSConfigs: configs.mps,
 		DRAInUse: (pools.UsesDRA() || draNodes(nodes)) && r.served(render.KindDeviceClass), DRADriver: pools.DRADriver(),
-		DCGMMetrics: metrics, NRIPluginPods: toolkit.NRIPluginPodsLeft(toolkitPods)}
+		DCGMMetrics: metrics, NRIPluginPods: toolkit.NRIPluginPodsLeft(toolkitPods),
+		BindsOperandClusterRoles: !r.InstallBindsOperandClusterRoles}
 	out := &rendered{kinds: r.managedKinds()}
 	if metricsProblem != nil {
 		// Without a list, not even a last good one, the exporters stay

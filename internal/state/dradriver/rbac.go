@@ -1,6 +1,7 @@
 package dradriver
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,8 +30,9 @@ import (
 //     driver-validation init container) is not rendered: the plugin's pod
 //     here has no validator.
 //
-// The operator renders the namespaced part; the cluster-wide part is the
-// install's to ship (ClusterRules).
+// The operator renders the namespaced part, and binds the cluster-wide part
+// (ClusterRules), which the install ships as ClusterRoles, while the
+// driver runs: no DRA binding exists while DRA is off (issue 56).
 
 // mpsRoleName names the Role the kubelet plugin runs MPS control daemons
 // with, NVIDIA's name (0140_kubeletplugin-mps-role.yaml L5, L24).
@@ -47,7 +49,7 @@ const mpsRoleName = KubeletPluginServiceAccount + "-mps"
 func access(in state.RenderInput, d *gpuv1.DRADriverSpec) []client.Object {
 	named := func(name string, rules []rbacv1.PolicyRule) render.Access {
 		return render.Access{Policy: in.Policy, Name: name, Namespace: in.Namespace,
-			State: string(state.DRADriver), Rules: rules}
+			State: string(state.DRADriver), Rules: rules, BindClusterRole: in.BindsOperandClusterRoles}
 	}
 	var pluginRules []rbacv1.PolicyRule
 	if d.ComputeDomainsEnabled() {
@@ -61,7 +63,7 @@ func access(in state.RenderInput, d *gpuv1.DRADriverSpec) []client.Object {
 		return objs
 	}
 	objs = append(objs, named(ControllerName, append(controllerNamespaceRules(), podRules[ControllerName])).Objects()...)
-	objs = append(objs, computeDomainDaemonServiceAccount(in))
+	objs = append(objs, computeDomainDaemonServiceAccount(in)...)
 	return append(objs, boundRole(in, ComputeDomainDaemonServiceAccount, ComputeDomainDaemonServiceAccount,
 		[]rbacv1.PolicyRule{podRules[ComputeDomainDaemonServiceAccount]})...)
 }
@@ -82,10 +84,12 @@ var podRules = map[string]rbacv1.PolicyRule{
 // L20); the daemon then patches its own pod and writes ComputeDomainCliques
 // (cmd/compute-domain-daemon/main.go:551, cdclique.go:219, 327). So, unlike
 // every other operand's, this ServiceAccount mounts its token.
-func computeDomainDaemonServiceAccount(in state.RenderInput) client.Object {
-	sa := render.ServiceAccount(in.Policy, ComputeDomainDaemonServiceAccount, in.Namespace, string(state.DRADriver))
-	sa.AutomountServiceAccountToken = ptr.To(true)
-	return sa
+// Its cluster-wide rules are bound as every other DRA component's.
+func computeDomainDaemonServiceAccount(in state.RenderInput) []client.Object {
+	objs := render.Access{Policy: in.Policy, Name: ComputeDomainDaemonServiceAccount, Namespace: in.Namespace,
+		State: string(state.DRADriver), BindClusterRole: in.BindsOperandClusterRoles}.Objects()
+	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr.To(true)
+	return objs
 }
 
 // boundRole is a Role bound to a ServiceAccount of another name, for

@@ -9,6 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // upstreamRBAC is NVIDIA's 0100-0300: ServiceAccounts, Roles, ClusterRoles
@@ -272,4 +275,51 @@ func TestClusterRulesMatchNVIDIA(t *testing.T) {
 			g.Expect(r.Resources).NotTo(ContainElement("pods"), "%s reads pods cluster-wide", sa)
 		}
 	}
+}
+
+// The driver's cluster-wide rules reach its tokens through the operator's
+// ClusterRoleBindings, rendered with the driver alone: none while no pool
+// uses DRA, the kubelet plugin's only without compute domains, and none
+// where the install binds them itself (OLM). Each binds a rendered
+// ServiceAccount to the ClusterRole the install ships for it.
+func TestClusterRolesBoundOnlyWhileTheDriverRuns(t *testing.T) {
+	g := NewWithT(t)
+	bindings := func(in state.RenderInput) map[string]*rbacv1.ClusterRoleBinding {
+		objs, err := Operand{}.Render(in)
+		g.Expect(err).NotTo(HaveOccurred())
+		out := map[string]*rbacv1.ClusterRoleBinding{}
+		rendered := map[string]bool{}
+		for _, o := range objs {
+			rendered[kindName(o)] = true
+			if b, ok := o.(*rbacv1.ClusterRoleBinding); ok {
+				g.Expect(b.Subjects).To(HaveLen(1), b.Name)
+				out[b.Subjects[0].Name] = b
+			}
+		}
+		for sa, b := range out {
+			g.Expect(rendered["ServiceAccount/"+sa]).To(BeTrue(), "%s binds ServiceAccount %s, which is not rendered", b.Name, sa)
+			g.Expect(b.Subjects[0].Namespace).To(Equal(in.Namespace))
+			g.Expect(b.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole",
+				Name: render.OperandClusterRoleName(in.Namespace, sa)}))
+			g.Expect(ClusterRules()).To(HaveKey(sa), "the install ships a ClusterRole for %s", sa)
+			g.Expect(b.Namespace).To(BeEmpty())
+			g.Expect(b.OwnerReferences).To(HaveLen(1), "the policy's: deleting it deletes the binding")
+		}
+		return out
+	}
+	in, _ := draInput("gpu-ops", true, false)
+	in.BindsOperandClusterRoles = true
+	g.Expect(bindings(in)).To(BeEmpty(), "no pool uses DRA: no binding")
+
+	in.DRAInUse = true
+	g.Expect(bindings(in)).To(HaveKey(KubeletPluginServiceAccount))
+	g.Expect(bindings(in)).To(HaveLen(len(ClusterRules())), "every component with cluster-wide rules, compute domains on")
+
+	off, _ := draInput("gpu-ops", false, false)
+	off.BindsOperandClusterRoles, off.DRAInUse = true, true
+	g.Expect(bindings(off)).To(ConsistOf(HaveField("Subjects", ConsistOf(HaveField("Name", KubeletPluginServiceAccount)))),
+		"without compute domains, the plugin alone runs")
+
+	in.BindsOperandClusterRoles = false
+	g.Expect(bindings(in)).To(BeEmpty(), "OLM binds them itself")
 }

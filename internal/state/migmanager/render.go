@@ -52,7 +52,7 @@ func (Operand) Enabled(spec *gpuv1.ClusterPolicySpec) bool { return spec.MIGMana
 func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.MIGManager
 	objs := render.Access{Policy: in.Policy, Name: ServiceAccountName, Namespace: in.Namespace,
-		State: string(state.MIGManager), Rules: namespaceRules}.Objects()
+		State: string(state.MIGManager), Rules: namespaceRules, BindClusterRole: in.BindsOperandClusterRoles}.Objects()
 	configMap := func(name, key, data string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{
 			TypeMeta:   render.TypeMeta("v1", "ConfigMap"),
@@ -110,7 +110,8 @@ var namespaceRules = []rbacv1.PolicyRule{
 // labels left paused, so pods list is granted cluster-wide, as NVIDIA's
 // ClusterRole does (gpu-operator v26.7.0,
 // assets/state-mig-manager/0210_clusterrole.yaml). The install ships
-// these rules, bound to ServiceAccountName.
+// these rules as a ClusterRole; the operator binds it to ServiceAccountName
+// while mig-manager runs.
 func ClusterRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},

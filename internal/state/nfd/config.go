@@ -76,11 +76,14 @@ const masterLease = "nfd-master.nfd.kubernetes.io"
 
 // access is what each NFD component may do in the operator's namespace;
 // the operator renders these Roles. A component with cluster-wide rules
-// (ClusterRules) is bound to them by the install.
+// (ClusterRules) is bound to the install's ClusterRole by the operator,
+// while NFD runs (OLM binds them itself).
 func access(in state.RenderInput) []render.Access {
+	cluster := ClusterRules()
 	a := func(name string, rules ...rbacv1.PolicyRule) render.Access {
+		_, bind := cluster[name]
 		return render.Access{Policy: in.Policy, Name: name, Namespace: in.Namespace,
-			State: string(state.NodeFeatureDiscovery), Rules: rules}
+			State: string(state.NodeFeatureDiscovery), Rules: rules, BindClusterRole: bind && in.BindsOperandClusterRoles}
 	}
 	return []render.Access{
 		a(MasterName,
@@ -98,7 +101,8 @@ func access(in state.RenderInput) []render.Access {
 // ServiceAccount name: nfd-master labels nodes from the NodeFeatures
 // workers report, nfd-gc deletes the NodeFeatures of deleted nodes. The
 // chart, kustomize config and OLM bundle ship them as ClusterRoles named
-// ClusterRoleName, bound to those ServiceAccounts (make manifests).
+// render.OperandClusterRoleName (make manifests); the operator binds them
+// while NFD runs, OLM at install.
 func ClusterRules() map[string][]rbacv1.PolicyRule {
 	return map[string][]rbacv1.PolicyRule{
 		MasterName: {
@@ -113,10 +117,4 @@ func ClusterRules() map[string][]rbacv1.PolicyRule {
 			{APIGroups: []string{"topology.node.k8s.io"}, Resources: []string{"noderesourcetopologies"}, Verbs: []string{"list", "delete"}},
 		},
 	}
-}
-
-// ClusterRoleName names a component's ClusterRole and ClusterRoleBinding:
-// with the namespace, so that installs in two namespaces do not share them.
-func ClusterRoleName(namespace, component string) string {
-	return namespace + ":" + component
 }

@@ -70,22 +70,23 @@ func states() []state.State {
 // Graph returns the validated state graph.
 func Graph() (*state.Graph, error) { return state.NewGraph(states()...) }
 
+// The operator's bind of the operands' ClusterRoles (ClusterRules).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gpu-operator:compute-domain-daemon-service-account;gpu-operator:nfd-gc;gpu-operator:nfd-master;gpu-operator:nvidia-dra-driver-controller;gpu-operator:nvidia-dra-driver-kubeletplugin;gpu-operator:nvidia-mig-manager
+
 // ClusterRules are the cluster-wide rules of the operands that act on
 // cluster-wide objects, by ServiceAccount name: NFD's master and garbage
 // collector, mig-manager, which labels its node, and the DRA driver's
-// kubelet plugin, compute-domain controller and IMEX daemons. The chart, kustomize
-// config and OLM bundle ship them as ClusterRoles named ClusterRoleName,
-// bound to those ServiceAccounts (make manifests), since the operator does
-// not hold them to grant.
+// kubelet plugin, compute-domain controller and IMEX daemons. The chart,
+// kustomize config and OLM bundle ship them as ClusterRoles named
+// render.OperandClusterRoleName (make manifests), since the operator does
+// not hold them to grant. The operator binds each while its operand runs,
+// which needs bind on those ClusterRoles alone (the markers above, which
+// TestOperatorBindsOnlyTheOperandClusterRoles keeps to ClusterRules); OLM
+// binds them at install.
 func ClusterRules() map[string][]rbacv1.PolicyRule {
 	rules := nfd.ClusterRules()
 	rules[migmanager.ServiceAccountName] = migmanager.ClusterRules()
 	maps.Copy(rules, dradriver.ClusterRules())
 	return rules
-}
-
-// ClusterRoleName names an operand's ClusterRole and ClusterRoleBinding:
-// the operator's namespace, so that two installs do not share one.
-func ClusterRoleName(namespace, serviceAccount string) string {
-	return nfd.ClusterRoleName(namespace, serviceAccount)
 }

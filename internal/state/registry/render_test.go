@@ -35,7 +35,7 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 	t.Helper()
 	objs, err := s.Operand.Render(state.RenderInput{
 		Policy: cp, Namespace: fixture.Namespace, Gate: g.Gate(s.Name), GateEither: g.GateEither(s.Name), DriverPools: fixture.DriverPools(cp),
-		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true,
+		Variants: fixture.Variants(cp), ServiceMonitorAvailable: true, BindsOperandClusterRoles: true,
 		// The full policy's files; time-slicing-4's content is unknown.
 		DevicePluginConfigDigests: fixture.DevicePluginConfigDigests,
 		DCGMMetrics:               metricsList(cp),

@@ -1,0 +1,106 @@
+package escalation
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+)
+
+// operatorClusterRole is the operator's ClusterRole as the installs ship
+// it: config/rbac/role.yaml, from the controllers' markers.
+func operatorClusterRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal([]byte(doc), role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind == "ClusterRole" {
+			return role
+		}
+	}
+	t.Fatal("config/rbac/role.yaml holds no ClusterRole")
+	return nil
+}
+
+// The operator binds each operand's ClusterRole while the operand runs
+// (issue 56: no DRA binding while DRA is off). Its bind rule names exactly
+// the ClusterRoles the install ships for the operands, and the API server
+// lets it bind those, and refuses it a binding of any other role whose
+// rules it does not hold: cluster-admin, or a role someone made to look
+// like an operand's.
+func TestOperatorBindsOnlyTheOperandClusterRoles(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	role := operatorClusterRole(t)
+	var bindable []string
+	for _, r := range role.Rules {
+		if slices.Contains(r.Verbs, "bind") || slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "*") {
+			g.Expect(r.Resources).To(Equal([]string{"clusterroles"}), "bind or escalate on anything but the operands' ClusterRoles")
+			g.Expect(r.Verbs).To(Equal([]string{"bind"}))
+			g.Expect(r.ResourceNames).NotTo(BeEmpty(), "bind on every ClusterRole is cluster-admin")
+			bindable = append(bindable, r.ResourceNames...)
+		}
+	}
+	var operands []string
+	for sa := range registry.ClusterRules() {
+		operands = append(operands, render.OperandClusterRoleName(namespace, sa))
+	}
+	g.Expect(bindable).To(ConsistOf(operands), "the bind rule's names are the operands' ClusterRoles, every one")
+
+	// The install: the operator's ClusterRole bound to its
+	// ServiceAccount, and the operands' ClusterRoles, unbound.
+	applyNamespaces(t, ctx)
+	role.ObjectMeta = metav1.ObjectMeta{Name: "escalation-test:gpu-operator"}
+	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, role))).To(Succeed())
+	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "gpu-operator", Namespace: namespace}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}}))).To(Succeed())
+	for sa, rules := range registry.ClusterRules() {
+		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: render.OperandClusterRoleName(namespace, sa)}, Rules: rules}))).To(Succeed())
+	}
+	operator := impersonate(t, namespace, "gpu-operator", "gpu-operator-5d4f8", "control-plane-1")
+	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "11111111-2222-3333-4444-555555555555"}}
+	for sa := range registry.ClusterRules() {
+		for _, o := range (render.Access{Policy: cp, Name: sa, Namespace: namespace, BindClusterRole: true}).Objects() {
+			b, ok := o.(*rbacv1.ClusterRoleBinding)
+			if !ok {
+				continue
+			}
+			b.OwnerReferences = nil // no ClusterPolicy here to own it
+			b.Name += "-dry-run"    // the DRA tests' applied bindings hold the name
+			g.Expect(operator.Create(ctx, b, client.DryRunAll)).To(Succeed(), "the operator binds %s", b.RoleRef.Name)
+		}
+	}
+
+	// A ClusterRole whose rules the operator does not hold: one of an
+	// operand's name in another install's namespace, and cluster-admin.
+	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "other-namespace:nfd-master"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list"}}}}))).To(Succeed())
+	for _, other := range []string{"cluster-admin", "other-namespace:nfd-master"} {
+		err := operator.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "stolen-" + strings.ReplaceAll(other, ":", "-")},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "nfd-master", Namespace: namespace}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: other}}, client.DryRunAll)
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "binding %s: %v", other, err)
+	}
+}
