@@ -74,21 +74,6 @@ func (c *ContainerSettings) UsesHostNetwork() bool { return c.HostNetwork != nil
 // means enabled, as the CRD default says.
 func (c *ComponentSpec) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
 
-// EnvVar is an environment variable set on an operand's container.
-type EnvVar struct {
-	// Name of the variable.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule=`self.matches('^[-._a-zA-Z][-._a-zA-Z0-9]*$')`,message="must consist of letters, digits, '_', '-' or '.' and must not start with a digit (for example MY_VAR)"
-	// +required
-	Name string `json:"name"`
-
-	// Value of the variable.
-	// +kubebuilder:validation:MaxLength=32768
-	// +optional
-	Value string `json:"value,omitempty"`
-}
-
 // ResourceRequirements are the compute resources of an operand's container.
 // Each map holds at most 5 resources, and each quantity at most 64
 // characters (set by hack/sync-generated.sh, as no marker reaches a map's

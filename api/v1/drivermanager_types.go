@@ -47,8 +47,10 @@ type DriverManagerSpec struct {
 	// DRAIN_POD_SELECTOR_LABEL, DRAIN_TIMEOUT_SECONDS (a duration, default
 	// 0s: no limit) and DRAIN_DELETE_EMPTYDIR_DATA. Where autoUpgrade is
 	// on, the upgradePolicy's settings apply instead, as they supersede
-	// these at NVIDIA. Any other name is refused.
+	// these at NVIDIA. Any other name is refused, and so is valueFrom: the
+	// operator reads each value.
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule=`self.all(e, !has(e.valueFrom))`,message="takes values, not valueFrom: the operator reads each setting"
 	// +listType=map
 	// +listMapKey=name
 	// +optional

@@ -204,6 +204,7 @@ type UnsupportedDriverFields struct {
 }
 
 // ToolkitSpec is the NVIDIA Container Toolkit.
+// +kubebuilder:validation:XValidation:rule=`!has(self.env) || self.env.all(e, !has(e.valueFrom) || !(e.name in ['CONTAINERD_CONFIG', 'CONTAINERD_SOCKET', 'CRIO_HOOKS_DIR', 'NRI_SOCKET', 'RUNTIME_CONFIG', 'RUNTIME_CONFIG_SOURCE', 'RUNTIME_CONFIG_SOURCES', 'RUNTIME_DROP_IN_CONFIG', 'RUNTIME_DROP_IN_CONFIG_HOST_PATH', 'RUNTIME_SOCKET']))`,message="env: the runtime's paths (RUNTIME_CONFIG, CONTAINERD_SOCKET, ...) take a value, not valueFrom: the operator reads them to mount the runtime's files"
 // +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
 type ToolkitSpec struct {
 	ComponentSpec `json:",inline"`
@@ -235,6 +236,7 @@ type ToolkitSpec struct {
 }
 
 // DevicePluginSpec is the NVIDIA device plugin.
+// +kubebuilder:validation:XValidation:rule=`!has(self.env) || self.env.all(e, !has(e.valueFrom) || e.name != 'DEVICE_LIST_STRATEGY')`,message="env: DEVICE_LIST_STRATEGY takes a value, not valueFrom: the operator reads it to configure the toolkit to match"
 // +kubebuilder:validation:XValidation:rule=`(has(self.enabled) && !self.enabled) || ((!has(self.image) || size(self.image) > 0) && (!has(self.version) || size(self.version) > 0))`,message="image and version must be set while enabled is true"
 type DevicePluginSpec struct {
 	ComponentSpec `json:",inline"`

@@ -249,7 +249,9 @@ func (in *NVIDIADriverSpec) DeepCopyInto(out *NVIDIADriverSpec) {
 	if in.Env != nil {
 		in, out := &in.Env, &out.Env
 		*out = make([]apiv1.EnvVar, len(*in))
-		copy(*out, *in)
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
 	}
 	if in.RepoConfig != nil {
 		in, out := &in.RepoConfig, &out.RepoConfig

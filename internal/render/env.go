@@ -18,7 +18,7 @@ func Env(ours []corev1.EnvVar, user []gpuv1.EnvVar) []corev1.EnvVar {
 		byName[e.Name] = e
 	}
 	for _, e := range user {
-		byName[e.Name] = corev1.EnvVar{Name: e.Name, Value: e.Value}
+		byName[e.Name] = e.Core()
 	}
 	env := make([]corev1.EnvVar, 0, len(byName))
 	for _, e := range byName {

@@ -42,6 +42,13 @@ func TestEnv(t *testing.T) {
 			want: []corev1.EnvVar{{Name: "EXTRA", Value: "x"}, {Name: "FAIL_ON_INIT_ERROR", Value: "false"}},
 		},
 		"empty": {want: []corev1.EnvVar{}},
+		"a Secret's key, for the kubelet to read": {
+			ours: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: ""}},
+			user: []gpuv1.EnvVar{{Name: "HTTPS_PROXY", ValueFrom: &gpuv1.EnvVarSource{SecretKeyRef: gpuv1.SecretKeySelector{
+				Name: "proxy", Key: "url", Optional: ptr.To(true)}}}},
+			want: []corev1.EnvVar{{Name: "HTTPS_PROXY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "proxy"}, Key: "url", Optional: ptr.To(true)}}}},
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

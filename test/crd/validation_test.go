@@ -262,6 +262,31 @@ func invalidCases() map[string]invalidCase {
 			path: p("toolkit", "installDir"), value: "/usr/local/../../bin",
 			field: "spec.toolkit.installDir", wants: []string{"'..' segment"},
 		},
+		"env with a value and valueFrom": {
+			path: p("driver", "env"), value: []any{map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy:3128",
+				"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "proxy", "key": "url"}}}},
+			field: "spec.driver.env[0]", wants: []string{"set value or valueFrom, not both"},
+		},
+		"env from a Secret key with a slash": {
+			path: p("driver", "env"), value: []any{map[string]any{"name": "HTTPS_PROXY",
+				"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "proxy", "key": "a/b"}}}},
+			field: "spec.driver.env[0].valueFrom.secretKeyRef.key", wants: []string{"must be a Secret key"},
+		},
+		"toolkit's runtime config from a Secret": {
+			path: p("toolkit", "env"), value: []any{map[string]any{"name": "CONTAINERD_CONFIG",
+				"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "paths", "key": "config"}}}},
+			field: "spec.toolkit", wants: []string{"take a value, not valueFrom"},
+		},
+		"device list strategy from a Secret": {
+			path: p("devicePlugin", "env"), value: []any{map[string]any{"name": "DEVICE_LIST_STRATEGY",
+				"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "plugin", "key": "strategy"}}}},
+			field: "spec.devicePlugin", wants: []string{"DEVICE_LIST_STRATEGY takes a value"},
+		},
+		"driver manager setting from a Secret": {
+			path: p("driver", "manager"), value: map[string]any{"env": []any{map[string]any{"name": "ENABLE_AUTO_DRAIN",
+				"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "manager", "key": "drain"}}}}},
+			field: "spec.driver.manager.env", wants: []string{"takes values, not valueFrom"},
+		},
 		"exporter Service of an unknown type": {
 			path: p("dcgmExporter", "service"), value: map[string]any{"type": "Ingress"},
 			field: "spec.dcgmExporter.service.type", wants: []string{"ClusterIP", "NodePort", "LoadBalancer"},
@@ -483,7 +508,11 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		"drain selector":                  {p("driver", "upgradePolicy", "drain", "podSelector"), "app in (training, serving),!legacy,tier!=batch"},
 		"toleration of every taint":       {p("daemonsets", "tolerations"), []any{map[string]any{"operator": "Exists"}}},
 		"host's own driver at its root":   {p("hostPaths", "driverInstallDir"), "/"},
-		"dots inside a directory's name":  {p("hostPaths", "kubeletRootDir"), "/var/lib/kubelet..old/.k8s"},
+		"proxy credentials from a Secret": {p("driver", "env"), []any{map[string]any{"name": "HTTPS_PROXY",
+			"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "proxy", "key": "https_proxy.url", "optional": true}}}}},
+		"toolkit variable of its own from a Secret": {p("toolkit", "env"), []any{map[string]any{"name": "NVIDIA_CTK_TOKEN",
+			"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "toolkit", "key": "token"}}}}},
+		"dots inside a directory's name": {p("hostPaths", "kubeletRootDir"), "/var/lib/kubelet..old/.k8s"},
 		"GKE's host paths": {p("hostPaths"), map[string]any{"rootFS": "/", "driverInstallDir": "/home/kubernetes/bin/nvidia",
 			"kubeletRootDir": "/var/lib/kubelet"}},
 		"NVIDIA's driver manager settings": {p("driver", "manager"), map[string]any{"env": []any{
