@@ -161,8 +161,11 @@ type NVIDIADriverSpec struct {
 	// KernelModuleConfig names a ConfigMap in the operator namespace of
 	// kernel module parameter files, NVIDIA's layout: keys nvidia.conf,
 	// nvidia-uvm.conf, nvidia-modeset.conf, nvidia-peermem.conf, each line
-	// parameters such as NVreg_CoherentGPUMemoryMode=driver. A change is a
-	// new driver, rolled through the upgrade.
+	// one parameter such as NVreg_CoherentGPUMemoryMode=driver (nvidia.conf
+	// holds NVreg_ ones); another key or line holds the pool's drivers as
+	// they are, with the reason. A change is a new driver, rolled through
+	// the upgrade. Who may edit the ConfigMap sets the driver's parameters
+	// on every node of the pool (docs/security.md).
 	// +optional
 	KernelModuleConfig *ConfigMapRef `json:"kernelModuleConfig,omitempty"`
 

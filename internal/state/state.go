@@ -2,6 +2,8 @@ package state
 
 import (
 	"cmp"
+	"regexp"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -220,6 +222,30 @@ type ModuleParams struct {
 // privileged driver container at /drivers/<key>, beside the driver's
 // sources: any other key is refused, not mounted.
 var ModuleParamFiles = []string{"nvidia.conf", "nvidia-uvm.conf", "nvidia-modeset.conf", "nvidia-peermem.conf"}
+
+// moduleParamLine is one kernel module parameter, name=value: the driver
+// container reads each line of a file as one word of `options <module>`
+// in its modprobe config (_get_module_params), so a line with a space
+// would set several, and a comment would reach modprobe as a parameter.
+var moduleParamLine = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\s#]*$`)
+
+// BadModuleParamLine returns the first line of a module parameter file
+// that is not one parameter (empty lines are passed over), with its
+// number and why; 0 when every line is one. nvidia.conf's parameters are
+// the nvidia module's NVreg_ ones.
+func BadModuleParamLine(file, content string) (int, string, string) {
+	for i, line := range strings.Split(content, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		switch {
+		case line == "":
+		case !moduleParamLine.MatchString(line):
+			return i + 1, line, "each line is one parameter, name=value, without spaces or comments"
+		case file == "nvidia.conf" && !strings.HasPrefix(line, "NVreg_"):
+			return i + 1, line, "the nvidia module's parameters are NVreg_<name>=<value>"
+		}
+	}
+	return 0, "", ""
+}
 
 // OSRelease is an operating system as NFD labels it, such as ubuntu 22.04.
 type OSRelease struct {

@@ -48,6 +48,11 @@ func (r *Reconciler) readModuleParams(ctx context.Context, pools []state.DriverP
 				pools[i].Name, kmc.Name, strings.Join(unknown, ", "), strings.Join(state.ModuleParamFiles, ", "))
 			continue
 		}
+		if file, n, line, why := badModuleParams(cm); n > 0 {
+			failed[pools[i].Name] = fmt.Errorf("driver pool %s: kernelModuleConfig ConfigMap %s, %s line %d %q: %s; "+
+				"the pool's drivers stay as they are", pools[i].Name, kmc.Name, file, n, line, why)
+			continue
+		}
 		params := &state.ModuleParams{ConfigMap: kmc.Name, Files: slices.Sorted(maps.Keys(cm.Data))}
 		sum := sha256.New()
 		for _, f := range params.Files {
@@ -73,4 +78,15 @@ func unknownModuleParamFiles(cm *corev1.ConfigMap) []string {
 		unknown = append(unknown, k+" (binaryData)")
 	}
 	return unknown
+}
+
+// badModuleParams returns the first file and line of a kernelModuleConfig
+// ConfigMap that is not one module parameter (state.BadModuleParamLine).
+func badModuleParams(cm *corev1.ConfigMap) (file string, n int, line, why string) {
+	for _, f := range slices.Sorted(maps.Keys(cm.Data)) {
+		if n, line, why := state.BadModuleParamLine(f, cm.Data[f]); n > 0 {
+			return f, n, line, why
+		}
+	}
+	return "", 0, "", ""
 }
