@@ -20,11 +20,17 @@ import (
 // (NVIDIA_VISIBLE_DEVICES=void).
 var dimensions = state.Dimensions{DriverRoot: true}
 
-// The operator applies the driver's DeviceClasses and its ResourceSlice
-// admission policy, and holds what it grants the driver in its namespace
-// (a Role grants nothing its writer lacks).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;patch;delete
+// The operator applies the driver's DeviceClasses and its admission
+// policies (and the toolkit's NRI guard), and holds what it grants the
+// driver in its namespace (a Role grants nothing its writer lacks). It
+// changes and deletes those cluster-wide objects by name only: no one
+// else's DeviceClass or admission policy (create, list and watch take no
+// names; TestClusterScopedWritesNameTheOperatorsObjects keeps the names
+// equal to what the states render).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch;create
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;patch;delete,resourceNames=compute-domain-daemon.nvidia.com;compute-domain-default-channel.nvidia.com;gpu.nvidia.com;mig.nvidia.com;vfio.gpu.nvidia.com
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;watch;create
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=compute-domain-daemon-pods-nvidia-dra-driver;nvidia-nri-devices-gpu-operator;resourceslices-policy-nvidia-dra-driver
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=update
 // +kubebuilder:rbac:groups=resource.nvidia.com,namespace=gpu-operator,resources=computedomaincliques,verbs=get;list;watch;update
 
