@@ -111,9 +111,11 @@ type Repository string
 // +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$')`,message="must be an image name such as driver: lower case letters, digits, '.', '_', '-' and '/', without a tag or digest (set version for those)"
 type ImageName string
 
-// ImageVersion is an image tag, or a digest written sha256:<64 hex digits>.
-// +kubebuilder:validation:MaxLength=128
-// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^(sha256:[a-f0-9]{64}|[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$')`,message="must be an image tag (letters, digits, '_', '.', '-', at most 128, not starting with '.' or '-') or a digest written sha256:<64 lower case hex digits>"
+// ImageVersion is an image tag, a digest written sha256:<64 hex digits>,
+// or both, tag@sha256:<digest>: the tag for people, the digest for the
+// runtime, which pulls by the digest.
+// +kubebuilder:validation:MaxLength=200
+// +kubebuilder:validation:XValidation:rule=`size(self) == 0 || self.matches('^(sha256:[a-f0-9]{64}|[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(@sha256:[a-f0-9]{64})?)$')`,message="must be an image tag (letters, digits, '_', '.', '-', at most 128, not starting with '.' or '-'), a digest written sha256:<64 lower case hex digits>, or both as tag@sha256:<digest>"
 type ImageVersion string
 
 // Labels are Kubernetes labels: qualified names as keys, label values as

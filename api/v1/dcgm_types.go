@@ -22,8 +22,9 @@ type DCGMExporterSpec struct {
 	// +kubebuilder:default=dcgm-exporter
 	// +optional
 	Image ImageName `json:"image,omitempty"`
-	// Version is the dcgm-exporter image tag or digest.
-	// +kubebuilder:default="4.6.0-4.8.3-distroless"
+	// Version is the dcgm-exporter image tag or digest. The default is
+	// pinned by NVIDIA's digest of the tag (gpu-operator v26.7.0's bundle).
+	// +kubebuilder:default="4.6.0-4.8.3-distroless@sha256:613ab03c11d442fd960ff515f547e9921537454a712d08160bc8f677f89f1c35"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 

@@ -45,8 +45,10 @@ type DRADriverSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9\-]+$`
 	// +optional
 	Image ImageName `json:"image,omitempty"`
-	// Version is the image's tag, or its digest written sha256:<hex>.
-	// +kubebuilder:default="v0.5.0"
+	// Version is the image's tag, or its digest written sha256:<hex>, or
+	// both. The default is pinned by NVIDIA's digest of the tag
+	// (gpu-operator v26.7.0's bundle).
+	// +kubebuilder:default="v0.5.0@sha256:9b46984c0eb18def60e2b9817b874275f4b5b08d12d491de4f1a7b91b51d706c"
 	// +kubebuilder:validation:MinLength=1
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`

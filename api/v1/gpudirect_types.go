@@ -19,6 +19,7 @@ type GPUDirectStorageSpec struct {
 	Image ImageName `json:"image,omitempty"`
 	// Version is the image tag without the OS suffix, or a digest.
 	// +kubebuilder:default="2.29.4"
+	// +kubebuilder:validation:XValidation:rule=`!self.contains('@')`,message="the image is tagged per OS (<version>-<os>): a tag, or a digest alone (sha256:<digest>), not tag@digest"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
@@ -42,6 +43,7 @@ type GDRCopySpec struct {
 	Image ImageName `json:"image,omitempty"`
 	// Version is the image tag without the OS suffix, or a digest.
 	// +kubebuilder:default="v2.6"
+	// +kubebuilder:validation:XValidation:rule=`!self.contains('@')`,message="the image is tagged per OS (<version>-<os>): a tag, or a digest alone (sha256:<digest>), not tag@digest"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 

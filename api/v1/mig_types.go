@@ -61,8 +61,9 @@ type MIGManagerSpec struct {
 	// +kubebuilder:default=k8s-mig-manager
 	// +optional
 	Image ImageName `json:"image,omitempty"`
-	// Version is the mig-manager image tag or digest.
-	// +kubebuilder:default="v0.15.0"
+	// Version is the mig-manager image tag or digest. The default is pinned
+	// by NVIDIA's digest of the tag (gpu-operator v26.7.0's bundle).
+	// +kubebuilder:default="v0.15.0@sha256:cab2cf9deafc9602da69d0832a82958a7687f22f4a2f19674099dc9a5c4ea8e2"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 

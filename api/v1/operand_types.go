@@ -220,8 +220,9 @@ type ToolkitSpec struct {
 	// +kubebuilder:default=container-toolkit
 	// +optional
 	Image ImageName `json:"image,omitempty"`
-	// Version is the toolkit image tag or digest.
-	// +kubebuilder:default="v1.20.0"
+	// Version is the toolkit image tag or digest. The default is pinned by
+	// NVIDIA's digest of the tag (gpu-operator v26.7.0's bundle).
+	// +kubebuilder:default="v1.20.0@sha256:f8c647d581f7c8b178efdb7e6c94f5fb6eb12ebc05e2157fa314d327560fcb7a"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
@@ -252,8 +253,9 @@ type DevicePluginSpec struct {
 	// +kubebuilder:default=k8s-device-plugin
 	// +optional
 	Image ImageName `json:"image,omitempty"`
-	// Version is the device plugin image tag or digest.
-	// +kubebuilder:default="v0.20.0"
+	// Version is the device plugin image tag or digest. The default is
+	// pinned by NVIDIA's digest of the tag (gpu-operator v26.7.0's bundle).
+	// +kubebuilder:default="v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 
@@ -329,8 +331,9 @@ type GFDSpec struct {
 	// +kubebuilder:default=k8s-device-plugin
 	// +optional
 	Image ImageName `json:"image,omitempty"`
-	// Version is the GFD image tag or digest.
-	// +kubebuilder:default="v0.20.0"
+	// Version is the GFD image tag or digest. The default is pinned by
+	// NVIDIA's digest of the tag (gpu-operator v26.7.0's bundle).
+	// +kubebuilder:default="v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312"
 	// +optional
 	Version ImageVersion `json:"version,omitempty"`
 }

@@ -3,8 +3,10 @@ package render
 import "strings"
 
 // Image composes an image reference: repository/image:version, or
-// repository/image@sha256:... when version is a digest. An empty repository
-// leaves the registry to the container runtime's default.
+// repository/image@sha256:... when version is a digest; a version that is
+// both, tag@sha256:..., gives repository/image:tag@sha256:..., which the
+// runtime pulls by the digest. An empty repository leaves the registry to
+// the container runtime's default.
 func Image(repository, image, version string) string {
 	ref := image
 	if repository != "" {

@@ -15,6 +15,7 @@ func TestImage(t *testing.T) {
 	tests := map[string]struct{ repo, image, version, want string }{
 		"tag":               {"nvcr.io/nvidia", "driver", "570.172.08", "nvcr.io/nvidia/driver:570.172.08"},
 		"digest":            {"nvcr.io/nvidia", "driver", digest, "nvcr.io/nvidia/driver@" + digest},
+		"tag and digest":    {"nvcr.io/nvidia", "k8s-device-plugin", "v0.20.0@" + digest, "nvcr.io/nvidia/k8s-device-plugin:v0.20.0@" + digest},
 		"no repository":     {"", "busybox", "1.36", "busybox:1.36"},
 		"trailing slash":    {"registry.local:5000/nvidia/", "driver", "1.0", "registry.local:5000/nvidia/driver:1.0"},
 		"nested image name": {"nvcr.io", "nvidia/k8s/dcgm-exporter", "4.2.3", "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3"},

@@ -70,6 +70,6 @@ func TestGPUClusterSingleton(t *testing.T) {
 	g.Expect(k8sClient.Create(ctx, empty)).To(Succeed())
 	t.Cleanup(func() { _ = k8sClient.Delete(ctx, empty) })
 	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(empty), empty)).To(Succeed())
-	g.Expect(empty.Spec.DRADriver.Version).To(BeEquivalentTo("v0.5.0"))
+	g.Expect(empty.Spec.DRADriver.Version).To(BeEquivalentTo("v0.5.0@sha256:9b46984c0eb18def60e2b9817b874275f4b5b08d12d491de4f1a7b91b51d706c"))
 	g.Expect(empty.Spec.DRADriver.Image).To(BeEquivalentTo("dra-driver-nvidia-gpu"))
 }

@@ -73,20 +73,20 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		},
 		Toolkit: gpuv1.ToolkitSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.20.0", InstallDir: "/usr/local/nvidia",
+			Repository:    "nvcr.io/nvidia/k8s", Image: "container-toolkit", Version: "v1.20.0@sha256:f8c647d581f7c8b178efdb7e6c94f5fb6eb12ebc05e2157fa314d327560fcb7a", InstallDir: "/usr/local/nvidia",
 		},
 		DevicePlugin: gpuv1.DevicePluginSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.20.0",
+			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312",
 			MPS: gpuv1.DevicePluginMPS{Root: "/run/nvidia/mps"},
 		},
 		DCGMExporter: gpuv1.DCGMExporterSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia/k8s", Image: "dcgm-exporter", Version: "4.6.0-4.8.3-distroless",
+			Repository:    "nvcr.io/nvidia/k8s", Image: "dcgm-exporter", Version: "4.6.0-4.8.3-distroless@sha256:613ab03c11d442fd960ff515f547e9921537454a712d08160bc8f677f89f1c35",
 		},
 		GFD: gpuv1.GFDSpec{
 			ComponentSpec: enabled,
-			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.20.0",
+			Repository:    "nvcr.io/nvidia", Image: "k8s-device-plugin", Version: "v0.20.0@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312",
 		},
 		NFD: gpuv1.NFDSpec{
 			ComponentSpec: enabled,
@@ -95,7 +95,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		MIG: gpuv1.MIGSpec{Strategy: gpuv1.MIGStrategySingle},
 		// NVIDIA's v26.7.0 chart's draDriver values.
 		DRADriver: gpuv1.DRADriverSpec{
-			Repository: "nvcr.io/nvidia", Image: "dra-driver-nvidia-gpu", Version: "v0.5.0",
+			Repository: "nvcr.io/nvidia", Image: "dra-driver-nvidia-gpu", Version: "v0.5.0@sha256:9b46984c0eb18def60e2b9817b874275f4b5b08d12d491de4f1a7b91b51d706c",
 			GPUs: gpuv1.DRAGPUsSpec{KubeletPlugin: gpuv1.DRAGPUKubeletPluginSpec{
 				Healthcheck: gpuv1.DRAGPUHealthcheckSpec{Enabled: ptr.To(true), Port: ptr.To[int32](51516)},
 			}},
@@ -109,7 +109,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		// Off unless enabled: turning it on reconfigures MIG-capable nodes.
 		MIGManager: gpuv1.MIGManagerSpec{
 			Enabled:    ptr.To(false),
-			Repository: "nvcr.io/nvidia/cloud-native", Image: "k8s-mig-manager", Version: "v0.15.0",
+			Repository: "nvcr.io/nvidia/cloud-native", Image: "k8s-mig-manager", Version: "v0.15.0@sha256:cab2cf9deafc9602da69d0832a82958a7687f22f4a2f19674099dc9a5c4ea8e2",
 			Config:      gpuv1.MIGManagerConfig{Default: "all-disabled"},
 			MaxParallel: ptr.To(intstr.FromInt32(1)), EvictionTimeoutSeconds: ptr.To[int32](300),
 			ApplyTimeoutSeconds: ptr.To[int32](600), ValidationTimeoutSeconds: ptr.To[int32](600),

@@ -287,6 +287,14 @@ func invalidCases() map[string]invalidCase {
 				"valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "manager", "key": "drain"}}}}},
 			field: "spec.driver.manager.env", wants: []string{"takes values, not valueFrom"},
 		},
+		"GPUDirect Storage pinned by tag and digest": {
+			path: p("gds"), value: map[string]any{"enabled": true, "version": "2.29.4@" + digest64},
+			field: "spec.gds.version", wants: []string{"tagged per OS"},
+		},
+		"tag with a digest of upper case hex": {
+			path: p("devicePlugin", "version"), value: "v0.20.0@sha256:" + strings.Repeat("A", 64),
+			field: "spec.devicePlugin.version", wants: []string{"tag@sha256:<digest>"},
+		},
 		"exporter Service of an unknown type": {
 			path: p("dcgmExporter", "service"), value: map[string]any{"type": "Ingress"},
 			field: "spec.dcgmExporter.service.type", wants: []string{"ClusterIP", "NodePort", "LoadBalancer"},
@@ -495,6 +503,7 @@ func TestValidEdgeValuesAreAccepted(t *testing.T) {
 		value any
 	}{
 		"driver digest":                   {p("driver", "version"), digest64},
+		"toolkit tag and digest":          {p("toolkit", "version"), "v1.21.0@" + digest64},
 		"two-part driver version":         {p("driver", "version"), "470.82"},
 		"count as a string":               {p("daemonsets", "rollingUpdate", "maxUnavailable"), "1"},
 		"100 percent":                     {p("driver", "upgradePolicy", "maxUnavailable"), "100%"},
