@@ -47,7 +47,7 @@ cp config/crd/bases/*.yaml deployments/gpu-operator/crds/
   sed -e 's/^  namespace: gpu-operator$/  namespace: {{ .Release.Namespace }}/' \
       -e 's/^  name: gpu-operator$/  name: {{ include "gpu-operator.fullname" . }}/' \
       -e 's/^  - gpu-operator:/  - {{ .Release.Namespace }}:/' \
-      -e 's/^  - nvidia-nri-devices-gpu-operator$/  - nvidia-nri-devices-{{ .Release.Namespace }}/' \
+      -e 's/^  - \(nvidia-[a-z-]*\)-gpu-operator$/  - \1-{{ .Release.Namespace }}/' \
       config/rbac/role.yaml
 } >deployments/gpu-operator/templates/rbac-generated.yaml
 

@@ -53,6 +53,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	spec := &in.Policy.Spec.MIGManager
 	objs := render.Access{Policy: in.Policy, Name: ServiceAccountName, Namespace: in.Namespace,
 		State: string(state.MIGManager), Rules: namespaceRules, BindClusterRole: in.BindsOperandClusterRoles}.Objects()
+	objs = append(objs, nodeWritePolicy(in)...)
 	configMap := func(name, key, data string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{
 			TypeMeta:   render.TypeMeta("v1", "ConfigMap"),
@@ -232,5 +233,25 @@ func boolString(b bool) string {
 
 // Kinds lists the kinds Render returns.
 func (Operand) Kinds() []schema.GroupVersionKind {
-	return append(slices.Clone(render.RBACKinds), render.KindConfigMap, render.KindDaemonSet)
+	return append(slices.Clone(render.RBACKinds), render.KindConfigMap, render.KindDaemonSet,
+		render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)
+}
+
+// NodeWritePolicyName names the admission policy and binding that hold
+// mig-manager's node writes, after the namespace: they are cluster-scoped.
+func NodeWritePolicyName(namespace string) string { return "nvidia-mig-manager-nodes-" + namespace }
+
+// nodeWritePolicy holds mig-manager's token to what k8s-mig-manager
+// v0.15.0 writes (pkg/mig/reconfigure/reconfigure.go:600-609, a merge
+// patch of its own node's labels, NODE_NAME): nvidia.com/mig.config.state
+// and the nvidia.com/gpu.deploy.* labels that pause the GPU clients
+// (reconfigure.go:41-47). Its ClusterRole lets it patch every node; the
+// token is on every MIG node.
+func nodeWritePolicy(in state.RenderInput) []client.Object {
+	meta := render.ObjectMeta(in.Policy, NodeWritePolicyName(in.Namespace), "", string(state.MIGManager))
+	return render.NodeWritePolicy(meta, render.NodeWrites{
+		Operand: "mig-manager", Namespace: in.Namespace, ServiceAccount: ServiceAccountName, OwnNodeOnly: true,
+		Label:  `k == "nvidia.com/mig.config.state" || k.startsWith("nvidia.com/gpu.deploy.")`,
+		Labels: "nvidia.com/mig.config.state and nvidia.com/gpu.deploy.*",
+	})
 }
