@@ -60,6 +60,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	for _, a := range access(in) {
 		objs = append(objs, a.Objects()...)
 	}
+	objs = append(objs, workerFeaturePolicy(in)...)
 	return append(objs, master, gc, worker), nil
 }
 
@@ -186,5 +187,6 @@ func restricted() *corev1.SecurityContext {
 
 // Kinds lists the kinds Render returns.
 func (Operand) Kinds() []schema.GroupVersionKind {
-	return append([]schema.GroupVersionKind{render.KindConfigMap, render.KindDaemonSet, render.KindDeployment}, render.RBACKinds...)
+	return append([]schema.GroupVersionKind{render.KindConfigMap, render.KindDaemonSet, render.KindDeployment,
+		render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding}, render.RBACKinds...)
 }
