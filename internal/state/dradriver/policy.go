@@ -67,3 +67,52 @@ func sliceAdmissionPolicy(policy *gpuv1.ClusterPolicy, namespace string) []clien
 		},
 	}, nil)
 }
+
+// pluginSlicePolicyName names the policy and binding that hold the
+// kubelet plugin to its own drivers' node-local slices, beside NVIDIA's.
+const pluginSlicePolicyName = "kubelet-plugin-slices-nvidia-dra-driver"
+
+// pluginSlicePolicy narrows what NVIDIA's policy above lets the kubelet
+// plugin write: a slice of the node its token was issued on, which that
+// policy asks, and of the driver's two drivers only, never one for every
+// node or a node selector, which it lets through. Both plugins publish one
+// pool keyed by their own node, through the kubelet plugin library, which
+// sets spec.nodeName (dra-driver-nvidia-gpu 22407113,
+// cmd/gpu-kubelet-plugin/driver.go:467-563,
+// cmd/compute-domain-kubelet-plugin/driver.go:118-137); neither writes a
+// cluster-wide slice, with which a token taken from one node could offer
+// devices of any driver on every node.
+func pluginSlicePolicy(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
+	const slice = `(request.operation == "DELETE" ? oldObject : object)`
+	meta := render.ObjectMeta(policy, pluginSlicePolicyName, "", string(state.DRADriver))
+	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
+		FailurePolicy: ptr.To(admissionv1.Fail),
+		MatchConstraints: &admissionv1.MatchResources{
+			ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
+					Rule: admissionv1.Rule{
+						APIGroups:   []string{"resource.k8s.io"},
+						APIVersions: []string{"v1", "v1beta1", "v1beta2"},
+						Resources:   []string{"resourceslices"},
+					},
+				},
+			}},
+		},
+		MatchConditions: []admissionv1.MatchCondition{{
+			Name:       "isKubeletPlugin",
+			Expression: `request.userInfo.username == "system:serviceaccount:` + namespace + ":" + KubeletPluginServiceAccount + `"`,
+		}},
+		Validations: []admissionv1.Validation{
+			{
+				Expression: slice + `.spec.driver == "` + GPUDriverName + `" || ` + slice + `.spec.driver == "` + ComputeDomainDriverName + `"`,
+				MessageExpression: `"the DRA kubelet plugin may write slices of drivers ` + GPUDriverName + ` and ` + ComputeDomainDriverName +
+					` only, not " + ` + slice + `.spec.driver`,
+			},
+			{
+				Expression: `!` + slice + `.spec.?allNodes.orValue(false) && !has(` + slice + `.spec.nodeSelector)`,
+				Message:    "the DRA kubelet plugin may write its own node's slices only, not one for every node or a node selector",
+			},
+		},
+	}, nil)
+}
