@@ -24,7 +24,7 @@ import (
 const namespace = "gpu-operator"
 
 // applyDRAAccess applies what the operator and the install grant the DRA
-// driver with compute domains on: the RBAC and admission policies the
+// driver with compute domains and MPS on: the RBAC and admission policies the
 // operator renders, its ClusterRoleBindings included, and the ClusterRoles
 // the install ships (dradriver.ClusterRules).
 func applyDRAAccess(t *testing.T, ctx context.Context) {
@@ -33,6 +33,8 @@ func applyDRAAccess(t *testing.T, ctx context.Context) {
 	applyNamespaces(t, ctx)
 	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "11111111-2222-3333-4444-555555555555"}}
 	cp.Spec.DRADriver.ComputeDomains.Enabled = ptr.To(true)
+	cp.Spec.DRADriver.FeatureGates = map[string]bool{"MPSSupport": true}
+	cp.Spec.DRADriver.Repository, cp.Spec.DRADriver.Image, cp.Spec.DRADriver.Version = "nvcr.io/nvidia", "dra-driver-nvidia-gpu", "v0.5.0"
 	objs, err := dradriver.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: namespace, DRAInUse: true, BindsOperandClusterRoles: true})
 	g.Expect(err).NotTo(HaveOccurred())
 	kinds := append(slices.Clone(render.RBACKinds), render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)

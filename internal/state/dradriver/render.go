@@ -30,7 +30,7 @@ var dimensions = state.Dimensions{DriverRoot: true}
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch;create
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;patch;delete,resourceNames=compute-domain-daemon.nvidia.com;compute-domain-default-channel.nvidia.com;gpu.nvidia.com;mig.nvidia.com;vfio.gpu.nvidia.com
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;watch;create
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=compute-domain-daemon-pods-nvidia-dra-driver;controller-nodes-nvidia-dra-driver;kubelet-plugin-nodes-nvidia-dra-driver;kubelet-plugin-slices-nvidia-dra-driver;nvidia-mig-manager-nodes-gpu-operator;nvidia-nfd-worker-features-gpu-operator;nvidia-nri-devices-gpu-operator;resourceslices-policy-nvidia-dra-driver
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch;delete,resourceNames=compute-domain-daemon-pods-nvidia-dra-driver;controller-nodes-nvidia-dra-driver;kubelet-plugin-nodes-nvidia-dra-driver;kubelet-plugin-slices-nvidia-dra-driver;nvidia-mig-manager-nodes-gpu-operator;nvidia-nfd-worker-features-gpu-operator;nvidia-nri-devices-gpu-operator;resourceslices-policy-nvidia-dra-driver;workloads-nvidia-dra-driver
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets;deployments,verbs=update
 // +kubebuilder:rbac:groups=resource.nvidia.com,namespace=gpu-operator,resources=computedomaincliques,verbs=get;list;watch;update
 
@@ -57,6 +57,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	objs = append(objs, deviceClasses(in.Policy, d.ComputeDomainsEnabled())...)
 	objs = append(objs, sliceAdmissionPolicy(in.Policy, in.Namespace)...)
 	objs = append(objs, pluginSlicePolicy(in.Policy, in.Namespace)...)
+	objs = append(objs, workloadPolicy(in.Policy, in.Namespace, image)...)
 	objs = append(objs, nodeWritePolicies(in.Policy, in.Namespace, d.ComputeDomainsEnabled())...)
 	if d.ComputeDomainsEnabled() {
 		objs = append(objs, daemonPodPolicy(in.Policy, in.Namespace)...)

@@ -1,0 +1,84 @@
+package escalation
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
+)
+
+const draImage = "nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0"
+
+func podTemplate(sa, image string, mutate func(*corev1.PodSpec)) corev1.PodTemplateSpec {
+	t := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+		Spec: corev1.PodSpec{ServiceAccountName: sa, Containers: []corev1.Container{{Name: "main", Image: image}}}}
+	mutate(&t.Spec)
+	return t
+}
+
+func imexDaemonSet(name, sa, image string, mutate func(*corev1.PodSpec)) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}, Template: podTemplate(sa, image, mutate)}}
+}
+
+func mpsDeployment(name, sa, image string, mutate func(*corev1.PodSpec)) *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}, Template: podTemplate(sa, image, mutate)}}
+}
+
+func none(*corev1.PodSpec) {}
+
+// The compute-domain controller's and the kubelet plugin's tokens may
+// create the workloads their templates make, and no other (issue 56): their
+// Roles let them create any DaemonSet or Deployment of the operator's
+// namespace, where Pod Security is privileged and the operator's
+// ServiceAccount is.
+func TestDRATokensCreateTheirOwnWorkloadsOnly(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	applyDRAAccess(t, ctx)
+	controller := impersonate(t, namespace, dradriver.ControllerName, "controller-x", "control-plane-1")
+	plugin := impersonate(t, namespace, dradriver.KubeletPluginServiceAccount, "plugin-x", "imex-node")
+	imex := func(mutate func(*corev1.PodSpec)) *appsv1.DaemonSet {
+		return imexDaemonSet("computedomain-daemon-abc", dradriver.ComputeDomainDaemonServiceAccount, draImage, mutate)
+	}
+
+	g.Eventually(func() error {
+		return controller.Create(ctx, imexDaemonSet("computedomain-daemon-abc", "gpu-operator", draImage, none), client.DryRunAll)
+	}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("run as the ServiceAccount their template names (compute-domain-daemon-service-account), not gpu-operator")))
+	g.Expect(controller.Create(ctx, imexDaemonSet("computedomain-daemon-abc", dradriver.ComputeDomainDaemonServiceAccount, "evil.example/x:1", none), client.DryRunAll)).
+		To(MatchError(ContainSubstring("run its image "+draImage+" only, not evil.example/x:1")))
+	g.Expect(controller.Create(ctx, imex(func(p *corev1.PodSpec) {
+		p.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}), client.DryRunAll)).To(MatchError(ContainSubstring("the IMEX daemons run unprivileged")))
+	g.Expect(controller.Create(ctx, imex(func(p *corev1.PodSpec) {
+		p.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		p.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "root", MountPath: "/host"}}
+	}), client.DryRunAll)).To(MatchError(ContainSubstring("without host paths")))
+	g.Expect(controller.Create(ctx, imexDaemonSet("nvidia-driver-daemonset", dradriver.ComputeDomainDaemonServiceAccount, draImage, none), client.DryRunAll)).
+		To(MatchError(ContainSubstring("may write DaemonSets computedomain-daemon-* only")))
+	g.Expect(controller.Create(ctx, imex(none), client.DryRunAll)).To(Succeed(), "an IMEX daemon DaemonSet as its template makes it")
+
+	mps := func(node string) func(*corev1.PodSpec) {
+		return func(p *corev1.PodSpec) {
+			p.NodeName, p.HostPID = node, true
+			p.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}
+	}
+	g.Expect(plugin.Create(ctx, mpsDeployment("mps-control-daemon-1-ab", "gpu-operator", draImage, mps("imex-node")), client.DryRunAll)).
+		To(MatchError(ContainSubstring("not gpu-operator")))
+	g.Expect(plugin.Create(ctx, mpsDeployment("mps-control-daemon-1-ab", "", draImage, mps("imex-node-2")), client.DryRunAll)).
+		To(MatchError(ContainSubstring("run on its own node 'imex-node' only")))
+	g.Expect(plugin.Create(ctx, mpsDeployment("gpu-operator", "", draImage, mps("imex-node")), client.DryRunAll)).
+		To(MatchError(ContainSubstring("may write Deployments mps-control-daemon-* only")))
+	g.Expect(plugin.Create(ctx, mpsDeployment("mps-control-daemon-1-ab", "", draImage, mps("imex-node")), client.DryRunAll)).
+		To(Succeed(), "an MPS control daemon as its template makes it: privileged, on its own node")
+}
