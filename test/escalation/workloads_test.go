@@ -55,7 +55,7 @@ func TestDRATokensCreateTheirOwnWorkloadsOnly(t *testing.T) {
 		return controller.Create(ctx, imexDaemonSet("computedomain-daemon-abc", "gpu-operator", draImage, none), client.DryRunAll)
 	}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("run as the ServiceAccount their template names (compute-domain-daemon-service-account), not gpu-operator")))
 	g.Expect(controller.Create(ctx, imexDaemonSet("computedomain-daemon-abc", dradriver.ComputeDomainDaemonServiceAccount, "evil.example/x:1", none), client.DryRunAll)).
-		To(MatchError(ContainSubstring("run its image "+draImage+" only, not evil.example/x:1")))
+		To(MatchError(ContainSubstring("run its image " + draImage + " only, not evil.example/x:1")))
 	g.Expect(controller.Create(ctx, imex(func(p *corev1.PodSpec) {
 		p.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}), client.DryRunAll)).To(MatchError(ContainSubstring("the IMEX daemons run unprivileged")))

@@ -15,7 +15,9 @@ const nodeNameLabel = "nfd.node.kubernetes.io/node-name"
 // WorkerFeaturePolicyName names the admission policy and binding that hold
 // nfd-worker to its own node's NodeFeature, after the namespace: they are
 // cluster-wide names.
-func WorkerFeaturePolicyName(namespace string) string { return "nvidia-nfd-worker-features-" + namespace }
+func WorkerFeaturePolicyName(namespace string) string {
+	return "nvidia-nfd-worker-features-" + namespace
+}
 
 // workerFeaturePolicy holds nfd-worker's token, on every node, to its own
 // node's NodeFeature. Its Role lets it write every NodeFeature of the
