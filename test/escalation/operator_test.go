@@ -66,6 +66,24 @@ func TestOperatorBindsOnlyTheOperandClusterRoles(t *testing.T) {
 		operands = append(operands, render.OperandClusterRoleName(namespace, sa))
 	}
 	g.Expect(bindable).To(ConsistOf(operands), "the bind rule's names are the operands' ClusterRoles, every one")
+	var bindings, changeable []string
+	for sa := range registry.ClusterRules() {
+		bindings = append(bindings, render.OperandClusterRoleBindingName(namespace, sa))
+	}
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "clusterrolebindings") {
+			continue
+		}
+		for _, v := range []string{"get", "patch", "update", "delete", "deletecollection", "*"} {
+			if slices.Contains(r.Verbs, v) {
+				g.Expect(r.ResourceNames).NotTo(BeEmpty(), "%s on every ClusterRoleBinding", v)
+			}
+		}
+		if slices.Contains(r.Verbs, "patch") {
+			changeable = append(changeable, r.ResourceNames...)
+		}
+	}
+	g.Expect(changeable).To(ConsistOf(bindings), "it changes its own bindings of the operands' roles only")
 
 	// The install: the operator's ClusterRole bound to its
 	// ServiceAccount, and the operands' ClusterRoles, unbound.
@@ -92,6 +110,13 @@ func TestOperatorBindsOnlyTheOperandClusterRoles(t *testing.T) {
 			g.Expect(operator.Create(ctx, b, client.DryRunAll)).To(Succeed(), "the operator binds %s", b.RoleRef.Name)
 		}
 	}
+
+	// Someone else's binding, its own binding to the operator's role
+	// here, it may neither change nor delete.
+	other := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}}
+	g.Expect(apierrors.IsForbidden(operator.Delete(ctx, other, client.DryRunAll))).To(BeTrue(), "deleting another ClusterRoleBinding")
+	g.Expect(apierrors.IsForbidden(operator.Patch(ctx, other, client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"x":"y"}}}`)), client.DryRunAll))).To(BeTrue(), "patching another ClusterRoleBinding")
 
 	// A ClusterRole whose rules the operator does not hold: one of an
 	// operand's name in another install's namespace, and cluster-admin.

@@ -70,8 +70,11 @@ func states() []state.State {
 // Graph returns the validated state graph.
 func Graph() (*state.Graph, error) { return state.NewGraph(states()...) }
 
-// The operator's bind of the operands' ClusterRoles (ClusterRules).
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create;patch;delete
+// The operator's bind of the operands' ClusterRoles (ClusterRules), and its
+// bindings of them, which it changes and deletes by name only: no one
+// else's ClusterRoleBinding (create, list and watch take no names).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=list;watch;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;patch;delete,resourceNames=gpu-operator:compute-domain-daemon-service-account-binding;gpu-operator:nfd-gc-binding;gpu-operator:nfd-master-binding;gpu-operator:nvidia-dra-driver-controller-binding;gpu-operator:nvidia-dra-driver-kubeletplugin-binding;gpu-operator:nvidia-mig-manager-binding
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=gpu-operator:compute-domain-daemon-service-account;gpu-operator:nfd-gc;gpu-operator:nfd-master;gpu-operator:nvidia-dra-driver-controller;gpu-operator:nvidia-dra-driver-kubeletplugin;gpu-operator:nvidia-mig-manager
 
 // ClusterRules are the cluster-wide rules of the operands that act on
