@@ -67,6 +67,18 @@ func TestDRATokensCreateTheirOwnWorkloadsOnly(t *testing.T) {
 		To(MatchError(ContainSubstring("may write DaemonSets computedomain-daemon-* only")))
 	g.Expect(controller.Create(ctx, imex(none), client.DryRunAll)).To(Succeed(), "an IMEX daemon DaemonSet as its template makes it")
 
+	// One made before the driver's image changed keeps its old image: the
+	// controller removes its finalizer with an update of the rest, which
+	// passes; a change of its template does not.
+	old := imexDaemonSet("computedomain-daemon-old", dradriver.ComputeDomainDaemonServiceAccount, "nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.4.0", none)
+	old.Finalizers = []string{"resource.nvidia.com/computeDomain"}
+	g.Expect(admin.Create(ctx, old)).To(Succeed())
+	old.Finalizers = nil
+	g.Expect(controller.Update(ctx, old)).To(Succeed(), "its finalizer removed")
+	old.Spec.Template.Spec.Containers[0].Image = "evil.example/x:1"
+	g.Expect(controller.Update(ctx, old)).To(MatchError(ContainSubstring("only, not evil.example/x:1")))
+	g.Expect(controller.Delete(ctx, old)).To(Succeed(), "one of its own names")
+
 	mps := func(node string) func(*corev1.PodSpec) {
 		return func(p *corev1.PodSpec) {
 			p.NodeName, p.HostPID = node, true

@@ -35,7 +35,7 @@ const workloadPolicyName = "workloads-nvidia-dra-driver"
 // any image there as the operator. The policy holds each to its own kind
 // and names, the driver's image, the ServiceAccount its template names,
 // and for the IMEX daemons no privilege; the MPS daemons to the plugin's
-// own node.
+// own node. Deletes keep to the names.
 const (
 	imexDaemonSetPrefix   = "computedomain-daemon-"
 	mpsDeploymentPrefix   = "mps-control-daemon-"
@@ -45,7 +45,11 @@ const (
 func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, image string) []client.Object {
 	user := func(sa string) string { return `"system:serviceaccount:` + namespace + ":" + sa + `"` }
 	meta := render.ObjectMeta(policy, workloadPolicyName, "", string(state.DRADriver))
-	writes := `request.operation != "DELETE"`
+	// What a template makes is checked where a write makes a template: a
+	// create, or an update that changes it. The controller's own update
+	// only removes its finalizer (daemonset.go:338-348), and must pass on
+	// a DaemonSet made from the image before the driver's last change.
+	writes := `variables.templateWritten`
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
 		FailurePolicy: ptr.To(admissionv1.Fail),
 		MatchConstraints: &admissionv1.MatchResources{
@@ -66,6 +70,8 @@ func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, image string) []clie
 			{Name: "isController", Expression: `request.userInfo.username == ` + user(ControllerName)},
 			{Name: "pod", Expression: `(request.operation == "DELETE" ? oldObject : object).spec.template.spec`},
 			{Name: "containers", Expression: `variables.pod.containers + variables.pod.?initContainers.orValue([])`},
+			{Name: "templateWritten", Expression: `request.operation == "CREATE" || ` +
+				`(request.operation == "UPDATE" && object.spec.template != oldObject.spec.template)`},
 		},
 		Validations: []admissionv1.Validation{
 			{
