@@ -101,6 +101,14 @@ func TestDRATokensWriteTheComputeDomainLabelOnly(t *testing.T) {
 	g.Expect(plugin.Patch(ctx, own.DeepCopy(), labels(t, map[string]any{"nvidia.com/gpu.present": "false"}))).
 		To(MatchError(ContainSubstring("only, not nvidia.com/gpu.present")))
 	g.Expect(plugin.Patch(ctx, own.DeepCopy(), join)).To(Succeed(), "its own node joins the compute domain")
+	clique := labels(t, map[string]any{"nvidia.com/gpu.clique": "8d1a.1"})
+	g.Expect(plugin.Patch(ctx, own.DeepCopy(), clique)).To(Succeed(), "its own node's NVLink clique, GPU_CLIQUE_LABEL_ENABLED")
+	g.Expect(plugin.Patch(ctx, other.DeepCopy(), clique)).To(MatchError(ContainSubstring("not imex-node-2")))
+	// The compute-domain plugin updates its whole node to join or leave.
+	n := &corev1.Node{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(own), n)).To(Succeed())
+	delete(n.Labels, "resource.nvidia.com/computeDomain")
+	g.Expect(plugin.Update(ctx, n)).To(Succeed(), "its own node leaves the domain")
 	g.Expect(admin.Patch(ctx, other.DeepCopy(), join)).To(Succeed())
 
 	// The controller updates the whole node, as its code does.

@@ -57,7 +57,7 @@ func (Operand) Render(in state.RenderInput) ([]client.Object, error) {
 	objs = append(objs, deviceClasses(in.Policy, d.ComputeDomainsEnabled())...)
 	objs = append(objs, sliceAdmissionPolicy(in.Policy, in.Namespace)...)
 	objs = append(objs, pluginSlicePolicy(in.Policy, in.Namespace)...)
-	objs = append(objs, workloadPolicy(in.Policy, in.Namespace, image)...)
+	objs = append(objs, workloadPolicy(in.Policy, in.Namespace, render.RepositoryImage(string(d.Repository), string(d.Image)))...)
 	objs = append(objs, nodeWritePolicies(in.Policy, in.Namespace, d.ComputeDomainsEnabled())...)
 	if d.ComputeDomainsEnabled() {
 		objs = append(objs, daemonPodPolicy(in.Policy, in.Namespace)...)

@@ -15,41 +15,46 @@ import (
 const workloadPolicyName = "workloads-nvidia-dra-driver"
 
 // The workloads the components create, read at dra-driver-nvidia-gpu
-// 22407113 (the newest commit the mirror has):
+// 95932046 (the pinned commit):
 //   - the compute-domain controller creates one IMEX daemon DaemonSet per
 //     domain, computedomain-daemon-<uid>, from
 //     templates/compute-domain-daemon.tmpl.yaml: serviceAccountName
-//     compute-domain-daemon-service-account (L20), image IMAGE_NAME (L32),
-//     nothing privileged, no host path or namespace
-//     (cmd/compute-domain-controller/daemonset.go:42, 208-243);
+//     compute-domain-daemon-service-account, image IMAGE_NAME, env from
+//     the downward API, no volume, nothing privileged
+//     (cmd/compute-domain-controller/daemonset.go:243), and later removes
+//     its finalizer with an update of the whole object (daemonset.go:348);
 //   - with MPSSupport, the GPU kubelet plugin creates one MPS control
 //     daemon Deployment per shared claim, mps-control-daemon-<claim>-<hash>,
-//     from templates/mps-control-daemon.tmpl.yaml: pinned to its own node
-//     (L19), image IMAGE_NAME (L23), privileged with the host's PID
-//     namespace, and no serviceAccountName: the namespace's default
-//     (cmd/gpu-kubelet-plugin/sharing.go:55-311).
+//     from templates/mps-control-daemon.tmpl.yaml: pinned to its own node,
+//     image IMAGE_NAME, privileged with the host's PID namespace and four
+//     host paths, as SERVICE_ACCOUNT_NAME (the plugin's own, which the
+//     operator sets) or the namespace's default
+//     (cmd/gpu-kubelet-plugin/sharing.go:247, 312, 441).
 //
 // Their Roles let them create and patch any DaemonSet or Deployment of
 // the operator's namespace, where Pod Security is privileged and the
 // operator's ServiceAccount is: a token taken from a GPU node could run
-// any image there as the operator. The policy holds each to its own kind
-// and names, the driver's image, the ServiceAccount its template names,
-// and for the IMEX daemons no privilege; the MPS daemons to the plugin's
-// own node. Deletes keep to the names.
+// any image there as the operator, or mount the namespace's Secrets. The
+// policy holds each to its own kind and names, the driver's repository
+// and image (any tag: pods not yet rolled to a new version still create
+// from the old), the ServiceAccount its template names, no Secret in a
+// volume or env, no added capability or host port; the IMEX daemons to
+// no privilege, volume or unconfined profile; the MPS daemons, created and
+// deleted, to the plugin's own node.
 const (
 	imexDaemonSetPrefix   = "computedomain-daemon-"
 	mpsDeploymentPrefix   = "mps-control-daemon-"
 	defaultServiceAccount = "default"
 )
 
-func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, image string) []client.Object {
+func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, repositoryImage string) []client.Object {
 	user := func(sa string) string { return `"system:serviceaccount:` + namespace + ":" + sa + `"` }
 	meta := render.ObjectMeta(policy, workloadPolicyName, "", string(state.DRADriver))
 	// What a template makes is checked where a write makes a template: a
-	// create, or an update that changes it. The controller's own update
-	// only removes its finalizer (daemonset.go:338-348), and must pass on
-	// a DaemonSet made from the image before the driver's last change.
+	// create, or an update that changes it; the controller's finalizer
+	// update passes on a DaemonSet made from an older image.
 	writes := `variables.templateWritten`
+	ours := `(c.image.startsWith("` + repositoryImage + `:") || c.image.startsWith("` + repositoryImage + `@"))`
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
 		FailurePolicy: ptr.To(admissionv1.Fail),
 		MatchConstraints: &admissionv1.MatchResources{
@@ -82,26 +87,38 @@ func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, image string) []clie
 					`"the DRA kubelet plugin may write Deployments ` + mpsDeploymentPrefix + `* only") + ", not " + request.kind.kind + " " + request.name`,
 			},
 			{
-				Expression:        writes + ` ? variables.containers.all(c, c.image == "` + image + `") : true`,
-				MessageExpression: `"the DRA driver's workloads run its image ` + image + ` only, not " + variables.containers.filter(c, c.image != "` + image + `").map(c, c.image).join(", ")`,
+				Expression:        `!(` + writes + `) || variables.containers.all(c, ` + ours + `)`,
+				MessageExpression: `"the DRA driver's workloads run its image ` + repositoryImage + ` only, not " + variables.containers.filter(c, !` + ours + `).map(c, c.image).join(", ")`,
 			},
 			{
-				Expression: writes + ` ? (variables.isController ? variables.pod.?serviceAccountName.orValue("") == "` + ComputeDomainDaemonServiceAccount + `" : ` +
-					`variables.pod.?serviceAccountName.orValue("") in ["", "` + defaultServiceAccount + `"]) : true`,
+				Expression: `!(` + writes + `) || (variables.isController ? variables.pod.?serviceAccountName.orValue("") == "` + ComputeDomainDaemonServiceAccount + `" : ` +
+					`variables.pod.?serviceAccountName.orValue("") in ["", "` + defaultServiceAccount + `", "` + KubeletPluginServiceAccount + `"])`,
 				MessageExpression: `"the DRA driver's workloads run as the ServiceAccount their template names (" + ` +
-					`(variables.isController ? "` + ComputeDomainDaemonServiceAccount + `" : "the namespace's default") + "), not " + ` +
+					`(variables.isController ? "` + ComputeDomainDaemonServiceAccount + `" : "the plugin's own, or the namespace's default") + "), not " + ` +
 					`variables.pod.?serviceAccountName.orValue("")`,
+			},
+			{
+				Expression: `!(` + writes + `) || (variables.containers.all(c, !has(c.envFrom) && ` +
+					`c.?env.orValue([]).all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef)) && ` +
+					`c.?securityContext.?capabilities.?add.orValue([]).size() == 0 && ` +
+					`c.?ports.orValue([]).all(p, !has(p.hostPort))) && ` +
+					`variables.pod.?volumes.orValue([]).all(v, !has(v.secret) && !has(v.projected) && !has(v.csi)))`,
+				Message: "the DRA driver's workloads read no Secret (volume or env), add no capability and open no host port",
 			},
 			{
 				Expression: `!(` + writes + `) || !variables.isController || (!variables.pod.?hostPID.orValue(false) && ` +
 					`!variables.pod.?hostNetwork.orValue(false) && !variables.pod.?hostIPC.orValue(false) && ` +
-					`!variables.pod.?volumes.orValue([]).exists(v, has(v.hostPath)) && ` +
-					`!variables.containers.exists(c, c.?securityContext.?privileged.orValue(false)))`,
-				Message: "the IMEX daemons run unprivileged, without host paths or host namespaces",
+					`variables.pod.?volumes.orValue([]).size() == 0 && ` +
+					`variables.pod.?securityContext.?seccompProfile.?type.orValue("") != "Unconfined" && ` +
+					`!variables.containers.exists(c, c.?securityContext.?privileged.orValue(false) || ` +
+					`c.?securityContext.?allowPrivilegeEscalation.orValue(false) || ` +
+					`c.?securityContext.?seccompProfile.?type.orValue("") == "Unconfined" || ` +
+					`c.?securityContext.?appArmorProfile.?type.orValue("") == "Unconfined"))`,
+				Message: "the IMEX daemons run unprivileged: no volume, host namespace, privilege escalation or unconfined profile",
 			},
 			{
-				Expression:        `!(` + writes + `) || variables.isController || variables.pod.?nodeName.orValue("") == variables.userNodeName`,
-				MessageExpression: `"the DRA kubelet plugin's MPS daemons run on its own node '" + variables.userNodeName + "' only"`,
+				Expression:        `variables.isController || !(` + writes + ` || request.operation == "DELETE") || variables.pod.?nodeName.orValue("") == variables.userNodeName`,
+				MessageExpression: `"the DRA kubelet plugin's MPS daemons are on its own node '" + variables.userNodeName + "' only"`,
 			},
 		},
 	}, nil)
