@@ -71,6 +71,11 @@ func sample(t *testing.T, name string) *unstructured.Unstructured {
 func TestAllowedImagePrefixesRefuseOtherImages(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
+	// Made before the list: an object naming another image.
+	before := sample(t, "nvidia_v1alpha1_nvidiadriver.yaml")
+	before.SetName("made-before-the-list")
+	before.Object["spec"].(map[string]any)["repository"] = "registry.example.com/nvidia"
+	g.Expect(admin.Create(ctx, before)).To(Succeed())
 	objs := chartObjects(t, "templates/image-policy.yaml", "operator.allowedImagePrefixes={nvcr.io/nvidia/,registry.k8s.io/nfd/}")
 	g.Expect(objs).To(HaveLen(2), "the policy and its binding")
 	for _, o := range objs {
@@ -103,6 +108,17 @@ func TestAllowedImagePrefixesRefuseOtherImages(t *testing.T) {
 	g.Eventually(func() error {
 		return refused(policy(func(spec map[string]any) { section(spec, "driver")["repository"] = "evil.example.com/nvidia" }))
 	}).WithTimeout(30*time.Second).Should(Satisfy(apierrors.IsForbidden), "the policy takes effect")
+
+	// A write that leaves its spec as it is passes (the operator's
+	// finalizer, a label), so that it can still be deleted; one that
+	// changes the spec is held to the list.
+	g.Expect(admin.Patch(ctx, before.DeepCopy(), client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"finalizers":["nvidia.com/cleanup"]}}`)))).To(Succeed())
+	g.Expect(admin.Patch(ctx, before.DeepCopy(), client.RawPatch("application/merge-patch+json",
+		[]byte(`{"spec":{"version":"580.95.05"}}`)))).To(MatchError(ContainSubstring("registry.example.com/nvidia/driver")))
+	g.Expect(admin.Patch(ctx, before.DeepCopy(), client.RawPatch("application/merge-patch+json",
+		[]byte(`{"metadata":{"finalizers":null}}`)))).To(Succeed())
+	g.Expect(admin.Delete(ctx, before)).To(Succeed())
 
 	tests := map[string]struct {
 		obj  *unstructured.Unstructured
