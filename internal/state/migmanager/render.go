@@ -249,6 +249,7 @@ func NodeWritePolicyName(namespace string) string { return "nvidia-mig-manager-n
 // token is on every MIG node.
 func nodeWritePolicy(in state.RenderInput) []client.Object {
 	meta := render.ObjectMeta(in.Policy, NodeWritePolicyName(in.Namespace), "", string(state.MIGManager))
+	meta.Labels[render.LabelName] = "nvidia-mig-manager-nodes" // a label value holds 63 characters, a namespace as many
 	return render.NodeWritePolicy(meta, render.NodeWrites{
 		Operand: "mig-manager", Namespace: in.Namespace, ServiceAccount: ServiceAccountName, OwnNodeOnly: true,
 		Label:  `k == "nvidia.com/mig.config.state" || k.startsWith("nvidia.com/gpu.deploy.")`,

@@ -32,6 +32,7 @@ func WorkerFeaturePolicyName(namespace string) string {
 // write, against the node the token was issued on.
 func workerFeaturePolicy(in state.RenderInput) []client.Object {
 	meta := render.ObjectMeta(in.Policy, WorkerFeaturePolicyName(in.Namespace), "", string(state.NodeFeatureDiscovery))
+	meta.Labels[render.LabelName] = "nvidia-nfd-worker-features" // a label value holds 63 characters, a namespace as many
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
 		FailurePolicy: ptr.To(admissionv1.Fail),
 		MatchConstraints: &admissionv1.MatchResources{

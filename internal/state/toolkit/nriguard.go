@@ -61,6 +61,7 @@ func NRIGuardName(namespace string) string { return "nvidia-nri-devices-" + name
 func nriGuard(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
 	name := NRIGuardName(namespace)
 	meta := render.ObjectMeta(policy, name, "", string(state.ContainerToolkit))
+	meta.Labels[render.LabelName] = "nvidia-nri-devices" // a label value holds 63 characters, a namespace as many
 	// Every namespace but the operator's.
 	match := &admissionv1.MatchResources{
 		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
