@@ -80,9 +80,12 @@ func CheckPod(cp *gpuv1.ClusterPolicy, namespace, image, node string, pullSecret
 
 // checkResources bound the check's container: the pull is the kubelet's
 // and counts against no container, and "true" needs about a millisecond of
-// CPU and a megabyte.
+// CPU and a megabyte. It requests nothing, explicitly (requests left unset
+// would default to the limits): the pod is bound to its node, and a node
+// whose requests are full would refuse even a few millicores, holding its
+// pool's precompiled driver back.
 var checkResources = corev1.ResourceRequirements{
-	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0")},
 	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 }
 
