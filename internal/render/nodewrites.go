@@ -33,7 +33,6 @@ type NodeWrites struct {
 // (status), the allowed labels only, and the rest of the node (spec with
 // its taints and cordon, annotations, owners, finalizers) as it was.
 func NodeWritePolicy(meta metav1.ObjectMeta, w NodeWrites) []client.Object {
-	user := "system:serviceaccount:" + w.Namespace + ":" + w.ServiceAccount
 	validations := []admissionv1.Validation{{
 		Expression: `request.operation == "UPDATE" && request.?subResource.orValue("") == ""`,
 		MessageExpression: `"` + w.Operand + ` may only update nodes' labels, not " + string(request.operation) + " " + ` +
@@ -41,11 +40,7 @@ func NodeWritePolicy(meta metav1.ObjectMeta, w NodeWrites) []client.Object {
 	}}
 	if w.OwnNodeOnly {
 		validations = append(validations,
-			admissionv1.Validation{
-				Expression: `variables.userNodeName != ""`,
-				Message: "no node association found for user, this user must run in a pod on a node and " +
-					"ServiceAccountTokenPodNodeInfo must be enabled",
-			},
+			UserNodeKnown,
 			admissionv1.Validation{
 				Expression:        `request.name == variables.userNodeName`,
 				MessageExpression: `"` + w.Operand + ` may update its own node '" + variables.userNodeName + "' only, not " + request.name`,
@@ -69,18 +64,11 @@ func NodeWritePolicy(meta metav1.ObjectMeta, w NodeWrites) []client.Object {
 			Message: w.Operand + " may change nodes' labels only: not their spec (taints, cordon), annotations, owners or finalizers",
 		})
 	return AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
-		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConstraints: &admissionv1.MatchResources{
-			ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes", "nodes/*"}},
-				},
-			}},
-		},
-		MatchConditions: []admissionv1.MatchCondition{{Name: "isOperand", Expression: `request.userInfo.username == "` + user + `"`}},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConstraints: Writes("", []string{"v1"}, "nodes", "nodes/*"),
+		MatchConditions:  []admissionv1.MatchCondition{IsServiceAccount("isOperand", w.Namespace, w.ServiceAccount)},
 		Variables: []admissionv1.Variable{
-			{Name: "userNodeName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')`},
+			UserNodeName,
 			{Name: "oldLabels", Expression: `request.operation == "UPDATE" ? oldObject.metadata.?labels.orValue({}) : {}`},
 			{Name: "newLabels", Expression: `request.operation == "UPDATE" ? object.metadata.?labels.orValue({}) : {}`},
 			{Name: "changed", Expression: `variables.newLabels.filter(k, !(k in variables.oldLabels) || variables.oldLabels[k] != variables.newLabels[k]) + ` +

@@ -29,24 +29,9 @@ const daemonPodPolicyName = "compute-domain-daemon-pods-nvidia-dra-driver"
 func daemonPodPolicy(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
 	meta := render.ObjectMeta(policy, daemonPodPolicyName, "", string(state.DRADriver))
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
-		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConstraints: &admissionv1.MatchResources{
-			ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-					Rule: admissionv1.Rule{
-						APIGroups:   []string{""},
-						APIVersions: []string{"v1"},
-						Resources:   []string{"pods", "pods/*"},
-					},
-				},
-			}},
-		},
-		MatchConditions: []admissionv1.MatchCondition{{
-			Name: "isIMEXDaemon",
-			Expression: `request.userInfo.username == "system:serviceaccount:` + namespace + ":" +
-				ComputeDomainDaemonServiceAccount + `"`,
-		}},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConstraints: render.Writes("", []string{"v1"}, "pods", "pods/*"),
+		MatchConditions:  []admissionv1.MatchCondition{render.IsServiceAccount("isIMEXDaemon", namespace, ComputeDomainDaemonServiceAccount)},
 		Variables: []admissionv1.Variable{
 			{Name: "userPodName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/pod-name'][0].orValue('')`},
 		},

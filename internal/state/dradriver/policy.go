@@ -10,6 +10,9 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
+// sliceVersions are the DRA API's versions a slice may be written in.
+var sliceVersions = []string{"v1", "v1beta1", "v1beta2"}
+
 // sliceAdmissionPolicyName names the policy and its binding, NVIDIA's name
 // (manifests/state-dra-driver/0700_resourceslices-policy.yaml L4, L41).
 const sliceAdmissionPolicyName = "resourceslices-policy-nvidia-dra-driver"
@@ -29,36 +32,17 @@ func sliceAdmissionPolicy(policy *gpuv1.ClusterPolicy, namespace string) []clien
 	const slice = `(request.operation == "DELETE" ? oldObject : object)`
 	meta := render.ObjectMeta(policy, sliceAdmissionPolicyName, "", string(state.DRADriver))
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
-		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConstraints: &admissionv1.MatchResources{
-			ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-					Rule: admissionv1.Rule{
-						APIGroups:   []string{"resource.k8s.io"},
-						APIVersions: []string{"v1", "v1beta1", "v1beta2"},
-						Resources:   []string{"resourceslices"},
-					},
-				},
-			}},
-		},
-		MatchConditions: []admissionv1.MatchCondition{{
-			Name: "isRestrictedUser",
-			Expression: `request.userInfo.username == "system:serviceaccount:` + namespace + ":" +
-				KubeletPluginServiceAccount + `"`,
-		}},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConstraints: render.Writes("resource.k8s.io", sliceVersions, "resourceslices"),
+		MatchConditions:  []admissionv1.MatchCondition{render.IsServiceAccount("isRestrictedUser", namespace, KubeletPluginServiceAccount)},
 		Variables: []admissionv1.Variable{
-			{Name: "userNodeName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')`},
+			render.UserNodeName,
 			{Name: "objectNodeName", Expression: slice + `.spec.?nodeName.orValue("")`},
 			{Name: "nodeSelectorValue", Expression: slice + `.spec.?nodeSelector.orValue(null)`},
 			{Name: "allNodesValue", Expression: slice + `.spec.?allNodes.orValue(false)`},
 		},
 		Validations: []admissionv1.Validation{
-			{
-				Expression: `variables.userNodeName != ""`,
-				Message: "no node association found for user, this user must run in a pod on a node and " +
-					"ServiceAccountTokenPodNodeInfo must be enabled",
-			},
+			render.UserNodeKnown,
 			{
 				Expression: `variables.userNodeName == variables.objectNodeName || variables.allNodesValue == true || ` +
 					`variables.nodeSelectorValue != null`,
@@ -86,23 +70,9 @@ func pluginSlicePolicy(policy *gpuv1.ClusterPolicy, namespace string) []client.O
 	const slice = `(request.operation == "DELETE" ? oldObject : object)`
 	meta := render.ObjectMeta(policy, pluginSlicePolicyName, "", string(state.DRADriver))
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
-		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConstraints: &admissionv1.MatchResources{
-			ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-					Rule: admissionv1.Rule{
-						APIGroups:   []string{"resource.k8s.io"},
-						APIVersions: []string{"v1", "v1beta1", "v1beta2"},
-						Resources:   []string{"resourceslices"},
-					},
-				},
-			}},
-		},
-		MatchConditions: []admissionv1.MatchCondition{{
-			Name:       "isKubeletPlugin",
-			Expression: `request.userInfo.username == "system:serviceaccount:` + namespace + ":" + KubeletPluginServiceAccount + `"`,
-		}},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConstraints: render.Writes("resource.k8s.io", sliceVersions, "resourceslices"),
+		MatchConditions:  []admissionv1.MatchCondition{render.IsServiceAccount("isKubeletPlugin", namespace, KubeletPluginServiceAccount)},
 		Validations: []admissionv1.Validation{
 			{
 				Expression: slice + `.spec.driver == "` + GPUDriverName + `" || ` + slice + `.spec.driver == "` + ComputeDomainDriverName + `"`,

@@ -48,7 +48,7 @@ const (
 )
 
 func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, repositoryImage string) []client.Object {
-	user := func(sa string) string { return `"system:serviceaccount:` + namespace + ":" + sa + `"` }
+	user := func(sa string) string { return render.ServiceAccountUser(namespace, sa) }
 	meta := render.ObjectMeta(policy, workloadPolicyName, "", string(state.DRADriver))
 	// What a template makes is checked where a write makes a template: a
 	// create, or an update that changes it; the controller's finalizer
@@ -56,22 +56,14 @@ func workloadPolicy(policy *gpuv1.ClusterPolicy, namespace, repositoryImage stri
 	writes := `variables.templateWritten`
 	ours := `(c.image.startsWith("` + repositoryImage + `:") || c.image.startsWith("` + repositoryImage + `@"))`
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
-		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConstraints: &admissionv1.MatchResources{
-			ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-					Rule: admissionv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
-						Resources: []string{"daemonsets", "deployments", "daemonsets/*", "deployments/*"}},
-				},
-			}},
-		},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConstraints: render.Writes("apps", []string{"v1"}, "daemonsets", "deployments", "daemonsets/*", "deployments/*"),
 		MatchConditions: []admissionv1.MatchCondition{{
 			Name:       "isDriverComponent",
 			Expression: `request.userInfo.username in [` + user(ControllerName) + `, ` + user(KubeletPluginServiceAccount) + `]`,
 		}},
 		Variables: []admissionv1.Variable{
-			{Name: "userNodeName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')`},
+			render.UserNodeName,
 			{Name: "isController", Expression: `request.userInfo.username == ` + user(ControllerName)},
 			{Name: "pod", Expression: `(request.operation == "DELETE" ? oldObject : object).spec.template.spec`},
 			{Name: "containers", Expression: `variables.pod.containers + variables.pod.?initContainers.orValue([])`},

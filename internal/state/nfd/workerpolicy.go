@@ -34,28 +34,12 @@ func workerFeaturePolicy(in state.RenderInput) []client.Object {
 	meta := render.ObjectMeta(in.Policy, WorkerFeaturePolicyName(in.Namespace), "", string(state.NodeFeatureDiscovery))
 	meta.Labels[render.LabelName] = "nvidia-nfd-worker-features" // a label value holds 63 characters, a namespace as many
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
-		FailurePolicy: ptr.To(admissionv1.Fail),
-		MatchConstraints: &admissionv1.MatchResources{
-			ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-					Rule:       admissionv1.Rule{APIGroups: []string{nfdGroup}, APIVersions: []string{"*"}, Resources: []string{"nodefeatures"}},
-				},
-			}},
-		},
-		MatchConditions: []admissionv1.MatchCondition{{
-			Name:       "isNFDWorker",
-			Expression: `request.userInfo.username == "system:serviceaccount:` + in.Namespace + ":" + WorkerName + `"`,
-		}},
-		Variables: []admissionv1.Variable{
-			{Name: "userNodeName", Expression: `request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('')`},
-		},
+		FailurePolicy:    ptr.To(admissionv1.Fail),
+		MatchConstraints: render.Writes(nfdGroup, []string{"*"}, "nodefeatures"),
+		MatchConditions:  []admissionv1.MatchCondition{render.IsServiceAccount("isNFDWorker", in.Namespace, WorkerName)},
+		Variables:        []admissionv1.Variable{render.UserNodeName},
 		Validations: []admissionv1.Validation{
-			{
-				Expression: `variables.userNodeName != ""`,
-				Message: "no node association found for user, this user must run in a pod on a node and " +
-					"ServiceAccountTokenPodNodeInfo must be enabled",
-			},
+			render.UserNodeKnown,
 			{
 				Expression:        `request.name == variables.userNodeName`,
 				MessageExpression: `"nfd-worker may write its own node's NodeFeature '" + variables.userNodeName + "' only, not " + request.name`,
