@@ -3,21 +3,17 @@ package escalation
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/render"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
 )
 
@@ -29,26 +25,11 @@ const namespace = "gpu-operator"
 // the install ships (dradriver.ClusterRules).
 func applyDRAAccess(t *testing.T, ctx context.Context) {
 	t.Helper()
-	g := NewWithT(t)
-	applyNamespaces(t, ctx)
-	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "11111111-2222-3333-4444-555555555555"}}
-	cp.Spec.DRADriver.ComputeDomains.Enabled = ptr.To(true)
-	cp.Spec.DRADriver.FeatureGates = map[string]bool{"MPSSupport": true}
-	cp.Spec.DRADriver.Repository, cp.Spec.DRADriver.Image, cp.Spec.DRADriver.Version = "nvcr.io/nvidia", "dra-driver-nvidia-gpu", "v0.5.0"
-	objs, err := dradriver.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: namespace, DRAInUse: true, BindsOperandClusterRoles: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	kinds := append(slices.Clone(render.RBACKinds), render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)
-	for _, o := range objs {
-		if !slices.Contains(kinds, o.GetObjectKind().GroupVersionKind()) {
-			continue
-		}
-		o.SetOwnerReferences(nil) // no ClusterPolicy here to own them
-		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, o))).To(Succeed(), "%T %s", o, o.GetName())
-	}
-	for sa, rules := range dradriver.ClusterRules() {
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.OperandClusterRoleName(namespace, sa)}, Rules: rules}
-		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, role))).To(Succeed())
-	}
+	applyAccess(t, ctx, dradriver.Operand{}, testPolicy(func(cp *gpuv1.ClusterPolicy) {
+		cp.Spec.DRADriver.ComputeDomains.Enabled = ptr.To(true)
+		cp.Spec.DRADriver.FeatureGates = map[string]bool{"MPSSupport": true}
+		cp.Spec.DRADriver.Repository, cp.Spec.DRADriver.Image, cp.Spec.DRADriver.Version = "nvcr.io/nvidia", "dra-driver-nvidia-gpu", "v0.5.0"
+	}), dradriver.ClusterRules())
 }
 
 // applyNamespaces creates the operator's namespace and kube-system.

@@ -2,18 +2,14 @@ package escalation
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/render"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
@@ -34,17 +30,7 @@ func nodeFeature(name, node string) *unstructured.Unstructured {
 func TestNFDWorkerTokenWritesItsOwnNodeFeatureOnly(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	applyNamespaces(t, ctx)
-	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "11111111-2222-3333-4444-555555555555"}}
-	objs, err := nfd.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: namespace, BindsOperandClusterRoles: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	kinds := append(slices.Clone(render.RBACKinds), render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)
-	for _, o := range objs {
-		if slices.Contains(kinds, o.GetObjectKind().GroupVersionKind()) {
-			o.SetOwnerReferences(nil)
-			g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, o))).To(Succeed(), "%T %s", o, o.GetName())
-		}
-	}
+	applyAccess(t, ctx, nfd.Operand{}, testPolicy(func(*gpuv1.ClusterPolicy) {}), nil)
 	worker := impersonate(t, namespace, nfd.WorkerName, "nfd-worker-x1", "gpu-a")
 
 	g.Eventually(func() error { return worker.Create(ctx, nodeFeature("gpu-b", "gpu-b"), client.DryRunAll) }, 30*time.Second, 200*time.Millisecond).

@@ -2,7 +2,6 @@ package escalation
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/render"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/dradriver"
 	"github.com/gpu-operator/gpu-operator/internal/state/migmanager"
 )
@@ -24,22 +21,8 @@ import (
 // mig-manager: its rendered RBAC and admission policy, and its ClusterRole.
 func applyMIGManagerAccess(t *testing.T, ctx context.Context) {
 	t.Helper()
-	g := NewWithT(t)
-	applyNamespaces(t, ctx)
-	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy", UID: "11111111-2222-3333-4444-555555555555"}}
-	cp.Spec.MIGManager.Enabled = ptr.To(true)
-	objs, err := migmanager.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: namespace, BindsOperandClusterRoles: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	kinds := append(slices.Clone(render.RBACKinds), render.KindValidatingAdmissionPolicy, render.KindValidatingAdmissionPolicyBinding)
-	for _, o := range objs {
-		if slices.Contains(kinds, o.GetObjectKind().GroupVersionKind()) {
-			o.SetOwnerReferences(nil)
-			g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, o))).To(Succeed(), "%T %s", o, o.GetName())
-		}
-	}
-	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: render.OperandClusterRoleName(namespace, migmanager.ServiceAccountName)},
-		Rules:      migmanager.ClusterRules()}))).To(Succeed())
+	applyAccess(t, ctx, migmanager.Operand{}, testPolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.MIGManager.Enabled = ptr.To(true) }),
+		map[string][]rbacv1.PolicyRule{migmanager.ServiceAccountName: migmanager.ClusterRules()})
 }
 
 func gpuNodes(t *testing.T, ctx context.Context, names ...string) {
