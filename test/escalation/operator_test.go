@@ -2,8 +2,6 @@ package escalation
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,34 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
-	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+	"github.com/gpu-operator/gpu-operator/internal/test/operatorrbac"
 )
-
-// operatorClusterRole is the operator's ClusterRole as the installs ship
-// it: config/rbac/role.yaml, from the controllers' markers.
-func operatorClusterRole(t *testing.T) *rbacv1.ClusterRole {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		role := &rbacv1.ClusterRole{}
-		if err := yaml.Unmarshal([]byte(doc), role); err != nil {
-			t.Fatal(err)
-		}
-		if role.Kind == "ClusterRole" {
-			return role
-		}
-	}
-	t.Fatal("config/rbac/role.yaml holds no ClusterRole")
-	return nil
-}
 
 // The operator binds each operand's ClusterRole while the operand runs
 // (issue 56: no DRA binding while DRA is off). Its bind rule names exactly
@@ -51,7 +27,9 @@ func operatorClusterRole(t *testing.T) *rbacv1.ClusterRole {
 func TestOperatorBindsOnlyTheOperandClusterRoles(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	role := operatorClusterRole(t)
+	rules, _, err := operatorrbac.Rules()
+	g.Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{Rules: rules}
 	var bindable []string
 	for _, r := range role.Rules {
 		if slices.Contains(r.Verbs, "bind") || slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "*") {

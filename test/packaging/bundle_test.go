@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-operator/gpu-operator/internal/test/operatorrbac"
 )
 
 // The OLM bundle carries the generated CRDs byte for byte, the version, the
@@ -72,18 +74,8 @@ func TestBundle(t *testing.T) {
 	g.Expect(examples).To(Equal([]map[string]any{want}))
 
 	// The permissions are role.yaml's.
-	role, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	cluster, namespaced, err := operatorrbac.Rules()
 	g.Expect(err).NotTo(HaveOccurred())
-	var cluster, namespaced []rbacv1.PolicyRule
-	for _, doc := range strings.Split(string(role), "\n---\n") {
-		r := rbacv1.ClusterRole{}
-		g.Expect(yaml.Unmarshal([]byte(doc), &r)).To(Succeed())
-		if r.Kind == "ClusterRole" {
-			cluster = r.Rules
-		} else if r.Kind == "Role" {
-			namespaced = r.Rules
-		}
-	}
 	// But for the bind of the operands' ClusterRoles: OLM binds them, from
 	// the clusterPermissions below, and the operator is told so.
 	bind := slices.IndexFunc(cluster, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Verbs, "bind") })

@@ -1,20 +1,15 @@
 package registry
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-operator/gpu-operator/internal/render"
-	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+	"github.com/gpu-operator/gpu-operator/internal/test/operatorrbac"
 )
 
 // The operator changes and deletes cluster-scoped DeviceClasses and
@@ -48,19 +43,11 @@ func TestClusterScopedWritesNameTheOperatorsObjects(t *testing.T) {
 	}
 	g.Expect(rendered["validatingadmissionpolicies"]).To(ContainElement("nvidia-nri-devices-"+fixture.Namespace), "the NRI case renders the guard")
 
-	data, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "rbac", "role.yaml"))
+	rules, _, err := operatorrbac.Rules()
 	g.Expect(err).NotTo(HaveOccurred())
-	var role rbacv1.ClusterRole
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		r := rbacv1.ClusterRole{}
-		g.Expect(yaml.Unmarshal([]byte(doc), &r)).To(Succeed())
-		if r.Kind == "ClusterRole" {
-			role = r
-		}
-	}
 	for _, res := range kinds {
 		var named []string
-		for _, r := range role.Rules {
+		for _, r := range rules {
 			if !slices.Contains(r.Resources, res) {
 				continue
 			}
