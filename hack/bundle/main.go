@@ -13,6 +13,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-operator/gpu-operator/internal/test/operatorrbac"
 )
 
 const (
@@ -141,28 +143,17 @@ func readCRDs(root string) ([]crdFile, error) {
 }
 
 // rbac reads the generated role.yaml: the ClusterRole's rules become the
-// CSV's clusterPermissions and the Role's its permissions.
+// CSV's clusterPermissions and the Role's its permissions. OLM binds the
+// operands' ClusterRoles, under names of its own: the operator's bind rule
+// names the chart's, and goes.
 func rbac(root string) (cluster, namespaced []rbacv1.PolicyRule, err error) {
-	data, err := os.ReadFile(filepath.Join(root, "config/rbac/role.yaml"))
+	cluster, namespaced, err = operatorrbac.RulesIn(root)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var role rbacv1.ClusterRole // a Role decodes the same way
-		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
-			return nil, nil, fmt.Errorf("decoding config/rbac/role.yaml: %w", err)
-		}
-		switch role.Kind {
-		case "ClusterRole":
-			// OLM binds the operands' ClusterRoles, under names of its
-			// own: the operator's bind rule names the chart's, and goes.
-			cluster = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
-				return slices.Equal(r.Verbs, []string{"bind"}) && slices.Equal(r.Resources, []string{"clusterroles"})
-			})
-		case "Role":
-			namespaced = role.Rules
-		}
-	}
+	cluster = slices.DeleteFunc(cluster, func(r rbacv1.PolicyRule) bool {
+		return slices.Equal(r.Verbs, []string{"bind"}) && slices.Equal(r.Resources, []string{"clusterroles"})
+	})
 	return cluster, namespaced, nil
 }
 

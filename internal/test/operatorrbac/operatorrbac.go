@@ -15,7 +15,12 @@ import (
 // Rules returns the rules of the operator's ClusterRole and of its Role in
 // its namespace.
 func Rules() (cluster, namespaced []rbacv1.PolicyRule, err error) {
-	data, err := os.ReadFile(filepath.Join(crdschema.RepoRoot(), "config", "rbac", "role.yaml"))
+	return RulesIn(crdschema.RepoRoot())
+}
+
+// RulesIn is Rules of the repository at root.
+func RulesIn(root string) (cluster, namespaced []rbacv1.PolicyRule, err error) {
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
 	if err != nil {
 		return nil, nil, err
 	}
