@@ -24,6 +24,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
+	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
 
 // statusDelay batches the node label changes the status summarises: during
@@ -64,8 +65,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
 			builder.WithPredicates(policy.DeletionStarted()))
 	if r.Pods != nil {
-		// A precompiled image found renders its kernel's DaemonSet.
-		b = b.WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.allPolicies), driverpool.VerdictChanged()))
+		// A precompiled image found renders its kernel's DaemonSet; the
+		// NRI plugin's last pod gone takes its admission guard.
+		b = b.WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.allPolicies),
+			predicate.Or(driverpool.VerdictChanged(), toolkit.NRIPluginPodGone())))
 	}
 	return b.Complete(r)
 }

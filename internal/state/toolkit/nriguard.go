@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
@@ -42,6 +44,23 @@ func NRIPluginPodsLeft(pods []*operandpods.Pod) bool {
 		}
 	}
 	return false
+}
+
+// NRIPluginPodGone passes the deletion of a pod made to run the NRI
+// plugin: the last one gone, the next pass of the policy prunes the guard.
+// Nothing else is sure to bring that pass: the replacement pod may be
+// ready before any node label or DaemonSet status the operator watches
+// tells of the change.
+func NRIPluginPodGone() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(event.UpdateEvent) bool { return false },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			p, ok := e.Object.(*operandpods.Pod)
+			return ok && NRIPluginPodsLeft([]*operandpods.Pod{p})
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // NRIGuardName names the ValidatingAdmissionPolicy and its binding that

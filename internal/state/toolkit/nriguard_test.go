@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -69,4 +70,17 @@ func TestNRIPluginPodsLeft(t *testing.T) {
 	g.Expect(NRIPluginPodsLeft([]*operandpods.Pod{{State: state.ContainerToolkit}})).To(BeFalse())
 	g.Expect(NRIPluginPodsLeft([]*operandpods.Pod{{State: state.DevicePlugin, Annotations: marked.Annotations}})).To(BeFalse())
 	g.Expect(NRIPluginPodsLeft(nil)).To(BeFalse())
+}
+
+// The deletion of a plugin's pod brings a pass of the policy, which prunes
+// the guard once none is left; other pods' deletions, and the plugin pod's
+// creation or updates, do not.
+func TestNRIPluginPodGone(t *testing.T) {
+	g := NewWithT(t)
+	gone := NRIPluginPodGone()
+	marked := &operandpods.Pod{State: state.ContainerToolkit, Annotations: []state.Annotation{{Key: AnnotationNRIPlugin, Value: "true"}}}
+	g.Expect(gone.Delete(event.DeleteEvent{Object: marked})).To(BeTrue())
+	g.Expect(gone.Delete(event.DeleteEvent{Object: &operandpods.Pod{State: state.ContainerToolkit}})).To(BeFalse())
+	g.Expect(gone.Create(event.CreateEvent{Object: marked})).To(BeFalse())
+	g.Expect(gone.Update(event.UpdateEvent{ObjectOld: marked, ObjectNew: marked})).To(BeFalse())
 }
