@@ -56,8 +56,9 @@ var gpuDirectContract = []requirement{
 		where: gpuDirect},
 	{source: "NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:3067-3100 (transformGDSContainer), 3160-3192 " +
 		"(transformGDRCopyContainer): the driver's repoConfig and certConfig mounted where the driver container has them, " +
-		"its secretEnv as env",
-		need: "with gds or gdrcopy, each builds from the driver's package repositories and certificates, with its proxy settings",
+		"its secretEnv as env, its resources (3108-3113, and 3014-3019 for nvidia-peermem-ctr)",
+		need: "with gds or gdrcopy, each builds from the driver's package repositories and certificates, with its proxy settings, " +
+			"within the driver's resources",
 		check: func(p *podCase) error {
 			main, err := container(p, driver.ContainerName)
 			if err != nil {
@@ -76,6 +77,9 @@ var gpuDirectContract = []requirement{
 				}
 				if !reflect.DeepEqual(c.EnvFrom, main.EnvFrom) {
 					return fmt.Errorf("%s's envFrom %v, the driver's %v", name, c.EnvFrom, main.EnvFrom)
+				}
+				if !reflect.DeepEqual(c.Resources, main.Resources) {
+					return fmt.Errorf("%s's resources %v, the driver's %v", name, c.Resources, main.Resources)
 				}
 			}
 			return nil

@@ -3,6 +3,7 @@ package contract
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -277,11 +278,29 @@ func rdmaPeermem(p *podCase) error {
 	}
 	return all(commandPrefix(driver.PeermemName, "nvidia-driver reload_nvidia_peermem"), privileged(driver.PeermemName, true),
 		hostMOFED, env(driver.PeermemName, "NVIDIA_VISIBLE_DEVICES", "void"),
-		sameImage(driver.PeermemName, driver.ContainerName),
+		sameImage(driver.PeermemName, driver.ContainerName), sameResources(driver.PeermemName, driver.ContainerName),
 		hostMount(driver.PeermemName, mount{host: "/run/nvidia", at: "/run/nvidia", propagation: corev1.MountPropagationBidirectional}),
 		hostMount(driver.PeermemName, mount{host: "/run/mellanox/drivers", at: "/run/mellanox/drivers", propagation: corev1.MountPropagationHostToContainer}),
 		probe(driver.PeermemName, "startup", execProbe("sh", "-c", "nvidia-driver probe_nvidia_peermem")),
 		probe(driver.PeermemName, "liveness", execProbe("sh", "-c", "nvidia-driver probe_nvidia_peermem")))(p)
+}
+
+// sameResources checks two containers have the same requests and limits.
+func sameResources(a, b string) func(*podCase) error {
+	return func(p *podCase) error {
+		ca, err := container(p, a)
+		if err != nil {
+			return err
+		}
+		cb, err := container(p, b)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(ca.Resources, cb.Resources) {
+			return fmt.Errorf("%s's resources %v, %s's %v", a, ca.Resources, b, cb.Resources)
+		}
+		return nil
+	}
 }
 
 // sameImage checks two containers run the same image.

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -107,6 +108,7 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	ps["rdma"] = rdma
 	hostMOFED := ps["default"].DeepCopy()
 	hostMOFED.Spec.Driver.RDMA = &gpuv1.GPUDirectRDMASpec{Enabled: ptr.To(true), UseHostMOFED: ptr.To(true)}
+	hostMOFED.Spec.Driver.Resources = driverResources
 	ps["rdma-host-mofed"] = hostMOFED
 	// NVIDIA's precompiled images, a branch as the version.
 	precompiled := ps["default"].DeepCopy()
@@ -128,8 +130,16 @@ func policies(t *testing.T) map[string]*gpuv1.ClusterPolicy {
 	mirrored.Spec.Driver.RepoConfig = &gpuv1.DriverRepoConfig{ConfigMapName: "mirror-repos"}
 	mirrored.Spec.Driver.CertConfig = &gpuv1.DriverCertConfig{Name: "mirror-ca"}
 	mirrored.Spec.Driver.SecretEnv = "proxy"
+	mirrored.Spec.Driver.Resources = driverResources
 	ps["gds-gdrcopy-mirror"] = mirrored
 	return ps
+}
+
+// driverResources are driver.resources where a policy sets them: NVIDIA's
+// operator gives them to the module containers too.
+var driverResources = &gpuv1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
 }
 
 // pods renders a state under every policy and returns its pod for every

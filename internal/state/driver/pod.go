@@ -200,6 +200,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, pool state.DriverPool, os state.OSRelease)
 		containers = append(containers, peermem(spec.RDMA, privileged, paramMounts))
 		inits = append(inits, mofedWaiter(spec.RDMA, privileged))
 	}
+	withModuleResources(containers, spec.Resources)
 	return corev1.PodSpec{
 		ImagePullSecrets:             pullSecrets(pool),
 		HostPID:                      true,
@@ -293,6 +294,24 @@ func withSecretEnv(containers []corev1.Container, secret string) {
 		if c := &containers[i]; c.Name == ContainerName || c.Name == GDSName || c.Name == GDRCopyName {
 			c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: secret}}})
+		}
+	}
+}
+
+// withModuleResources gives driver.resources to the containers that build
+// or load a module beside the driver's, as NVIDIA's operator does
+// (gpu-operator v26.7.0 controllers/object_controls.go:
+// transformPeerMemoryContainer, transformGDSContainer,
+// transformGDRCopyContainer): a namespace's LimitRange or quota that the
+// driver's resources were set for admits the whole pod, and building
+// nvidia_fs takes the memory a driver build does.
+func withModuleResources(containers []corev1.Container, r *gpuv1.ResourceRequirements) {
+	if r == nil {
+		return
+	}
+	for i := range containers {
+		if c := &containers[i]; c.Name == GDSName || c.Name == GDRCopyName || c.Name == PeermemName {
+			c.Resources = corev1.ResourceRequirements{Limits: r.Limits, Requests: r.Requests}
 		}
 	}
 }
