@@ -67,6 +67,16 @@ var driverContract = []requirement{
 			}
 			return noEnv(driver.ContainerName, "KERNEL_MODULE_TYPE")(p)
 		}},
+	{source: "NVIDIA/gpu-driver-container@1220e91^:ubuntu22.04/nvidia-driver:19-22 (OPEN_KERNEL_MODULES_ENABLED=true selects " +
+		"kernel-open, in the images built before KERNEL_MODULE_TYPE, 535.x among them); NVIDIA/gpu-operator@v26.7.0:" +
+		"controllers/object_controls.go:3591-3597 (set with KERNEL_MODULE_TYPE when kernelModuleType is open)",
+		need: "a driver image pinned from before KERNEL_MODULE_TYPE installs the open modules too when kernelModuleType is open",
+		check: func(p *podCase) error {
+			if p.spec.Driver.KernelModuleType == "open" {
+				return env(driver.ContainerName, "OPEN_KERNEL_MODULES_ENABLED", "true")(p)
+			}
+			return noEnv(driver.ContainerName, "OPEN_KERNEL_MODULES_ENABLED")(p)
+		}},
 	{source: driverScript + " (_get_module_params: base_path=/drivers, nvidia.conf, nvidia-uvm.conf, nvidia-modeset.conf, " +
 		"nvidia-peermem.conf, written to /etc/modprobe.d before _load_driver); " + operatorVols,
 		need:  "kernelModuleConfig's files are where the script reads them, each mounted alone so that the image's /drivers stays, and their content is part of the template",

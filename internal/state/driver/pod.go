@@ -323,9 +323,17 @@ func withModuleResources(containers []corev1.Container, r *gpuv1.ResourceRequire
 // nothing: the variable in every driver pod's template would change the
 // template of every pool, pinned ones too, and an operator upgrade would
 // then replace every driver of the fleet for nothing.
+//
+// open also sets OPEN_KERNEL_MODULES_ENABLED, which the images built before
+// KERNEL_MODULE_TYPE read instead (gpu-driver-container 1220e91^,
+// ubuntu22.04/nvidia-driver; the 535 branches), as NVIDIA's operator does:
+// a pinned 535.x image would otherwise build the proprietary modules.
 func kernelModuleEnv(t string) []corev1.EnvVar {
-	if t == "" || t == "auto" {
+	switch t {
+	case "", "auto":
 		return nil
+	case "open":
+		return []corev1.EnvVar{{Name: "KERNEL_MODULE_TYPE", Value: t}, {Name: "OPEN_KERNEL_MODULES_ENABLED", Value: "true"}}
 	}
 	return []corev1.EnvVar{{Name: "KERNEL_MODULE_TYPE", Value: t}}
 }
