@@ -214,6 +214,33 @@ var draDriverContract = []requirement{
 			}
 			return nil
 		}, where: cdOff},
+	{source: dra + "hack/kubelet-plugin-prestart.sh (links /driver-root to /driver-root-parent/<basename NVIDIA_DRIVER_ROOT>, leaves once " +
+		"nvidia-smi --version answers from it); " + dra + "deployments/helm/dra-driver-nvidia-gpu/templates/kubeletplugin.yaml " +
+		"(L55-85, L365-376: init-container, privileged, the root's parent DirectoryOrCreate, HostToContainer; / read-only); " +
+		draImage + " (L148: the script at /usr/bin); " + dra + "cmd/gpu-kubelet-plugin/nvlib.go (exits without the driver's libraries)",
+		need: "waits for the node's driver before either plugin starts, seeing a driver container's root once mounted",
+		check: all(
+			commandIs(dradriver.WaitForDriverContainer, "bash", "/usr/bin/kubelet-plugin-prestart.sh"),
+			privileged(dradriver.WaitForDriverContainer, true),
+			sameImage(dradriver.WaitForDriverContainer, gpusCtr),
+			env(dradriver.WaitForDriverContainer, "NVIDIA_VISIBLE_DEVICES", "void"),
+			func(p *podCase) error {
+				root := toolkit.DriverRootSource(p.spec, p.variant.DriverRoot)
+				m := mount{host: path.Dir(root), at: "/driver-root-parent", propagation: corev1.MountPropagationHostToContainer}
+				if root == "/" {
+					m = mount{host: "/", at: "/driver-root-parent", readOnly: true}
+				}
+				// The script finds the root under the parent by its
+				// last element.
+				return all(env(dradriver.WaitForDriverContainer, "NVIDIA_DRIVER_ROOT", root),
+					hostMount(dradriver.WaitForDriverContainer, m))(p)
+			},
+			func(p *podCase) error {
+				if len(p.pod.InitContainers) != 1 {
+					return fmt.Errorf("init containers %d, want the wait alone", len(p.pod.InitContainers))
+				}
+				return nil
+			})},
 }
 
 func TestDRADriverContract(t *testing.T) { checkCases(t, draPods(t), draDriverContract) }

@@ -46,8 +46,10 @@ const healthService = "liveness"
 // gpus container, always, and compute-domains when enabled.
 //
 // It departs from NVIDIA's in two ways. No driver-validation init
-// container: the state graph starts it only where the driver state is
-// ready. No bash wrapper sourcing the validator's driver-ready file: the
+// container running NVIDIA's validator: the state graph starts it only
+// where the driver state is ready, and the image's own wait (waitForDriver)
+// covers the moments the graph cannot, a reboot before the operator has
+// seen it. No bash wrapper sourcing the validator's driver-ready file: the
 // driver root comes from the node's variant, as for the device plugin.
 func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterPolicy, state.Variant) corev1.PodSpec {
 	return func(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
@@ -97,14 +99,59 @@ func kubeletPluginPod(d *gpuv1.DRADriverSpec, image string) func(*gpuv1.ClusterP
 			}
 			containers = append(containers, cd)
 		}
+		wait, parent := waitForDriver(spec, v)
 		return corev1.PodSpec{
 			ServiceAccountName: KubeletPluginServiceAccount,
 			// It publishes the node's ResourceSlices.
 			AutomountServiceAccountToken: ptr.To(true),
+			InitContainers:               []corev1.Container{wait},
 			Containers:                   containers,
-			Volumes:                      volumes,
+			Volumes:                      append(volumes, parent),
 		}
 	}
+}
+
+// WaitForDriverContainer waits, before the plugins start, until the node's
+// driver root holds an nvidia-smi that answers.
+const WaitForDriverContainer = "wait-for-driver"
+
+// volumeDriverRootParent is the driver root's parent directory, where the
+// wait looks for the root (the chart's driver-root-parent).
+const volumeDriverRootParent = "driver-root-parent"
+
+// waitForDriver is the image's own wait for the driver root, as the
+// driver's chart runs it (templates/kubeletplugin.yaml L55-85;
+// hack/kubelet-plugin-prestart.sh, in the image at /usr/bin): it links
+// /driver-root to the root under its parent, mounted HostToContainer so
+// that a driver container's later mount of its root shows, and leaves once
+// nvidia-smi --version answers from there, every 10 s until then with a
+// hint in its log. The GPU plugin exits at start without the driver's
+// libraries (cmd/gpu-kubelet-plugin/nvlib.go); after a reboot the kubelet
+// starts it before the operator has reset the node's states, and it would
+// crash-loop, its back-off outlasting the driver's return, where it now
+// waits. NVIDIA_DRIVER_ROOT is the root as mounted, whose last element the
+// script finds under the parent: a host root of / is its own parent.
+func waitForDriver(spec *gpuv1.ClusterPolicySpec, v state.Variant) (corev1.Container, corev1.Volume) {
+	root := toolkit.DriverRootSource(spec, v.DriverRoot)
+	parent := path.Dir(strings.TrimSuffix(root, "/"))
+	mount := corev1.VolumeMount{Name: volumeDriverRootParent, MountPath: "/driver-root-parent"}
+	if root == "/" {
+		parent, mount.ReadOnly = "/", true
+	} else {
+		mount.MountPropagation = ptr.To(corev1.MountPropagationHostToContainer)
+	}
+	return corev1.Container{
+		Name:    WaitForDriverContainer,
+		Command: []string{"bash", "/usr/bin/kubelet-plugin-prestart.sh"},
+		Env: []corev1.EnvVar{
+			{Name: "NVIDIA_DRIVER_ROOT", Value: root},
+			// The runtime must hand it no GPU.
+			{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+		},
+		// As the chart's: nvidia-smi opens the driver's control device.
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		VolumeMounts:    []corev1.VolumeMount{mount},
+	}, render.HostPathVolume(volumeDriverRootParent, parent, corev1.HostPathDirectoryOrCreate)
 }
 
 // prober is a plugin's health check setting.

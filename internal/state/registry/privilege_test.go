@@ -66,9 +66,10 @@ var privilegeTable = map[string]privileges{
 	// (Bidirectional); loads NVML from the driver root (the host's / for a
 	// host's driver) and reads the host's / (read-only, --host-root) for
 	// the device nodes; writes the claims' CDI specs; publishes its node's
-	// ResourceSlices with its token.
+	// ResourceSlices with its token. Its wait for the driver reads the
+	// driver root's parent (/run/nvidia), where the root's mount shows.
 	"nvidia-dra-driver-kubelet-plugin": {privileged: true, token: true, hostPaths: []string{
-		"/", "/run/nvidia/driver", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"}},
+		"/", "/run/nvidia", "/run/nvidia/driver", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"}},
 	// Watches ComputeDomains and writes their IMEX DaemonSets.
 	"nvidia-dra-driver-controller": {token: true},
 	// NVIDIA's standalone DCGM host engine runs privileged, as NVIDIA's
