@@ -114,7 +114,7 @@ func (d *decision) stillProven(name state.Name) string {
 // names. A node that lists no handlers proves nothing either way, and the
 // toolkit's probe stands alone.
 func (d *decision) handlerMissing() string {
-	if !state.HasRuntimeHandler(d.variant.Runtime) || d.in.Policy.Spec.CDI.UsesNRI() {
+	if !state.HasRuntimeHandler(&d.in.Policy.Spec, d.variant.Runtime) {
 		// With NRI the toolkit registers no handler: it injects GPUs.
 		return ""
 	}

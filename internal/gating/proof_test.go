@@ -98,10 +98,25 @@ func TestProofsOfFunction(t *testing.T) {
 			policy: func(cp *gpuv1.ClusterPolicy) { cp.Spec.CDI.NRIPluginEnabled = ptr.To(true) },
 			state:  tk, want: "ready",
 		},
-		"toolkit on CRI-O: a hook, no handler to look for": {
+		"toolkit on CRI-O without CDI: a hook, no handler to look for": {
 			node: func(n *corev1.Node) {
 				n.Status.NodeInfo.ContainerRuntimeVersion = "cri-o://1.31.0"
 				n.Status.RuntimeHandlers = handlers("", "runc", "crun")
+			},
+			policy: func(cp *gpuv1.ClusterPolicy) { cp.Spec.CDI.Enabled = ptr.To(false) },
+			state:  tk, want: "ready",
+		},
+		"toolkit on CRI-O with CDI: CRI-O has not restarted with the handlers": {
+			node: func(n *corev1.Node) {
+				n.Status.NodeInfo.ContainerRuntimeVersion = "cri-o://1.31.0"
+				n.Status.RuntimeHandlers = handlers("", "runc", "crun")
+			},
+			state: tk, want: "pending",
+		},
+		"toolkit on CRI-O with CDI: CRI-O reports the handlers": {
+			node: func(n *corev1.Node) {
+				n.Status.NodeInfo.ContainerRuntimeVersion = "cri-o://1.31.0"
+				n.Status.RuntimeHandlers = handlers("", "runc", "crun", "nvidia", "nvidia-cdi", "nvidia-legacy")
 			},
 			state: tk, want: "ready",
 		},

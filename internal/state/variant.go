@@ -52,12 +52,23 @@ func SupportedRuntime(r gpuv1.Runtime) bool {
 	return r == gpuv1.RuntimeContainerd || r == gpuv1.RuntimeCRIO
 }
 
-// HasRuntimeHandler reports whether the toolkit registers an NVIDIA runtime
-// handler with the runtime, which GPU pods then select with the
-// RuntimeClass. On CRI-O the toolkit installs an OCI hook instead (its
-// default mode, which needs no CRI-O restart), and pods need no
-// RuntimeClass.
-func HasRuntimeHandler(r gpuv1.Runtime) bool { return r == gpuv1.RuntimeContainerd }
+// HasRuntimeHandler reports whether the toolkit registers NVIDIA runtime
+// handlers with a node's runtime, which GPU pods then select with the
+// RuntimeClasses: always on containerd, and on CRI-O where the device
+// plugin hands GPUs out by CDI name, as NVIDIA's operator does with CDI on
+// (gpu-operator v26.7.0 controllers/object_controls.go:1257-1275,
+// CRIO_CONFIG_MODE=config, the handlers not the default). Otherwise CRI-O
+// gets the toolkit's OCI hook, which injects GPUs into every container and
+// needs no RuntimeClass: NVIDIA's choice too without CDI (1317-1329), for
+// config mode without CDI would make the NVIDIA runtime CRI-O's default,
+// and a device plugin passing GPU lists by env needs that hook. With the
+// NRI plugin the toolkit configures no runtime at all.
+func HasRuntimeHandler(spec *gpuv1.ClusterPolicySpec, r gpuv1.Runtime) bool {
+	if spec.CDI.UsesNRI() {
+		return false
+	}
+	return r == gpuv1.RuntimeContainerd || (r == gpuv1.RuntimeCRIO && HandsOutByCDI(spec))
+}
 
 // RuntimeOf returns the runtime a kubelet reports in
 // status.nodeInfo.containerRuntimeVersion (containerd://1.7.27,
@@ -182,7 +193,7 @@ func configSuffix(name string) string {
 // where the runtime injects GPUs by hook, or the toolkit's NRI plugin does
 // (ManagementDevices).
 func RuntimeClassName(spec *gpuv1.ClusterPolicySpec, r gpuv1.Runtime) *string {
-	if !HasRuntimeHandler(r) || spec.CDI.UsesNRI() {
+	if !HasRuntimeHandler(spec, r) {
 		return nil
 	}
 	name := string(spec.Operator.RuntimeClass)

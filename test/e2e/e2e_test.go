@@ -229,7 +229,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			HostDriverSpec(ctx)
 		})
 
-		It("configures CRI-O with the toolkit's OCI hook and runs its operands without the RuntimeClass", func(ctx SpecContext) {
+		It("configures CRI-O with NVIDIA's three runtimes under CDI and runs pods naming each RuntimeClass", func(ctx SpecContext) {
 			CRIOSpec(ctx)
 		})
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -64,19 +65,48 @@ func HostDriverSpec(ctx context.Context) {
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
-// CRIOSpec checks a CRI-O node: the toolkit installs its OCI hook into the
-// host's hooks directory, and the GPU operands run without the RuntimeClass,
-// whose handler CRI-O does not have.
+// CRIOSpec checks a CRI-O node under CDI: the toolkit registers NVIDIA's
+// three runtimes in a CRI-O drop-in (config mode, as NVIDIA's operator does
+// with CDI) and restarts CRI-O, the node reports their handlers, the GPU
+// operands name the RuntimeClass as on containerd, and a pod naming each
+// of the three RuntimeClasses is admitted and runs there.
 func CRIOSpec(ctx context.Context) {
 	AllReadySpec(ctx, AllReadyInput{Nodes: []string{crioNode}})
 	tk := podOn(ctx, crioNode, "container-toolkit")
 	Expect(envOf(tk, "RUNTIME")).To(Equal("crio"))
-	Expect(envOf(tk, "CRIO_CONFIG_MODE")).To(Equal("hook"))
-	Expect(hostPaths(tk)).To(ContainElement("/usr/share/containers/oci/hooks.d"))
+	Expect(envOf(tk, "CRIO_CONFIG_MODE")).To(Equal("config"))
+	Expect(envOf(tk, "RUNTIME_DROP_IN_CONFIG_HOST_PATH")).To(Equal("/etc/crio/crio.conf.d/99-nvidia.conf"))
+	Expect(hostPaths(tk)).To(ContainElement("/etc/crio/crio.conf.d"))
 	Expect(owner(tk)).To(HaveSuffix("-crio"))
+	classes := []string{"nvidia", "nvidia-cdi", "nvidia-legacy"}
+	Eventually(func(g Gomega) {
+		var handlers []string
+		for _, h := range node(g, ctx, crioNode).Status.RuntimeHandlers {
+			handlers = append(handlers, h.Name)
+		}
+		g.Expect(handlers).To(ContainElements(classes))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 	for _, s := range []string{"device-plugin", "dcgm-exporter", "gpu-feature-discovery"} {
-		Expect(podOn(ctx, crioNode, s).Spec.RuntimeClassName).To(BeNil(), "%s on CRI-O", s)
-		Expect(podOn(ctx, "gpu-node-0", s).Spec.RuntimeClassName).To(HaveValue(Equal("nvidia")), "%s on containerd", s)
+		Expect(podOn(ctx, crioNode, s).Spec.RuntimeClassName).To(HaveValue(Equal("nvidia")), "%s on CRI-O", s)
+	}
+	for _, class := range classes {
+		rc := &nodev1.RuntimeClass{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: class}, rc)).To(Succeed())
+		Expect(rc.Handler).To(Equal(class))
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "runs-" + class, Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: crioNode, RuntimeClassName: &class,
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers:  []corev1.Container{{Name: "main", Image: "cuda"}}},
+		}
+		Expect(k8s.Create(ctx, pod)).To(Succeed(), "the RuntimeClass %s admits the pod", class)
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithTimeout(30*time.Second).Should(Succeed(), "a pod naming %s runs on the CRI-O node", class)
 	}
 }
 

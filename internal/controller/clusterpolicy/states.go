@@ -175,7 +175,7 @@ func toolkitRegistersHandler(cp *gpuv1.ClusterPolicy, variants []state.Variant) 
 		return false
 	}
 	for _, v := range variants {
-		if state.HasRuntimeHandler(v.Runtime) {
+		if state.HasRuntimeHandler(&cp.Spec, v.Runtime) {
 			return true
 		}
 	}

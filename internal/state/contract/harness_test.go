@@ -497,7 +497,11 @@ func runtimeClass(p *podCase) error {
 		}
 		return nil
 	}
-	if p.variant.Runtime == gpuv1.RuntimeContainerd {
+	// NVIDIA names it everywhere but on CRI-O without CDI, where the
+	// toolkit writes the OCI hook (gpu-operator v26.7.0
+	// controllers/object_controls.go:2747-2753); here also where the
+	// device plugin passes GPU lists by env, which needs that hook.
+	if p.variant.Runtime == gpuv1.RuntimeContainerd || state.HandsOutByCDI(p.spec) {
 		if got == nil || *got != string(p.spec.Operator.RuntimeClass) {
 			return fmt.Errorf("runtimeClassName %v, want %s", got, p.spec.Operator.RuntimeClass)
 		}

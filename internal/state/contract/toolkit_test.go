@@ -45,7 +45,7 @@ func noNRI(spec *gpuv1.ClusterPolicySpec) bool   { return !spec.CDI.UsesNRI() }
 
 // byCDI: the device plugin hands out GPUs by CDI name.
 func byCDI(spec *gpuv1.ClusterPolicySpec) bool {
-	return toolkit.HandsOutByCDI(&gpuv1.ClusterPolicy{Spec: *spec})
+	return state.HandsOutByCDI(spec)
 }
 
 var toolkitContract = []requirement{
@@ -92,7 +92,22 @@ var toolkitContract = []requirement{
 		need: "writes its OCI hook into the host's hooks directory, which CRI-O reads without a restart",
 		check: all(env(tk, "CRIO_CONFIG_MODE", "hook"), env(tk, "CRIO_HOOKS_DIR", "/runtime/hooks-dir"),
 			hostMount(tk, mount{host: "/usr/share/containers/oci/hooks.d", at: "/runtime/hooks-dir"})),
-		only: onRuntime(gpuv1.RuntimeCRIO), where: noNRI},
+		only: onRuntime(gpuv1.RuntimeCRIO), where: func(spec *gpuv1.ClusterPolicySpec) bool { return !byCDI(spec) && noNRI(spec) }},
+	{source: toolkitCRIO + " (config mode: the nvidia, nvidia-cdi and nvidia-legacy runtimes into the drop-in RUNTIME_DROP_IN_CONFIG, " +
+		"then systemctl restart crio chrooted into HOST_ROOT_MOUNT, restart mode systemd); " + toolkitContainer + " (the restart); " +
+		toolkitCDIOp + " (CRIO_CONFIG_MODE=config with CDI); NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:80, 1424-1475 " +
+		"(the drop-in /etc/crio/crio.conf.d/99-nvidia.conf)",
+		need: "with CDI on CRI-O, registers the NVIDIA runtimes in a drop-in on the host, where NVIDIA's operator puts it, and restarts CRI-O " +
+			"through the host's systemd, so that pods naming the RuntimeClasses start",
+		check: all(env(tk, "CRIO_CONFIG_MODE", "config"), env(tk, "RUNTIME_RESTART_MODE", "systemd"), noEnv(tk, "CRIO_HOOKS_DIR"),
+			runtimeFile("RUNTIME_DROP_IN_CONFIG", "/etc/crio/crio.conf.d", "/runtime/config-dir.d/99-nvidia.conf"),
+			env(tk, "RUNTIME_DROP_IN_CONFIG_HOST_PATH", "/etc/crio/crio.conf.d/99-nvidia.conf"),
+			runtimeFile("RUNTIME_CONFIG", "/etc/crio", "/runtime/config-dir/crio.conf"),
+			env(tk, "HOST_ROOT_MOUNT", "/host"),
+			hostMountBy(tk, func(p *podCase) mount {
+				return mount{host: p.spec.HostRoot(), at: "/host", readOnly: true, propagation: corev1.MountPropagationHostToContainer}
+			})),
+		only: onRuntime(gpuv1.RuntimeCRIO), where: func(spec *gpuv1.ClusterPolicySpec) bool { return byCDI(spec) && noNRI(spec) }},
 	{source: toolkitInstall + " (--driver-root, env NVIDIA_DRIVER_ROOT: a host path, into the runtime's config and the CDI spec; --driver-root-ctr-path, env DRIVER_ROOT_CTR_PATH: the same tree in the container)",
 		need: "points the runtime at the node's driver root, and sees it",
 		check: all(envBy(tk, "NVIDIA_DRIVER_ROOT", func(p *podCase) string { return p.spec.DriverRootPath(p.variant.DriverRoot) }),
@@ -113,10 +128,11 @@ var toolkitContract = []requirement{
 		check: privileged(tk, true)},
 	{source: toolkitRuntime + " (--enable-cdi-in-runtime, env RUNTIME_ENABLE_CDI); " + toolkitInstall +
 		" (NVIDIA_CONTAINER_RUNTIME_MODE and ..._MODES_CDI_DEFAULT_KIND into the runtime's config.toml); " + toolkitCDIOp,
-		need: "with CDI on containerd, turns CDI on in containerd, and the NVIDIA runtime hands a management container asking for every GPU the management spec's device, and is not the node's default runtime",
+		need: "with CDI, turns CDI on in containerd (CRI-O reads CDI specs itself), and the NVIDIA runtime hands a management container " +
+			"asking for every GPU the management spec's device, and is not the node's default runtime",
 		check: all(env(tk, "RUNTIME_ENABLE_CDI", "true"), env(tk, "NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"),
 			env(tk, "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", toolkit.ManagementKind), env(tk, "NVIDIA_RUNTIME_SET_AS_DEFAULT", "false")),
-		only: onRuntime(gpuv1.RuntimeContainerd), where: func(spec *gpuv1.ClusterPolicySpec) bool { return byCDI(spec) && noNRI(spec) }},
+		where: func(spec *gpuv1.ClusterPolicySpec) bool { return byCDI(spec) && noNRI(spec) }},
 	{source: toolkitInstall + " (CDI_ENABLED: the spec and the control device nodes once, when the installer starts, and it exits when either fails: " +
 		"no driver loaded, a read-only dev root)",
 		need:  "never makes its start depend on the driver: the spec is written by its own container, for every driver that runs",
@@ -174,7 +190,7 @@ var toolkitContract = []requirement{
 		need:  "keeps a pod from naming GPUs it did not request in either mode, unless the user set the device plugin to pass the variable",
 		check: env(tk, "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "false"),
 		where: func(spec *gpuv1.ClusterPolicySpec) bool {
-			return !strings.Contains(toolkit.DeviceListStrategy(&gpuv1.ClusterPolicy{Spec: *spec}), "envvar")
+			return !strings.Contains(state.DeviceListStrategy(spec), "envvar")
 		}},
 }
 

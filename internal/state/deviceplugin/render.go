@@ -105,7 +105,7 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant, configFile string) corev1
 	env := []corev1.EnvVar{
 		{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
 		// The toolkit configures the runtime to match (toolkit.isolationEnv).
-		{Name: toolkit.EnvDeviceListStrategy, Value: toolkit.DefaultDeviceListStrategy(&cp.Spec)},
+		{Name: state.EnvDeviceListStrategy, Value: state.DefaultDeviceListStrategy(&cp.Spec)},
 		{Name: "DEVICE_ID_STRATEGY", Value: "uuid"},
 		{Name: "MIG_STRATEGY", Value: string(cp.Spec.MIG.StrategyOrDefault())},
 		{Name: "PASS_DEVICE_SPECS", Value: "true"},

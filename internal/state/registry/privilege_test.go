@@ -34,13 +34,14 @@ var privilegeTable = map[string]privileges{
 		"/", "/etc/pki/entitlement", "/etc/rhsm", "/etc/yum.repos.d/redhat.repo", "/run/nvidia",
 		"/run/nvidia/driver/lib/firmware", "/sys/module/firmware_class/parameters/path", "/var/log"}},
 	// Writes the runtime's drop-in and imports it from the config (or
-	// installs its OCI hook) and signals the runtime to reload; runs the
-	// host's containerd (host / read-only) to read its effective config;
-	// points the runtime at the driver root; writes the CDI spec of
-	// management containers from the driver's files.
+	// installs its OCI hook, on CRI-O without CDI) and signals containerd
+	// to reload, or restarts CRI-O through the host's systemd; runs the
+	// host's containerd or crio (host / read-only) to read its effective
+	// config; points the runtime at the driver root; writes the CDI spec
+	// of management containers from the driver's files.
 	"nvidia-container-toolkit-daemonset": {privileged: true, hostPID: true, hostPaths: []string{
-		"/", "/etc/containerd", "/etc/containerd/conf.d", "/etc/crio/crio.conf.d", "/run/containerd", "/run/nvidia/driver",
-		"/run/nvidia/toolkit", "/usr/local/nvidia", "/usr/share/containers/oci/hooks.d", "/var/run/cdi"}},
+		"/", "/etc/containerd", "/etc/containerd/conf.d", "/etc/crio", "/etc/crio/crio.conf.d", "/run/containerd", "/run/nvidia/driver",
+		"/run/nvidia/toolkit", "/usr/local/nvidia", "/var/run/cdi"}},
 	// Opens every GPU device to health-check it; registers with the kubelet;
 	// loads NVML from the driver root (the host's /, read-only, for a host
 	// driver); links /dev/char to the driver's device nodes with the

@@ -2,7 +2,6 @@ package toolkit
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -48,7 +47,7 @@ const DriverVersionFile = "/sys/module/nvidia/version"
 // runtime to read them, as the node's default: the runtime is then left
 // as without CDI, or GPU pods would start without their GPUs.
 func cdiEnv(cp *gpuv1.ClusterPolicy, runtime gpuv1.Runtime) []corev1.EnvVar {
-	if !HandsOutByCDI(cp) || !state.HasRuntimeHandler(runtime) || cp.Spec.CDI.UsesNRI() {
+	if !state.HandsOutByCDI(&cp.Spec) || !state.HasRuntimeHandler(&cp.Spec, runtime) {
 		return nil
 	}
 	return []corev1.EnvVar{
@@ -57,12 +56,6 @@ func cdiEnv(cp *gpuv1.ClusterPolicy, runtime gpuv1.Runtime) []corev1.EnvVar {
 		{Name: "NVIDIA_CONTAINER_RUNTIME_MODE", Value: "cdi"},
 		{Name: "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", Value: ManagementKind},
 	}
-}
-
-// HandsOutByCDI reports whether the device plugin hands out GPUs by CDI
-// name: CDI is on and the plugin's strategy is a CDI one.
-func HandsOutByCDI(cp *gpuv1.ClusterPolicy) bool {
-	return cp.Spec.CDI.IsEnabled() && strings.Contains(DeviceListStrategy(cp), "cdi-")
 }
 
 // cdiSpecScript writes the management spec when it starts (a spec left by

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 )
 
@@ -42,6 +43,6 @@ func TestReadVariablesTakeValuesOnly(t *testing.T) {
 
 	rules, err = crdschema.Rules("spec.devicePlugin")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(rules).To(ContainElement(And(ContainSubstring("valueFrom"), ContainSubstring("'"+EnvDeviceListStrategy+"'"))),
-		"DeviceListStrategy reads the device plugin's %s", EnvDeviceListStrategy)
+	g.Expect(rules).To(ContainElement(And(ContainSubstring("valueFrom"), ContainSubstring("'"+state.EnvDeviceListStrategy+"'"))),
+		"DeviceListStrategy reads the device plugin's %s", state.EnvDeviceListStrategy)
 }

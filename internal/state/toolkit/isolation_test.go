@@ -57,7 +57,7 @@ func TestRuntimeFollowsTheDeviceListStrategy(t *testing.T) {
 			cp := ps["default"]
 			cp.Spec.DevicePlugin.Env, cp.Spec.Toolkit.Env = tt.plugin, tt.toolkit
 			cp.Spec.CDI.Enabled = ptr.To(!tt.cdiOff)
-			g.Expect(DeviceListStrategy(cp)).To(Equal(tt.strategy))
+			g.Expect(state.DeviceListStrategy(&cp.Spec)).To(Equal(tt.strategy))
 			env := toolkitEnv(g, cp)
 			g.Expect(env).To(HaveKeyWithValue("ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", tt.acceptEnvvar))
 			g.Expect(env).To(HaveKeyWithValue("ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS", "true"))

@@ -116,7 +116,8 @@ func podSpec(cp *gpuv1.ClusterPolicy, v state.Variant) corev1.PodSpec {
 	if cp.Spec.CDI.UsesNRI() {
 		env, mounts, volumes = nriSettings(v.Runtime, cp.Spec.Toolkit.Env)
 	} else {
-		env, mounts, volumes = runtimeSettings(v.Runtime, string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
+		env, mounts, volumes = runtimeSettings(v.Runtime, state.HasRuntimeHandler(&cp.Spec, v.Runtime),
+			string(cp.Spec.Operator.RuntimeClass), cp.Spec.Toolkit.Env)
 	}
 	env = append(env, DriverRootEnv(&cp.Spec, v.DriverRoot)...)
 	env = append(env, isolationEnv(cp)...)

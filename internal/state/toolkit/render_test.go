@@ -62,7 +62,7 @@ func TestFirstSetWins(t *testing.T) {
 // names, mounted from the host.
 func TestCRIOHooksDirFollowsTheUsersEnv(t *testing.T) {
 	g := NewWithT(t)
-	_, mounts, volumes := runtimeSettings(gpuv1.RuntimeCRIO, "nvidia", []gpuv1.EnvVar{{Name: "CRIO_HOOKS_DIR", Value: "/etc/containers/oci/hooks.d"}})
+	_, mounts, volumes := runtimeSettings(gpuv1.RuntimeCRIO, false, "nvidia", []gpuv1.EnvVar{{Name: "CRIO_HOOKS_DIR", Value: "/etc/containers/oci/hooks.d"}})
 	g.Expect(volumes).To(ContainElement(HaveField("VolumeSource.HostPath.Path", "/etc/containers/oci/hooks.d")))
 	g.Expect(mounts).To(ContainElement(corev1.VolumeMount{Name: "runtime-hooks", MountPath: hooksDir}))
 }

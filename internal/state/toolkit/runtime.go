@@ -1,6 +1,7 @@
 package toolkit
 
 import (
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -9,7 +10,6 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // Where the toolkit container sees the host's runtime directories. The
@@ -53,16 +53,41 @@ var runtimes = map[gpuv1.Runtime]runtimeHost{
 		dropIn: "/etc/containerd/conf.d/99-nvidia.toml", dropInEnv: []string{"RUNTIME_DROP_IN_CONFIG"},
 		socket: "/run/containerd/containerd.sock", socketEnv: []string{"RUNTIME_SOCKET", "CONTAINERD_SOCKET"},
 	},
-	// CRI-O: the hook mode writes an OCI hook that CRI-O picks up without
-	// a restart, into the hooks directory CRI-O reads by default (v1.20's
-	// own default is now the config mode, which restarts CRI-O through
-	// systemd, so hook is set). The config is only read, to find the
-	// low-level runtimes. The config mode is not supported here: its
-	// drop-in would land in the container.
+	// CRI-O without handlers (state.HasRuntimeHandler): the hook mode
+	// writes an OCI hook that CRI-O picks up without a restart, into the
+	// hooks directory CRI-O reads by default (v1.20's own default is the
+	// config mode, so hook is set). The config is only read, to find the
+	// low-level runtimes.
 	gpuv1.RuntimeCRIO: {
 		config: "/etc/crio/crio.conf.d/99-nvidia.conf", configEnv: []string{"RUNTIME_CONFIG"},
 		hooks: "/usr/share/containers/oci/hooks.d", hooksEnv: []string{"CRIO_HOOKS_DIR"},
 	},
+}
+
+// crioHandlers is CRI-O where the toolkit registers its handlers (config
+// mode, nvidia-container-toolkit v1.20.0
+// cmd/nvidia-ctk-installer/container/runtime/crio/crio.go): it writes the
+// nvidia, nvidia-cdi and nvidia-legacy runtimes to a drop-in under
+// crio.conf.d, at the path NVIDIA's operator gives it (gpu-operator v26.7.0
+// controllers/object_controls.go:80, 99-nvidia.conf, so that a node moved
+// from NVIDIA's keeps one file), reads the effective config from `crio
+// status config` run in the host's root, else from the main config, and
+// restarts CRI-O with `systemctl restart crio` in the host's root
+// (RUNTIME_RESTART_MODE systemd, CRI-O's default there; running containers
+// stay, under their conmon). When it stops it leaves the drop-in: removed,
+// pods started with a handler could no longer be stopped (the toolkit's
+// commit 0f9036cb), and the binaries it names stay too.
+var crioHandlers = runtimeHost{
+	config: "/etc/crio/crio.conf", configEnv: []string{"RUNTIME_CONFIG"},
+	dropIn: "/etc/crio/crio.conf.d/99-nvidia.conf", dropInEnv: []string{"RUNTIME_DROP_IN_CONFIG"},
+}
+
+// hostOf is where a runtime keeps its files, as the toolkit configures it.
+func hostOf(runtime gpuv1.Runtime, handlers bool) runtimeHost {
+	if runtime == gpuv1.RuntimeCRIO && handlers {
+		return crioHandlers
+	}
+	return runtimes[runtime]
 }
 
 // moved reports whether the toolkit render translates an env variable from
@@ -70,7 +95,7 @@ var runtimes = map[gpuv1.Runtime]runtimeHost{
 // in the runtimes' table choose the host paths, and the container sees
 // them under the mounts.
 func moved(name string) bool {
-	for _, host := range runtimes {
+	for _, host := range append(slices.Collect(maps.Values(runtimes)), crioHandlers) {
 		if slices.Contains(host.configEnv, name) || slices.Contains(host.socketEnv, name) || slices.Contains(host.hooksEnv, name) ||
 			slices.Contains(host.dropInEnv, name) {
 			return true
@@ -116,9 +141,11 @@ func nriSettings(runtime gpuv1.Runtime, user []gpuv1.EnvVar) ([]corev1.EnvVar, [
 
 // runtimeSettings returns the env, mounts and volumes that let the toolkit
 // configure a node's container runtime, following the host paths the
-// user's env names.
-func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string, user []gpuv1.EnvVar) ([]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
-	host := runtimes[runtime]
+// user's env names; handlers says whether it registers runtime handlers
+// there (state.HasRuntimeHandler).
+func runtimeSettings(runtime gpuv1.Runtime, handlers bool, runtimeClass string, user []gpuv1.EnvVar) (
+	[]corev1.EnvVar, []corev1.VolumeMount, []corev1.Volume) {
+	host := hostOf(runtime, handlers)
 	env := []corev1.EnvVar{
 		{Name: "RUNTIME", Value: string(runtime)},
 		// The runtime handler the toolkit registers, which the RuntimeClass
@@ -159,8 +186,12 @@ func runtimeSettings(runtime gpuv1.Runtime, runtimeClass string, user []gpuv1.En
 		mounts = append(mounts, corev1.VolumeMount{Name: "runtime-hooks", MountPath: hooksDir})
 		volumes = append(volumes, render.HostPathVolume("runtime-hooks", dir, corev1.HostPathDirectoryOrCreate))
 	}
-	if state.HasRuntimeHandler(runtime) {
+	switch {
+	case runtime == gpuv1.RuntimeContainerd:
 		env = append(env, corev1.EnvVar{Name: "CONTAINERD_RUNTIME_CLASS", Value: runtimeClass})
+	case runtime == gpuv1.RuntimeCRIO && handlers:
+		env = append(env, corev1.EnvVar{Name: "CRIO_CONFIG_MODE", Value: "config"},
+			corev1.EnvVar{Name: "RUNTIME_RESTART_MODE", Value: "systemd"})
 	}
 	return env, mounts, volumes
 }

@@ -71,6 +71,8 @@ const (
 	// stockDropIn is where containerd's config imports drop-ins from once
 	// the toolkit added the import: the toolkit writes its runtimes there.
 	stockDropIn = "/etc/containerd/conf.d/99-nvidia.toml"
+	// crioDropIn is a drop-in CRI-O reads from its crio.conf.d.
+	crioDropIn = "/etc/crio/crio.conf.d/99-nvidia.conf"
 )
 
 // Profile is what a fake node is.
@@ -328,8 +330,8 @@ func hostPathOf(pod *corev1.Pod, volume string) string {
 }
 
 // configuredHandler is the handler a toolkit pod registers with the node's
-// containerd: its runtime name, if it writes the node's config file and
-// reaches the node's socket through its mounts; "" otherwise.
+// runtime: its runtime name, if it writes the node's config file and
+// reaches the runtime through its mounts; "" otherwise.
 func configuredHandler(p Profile, pod *corev1.Pod) string {
 	if pod == nil || len(pod.Spec.Containers) == 0 {
 		return ""
@@ -338,14 +340,24 @@ func configuredHandler(p Profile, pod *corev1.Pod) string {
 	for _, e := range pod.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env["RUNTIME"] != "containerd" {
-		return ""
-	}
-	// The toolkit (v1.20) writes its runtimes to the drop-in, which the
-	// config must import by its host path, and signals the runtime
-	// through its socket.
-	if !reaches(pod, env["RUNTIME_CONFIG"], p.Config) || !reaches(pod, env["RUNTIME_SOCKET"], p.Socket) ||
-		!reaches(pod, env["RUNTIME_DROP_IN_CONFIG"], stockDropIn) || env["RUNTIME_DROP_IN_CONFIG_HOST_PATH"] != stockDropIn {
+	switch env["RUNTIME"] {
+	case "containerd":
+		// The toolkit (v1.20) writes its runtimes to the drop-in, which
+		// the config must import by its host path, and signals the
+		// runtime through its socket.
+		if !reaches(pod, env["RUNTIME_CONFIG"], p.Config) || !reaches(pod, env["RUNTIME_SOCKET"], p.Socket) ||
+			!reaches(pod, env["RUNTIME_DROP_IN_CONFIG"], stockDropIn) || env["RUNTIME_DROP_IN_CONFIG_HOST_PATH"] != stockDropIn {
+			return ""
+		}
+	case "crio":
+		// In config mode it writes a drop-in CRI-O reads, and restarts
+		// CRI-O with systemctl chrooted into the host's root; the hook
+		// mode registers no handler.
+		if env["CRIO_CONFIG_MODE"] != "config" || !reaches(pod, env["RUNTIME_DROP_IN_CONFIG"], crioDropIn) ||
+			env["RUNTIME_RESTART_MODE"] != "systemd" || hostPathAt(pod, env["HOST_ROOT_MOUNT"]) != "/" {
+			return ""
+		}
+	default:
 		return ""
 	}
 	// It installs the runtime where the host can keep and run it, and
@@ -358,6 +370,22 @@ func configuredHandler(p Profile, pod *corev1.Pod) string {
 		return ""
 	}
 	return env["NVIDIA_RUNTIME_NAME"]
+}
+
+// hostPathAt is the host path mounted at a path of the container; "" for
+// none.
+func hostPathAt(pod *corev1.Pod, at string) string {
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != at || at == "" {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil {
+				return v.HostPath.Path
+			}
+		}
+	}
+	return ""
 }
 
 // reaches reports whether a path in the container is a host file, through

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -53,7 +54,7 @@ func toolkitPod(t *testing.T, mutate func(*gpuv1.ClusterPolicy)) *corev1.Pod {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		if ds, ok := o.(*appsv1.DaemonSet); ok && strings.TrimSuffix(ds.Name, "-host-driver") == toolkit.DaemonSetName {
+		if ds, ok := o.(*appsv1.DaemonSet); ok && strings.TrimSuffix(strings.TrimSuffix(ds.Name, "-host-driver"), "-crio") == toolkit.DaemonSetName {
 			return pod(state.ContainerToolkit, true, ds.Spec.Template.Spec)
 		}
 	}
@@ -193,6 +194,19 @@ func TestHandlerFollowsTheToolkitsMounts(t *testing.T) {
 	legacy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRuntime: "legacy"}}}
 	Apply(legacy, []*corev1.Pod{stock}, nil)
 	g.Expect(legacy.Status.RuntimeHandlers).To(BeEmpty(), "containerd 1.7 reports none")
+
+	// CRI-O gets the handlers in config mode (CDI on), none from the hook.
+	crio := func(cdi bool) *corev1.Pod {
+		return toolkitPod(t, func(cp *gpuv1.ClusterPolicy) {
+			cp.Spec.Operator.DefaultRuntime = gpuv1.RuntimeCRIO
+			cp.Spec.CDI.Enabled = ptr.To(cdi)
+		})
+	}
+	crioNode := &corev1.Node{}
+	Apply(crioNode, []*corev1.Pod{crio(false)}, nil)
+	g.Expect(names(crioNode)).To(Equal([]string{"", "runc"}), "the hook registers no handler")
+	Apply(crioNode, []*corev1.Pod{crio(true)}, nil)
+	g.Expect(names(crioNode)).To(Equal([]string{"", "runc", "nvidia", "nvidia-cdi", "nvidia-legacy"}))
 }
 
 func TestHostDriverAnswersTheCheck(t *testing.T) {
