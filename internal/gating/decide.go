@@ -34,9 +34,18 @@ type Input struct {
 	Enabled map[state.Name]bool
 	// Pods holds each state's pod on the node; nil or absent when none.
 	Pods map[state.Name]*state.PodFacts
-	// DriverUnloading is true while a driver pod on the node terminates:
-	// its driver is being unloaded, whatever pod replaces it.
+	// DriverUnloading is true while a driver pod on the node terminates
+	// that does not restart in place: its driver is being unloaded,
+	// whatever pod replaces it.
 	DriverUnloading bool
+	// DriverRestartDigest is the configuration digest of a driver pod on
+	// the node that restarts in place: it terminates, or runs not ready,
+	// with the digest its DaemonSet's template still has (inplace.go);
+	// empty when none does.
+	DriverRestartDigest string
+	// DriverRestartGrace is how long a ready driver state survives a
+	// restart in place (timers.DriverRestartGrace).
+	DriverRestartGrace time.Duration
 	// DriverPool is the node's driver pool under the policy. The node's
 	// pool label moves there only once no driver of the old pool runs on
 	// the node, or when its upgrade replaces the driver.
@@ -206,6 +215,9 @@ type decision struct {
 	missingBefore timeMap
 	missing       timeMap
 	driverUID     string
+	// restartBefore is the driver's restart in place as the node's
+	// annotation says; restarting is what this decision keeps of it.
+	restartBefore, restarting inPlaceRestart
 	// variant is the node's driver root and runtime, as decided.
 	variant state.Variant
 	// migConfig is the node's MIG configuration, "" for none.
@@ -242,6 +254,7 @@ func Decide(in Input) Result {
 		missingBefore: parseTimeMap(in.Node.Annotations[AnnotationMissingSince]),
 		missing:       timeMap{},
 		driverUID:     in.Node.Annotations[AnnotationDriverPod],
+		restartBefore: parseInPlaceRestart(in.Node.Annotations[AnnotationDriverRestart]),
 	}
 	d.result.Labels[gpuv1.LabelGPUPresent] = gpuv1.LabelTrue
 	d.result.Annotations[AnnotationFoundBy] = foundByLabel
@@ -368,6 +381,7 @@ func (d *decision) bookkeeping() {
 	}
 	setIfNonEmpty(a, AnnotationNotBefore, d.notBefore.String())
 	setIfNonEmpty(a, AnnotationMissingSince, d.missing.String())
+	setIfNonEmpty(a, AnnotationDriverRestart, d.restarting.String())
 	discovered := d.in.Node.Annotations[AnnotationDiscoveredAt]
 	if _, err := time.Parse(time.RFC3339, discovered); err != nil {
 		discovered = d.now.Format(time.RFC3339)

@@ -35,8 +35,9 @@ func (d *decision) moved(key, want string) string {
 	cur := d.in.Node.Labels[key]
 	switch {
 	case cur == "" || cur == want:
-	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading:
-		// No driver to keep: nothing runs, or it failed to start.
+	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading && d.in.DriverRestartDigest == "" && d.restartBefore.digest == "":
+		// No driver to keep: nothing runs, or it failed to start. A
+		// driver restarting in place keeps its modules loaded: it runs.
 	case d.driverUpgrading():
 		// The upgrade replaces the driver now: its new pod is the new
 		// DaemonSet's. A repair's reload is not an upgrade: it keeps it.

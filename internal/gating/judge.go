@@ -78,7 +78,7 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 		return d.judgeReady(name, cur, pod)
 	case pod.Ready && pod.Since.Before(d.notBefore[name]):
 		return d.judgeStale(name)
-	case pod.Ready && name == state.Driver && d.driverReplaced(pod, cur):
+	case pod.Ready && name == state.Driver && d.driverReplaced(pod, cur) && !d.successorInPlace(pod):
 		d.driverUID = string(pod.UID)
 		d.leave(name, cur, gpuv1.StatePending, "a new driver pod was loaded")
 		return d.because(name, gpuv1.StatePending, "a new driver pod was loaded")
@@ -89,7 +89,13 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	case pod.Ready:
 		return d.because(name, gpuv1.StatePending, "its pod runs an older spec and is being replaced")
 	}
-	// Not ready: a short outage keeps the state ready.
+	// Not ready: a short outage keeps the state ready, as a driver's
+	// restart in place does for longer.
+	if name == state.Driver {
+		if v, handled := d.judgeDriverRestart(cur); handled {
+			return v
+		}
+	}
 	if cur == gpuv1.StateReady {
 		if left := d.in.Grace - d.now.Sub(pod.Since); left > 0 {
 			d.requeue(left)
@@ -153,6 +159,9 @@ func (d *decision) judgeMissing(name state.Name, cur gpuv1.StateValue) gpuv1.Sta
 		return d.because(name, gpuv1.StatePending, "no pod yet")
 	}
 	if name == state.Driver {
+		if v, handled := d.judgeDriverRestart(cur); handled {
+			return v
+		}
 		d.leave(name, cur, gpuv1.StatePending, "the driver pod is gone: the driver is being replaced")
 		return d.because(name, gpuv1.StatePending, "the driver pod is gone")
 	}

@@ -29,7 +29,7 @@ func (d *decision) detectReboot() {
 			d.notBefore[name] = d.booted
 		}
 	}
-	d.missingBefore = timeMap{}
+	d.missingBefore, d.restartBefore = timeMap{}, inPlaceRestart{}
 	d.event(false, "NodeRebooted", "boot ID changed from %s to %s: every state restarts in order from the driver down", last, bootID)
 }
 

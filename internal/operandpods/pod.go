@@ -56,6 +56,11 @@ type Pod struct {
 	// Pulled says the kubelet pulled every container's image (each has an
 	// image ID): proof that the image exists, whatever the pod did next.
 	Pulled bool
+	// ConfigDigest is a driver pod's configuration digest, its main
+	// container's state.DriverConfigDigestEnv: a pod that has one keeps
+	// the modules its install loaded when replaced by a pod of the same
+	// digest. Empty for other pods.
+	ConfigDigest string
 }
 
 // notKept is the type of the fields that hide what a summary drops.
@@ -111,6 +116,13 @@ func Summarize(p *corev1.Pod) *Pod {
 			s.Exits = append(s.Exits, state.Exit{Container: cs.Name, Code: t.ExitCode, Message: truncate(t.Message)})
 		}
 	}
+	if s.State == state.Driver && len(p.Spec.Containers) > 0 {
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == state.DriverConfigDigestEnv {
+				s.ConfigDigest = e.Value
+			}
+		}
+	}
 	s.Pulled = len(p.Status.ContainerStatuses) > 0
 	for _, cs := range p.Status.ContainerStatuses {
 		s.addWaiting(cs)
@@ -142,12 +154,13 @@ func (p *Pod) Facts(hashAnnotation, desiredHash string, grace time.Duration, now
 		return nil
 	}
 	f := &state.PodFacts{
-		UID:         p.UID,
-		Annotations: p.Annotations,
-		Since:       p.CreationTimestamp.Time,
-		Current:     desiredHash == "" || p.Annotation(hashAnnotation) == desiredHash,
-		Ready:       p.Ready,
-		Exits:       p.Exits,
+		UID:          p.UID,
+		Annotations:  p.Annotations,
+		Since:        p.CreationTimestamp.Time,
+		Current:      desiredHash == "" || p.Annotation(hashAnnotation) == desiredHash,
+		Ready:        p.Ready,
+		Exits:        p.Exits,
+		ConfigDigest: p.ConfigDigest,
 	}
 	if p.HasReady && !p.ReadySince.IsZero() {
 		f.Since = p.ReadySince

@@ -29,7 +29,8 @@ func TestSummarizeKeepsWhatTheOperatorReads(t *testing.T) {
 				{Kind: "DaemonSet", Name: "nvidia-driver-daemonset", Controller: ptr.To(true)},
 			},
 		},
-		Spec: corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+		Spec: corev1.PodSpec{NodeName: "gpu-1", Containers: []corev1.Container{{Name: "c", Image: "i",
+			Env: []corev1.EnvVar{{Name: "A", Value: "a"}, {Name: state.DriverConfigDigestEnv, Value: "h"}}}}},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
@@ -58,6 +59,7 @@ func TestSummarizeKeepsWhatTheOperatorReads(t *testing.T) {
 	g.Expect(s.Annotation("other")).To(BeEmpty())
 	g.Expect(s.Node).To(Equal("gpu-1"))
 	g.Expect(s.State).To(Equal(state.Driver))
+	g.Expect(s.ConfigDigest).To(Equal("h"), "a driver pod's configuration digest")
 	g.Expect(s.DaemonSet).To(Equal("nvidia-driver-daemonset"))
 	g.Expect(s.Phase).To(Equal(corev1.PodRunning))
 	g.Expect(s.HasReady).To(BeTrue())

@@ -114,6 +114,11 @@ type Workload struct {
 	// and count in its hash, so that a new content makes the running pods
 	// outdated (and rolls them).
 	Inputs map[string]string
+	// HashEnv, when set, names an env variable of the main container that
+	// carries the template's hash. The variable is left out of the hash,
+	// which it is a function of: adding it to a running workload makes
+	// no pod outdated.
+	HashEnv string
 }
 
 // DaemonSet builds the operand's DaemonSet with the policy's daemonsets
@@ -248,6 +253,9 @@ func podTemplate(w Workload) (corev1.PodTemplateSpec, error) {
 		return corev1.PodTemplateSpec{}, fmt.Errorf("%s: %w", w.Name, err)
 	}
 	meta := podMeta(withPodLabels(common, w.PodLabels), SelectorLabels(w.Name), w.State, hash)
+	if w.HashEnv != "" {
+		pod.Containers[0].Env = append(pod.Containers[0].Env, corev1.EnvVar{Name: w.HashEnv, Value: hash})
+	}
 	for k, v := range w.nvidiaLabels() {
 		meta.Labels[k] = v
 	}

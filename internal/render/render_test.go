@@ -79,6 +79,30 @@ func TestDaemonSetHashIgnoresLabelsAndAnnotations(t *testing.T) {
 	g.Expect(changed.Spec.Template.Annotations[AnnotationTemplateHash]).NotTo(Equal(before.Spec.Template.Annotations[AnnotationTemplateHash]))
 }
 
+// The hash carried in an env variable (the driver's configuration digest)
+// is the template's hash without it: a workload that gains the variable
+// keeps its hash, and with it every running pod stays current.
+func TestHashEnvCarriesTheHashItIsLeftOutOf(t *testing.T) {
+	g := NewWithT(t)
+	w := Workload{Policy: &gpuv1.ClusterPolicy{}, Namespace: "ns", Name: "ds", State: "driver", Component: &gpuv1.ContainerSettings{},
+		Image: "i:1", Pod: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "A", Value: "a"}}}}}}
+	without, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	w.HashEnv = "DIGEST"
+	with, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	hash := without.Spec.Template.Annotations[AnnotationTemplateHash]
+	g.Expect(with.Spec.Template.Annotations[AnnotationTemplateHash]).To(Equal(hash))
+	g.Expect(with.Spec.Template.Spec.Containers[0].Env).To(Equal([]corev1.EnvVar{{Name: "A", Value: "a"}, {Name: "DIGEST", Value: hash}}))
+	g.Expect(w.Pod.Containers[0].Env).To(HaveLen(1), "the workload's own pod is left as it was")
+
+	w.Image = "i:2"
+	changed, err := DaemonSet(w)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(changed.Spec.Template.Spec.Containers[0].Env[1].Value).To(Equal(changed.Spec.Template.Annotations[AnnotationTemplateHash]))
+	g.Expect(changed.Spec.Template.Spec.Containers[0].Env[1].Value).NotTo(Equal(hash))
+}
+
 func TestDaemonSetUserLabelsCannotOverrideSelectors(t *testing.T) {
 	g := NewWithT(t)
 	cp := &gpuv1.ClusterPolicy{}

@@ -40,6 +40,9 @@ type PodFacts struct {
 	// Exits holds the last exit of each init container that exited: a
 	// check's verdict travels in its exit code and termination message.
 	Exits []Exit
+	// ConfigDigest is a driver pod's configuration digest
+	// (DriverConfigDigestEnv); empty for other pods.
+	ConfigDigest string
 }
 
 // Exit is how a container last exited.

@@ -295,3 +295,15 @@ func (in RenderInput) Workload(name string, st Name, c *gpuv1.ContainerSettings,
 		Name: name, State: string(st), Component: c, Image: image, Pod: pod,
 	}
 }
+
+// DriverConfigDigestEnv is the driver container's configuration digest
+// (gpu-driver-container ubuntu22.04/nvidia-driver at 06a208c:
+// _should_skip_kernel_module_reload, _store_driver_digest). A driver
+// container whose digest equals the one stored in
+// /run/nvidia/nvidia-driver.state by the install that loaded the running
+// modules keeps them: it installs the userspace files, starts the
+// daemons and mounts its root again, and neither unloads nor builds. The
+// operator sets it to the pod template's hash, which it leaves out of
+// that hash (render.Workload.HashEnv): any change that replaces a driver
+// through the upgrade changes the digest, and nothing else does.
+const DriverConfigDigestEnv = "DRIVER_CONFIG_DIGEST"

@@ -13,6 +13,11 @@ type Timers struct {
 	// ReadyGrace is how long a ready state survives its pod being not
 	// ready or gone before the states after it restart.
 	ReadyGrace time.Duration
+	// DriverRestartGrace is how long a ready driver state survives its
+	// pod restarting in place (its configuration unchanged, the modules
+	// kept): the old pod's end, the new one's start and its startup
+	// probe's first check, a minute after it starts.
+	DriverRestartGrace time.Duration
 	// NFDGrace is how long a GPU node whose NFD labels went stays one, its
 	// labels, operands and operations in flight kept: NFD's labels flap
 	// when nfd-master restarts.
@@ -87,6 +92,7 @@ type Timers struct {
 func Defaults() Timers {
 	return Timers{
 		ReadyGrace:              30 * time.Second,
+		DriverRestartGrace:      5 * time.Minute,
 		NFDGrace:                5 * time.Minute,
 		HealthSettle:            30 * time.Second,
 		GPUPodsRecheck:          20 * time.Second,
@@ -154,6 +160,8 @@ type timerFlag struct {
 func (t *Timers) flags() []timerFlag {
 	return []timerFlag{
 		{"ready-grace-period", &t.ReadyGrace, "How long a ready state survives its pod being not ready or gone before the states after it restart."},
+		{"driver-restart-grace", &t.DriverRestartGrace,
+			"How long a ready driver survives its pod restarting in place (the same configuration, the modules kept) before the states after it restart."},
 		{"nfd-grace-period", &t.NFDGrace,
 			"How long a GPU node whose NFD labels went stays one, its operands and any operation in flight kept, in case they come back (an nfd-master restart)."},
 		{"health-settle", &t.HealthSettle,

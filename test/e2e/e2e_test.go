@@ -206,6 +206,10 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("upgrades by hand as NVIDIA's documentation has it: autoUpgrade off, a driver pod deleted, its GPU pods evicted first", func(ctx SpecContext) {
 			ManualUpgradeSpec(ctx, ManualUpgradeInput{Versions: []string{"575.57.08", "580.82.07"}, ByHand: healthy[0], Waiting: healthy[1:]})
 		})
+
+		It("restarts a driver pod deleted with its configuration unchanged in place: no cordon, no state leaves ready, the device plugin and GPU pods run on", func(ctx SpecContext) {
+			DriverRestartInPlaceSpec(ctx, healthy[1])
+		})
 	})
 
 	installed("rollout, and nodes of every kind", func() {

@@ -162,7 +162,8 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 			}
 		}
 		in.DriverNeedsOS = pools.NeedsOS(node.Name, node.Labels)
-		if in.Pods, in.DriverUnloading, err = r.observePods(ctx, node.Name, in.Now); err != nil {
+		in.DriverRestartGrace = r.Timers.DriverRestartGrace
+		if in.Pods, in.DriverUnloading, in.DriverRestartDigest, err = r.observePods(ctx, node.Name, in.Now); err != nil {
 			return gating.Input{}, err
 		}
 		if j, ok := r.devicePluginConfigs(ctx, active); ok {

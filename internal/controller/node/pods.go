@@ -13,56 +13,77 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
-// observePods returns the facts of each state's pod on the node, and
-// whether a driver pod there is terminating (its driver is unloading).
-func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (map[state.Name]*state.PodFacts, bool, error) {
+// observePods returns the facts of each state's pod on the node, whether
+// a driver pod there is terminating and unloads its driver, and the
+// configuration digest of a driver pod restarting in place: terminating,
+// or not ready, with the digest its DaemonSet's template still has, so
+// that its successor (or its restarted container) keeps the loaded
+// modules.
+func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (
+	facts map[state.Name]*state.PodFacts, unloading bool, restartDigest string, err error) {
 	pods, err := r.Pods.OnNode(nodeName)
 	if err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
-	hashes, err := r.desiredHashes(ctx)
+	hashes, err := r.templateHashes(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, false, "", err
 	}
 	chosen := map[state.Name]*operandpods.Pod{}
-	unloading := false
 	for _, p := range pods {
 		if p.State == "" {
 			continue
 		}
-		unloading = unloading || (p.State == state.Driver && p.DeletionTimestamp != nil)
+		if p.State == state.Driver && (p.DeletionTimestamp != nil || !p.Ready) {
+			inPlace := p.ConfigDigest != "" && p.ConfigDigest == hashes[p.DaemonSet].hash
+			switch {
+			case inPlace:
+				restartDigest = p.ConfigDigest
+			case p.DeletionTimestamp != nil:
+				unloading = true
+			}
+		}
 		if cur, ok := chosen[p.State]; !ok || p.Newer(cur) {
 			chosen[p.State] = p
 		}
 	}
-	facts := make(map[state.Name]*state.PodFacts, len(chosen))
+	facts = make(map[state.Name]*state.PodFacts, len(chosen))
 	for name, p := range chosen {
-		// A state can run several DaemonSets, one per node variant.
-		if f := p.Facts(render.AnnotationTemplateHash, hashes[p.DaemonSet], r.Timers.ReadyGrace, now); f != nil {
+		// A state can run several DaemonSets, one per node variant. A
+		// DaemonSet with OnDelete updates has no desired hash: its pods
+		// are replaced by the operator, not rolled, so an older pod
+		// there is still the state's pod.
+		desired := ""
+		if h := hashes[p.DaemonSet]; !h.onDelete {
+			desired = h.hash
+		}
+		if f := p.Facts(render.AnnotationTemplateHash, desired, r.Timers.ReadyGrace, now); f != nil {
 			facts[name] = f
 		}
 	}
-	return facts, unloading, nil
+	return facts, unloading, restartDigest, nil
 }
 
-// desiredHashes returns the pod template hash of each operand DaemonSet,
-// by name. A DaemonSet with OnDelete updates gets none: its pods are
-// replaced by the operator, not rolled, so an older pod there is still the
-// state's pod.
-func (r *Reconciler) desiredHashes(ctx context.Context) (map[string]string, error) {
+// templateHash is an operand DaemonSet's pod template hash, and whether it
+// replaces its pods only when they are deleted.
+type templateHash struct {
+	hash     string
+	onDelete bool
+}
+
+// templateHashes returns each operand DaemonSet's template hash, by name.
+func (r *Reconciler) templateHashes(ctx context.Context) (map[string]templateHash, error) {
 	list := &appsv1.DaemonSetList{}
 	// Read-only: the cache's objects, not copies of every pod template.
 	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.HasLabels{render.LabelState},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing operand DaemonSets: %w", err)
 	}
-	hashes := make(map[string]string, len(list.Items))
+	hashes := make(map[string]templateHash, len(list.Items))
 	for i := range list.Items {
 		ds := &list.Items[i]
-		if ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType {
-			continue
-		}
-		hashes[ds.Name] = ds.Spec.Template.Annotations[render.AnnotationTemplateHash]
+		hashes[ds.Name] = templateHash{hash: ds.Spec.Template.Annotations[render.AnnotationTemplateHash],
+			onDelete: ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType}
 	}
 	return hashes, nil
 }

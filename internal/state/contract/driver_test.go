@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 )
@@ -66,6 +67,17 @@ var driverContract = []requirement{
 				return env(driver.ContainerName, "KERNEL_MODULE_TYPE", t)(p)
 			}
 			return noEnv(driver.ContainerName, "KERNEL_MODULE_TYPE")(p)
+		}},
+	{source: "NVIDIA/gpu-driver-container@d10b41a:ubuntu22.04/nvidia-driver (init: _should_skip_kernel_module_reload keeps the " +
+		"loaded modules when DRIVER_CONFIG_DIGEST equals what _store_driver_digest wrote to /run/nvidia/nvidia-driver.state; same in " +
+		"ubuntu24.04, rhel8-10; not in the precompiled script); NVIDIA/gpu-operator@v26.7.0:controllers/object_controls.go:1060-1078",
+		need: "a driver pod replaced by one of the same template keeps the loaded modules, and any template change reloads them: " +
+			"the digest is the template's hash, on the driver container, where the image reads it",
+		check: func(p *podCase) error {
+			if p.spec.Driver.UsePrecompiled != nil && *p.spec.Driver.UsePrecompiled {
+				return noEnv(driver.ContainerName, state.DriverConfigDigestEnv)(p)
+			}
+			return env(driver.ContainerName, state.DriverConfigDigestEnv, p.annotations[render.AnnotationTemplateHash])(p)
 		}},
 	{source: "NVIDIA/gpu-driver-container@1220e91^:ubuntu22.04/nvidia-driver:19-22 (OPEN_KERNEL_MODULES_ENABLED=true selects " +
 		"kernel-open, in the images built before KERNEL_MODULE_TYPE, 535.x among them); NVIDIA/gpu-operator@v26.7.0:" +

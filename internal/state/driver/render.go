@@ -114,6 +114,13 @@ func daemonSet(in state.RenderInput, pool state.DriverPool, name, image string, 
 	// assets/state-driver/0500_daemonset.yaml; manifests/state-driver/
 	// 0500_daemonset.yaml, internal/state/driver.go getDriverAppName).
 	w.App, w.AppComponent = DaemonSetName, AppComponent
+	// The template's hash is the driver's configuration digest: a pod
+	// replaced by one of the same template keeps the loaded modules. The
+	// precompiled images' script has no such path
+	// (ubuntu22.04/precompiled/nvidia-driver at d10b41a).
+	if !pool.Precompiled {
+		w.HashEnv = state.DriverConfigDigestEnv
+	}
 	if pool.NVIDIADriver {
 		w.App = name
 	}
