@@ -8,8 +8,10 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/gpu-operator/gpu-operator/internal/apifeatures"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
 	"github.com/gpu-operator/gpu-operator/internal/controller/gpucluster"
@@ -81,6 +83,11 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder(FieldOwner)
+	apiServer, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("building a client of the API server's own paths: %w", err)
+	}
+	deviceTaints := &apifeatures.Gate{Client: apiServer.RESTClient(), Name: apifeatures.DRADeviceTaints, Now: cfg.Now}
 	nodes := &node.Reconciler{
 		Client:     mgr.GetClient(),
 		Pods:       pods,
@@ -111,6 +118,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Now:           cfg.Now,
 
 		InstallBindsOperandClusterRoles: cfg.InstallBindsOperandClusterRoles,
+		DeviceTaints:                    deviceTaints.Enabled,
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterPolicy controller: %w", err)

@@ -37,6 +37,15 @@ func TestMain(m *testing.M) {
 // API server gives such a token (ServiceAccountTokenPodNodeInfo).
 func impersonate(t *testing.T, namespace, serviceAccount, pod, node string) client.Client {
 	t.Helper()
+	cl, err := client.New(impersonated(namespace, serviceAccount, pod, node), client.Options{Scheme: envtest.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// impersonated is the configuration of impersonate's client.
+func impersonated(namespace, serviceAccount, pod, node string) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + namespace + ":" + serviceAccount,
@@ -46,9 +55,5 @@ func impersonate(t *testing.T, namespace, serviceAccount, pod, node string) clie
 			"authentication.kubernetes.io/node-name": {node},
 		},
 	}
-	cl, err := client.New(c, client.Options{Scheme: envtest.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
+	return c
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/apifeatures"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
@@ -69,6 +70,10 @@ type Reconciler struct {
 	// to the install's bindings (OLM's); otherwise the operator binds each
 	// while its operand runs.
 	InstallBindsOperandClusterRoles bool
+	// DeviceTaints says whether the API server keeps ResourceSlice device
+	// taints (apifeatures.DRADeviceTaints), and false for known when it
+	// cannot tell; nil never tells.
+	DeviceTaints func(ctx context.Context) (on, known bool)
 
 	kindsOnce sync.Once
 	kinds     *servedKinds
@@ -116,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	applyErr := r.labelPodSecurity(ctx, cp)
 	morePodMetadata, err := r.applyStates(ctx, cp, nodes.Items)
 	applyErr = errors.Join(applyErr, err)
-	status, err := r.observe(ctx, cp, nodes.Items, problems{apply: applyErr, missing: r.missing(cp)})
+	status, err := r.observe(ctx, cp, nodes.Items, problems{apply: applyErr, missing: r.missing(ctx, cp)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -288,14 +293,42 @@ func (r *Reconciler) recordTransition(before, after *gpuv1.ClusterPolicy) {
 }
 
 // missing lists what the policy asks for that the cluster lacks.
-func (r *Reconciler) missing(cp *gpuv1.ClusterPolicy) []string {
+func (r *Reconciler) missing(ctx context.Context, cp *gpuv1.ClusterPolicy) []string {
 	var out []string
 	if cp.Spec.DCGMExporter.IsEnabled() && dcgmexporter.WantsServiceMonitor(&cp.Spec) && !r.served(kindServiceMonitor) {
 		out = append(out, "spec.dcgmExporter.serviceMonitor.enabled is true but the ServiceMonitor kind (monitoring.coreos.com/v1) "+
 			"is not served: install the Prometheus Operator's CRDs, or set it to false")
 	}
+	if msg := r.deviceTaintsMissing(ctx, &cp.Spec); msg != "" {
+		out = append(out, msg)
+	}
 	return out
 }
+
+// +kubebuilder:rbac:urls=/metrics,verbs=get
+
+// deviceTaintsMissing says what is lost where the DRA driver's health
+// check publishes device taints (its NVMLDeviceHealthCheck gate) and the
+// API server drops them: its DRADeviceTaints gate is off, the default
+// before Kubernetes 1.36. An unhealthy GPU then stays in the slices
+// untainted: schedulable, and unseen by the operator's health machinery
+// (draslices reads the taints).
+func (r *Reconciler) deviceTaintsMissing(ctx context.Context, spec *gpuv1.ClusterPolicySpec) string {
+	if r.DeviceTaints == nil || !spec.DRADriver.FeatureGate(draHealthGate) {
+		return ""
+	}
+	if on, known := r.DeviceTaints(ctx); !known || on {
+		return ""
+	}
+	return "spec.draDriver.featureGates." + draHealthGate + " is true but the API server drops the device taints it publishes " +
+		"(feature gate " + apifeatures.DRADeviceTaints + " off, the default before Kubernetes 1.36): an unhealthy GPU stays " +
+		"schedulable. Enable " + apifeatures.DRADeviceTaints + " on kube-apiserver, kube-scheduler and kube-controller-manager " +
+		"and restart the operator, or accept GPUs unchecked"
+}
+
+// draHealthGate is the DRA driver's gate that publishes GPU health as
+// device taints (dra-driver-nvidia-gpu pkg/featuregates/featuregates.go).
+const draHealthGate = "NVMLDeviceHealthCheck"
 
 // observe computes the status from the nodes' labels.
 func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node, p problems) (gpuv1.ClusterPolicyStatus, error) {
