@@ -39,9 +39,8 @@ type Input struct {
 	// whatever pod replaces it.
 	DriverUnloading bool
 	// DriverRestartDigest is the configuration digest of a driver pod on
-	// the node that restarts in place: it terminates, or runs not ready,
-	// with the digest its DaemonSet's template still has (inplace.go);
-	// empty when none does.
+	// the node that restarts in place: it terminates with the digest its
+	// DaemonSet's template still has (inplace.go); empty when none does.
 	DriverRestartDigest string
 	// DriverRestartGrace is how long a ready driver state survives a
 	// restart in place (timers.DriverRestartGrace).

@@ -48,9 +48,10 @@ func (r inPlaceRestart) String() string {
 }
 
 // driverRestartInPlace returns the node's driver restart in place, if one
-// is under way: a driver pod seen restarting with its template's digest
+// is under way: a driver pod seen terminating with its template's digest
 // (Input.DriverRestartDigest), or one recorded and not contradicted, as
-// while no driver pod runs or the successor starts. A digest other than
+// while no driver pod runs or the successor starts. A driver pod whose
+// container fails in place starts none: it gets a short outage's grace. A digest other than
 // the recorded one is no restart in place: the modules loaded were
 // installed with the recorded one, and the successor installs its own. A
 // repair's driver reload and an upgrade's driver replacement never get

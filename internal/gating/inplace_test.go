@@ -44,12 +44,13 @@ func TestDriverRestartInPlaceKeepsTheChain(t *testing.T) {
 	g.Expect(stateOf(r, dp)).To(Equal("ready"))
 	g.Expect(r.Annotations).To(HaveKeyWithValue(AnnotationDriverRestart, "d1@2026-11-30T12:00:00Z"), "counted from the first sight")
 
-	// The successor starts, not ready for longer than a short outage.
+	// The successor starts, not ready for longer than a short outage; the
+	// observer sees no pod terminating any more: the record carries it.
 	n = node(r.Labels, r.Annotations)
 	successor := notReadyPod(now.Add(time.Minute))
 	successor.UID, successor.ConfigDigest = "d2", "d1"
 	pods[drv] = successor
-	r = decide(t, n, pods, restarting, func(in *Input) { in.Now = now.Add(3 * time.Minute) })
+	r = decide(t, n, pods, func(in *Input) { in.DriverRestartGrace, in.Now = restartGrace, now.Add(3*time.Minute) })
 	g.Expect(stateOf(r, drv)).To(Equal("ready"))
 	g.Expect(stateOf(r, dp)).To(Equal("ready"))
 

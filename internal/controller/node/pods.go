@@ -15,10 +15,11 @@ import (
 
 // observePods returns the facts of each state's pod on the node, whether
 // a driver pod there is terminating and unloads its driver, and the
-// configuration digest of a driver pod restarting in place: terminating,
-// or not ready, with the digest its DaemonSet's template still has, so
-// that its successor (or its restarted container) keeps the loaded
-// modules.
+// configuration digest of a driver pod restarting in place: terminating
+// with the digest its DaemonSet's template still has, so that its
+// successor keeps the loaded modules. A driver pod that is not ready but
+// not going away is no restart in place: its container failed, and gets
+// a short outage's grace, as before.
 func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.Time) (
 	facts map[state.Name]*state.PodFacts, unloading bool, restartDigest string, err error) {
 	pods, err := r.Pods.OnNode(nodeName)
@@ -34,12 +35,10 @@ func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.
 		if p.State == "" {
 			continue
 		}
-		if p.State == state.Driver && (p.DeletionTimestamp != nil || !p.Ready) {
-			inPlace := p.ConfigDigest != "" && p.ConfigDigest == hashes[p.DaemonSet].hash
-			switch {
-			case inPlace:
+		if p.State == state.Driver && p.DeletionTimestamp != nil {
+			if p.ConfigDigest != "" && p.ConfigDigest == hashes[p.DaemonSet].hash {
 				restartDigest = p.ConfigDigest
-			case p.DeletionTimestamp != nil:
+			} else {
 				unloading = true
 			}
 		}
