@@ -77,22 +77,41 @@ func TestFailedStateResetsDownstream(t *testing.T) {
 	f.ExpectAllReady(node)
 }
 
-// Replacing the driver pod loads a new driver: everything after it
-// restarts, in order.
-func TestReplacedDriverRestartsDownstream(t *testing.T) {
+// A driver pod deleted with its configuration unchanged is replaced by
+// one of the same digest, which keeps the loaded modules: nothing after
+// the driver restarts, and no state of the chain ever leaves ready. (A
+// driver replaced with another configuration goes through the upgrade,
+// which takes everything after it off the node first: test/controllers/
+// upgrade; a successor of another digest resets the chain:
+// TestWhatIsNoDriverRestartInPlace, internal/gating.)
+func TestDeletedDriverPodRestartsInPlace(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 1)
 	node := f.Nodes[0]
 	f.ExpectAllReady(node)
 	oldDriver, oldToolkit, oldPlugin := f.PodOn(node, "driver"), f.PodOn(node, "container-toolkit").UID, f.PodOn(node, "device-plugin").UID
+	states := map[string]*controllertest.StateLog[gpuv1.StateValue]{}
+	for _, s := range []string{"driver", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"} {
+		states[s] = controllertest.RecordStates(f, gpuv1.StateLabel(s), func(v gpuv1.StateValue) bool { return v != gpuv1.StateReady },
+			func(n *corev1.Node) string {
+				return "driver-pod=" + n.Annotations["nvidia.com/gpu-operator.driver-pod"]
+			})
+	}
 
 	g.Expect(suite.Client.Delete(f.Ctx, oldDriver, client.GracePeriodSeconds(0))).To(Succeed())
-	f.ExpectState("pending", "device-plugin", node)
+	g.Eventually(func() bool {
+		p := f.PodOn(node, "driver")
+		return p != nil && p.UID != oldDriver.UID && controllertest.ReadyCondition(p) != nil &&
+			controllertest.ReadyCondition(p).Status == corev1.ConditionTrue
+	}, controllertest.Timeout, controllertest.Interval).Should(BeTrue(), "the successor runs")
+	g.Eventually(func() string { return f.Node(node).Annotations["nvidia.com/gpu-operator.driver-pod"] },
+		controllertest.Timeout, controllertest.Interval).Should(Equal(string(f.PodOn(node, "driver").UID)), "the operator took it for the driver")
 	f.ExpectAllReady(node)
-	g.Expect(f.PodOn(node, "driver").UID).NotTo(Equal(oldDriver.UID))
-	g.Expect(f.PodOn(node, "device-plugin").UID).NotTo(Equal(oldPlugin), "what uses the driver restarts")
-	g.Expect(f.PodOn(node, "container-toolkit").UID).To(Equal(oldToolkit),
-		"the toolkit stays: tearing it down would revert the runtime's config and restart the runtime twice")
+	for s, log := range states {
+		g.Expect(log.Peak()).To(BeZero(), "state %s left ready:\n%s", s, log)
+	}
+	g.Expect(f.PodOn(node, "device-plugin").UID).To(Equal(oldPlugin), "what uses the driver runs on")
+	g.Expect(f.PodOn(node, "container-toolkit").UID).To(Equal(oldToolkit))
 }
 
 // A reboot (new boot ID) resets the node's chain from the driver down in one
