@@ -16,8 +16,9 @@ import (
 // operator's own restarts.
 const AnnotationDriverRestart = gpuv1.OperatorAnnotationPrefix + "driver-restart"
 
-// inPlaceRestart is a driver pod replaced, or its container restarted,
-// with the configuration digest its DaemonSet's template still has. The
+// inPlaceRestart is a driver pod deleted (by a person, an eviction) and
+// replaced by one of the configuration digest it ran, which its
+// DaemonSet's template still has. The
 // driver container then keeps the modules that are loaded
 // (state.DriverConfigDigestEnv): nothing the states after the driver
 // started against goes away, and they stay ready while its successor
