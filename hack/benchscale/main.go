@@ -26,6 +26,7 @@ func main() {
 	var cfg config
 	var runs int
 	var out string
+	var maxRolloutRSS float64
 	flag.IntVar(&cfg.nodes, "nodes", 1000, "Fake GPU nodes.")
 	flag.IntVar(&runs, "runs", 1, "Runs, each on fresh clusters: timing changes the counts.")
 	flag.IntVar(&cfg.unrelated, "unrelated-pods", 20, "Pods per node that have nothing to do with the operator.")
@@ -38,6 +39,8 @@ func main() {
 	var skip string
 	flag.StringVar(&skip, "skip", "", "Phases to leave out, comma-separated: floor, reboot, upgrade (-churn 0 leaves out the churn); for runs that must fit in an hour, such as 5000 nodes.")
 	flag.StringVar(&out, "out", "_output/bench/scale.json", "Where to write the figures.")
+	flag.Float64Var(&maxRolloutRSS, "max-rollout-rss-mib", 0,
+		"Fail when a run's operator peak RSS in the rollout exceeds this many MiB (0: no bound): a guard against a leak or a regression by a multiple, not a target.")
 	flag.StringVar(&cfg.ws.dir, "work", "_output/bench", "Where the clusters keep their state (sim/) and the profiles go (profiles/).")
 	flag.IntVar(&cfg.ws.portOffset, "port-offset", 0,
 		"Shift the clusters' ports (SIM_PORT_OFFSET) and the operator's (18280-18282) by this much, to run beside another run.")
@@ -107,6 +110,10 @@ func main() {
 	}
 	printTable(os.Stdout, rep.Runs)
 	fmt.Printf("figures: %s\n", out)
+	if err := rolloutRSSWithin(rep.Runs, maxRolloutRSS); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		failed = true
+	}
 	if failed {
 		os.Exit(1)
 	}
