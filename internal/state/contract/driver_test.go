@@ -309,24 +309,16 @@ func rdmaPeermem(p *podCase) error {
 
 // sameResources checks two containers have the same requests and limits.
 func sameResources(a, b string) func(*podCase) error {
-	return func(p *podCase) error {
-		ca, err := container(p, a)
-		if err != nil {
-			return err
-		}
-		cb, err := container(p, b)
-		if err != nil {
-			return err
-		}
-		if !reflect.DeepEqual(ca.Resources, cb.Resources) {
-			return fmt.Errorf("%s's resources %v, %s's %v", a, ca.Resources, b, cb.Resources)
-		}
-		return nil
-	}
+	return sameField(a, b, "resources", func(c *corev1.Container) any { return c.Resources })
 }
 
 // sameImage checks two containers run the same image.
 func sameImage(a, b string) func(*podCase) error {
+	return sameField(a, b, "image", func(c *corev1.Container) any { return c.Image })
+}
+
+// sameField checks two containers have the same value of a field.
+func sameField(a, b, what string, field func(*corev1.Container) any) func(*podCase) error {
 	return func(p *podCase) error {
 		ca, err := container(p, a)
 		if err != nil {
@@ -336,8 +328,8 @@ func sameImage(a, b string) func(*podCase) error {
 		if err != nil {
 			return err
 		}
-		if ca.Image != cb.Image {
-			return fmt.Errorf("%s runs %s, %s runs %s", a, ca.Image, b, cb.Image)
+		if va, vb := field(ca), field(cb); !reflect.DeepEqual(va, vb) {
+			return fmt.Errorf("%s's %s %v, %s's %v", a, what, va, b, vb)
 		}
 		return nil
 	}
