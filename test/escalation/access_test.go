@@ -13,6 +13,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/test/operatorrbac"
 )
 
 // testPolicy is the policy the operands are rendered from, mutated.
@@ -45,4 +46,20 @@ func applyAccess(t *testing.T, ctx context.Context, operand state.Operand, cp *g
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: render.OperandClusterRoleName(namespace, sa)}, Rules: rules}
 		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, role))).To(Succeed())
 	}
+}
+
+// installOperatorRole binds the operator's ClusterRole, as role.yaml has
+// it, to its ServiceAccount, as the install does; it returns the role's
+// name, which its binding has too.
+func installOperatorRole(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	g := NewWithT(t)
+	rules, _, err := operatorrbac.Rules()
+	g.Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "escalation-test:gpu-operator"}, Rules: rules}
+	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, role))).To(Succeed())
+	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "gpu-operator", Namespace: namespace}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}}))).To(Succeed())
+	return role.Name
 }

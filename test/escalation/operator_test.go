@@ -66,11 +66,7 @@ func TestOperatorBindsOnlyTheOperandClusterRoles(t *testing.T) {
 	// The install: the operator's ClusterRole bound to its
 	// ServiceAccount, and the operands' ClusterRoles, unbound.
 	applyNamespaces(t, ctx)
-	role.ObjectMeta = metav1.ObjectMeta{Name: "escalation-test:gpu-operator"}
-	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, role))).To(Succeed())
-	g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "gpu-operator", Namespace: namespace}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}}))).To(Succeed())
+	operatorRole := installOperatorRole(t, ctx)
 	for sa, rules := range registry.ClusterRules() {
 		g.Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: render.OperandClusterRoleName(namespace, sa)}, Rules: rules}))).To(Succeed())
@@ -91,7 +87,7 @@ func TestOperatorBindsOnlyTheOperandClusterRoles(t *testing.T) {
 
 	// Someone else's binding, its own binding to the operator's role
 	// here, it may neither change nor delete.
-	other := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}}
+	other := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: operatorRole}}
 	g.Expect(apierrors.IsForbidden(operator.Delete(ctx, other, client.DryRunAll))).To(BeTrue(), "deleting another ClusterRoleBinding")
 	g.Expect(apierrors.IsForbidden(operator.Patch(ctx, other, client.RawPatch("application/merge-patch+json",
 		[]byte(`{"metadata":{"labels":{"x":"y"}}}`)), client.DryRunAll))).To(BeTrue(), "patching another ClusterRoleBinding")
