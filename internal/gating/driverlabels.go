@@ -35,7 +35,7 @@ func (d *decision) moved(key, want string) string {
 	cur := d.in.Node.Labels[key]
 	switch {
 	case cur == "" || cur == want:
-	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading && d.in.DriverRestartDigest == "" && d.restartBefore.digest == "":
+	case d.in.Pods[state.Driver] == nil && !d.in.DriverUnloading && !d.driverKeptInPlace():
 		// No driver to keep: nothing runs, or it failed to start. A
 		// driver restarting in place keeps its modules loaded: it runs.
 	case d.driverUpgrading():

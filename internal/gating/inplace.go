@@ -70,6 +70,13 @@ func (d *decision) driverRestartInPlace() (inPlaceRestart, bool) {
 	return inPlaceRestart{}, false
 }
 
+// driverKeptInPlace reports whether a restart in place is seen or
+// recorded, whatever its digest: the loaded modules stay, so a driver
+// still runs on the node.
+func (d *decision) driverKeptInPlace() bool {
+	return d.in.DriverRestartDigest != "" || d.restartBefore.digest != ""
+}
+
 // judgeDriverRestart decides the ready driver state while its pod is gone
 // or not ready; handled is false when no restart in place is under way.
 func (d *decision) judgeDriverRestart(cur gpuv1.StateValue) (value gpuv1.StateValue, handled bool) {
