@@ -13,6 +13,10 @@ import (
 // sliceVersions are the DRA API's versions a slice may be written in.
 var sliceVersions = []string{"v1", "v1beta1", "v1beta2"}
 
+// slice is, in a slice policy's expressions, the object a request writes,
+// or on DELETE the one it removes.
+const slice = `(request.operation == "DELETE" ? oldObject : object)`
+
 // sliceAdmissionPolicyName names the policy and its binding, NVIDIA's name
 // (manifests/state-dra-driver/0700_resourceslices-policy.yaml L4, L41).
 const sliceAdmissionPolicyName = "resourceslices-policy-nvidia-dra-driver"
@@ -28,8 +32,6 @@ const sliceAdmissionPolicyName = "resourceslices-policy-nvidia-dra-driver"
 // information every write by the plugin is denied, which the first
 // validation's message says. This is 0700 (L1-44) with our namespace.
 func sliceAdmissionPolicy(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
-	// The object a request writes, or on DELETE the one it removes.
-	const slice = `(request.operation == "DELETE" ? oldObject : object)`
 	meta := render.ObjectMeta(policy, sliceAdmissionPolicyName, "", string(state.DRADriver))
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
 		FailurePolicy:    ptr.To(admissionv1.Fail),
@@ -67,7 +69,6 @@ const pluginSlicePolicyName = "kubelet-plugin-slices-nvidia-dra-driver"
 // cluster-wide slice, with which a token taken from one node could offer
 // devices of any driver on every node.
 func pluginSlicePolicy(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
-	const slice = `(request.operation == "DELETE" ? oldObject : object)`
 	meta := render.ObjectMeta(policy, pluginSlicePolicyName, "", string(state.DRADriver))
 	return render.AdmissionPolicy(meta, admissionv1.ValidatingAdmissionPolicySpec{
 		FailurePolicy:    ptr.To(admissionv1.Fail),
