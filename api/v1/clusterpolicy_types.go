@@ -143,6 +143,13 @@ type ClusterPolicySpec struct {
 	// +optional
 	GDRCopy *GDRCopySpec `json:"gdrcopy,omitempty"`
 
+	// Validator configures the CUDA workload proof, the cuda-workload
+	// state: NVIDIA's validator section, whose image holds the CUDA sample.
+	// No validator DaemonSet runs; each state proves itself on each node.
+	// +kubebuilder:default={}
+	// +optional
+	Validator ValidatorSpec `json:"validator,omitempty"`
+
 	// PSA labels the operator's namespace for Pod Security Admission, as
 	// NVIDIA's operator does.
 	// +optional
@@ -156,9 +163,6 @@ type ClusterPolicySpec struct {
 // each for the reason its refused tag gives (status.ignoredFields quotes
 // it). They are opaque so that no value in them can make a policy invalid.
 type UnsupportedSections struct {
-	// Validator is accepted and not acted on: no validator pods run.
-	// +optional
-	Validator *apiextensionsv1.JSON `json:"validator,omitempty" refused:"no validator pods run: each state proves itself on each node (docs/supported-nodes.md, how each state proves it is ready); validator.cuda and validator.plugin's WITH_WORKLOAD will configure the CUDA workload proof, not built yet"`
 	// NodeStatusExporter is accepted and not acted on.
 	// +optional
 	NodeStatusExporter *apiextensionsv1.JSON `json:"nodeStatusExporter,omitempty" refused:"node-status-exporter does not run: the operator's gpu_operator_* metrics and the nodes' nvidia.com/gpu.state.* labels say what it would"`

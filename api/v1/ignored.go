@@ -24,7 +24,8 @@ func (s *ClusterPolicySpec) IgnoredFields() []string { return PathsOf(s.RefusedF
 // why the operator does not act on it ("spec.validator: ..."): what
 // status.ignoredFields holds.
 func (s *ClusterPolicySpec) RefusedFields() []string {
-	return append(Refusals(s, "spec"), ManagerEnvRefusals(s.Driver.Manager, "spec.driver.manager")...)
+	out := append(Refusals(s, "spec"), ManagerEnvRefusals(s.Driver.Manager, "spec.driver.manager")...)
+	return append(out, ValidatorEnvRefusals(&s.Validator, "spec.validator")...)
 }
 
 // PathsOf cuts each "<path>: <why>" of Refusals to its path.

@@ -54,6 +54,7 @@ func expectedDefaults() gpuv1.ClusterPolicySpec {
 		},
 		CDI:       gpuv1.CDISpec{Enabled: ptr.To(true), NRIPluginEnabled: ptr.To(false)},
 		HostPaths: gpuv1.HostPathsSpec{RootFS: "/", DriverInstallDir: "/run/nvidia/driver", KubeletRootDir: "/var/lib/kubelet"},
+		Validator: gpuv1.ValidatorSpec{Repository: "nvcr.io/nvidia", Image: "gpu-operator", Version: "v26.7.0"},
 		Driver: gpuv1.DriverSpec{
 			ComponentSpec: enabled,
 			Repository:    "nvcr.io/nvidia", Image: "driver", Version: "595.91.07", KernelModuleType: "auto",
@@ -185,7 +186,7 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 		"spec.operator.initContainer", "spec.operator.use_ocp_driver_toolkit",
 		"spec.driver.manager.repository", "spec.driver.manager.image", "spec.driver.manager.version", "spec.driver.manager.imagePullPolicy",
 		"spec.driver.licensingConfig", "spec.driver.virtualTopology",
-		"spec.dcgm.hostPort", "spec.validator",
+		"spec.dcgm.hostPort",
 		"spec.nodeStatusExporter", "spec.sandboxWorkloads", "spec.vgpuManager", "spec.vgpuDeviceManager",
 		"spec.vfioManager", "spec.sandboxDevicePlugin", "spec.kataManager", "spec.ccManager", "spec.cdi.default",
 		"spec.psp",
@@ -195,6 +196,10 @@ func TestNVIDIAClusterPolicyApplies(t *testing.T) {
 		TimeoutSeconds: 60, FailureThreshold: 120}))
 	g.Expect(got.Spec.DCGMExporter.ServiceMonitor.HonorLabels).To(Equal(ptr.To(false)))
 	g.Expect(got.Spec.DCGM.IsEnabled()).To(BeFalse(), "its dcgm.enabled: false, kept")
+	repository, image, version := got.Spec.Validator.ImageParts()
+	g.Expect([]string{repository, image, version}).To(Equal([]string{"nvcr.io/nvidia/cloud-native", "gpu-operator-validator", "v25.3.2"}),
+		"its validator image is the CUDA workload's")
+	g.Expect(got.Spec.Validator.WorkloadProof()).To(BeTrue(), "plugin's WITH_WORKLOAD=false leaves NVIDIA's CUDA workload, and the proof, on")
 	g.Expect(*got.Spec.DCGMExporter.Service.InternalTrafficPolicy).To(Equal(corev1.ServiceInternalTrafficPolicyCluster))
 	g.Expect(got.Spec.CDI.IsEnabled()).To(BeFalse(), "its cdi.enabled: false")
 	g.Expect(got.Spec.Toolkit.InstallDir).To(Equal("/usr/local/nvidia"))
