@@ -22,6 +22,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
+	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/metricsauth"
 	"github.com/gpu-operator/gpu-operator/internal/operator"
@@ -43,10 +44,12 @@ type options struct {
 	leaderElect   bool
 	leaderElectID string
 	nodeWorkers   int
-	timers        timers.Timers
-	showVersion   bool
-	zap           zap.Options
-	namespace     string
+	// workloadProofs bounds the CUDA workload pods running at once.
+	workloadProofs int
+	timers         timers.Timers
+	showVersion    bool
+	zap            zap.Options
+	namespace      string
 	// installBinds: the install binds the operands' ClusterRoles (OLM).
 	installBinds bool
 }
@@ -65,6 +68,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.leaderElectID, "leader-election-id", "gpu-operator.nvidia.com", "Name of the Lease used for leader election.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	fs.IntVar(&o.nodeWorkers, "node-workers", 32, "Nodes reconciled concurrently.")
+	fs.IntVar(&o.workloadProofs, "workload-proofs", node.DefaultWorkloadProofs,
+		"CUDA workload proofs (one pod each, on one node each) running at once across the cluster.")
 	bind := fs.Bool("bind-operand-cluster-roles", true,
 		"Bind each operand's ClusterRole (shipped by the install) to its ServiceAccount while the operand runs; false where the install binds them itself (OLM).")
 	o.timers.BindFlags(fs)
@@ -78,6 +83,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.nodeWorkers < 1 {
 		return nil, fmt.Errorf("--node-workers=%d: must be at least 1", o.nodeWorkers)
+	}
+	if o.workloadProofs < 1 {
+		return nil, fmt.Errorf("--workload-proofs=%d: must be at least 1", o.workloadProofs)
 	}
 	if err := o.timers.Validate(); err != nil {
 		return nil, err
@@ -154,7 +162,7 @@ func run(o *options) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := operator.Setup(mgr, operator.Config{
-		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, Timers: o.timers, Metrics: m, TrimNode: nodes.Node,
+		Namespace: o.namespace, NodeWorkers: o.nodeWorkers, WorkloadProofs: o.workloadProofs, Timers: o.timers, Metrics: m, TrimNode: nodes.Node,
 		InstallBindsOperandClusterRoles: o.installBinds,
 	}); err != nil {
 		return err

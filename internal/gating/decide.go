@@ -96,6 +96,9 @@ type decision struct {
 	// it is not its pool's, "" when it is.
 	mode      gpuv1.AllocationMode
 	modeWaits string
+	// wasReady is true when every state was ready or disabled before this
+	// decision, as the node's labels said.
+	wasReady bool
 }
 
 // Decide returns the labels and annotations the operator wants on the node.
@@ -141,6 +144,7 @@ func Decide(in Input) Result {
 	}
 	setIfNonEmpty(d.result.Labels, gpuv1.LabelDriverKernel, d.driverKernel(pool))
 	wasReady := d.readCurrent()
+	d.wasReady = wasReady
 	d.detectReboot()
 	d.resetOnVariantChange()
 	for _, name := range in.Graph.PerNode() {
@@ -204,6 +208,10 @@ func (d *decision) disabled(name state.Name) bool {
 		return true
 	}
 	if name == state.MIGManager && d.migByDRADriver() {
+		return true
+	}
+	if name == state.CUDAWorkload && d.disabled(state.DevicePlugin) {
+		// Its GPU comes from the device plugin.
 		return true
 	}
 	if name == state.DCGMExporter && d.in.Enabled[state.DCGM] && d.optedOut(state.DCGM) {

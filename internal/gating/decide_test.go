@@ -183,6 +183,7 @@ func TestNewGPUNode(t *testing.T) {
 		"nvidia.com/gpu.state.dcgm":                   "disabled",
 		"nvidia.com/gpu.state.dcgm-exporter":          "pending",
 		"nvidia.com/gpu.state.gpu-feature-discovery":  "pending",
+		"nvidia.com/gpu.state.cuda-workload":          "disabled",
 		"nvidia.com/gpu.allocation-mode":              "device-plugin",
 	}))
 	g.Expect(r.Annotations).To(Equal(map[string]string{

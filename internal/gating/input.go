@@ -8,6 +8,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 )
 
 // Input is what Decide judges one node from.
@@ -100,6 +101,9 @@ type Input struct {
 	// DRA is what the node's ResourceSlices of NVIDIA's DRA driver say;
 	// nil when it has none.
 	DRA *draslices.Node
+	// WorkloadRetry is how long after a CUDA workload pod ended, failed
+	// or not run, a new one tries again (timers.WorkloadRetry).
+	WorkloadRetry time.Duration
 	// GPUPodsRecheck is how often a node whose configuration change waits
 	// for its GPU pods looks again: the node controller does not watch
 	// them (timers.GPUPodsRecheck).
@@ -137,6 +141,10 @@ type Result struct {
 	// Why says, for each state that is not ready, why not: what it waits
 	// for, or which proof of function fails.
 	Why map[state.Name]string
+	// Workload is the CUDA workload pod the node is to run, nil when none
+	// is to be made: the proof of the node's current generation exists
+	// (or is not due yet), or the state waits for its prerequisites.
+	Workload *cudaworkload.Request
 	// ReadinessTaint is true when the node is to carry the readiness taint
 	// (gpuv1.TaintGPUNotReady): the policy asks for it and a state enabled
 	// there is not ready.

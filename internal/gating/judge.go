@@ -15,6 +15,10 @@ import (
 func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	if d.disabled(name) {
 		delete(d.notBefore, name)
+		if name == state.CUDAWorkload && d.in.Pods[name] != nil {
+			// Turned off: its records go.
+			d.result.StalePods = append(d.result.StalePods, name)
+		}
 		return gpuv1.StateDisabled
 	}
 	if d.driverRestarting() && (name == state.Driver || slices.Contains(d.in.Graph.Downstream(state.Driver), name)) {
@@ -52,6 +56,9 @@ func (d *decision) judge(name state.Name) gpuv1.StateValue {
 	}
 	if name == state.MIGManager {
 		return d.judgeMIG(cur)
+	}
+	if name == state.CUDAWorkload {
+		return d.judgeWorkload(cur)
 	}
 	if name == state.Driver && d.in.DriverUnloading {
 		// Whatever pod replaces it, the driver the states after it were

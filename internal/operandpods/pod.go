@@ -44,14 +44,17 @@ type Pod struct {
 	// name created again adopts it.
 	DaemonSet, Workload string
 	Phase               corev1.PodPhase
-	Reason              string
+	// Reason and Message are the pod's own, set when the kubelet refused
+	// or evicted it.
+	Reason, Message string
 	// HasReady says the pod has a Ready condition; Ready is its status and
 	// ReadySince when it last changed.
 	HasReady, Ready bool
 	ReadySince      time.Time
 	// Waiting holds the containers (init containers first) that wait.
 	Waiting []Waiting
-	// Exits holds each init container's last exit.
+	// Exits holds each init container's last exit, and each container's
+	// that has terminated and will not restart: a one-off pod's verdict.
 	Exits []state.Exit
 	// Pulled says the kubelet pulled every container's image (each has an
 	// image ID): proof that the image exists, whatever the pod did next.
@@ -90,7 +93,7 @@ func (p *Pod) DeepCopyObject() runtime.Object {
 // Summarize reduces an operand pod to what the operator reads of it.
 func Summarize(p *corev1.Pod) *Pod {
 	s := &Pod{Node: p.Spec.NodeName, State: state.Name(p.Labels[render.LabelState]), Workload: p.Labels[render.LabelName],
-		Phase: p.Status.Phase, Reason: p.Status.Reason}
+		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: truncate(p.Status.Message)}
 	s.Name, s.Namespace, s.UID, s.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
 	s.CreationTimestamp, s.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	for k, v := range p.Annotations {
@@ -127,6 +130,9 @@ func Summarize(p *corev1.Pod) *Pod {
 	for _, cs := range p.Status.ContainerStatuses {
 		s.addWaiting(cs)
 		s.Pulled = s.Pulled && cs.ImageID != ""
+		if t := cs.State.Terminated; t != nil && p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			s.Exits = append(s.Exits, state.Exit{Container: cs.Name, Code: t.ExitCode, Message: truncate(t.Message)})
+		}
 	}
 	return s
 }
@@ -155,6 +161,9 @@ func (p *Pod) Facts(hashAnnotation, desiredHash string, grace time.Duration, now
 	}
 	f := &state.PodFacts{
 		UID:          p.UID,
+		Phase:        p.Phase,
+		Reason:       p.Reason,
+		Message:      p.Message,
 		Annotations:  p.Annotations,
 		Since:        p.CreationTimestamp.Time,
 		Current:      desiredHash == "" || p.Annotation(hashAnnotation) == desiredHash,

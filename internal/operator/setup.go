@@ -50,6 +50,8 @@ type Config struct {
 	Namespace string
 	// NodeWorkers is how many nodes are reconciled at once.
 	NodeWorkers int
+	// WorkloadProofs bounds the CUDA workload pods running at once.
+	WorkloadProofs int
 	// Timers are the waits of the controllers' machines.
 	Timers  timers.Timers
 	Metrics *metrics.Metrics
@@ -99,6 +101,8 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 		Metrics:    cfg.Metrics,
 		FieldOwner: FieldOwner,
 		Now:        cfg.Now,
+
+		WorkloadProofs: cfg.WorkloadProofs,
 	}
 	if err := nodes.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 		return fmt.Errorf("setting up the node controller: %w", err)

@@ -3,6 +3,7 @@ package state
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -40,6 +41,11 @@ type PodFacts struct {
 	// Exits holds the last exit of each init container that exited: a
 	// check's verdict travels in its exit code and termination message.
 	Exits []Exit
+	// Phase is the pod's phase; Reason and Message are the pod's own,
+	// set when the kubelet refused or evicted it. A one-off pod, such as
+	// the CUDA workload's, ends in Succeeded or Failed.
+	Phase           corev1.PodPhase
+	Reason, Message string
 	// ConfigDigest is a driver pod's configuration digest
 	// (DriverConfigDigestEnv); empty for other pods.
 	ConfigDigest string

@@ -29,6 +29,10 @@ const (
 	DCGM                 Name = "dcgm"
 	DCGMExporter         Name = "dcgm-exporter"
 	GPUFeatureDiscovery  Name = "gpu-feature-discovery"
+	// CUDAWorkload is the workload proof: a pod that asks for one GPU as
+	// workloads do and runs a CUDA program. It has no DaemonSet: the node
+	// controller makes its pod on each node (internal/state/cudaworkload).
+	CUDAWorkload Name = "cuda-workload"
 )
 
 // Scope says where a state is judged.

@@ -30,6 +30,14 @@ type Timers struct {
 	// configuration waits for its GPU pods to go counts them again: the
 	// node controller does not watch workload pods.
 	GPUPodsRecheck time.Duration
+	// WorkloadRetry is how long after a CUDA workload pod ended, failed
+	// or not run by the kubelet (no GPU free), a new one tries again: a
+	// Fabric Manager restarted on the host, or a GPU freed, is found
+	// without anyone acting.
+	WorkloadRetry time.Duration
+	// WorkloadSlotPoll is how often a node whose CUDA workload waits for
+	// the bound on proofs running at once looks for a free place.
+	WorkloadSlotPoll time.Duration
 	// TaintRetry is how soon a readiness taint the API server refused is
 	// tried again.
 	TaintRetry time.Duration
@@ -96,6 +104,8 @@ func Defaults() Timers {
 		NFDGrace:                5 * time.Minute,
 		HealthSettle:            30 * time.Second,
 		GPUPodsRecheck:          20 * time.Second,
+		WorkloadRetry:           5 * time.Minute,
+		WorkloadSlotPoll:        10 * time.Second,
 		TaintRetry:              30 * time.Second,
 		MaintenancePoll:         5 * time.Second,
 		KubeletResourceGrace:    6 * time.Minute,
@@ -167,6 +177,10 @@ func (t *Timers) flags() []timerFlag {
 		{"health-settle", &t.HealthSettle,
 			"How long a device plugin pod must have been ready before its word on the GPUs counts (the kubelet reports allocatable at its next status update)."},
 		{"gpu-pods-recheck", &t.GPUPodsRecheck, "How often a node whose device plugin configuration waits for its GPU pods counts them again."},
+		{"workload-retry", &t.WorkloadRetry,
+			"How long after a CUDA workload proof failed, or was not run by the kubelet, a new one tries again on its node."},
+		{"workload-slot-poll", &t.WorkloadSlotPoll,
+			"How often a node whose CUDA workload proof waits for the bound on proofs running at once (--workload-proofs) looks for a free place."},
 		{"taint-retry", &t.TaintRetry, "How soon a readiness taint the API server refused is tried again."},
 		{"maintenance-poll", &t.MaintenancePoll, "How often nodes in a driver upgrade, MIG reconfiguration or repair step are looked at again."},
 		{"kubelet-resource-grace", &t.KubeletResourceGrace,

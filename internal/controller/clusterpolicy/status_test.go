@@ -230,6 +230,8 @@ func TestBuildStatus(t *testing.T) {
 		// Enabled, and no node labelled for it yet: it gates nothing.
 		{Name: "dcgm", Disabled: 2},
 		{Name: "gpu-feature-discovery", Desired: 2, Ready: 1, Message: "not ready on b"},
+		// Enabled, and no node labelled for it yet: it gates nothing.
+		{Name: "cuda-workload", Disabled: 2},
 	}), "disabled states are left out")
 
 	// A failed apply keeps the old observed generation, and so do the

@@ -27,7 +27,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",namespace=gpu-operator,resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=apps,namespace=gpu-operator,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nvidia.com,resources=clusterpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nvidia.com,resources=nvidiadrivers,verbs=get;list;watch
@@ -53,12 +53,17 @@ type Reconciler struct {
 	FieldOwner string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// WorkloadProofs bounds the CUDA workload pods running at once;
+	// DefaultWorkloadProofs when zero.
+	WorkloadProofs int
 
 	// configs remembers the device plugin's files as last judged.
 	configs pluginconfig.Judge
 	// written remembers the versions of nodes this process wrote on
 	// until the cache shows the write.
 	written ownWrites
+	// workloads bounds the CUDA workload pods running at once.
+	workloads workloadStarts
 }
 
 // Reconcile judges one node and writes its labels when they changed.
@@ -122,6 +127,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.deleteStalePods(ctx, node.Name, decision.StalePods); err != nil {
 		return ctrl.Result{}, err
 	}
+	if decision.Workload != nil {
+		wait, err := r.startWorkload(ctx, in.Policy, node, decision.Workload)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if wait && (decision.RequeueAfter == 0 || r.Timers.WorkloadSlotPoll < decision.RequeueAfter) {
+			decision.RequeueAfter = r.Timers.WorkloadSlotPoll
+		}
+	}
 	if taintErr != nil {
 		log.FromContext(ctx).Error(taintErr, "readiness taint refused")
 		r.Recorder.Eventf(node, nil, corev1.EventTypeWarning, "ReadinessTaintRefused", "Reconcile", "%v", taintErr)
@@ -143,7 +157,7 @@ func (r *Reconciler) input(ctx context.Context, node *corev1.Node) (gating.Input
 		return gating.Input{}, err
 	}
 	in := gating.Input{Graph: r.Graph, Node: node, Policy: active, Grace: r.Timers.ReadyGrace, NFDGrace: r.Timers.NFDGrace,
-		HealthSettle: r.Timers.HealthSettle, GPUPodsRecheck: r.Timers.GPUPodsRecheck, Now: r.now()}
+		HealthSettle: r.Timers.HealthSettle, GPUPodsRecheck: r.Timers.GPUPodsRecheck, WorkloadRetry: r.Timers.WorkloadRetry, Now: r.now()}
 	if active != nil && gating.IsGPUNode(node) {
 		in.Enabled = r.Graph.Enabled(&active.Spec)
 		pools, err := driverpool.Load(ctx, r.Client, active, r.Pods)

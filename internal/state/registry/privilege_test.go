@@ -11,6 +11,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
 
@@ -89,8 +90,12 @@ var privilegeTable = map[string]privileges{
 	// Reads the node's hardware and OS, read-only; reports to the API.
 	"nfd-worker": {token: true, hostPaths: []string{"/boot", "/etc/kubernetes/node-feature-discovery/features.d",
 		"/etc/os-release", "/lib", "/proc/swaps", "/sys", "/usr/lib"}},
-	"nfd-master": {token: true},
-	"nfd-gc":     {token: true},
+	// The CUDA workload: one GPU through the device plugin, unprivileged,
+	// no token (gpu-operator v26.7.0 validator/manifests/
+	// plugin-workload-validation.yaml).
+	"nvidia-cuda-validator": {},
+	"nfd-master":            {token: true},
+	"nfd-gc":                {token: true},
 }
 
 func TestPrivileges(t *testing.T) {
@@ -114,6 +119,9 @@ func TestPrivileges(t *testing.T) {
 				// counts; policies come from a map, in no fixed order.
 				seen[name] = merge(seen[name], privilegesOf(pod))
 			}
+		}
+		if p := workloadPod(cp); cudaworkload.Operand.Enabled(cudaworkload.Operand{}, &cp.Spec) {
+			seen[cudaworkload.App] = merge(seen[cudaworkload.App], privilegesOf(&p.Spec))
 		}
 	}
 	g := NewWithT(t)

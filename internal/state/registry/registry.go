@@ -8,6 +8,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgm"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
@@ -64,6 +65,12 @@ func states() []state.State {
 		{Name: state.DCGM, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: dcgm.Operand{}, GatesOnlyWhenLabelled: true},
 		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin, state.DRADriver, state.DCGM}, Operand: dcgmexporter.Operand{}},
 		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: gfd.Operand{}},
+		// The last word on a node: a CUDA program runs there, given its
+		// GPU by the device plugin as workloads are. Nothing waits for it
+		// but the readiness taint, which waits for every state; added
+		// after nodes were labelled, so unlabelled it gates nothing.
+		{Name: state.CUDAWorkload, After: []state.Name{state.DevicePlugin}, Mode: gpuv1.AllocationDevicePlugin,
+			Operand: cudaworkload.Operand{}, GatesOnlyWhenLabelled: true},
 	}
 }
 

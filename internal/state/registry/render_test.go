@@ -17,6 +17,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
 
@@ -50,9 +51,21 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 	return objs
 }
 
+// workloadPod is the CUDA workload pod the node controller makes on a
+// node, for the golden files and the privilege table: the state renders
+// no shared object.
+func workloadPod(cp *gpuv1.ClusterPolicy) *corev1.Pod {
+	return cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", cudaworkload.Request{
+		Generation: cudaworkload.Generation("driver-pod-uid", "device-plugin-pod-uid", ""), Attempt: 1,
+		Resource: "nvidia.com/gpu", RuntimeClass: state.RuntimeClassName(&cp.Spec, gpuv1.RuntimeContainerd)})
+}
+
 func renderState(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.ClusterPolicy) []byte {
 	t.Helper()
 	objs := renderObjects(t, g, s, cp)
+	if s.Name == state.CUDAWorkload && s.Operand.Enabled(&cp.Spec) {
+		objs = append(objs, workloadPod(cp))
+	}
 	var buf bytes.Buffer
 	for _, o := range objs {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -122,9 +135,12 @@ func TestGraph(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.PerNode()).To(Equal([]state.Name{
 		state.Driver, state.ContainerToolkit, state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver,
-		state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery, state.CUDAWorkload,
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
+	g.Expect(graph.Prerequisites(state.CUDAWorkload)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
+		state.MPSControlDaemon, state.DevicePlugin}), "the CUDA workload asks the device plugin for its GPU")
+	g.Expect(graph.Downstream(state.CUDAWorkload)).To(BeEmpty(), "nothing but the readiness taint waits for the workload proof")
 	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "a driver replacement does not tear the toolkit down")
 	g.Expect(graph.StartPrerequisites(state.ContainerToolkit)).To(Equal([]state.Name{state.Driver}),
 		"the toolkit first starts after the driver, whose files its CDI spec names")
@@ -137,12 +153,15 @@ func TestGraph(t *testing.T) {
 		"the DRA driver does not wait for the device plugin's MPS daemon")
 	g.Expect(graph.Downstream(state.Driver)).To(Equal([]state.Name{
 		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.CUDAWorkload,
 	}), "a driver replacement leaves the toolkit, and so the runtime's config, alone")
 	g.Expect(graph.Downstream(state.ContainerToolkit)).To(Equal([]state.Name{
 		state.MIGManager, state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.CUDAWorkload,
 	}))
 	g.Expect(graph.Downstream(state.MIGManager)).To(Equal([]state.Name{
 		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver, state.DCGM, state.DCGMExporter, state.GPUFeatureDiscovery,
+		state.CUDAWorkload,
 	}), "a MIG reconfiguration takes every GPU client off the node, the DRA driver included: it reads MIG devices when it starts")
 	g.Expect(graph.Downstream(state.DCGM)).To(Equal([]state.Name{state.DCGMExporter}), "an exporter follows its host engine")
 	g.Expect(graph.Downstream(state.DCGMExporter)).To(BeEmpty())

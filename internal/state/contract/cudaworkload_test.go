@@ -1,0 +1,168 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+)
+
+// Sources of the CUDA workload pod: NVIDIA's plugin workload validation,
+// which runs the validator image's CUDA sample through the device plugin.
+const (
+	workloadManifest  = "NVIDIA/gpu-operator@v26.7.0:validator/manifests/plugin-workload-validation.yaml"
+	cudaManifest      = "NVIDIA/gpu-operator@v26.7.0:validator/manifests/cuda-workload-validation.yaml"
+	validatorMain     = "NVIDIA/gpu-operator@v26.7.0:cmd/nvidia-validator/main.go"
+	validatorImageSrc = "NVIDIA/gpu-operator@v26.7.0:docker/Dockerfile"
+)
+
+var cudaWorkloadContract = []requirement{
+	{source: validatorImageSrc + " (COPY vectorAdd to /usr/bin/vectorAdd; PATH holds /usr/bin); " + workloadManifest + " (args vectorAdd)",
+		need: "runs the image's CUDA sample",
+		check: func(p *podCase) error {
+			c, err := container(p, cudaworkload.ContainerName)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(c.Command, []string{"vectorAdd"}) || len(c.Args) > 0 {
+				return fmt.Errorf("runs %v %v, not vectorAdd", c.Command, c.Args)
+			}
+			return nil
+		}},
+	{source: validatorMain + " (runWorkload: limits and requests of one GPU resource, getGPUResourceName)",
+		need: "asks the device plugin for one GPU, as workloads do, and nothing else of the node",
+		check: func(p *podCase) error {
+			c, err := container(p, cudaworkload.ContainerName)
+			if err != nil {
+				return err
+			}
+			if q := c.Resources.Limits["nvidia.com/gpu"]; q.Value() != 1 {
+				return fmt.Errorf("limits nvidia.com/gpu %s, want 1", q.String())
+			}
+			return nil
+		}},
+	{source: workloadManifest + " (allowPrivilegeEscalation: false, no privileged)",
+		need:  "runs unprivileged: the GPU comes from the plugin, not from privilege",
+		check: all(privileged(cudaworkload.ContainerName, false), noEscalation(cudaworkload.ContainerName))},
+	{source: validatorMain + " (runWorkload: RuntimeClassName from the validator's runtime class, the operator's runtimeClass)",
+		need: "starts under the RuntimeClass GPU workloads name on the node, none where the runtime has no NVIDIA handler (NRI)",
+		check: func(p *podCase) error {
+			want, got := state.RuntimeClassName(p.spec, p.variant.Runtime), p.pod.RuntimeClassName
+			if !ptr.Equal(want, got) {
+				return fmt.Errorf("runtimeClassName %v, want %v", ptr.Deref(got, "<none>"), ptr.Deref(want, "<none>"))
+			}
+			return nil
+		}},
+	{source: validatorMain + " (runWorkload: pod.Spec.NodeName = the node validated)",
+		need: "runs on the node it proves: bound by name",
+		check: func(p *podCase) error {
+			if p.pod.NodeName != "gpu-node-0" {
+				return fmt.Errorf("nodeName %q", p.pod.NodeName)
+			}
+			return nil
+		}},
+	{source: cudaManifest + " (app: nvidia-cuda-validator, container cuda-validation)",
+		need: "carries the app label and container name NVIDIA users select and read logs by",
+		check: func(p *podCase) error {
+			if p.annotations[render.LabelApp] != cudaworkload.App {
+				return fmt.Errorf("app label %q", p.annotations[render.LabelApp])
+			}
+			_, err := container(p, "cuda-validation")
+			return err
+		}},
+	{source: validatorMain + " (runWorkload: VALIDATOR_IMAGE, VALIDATOR_IMAGE_PULL_POLICY, VALIDATOR_IMAGE_PULL_SECRETS); " +
+		"NVIDIA/gpu-operator@v26.7.0:api/nvidia/v1/clusterpolicy_types.go (ValidatorSpec: env, resources, hostNetwork)",
+		need: "takes the validator's image, pull policy and secrets, env, resources and hostNetwork",
+		check: func(p *podCase) error {
+			v := &p.spec.Validator
+			c, err := container(p, cudaworkload.ContainerName)
+			if err != nil {
+				return err
+			}
+			if want := render.Image(v.ImageParts()); c.Image != want {
+				return fmt.Errorf("image %s, want %s", c.Image, want)
+			}
+			if c.ImagePullPolicy != v.ImagePullPolicy {
+				return fmt.Errorf("pull policy %q, want %q", c.ImagePullPolicy, v.ImagePullPolicy)
+			}
+			if len(p.pod.ImagePullSecrets) != len(v.ImagePullSecrets) {
+				return fmt.Errorf("pull secrets %v, want %v", p.pod.ImagePullSecrets, v.ImagePullSecrets)
+			}
+			for _, e := range v.Env {
+				if !slices.ContainsFunc(c.Env, func(got corev1.EnvVar) bool { return got.Name == e.Name && got.Value == e.Value }) {
+					return fmt.Errorf("no env %s=%s", e.Name, e.Value)
+				}
+			}
+			if r := v.Resources; r != nil {
+				for name, q := range r.Limits {
+					if got := c.Resources.Limits[name]; got.Cmp(q) != 0 {
+						return fmt.Errorf("limit %s %s, want %s", name, got.String(), q.String())
+					}
+				}
+				for name, q := range r.Requests {
+					if got := c.Resources.Requests[name]; got.Cmp(q) != 0 {
+						return fmt.Errorf("request %s %s, want %s", name, got.String(), q.String())
+					}
+				}
+			}
+			if p.pod.HostNetwork != v.Container().UsesHostNetwork() {
+				return fmt.Errorf("hostNetwork %v", p.pod.HostNetwork)
+			}
+			return nil
+		}},
+	{source: validatorMain + " (waitForPod: Succeeded is the verdict)",
+		need: "ends, so that its end is the verdict and it holds no GPU after: restartPolicy Never, the output kept as the message",
+		check: func(p *podCase) error {
+			c, err := container(p, cudaworkload.ContainerName)
+			if err != nil {
+				return err
+			}
+			if p.pod.RestartPolicy != corev1.RestartPolicyNever || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+				return errors.New("restartPolicy Never and terminationMessagePolicy FallbackToLogsOnError wanted")
+			}
+			return nil
+		}},
+}
+
+// noEscalation checks allowPrivilegeEscalation: false.
+func noEscalation(ctr string) func(*podCase) error {
+	return func(p *podCase) error {
+		c, err := container(p, ctr)
+		if err != nil {
+			return err
+		}
+		if c.SecurityContext == nil || !ptr.Deref(c.SecurityContext.AllowPrivilegeEscalation, true) {
+			return nil
+		}
+		return fmt.Errorf("%s may escalate privileges", ctr)
+	}
+}
+
+// The CUDA workload pod, as the node controller makes it for each node
+// variant of every policy that runs the proof.
+func TestCUDAWorkloadContract(t *testing.T) {
+	var cases []*podCase
+	for pname, cp := range policies(t) {
+		if !(cudaworkload.Operand{}).Enabled(&cp.Spec) {
+			continue
+		}
+		for _, v := range fixture.Variants(cp) {
+			pod := cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", cudaworkload.Request{
+				Generation: cudaworkload.Generation("d", "p", ""), Attempt: 1, Resource: "nvidia.com/gpu",
+				RuntimeClass: state.RuntimeClassName(&cp.Spec, v.Runtime)})
+			// The labels stand for the template annotations: the checks
+			// read what the pod carries.
+			cases = append(cases, &podCase{policy: pname, variant: v, workload: pod.Name, pod: &pod.Spec, annotations: pod.Labels,
+				spec: &cp.Spec})
+		}
+	}
+	checkCases(t, cases, cudaWorkloadContract)
+}
