@@ -17,6 +17,9 @@
 #                        /home/kubernetes/bin/nvidia, /usr read-only, the driver
 #                        container opted out with nvidia.com/gpu.deploy.driver=false)
 #          kubelet-root (gpu-kubelet-root: the kubelet's root is /data/kubelet)
+#          fabric-manager-down (gpu-fabric-manager-down: 8 GPUs on NVSwitch whose
+#                        Fabric Manager died: nvidia-smi answers, CUDA cannot
+#                        start, error 802)
 set -euo pipefail
 n=$1
 
@@ -115,6 +118,7 @@ for kind in $(echo "${SIM_NODE_KINDS:-}" | tr , " "); do
     gke-cos) node gpu-cos true cos 121 containerd://2.0.4 "$sim/driver-dir=/home/kubernetes/bin/nvidia" \
       "$sim/read-only-usr=true" "label:nvidia.com/gpu.deploy.driver=false" ;;
     kubelet-root) node gpu-kubelet-root true ubuntu 22.04 containerd://2.1.4 "$sim/kubelet-root=/data/kubelet" ;;
-    *) echo "unknown node kind $kind (host-driver, crio, k3s, unconfigured, gke-cos, kubelet-root)" >&2; exit 1 ;;
+    fabric-manager-down) node gpu-fabric-manager-down true ubuntu 22.04 containerd://2.1.4 "$sim/gpus=8" "$sim/fabric-manager=down" ;;
+    *) echo "unknown node kind $kind (host-driver, crio, k3s, unconfigured, gke-cos, kubelet-root, fabric-manager-down)" >&2; exit 1 ;;
   esac
 done

@@ -22,14 +22,16 @@ if [[ -n $not_ready ]]; then
   values=$(echo "$not_ready" | tr ',' '\n' | sed "s#.*#'&'#" | paste -sd, -)
 fi
 # The selector key is a jq expression on the pod: its node and state.
-# Image check pods are not run: pod-image-check ends them.
+# Image check pods are not run: pod-image-check ends them. CUDA workload
+# pods are not run either: hack/simagent ends them as their node's GPUs let
+# them (internal/test/fakenode, WorkloadRun).
 sed "/^    matchExpressions:/a\\
     - key: '.spec.nodeName + \"/\" + (.metadata.labels[\"nvidia.com/gpu-operator.state\"] // \"\")'\\
       operator: 'NotIn'\\
       values: [$values]\\
     - key: '.metadata.labels[\"nvidia.com/gpu-operator.state\"] // \"\"'\\
       operator: 'NotIn'\\
-      values: ['driver-image-check']" "$stage/pod/fast/pod-ready.yaml" >"$dir/pod-ready.yaml"
+      values: ['driver-image-check', 'cuda-workload']" "$stage/pod/fast/pod-ready.yaml" >"$dir/pod-ready.yaml"
 
 # The simulated registry: an image whose reference holds "unpublished" is
 # not in it (a kernel NVIDIA has published no precompiled driver for);

@@ -163,6 +163,9 @@ func (a *agent) sync(ctx context.Context, name string) error {
 		if err := a.answerDriverCheck(ctx, node, p); err != nil {
 			return err
 		}
+		if err := a.runWorkload(ctx, node, p); err != nil {
+			return err
+		}
 	}
 	if err := a.syncSlices(ctx, node, pods); err != nil {
 		return err
@@ -185,6 +188,19 @@ func (a *agent) sync(ctx context.Context, name string) error {
 func (a *agent) answerDriverCheck(ctx context.Context, node *corev1.Node, p *corev1.Pod) error {
 	st := fakenode.DriverCheck(node, p)
 	if st == nil || p.DeletionTimestamp != nil || len(p.Status.InitContainerStatuses) > 0 {
+		return nil
+	}
+	pod := p.DeepCopy()
+	pod.Status = *st
+	_, err := a.cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	return client.IgnoreNotFound(err)
+}
+
+// runWorkload ends a CUDA workload pod on the node as the node's GPUs
+// let it; kwok leaves such pods alone (hack/sim/stages.sh).
+func (a *agent) runWorkload(ctx context.Context, node *corev1.Node, p *corev1.Pod) error {
+	st := fakenode.WorkloadRun(node, p)
+	if st == nil || p.DeletionTimestamp != nil {
 		return nil
 	}
 	pod := p.DeepCopy()

@@ -28,6 +28,9 @@ var (
 	// each on a cluster of its own.
 	simDir string
 	states = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
+	// proofState is the CUDA workload proof's, after the device plugin:
+	// the last word on a node's readiness.
+	proofState = "cuda-workload"
 	// prerequisites of each state's first start on a node, as the state
 	// graph declares: driver, toolkit, device plugin, then the rest.
 	prerequisites = map[string][]string{
@@ -35,6 +38,7 @@ var (
 		"device-plugin":         {"driver", "container-toolkit"},
 		"dcgm-exporter":         {"driver", "container-toolkit", "device-plugin"},
 		"gpu-feature-discovery": {"driver", "container-toolkit", "device-plugin"},
+		proofState:              {"driver", "container-toolkit", "device-plugin"},
 	}
 	// sim is the suite's cluster, up from BeforeSuite on.
 	sim *simcluster.Cluster

@@ -38,8 +38,9 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 	// stuck are the nodes that never get ready: out of driver upgrades.
 	// Nodes whose stack does not come up under the default values: the
 	// driver never loads, the runtime is elsewhere or never configured,
-	// the host keeps the driver or the kubelet elsewhere.
-	stuck := []string{brokenNode, k3sNode, unconfiguredNode, cosNode, kubeletRootNode}
+	// the host keeps the driver or the kubelet elsewhere, no CUDA program
+	// starts (Fabric Manager down).
+	stuck := []string{brokenNode, k3sNode, unconfiguredNode, cosNode, kubeletRootNode, fabricDownNode}
 	for i := range gpuNodes - 1 {
 		healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
 	}
@@ -226,7 +227,11 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			// broken, k3s (wrong paths), unconfigured, GKE COS and moved
 			// kubelet root nodes, under the default values.
 			BrokenNodeSpec(ctx, BrokenNodeInput{Node: brokenNode, Healthy: healthy,
-				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+6)})
+				ReadyNodes: fmt.Sprintf("%d/%d", len(healthy)+2, gpuNodes+7)})
+		})
+
+		It("holds a node where no CUDA program starts out of readiness, and names the cause", func(ctx SpecContext) {
+			FabricManagerDownSpec(ctx)
 		})
 
 		It("uses the driver of a host that has one, and says so", func(ctx SpecContext) {

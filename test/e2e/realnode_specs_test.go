@@ -28,10 +28,11 @@ const (
 	unconfiguredNode = "gpu-unconfigured"
 	cosNode          = "gpu-cos"
 	kubeletRootNode  = "gpu-kubelet-root"
+	fabricDownNode   = "gpu-fabric-manager-down"
 )
 
 // nodeKinds are the kinds of extra nodes the suite's cluster has.
-var nodeKinds = "host-driver,crio,k3s,unconfigured,gke-cos,kubelet-root"
+var nodeKinds = "host-driver,crio,k3s,unconfigured,gke-cos,kubelet-root,fabric-manager-down"
 
 // HostDriverSpec checks a node whose host runs its own driver: the driver
 // pod's check finds it, the node uses it (driver disabled, the toolkit and
@@ -63,6 +64,27 @@ func HostDriverSpec(ctx context.Context) {
 	Eventually(func(g Gomega) {
 		g.Expect(nodeEventReasons(g, ctx, hostDriverNode)).To(ContainElement("HostDriverFound"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// FabricManagerDownSpec checks an NVSwitch node whose Fabric Manager is
+// down: every operand runs and is ready there, nvidia-smi answers, but the
+// CUDA workload fails with error 802, so the node never counts as ready;
+// the policy's status and the node's events name the node and the cause.
+func FabricManagerDownSpec(ctx context.Context) {
+	Eventually(func(g Gomega) {
+		n := node(g, ctx, fabricDownNode)
+		for _, s := range states {
+			g.Expect(n.Labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), "ready"), "state %s", s)
+		}
+		g.Expect(n.Labels).To(HaveKeyWithValue(gpuv1.StateLabel(proofState), "failed"))
+		g.Expect(stateMessage(g, ctx, proofState)).To(And(ContainSubstring(fabricDownNode), ContainSubstring("CUDA error 802"),
+			ContainSubstring("Fabric Manager")))
+		g.Expect(nodeEventReasons(g, ctx, fabricDownNode)).To(ContainElement("StateFailed"))
+	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
+	p := podOn(ctx, fabricDownNode, proofState)
+	Expect(p).NotTo(BeNil(), "the failed proof is kept as the record")
+	Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+	Expect(p.Spec.Containers[0].Resources.Limits).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")), "asked the device plugin for its GPU")
 }
 
 // CRIOSpec checks a CRI-O node under CDI: the toolkit registers NVIDIA's

@@ -70,7 +70,7 @@ func waitAllReady(ctx context.Context, nodes []string) {
 	Eventually(func(g Gomega) {
 		for _, n := range in.Nodes {
 			labels := node(g, ctx, n).Labels
-			for _, s := range states {
+			for _, s := range append(states, proofState) {
 				g.Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), "ready"), "node %s", n)
 				g.Expect(podOn(ctx, n, s)).NotTo(BeNil(), "%s pod on %s", s, n)
 			}

@@ -358,6 +358,17 @@ func (s *Cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node)
 	if s.imageMissing(p.Spec.Containers[0].Image) {
 		return s.pullFails(ctx, p)
 	}
+	if p.Labels[render.LabelState] == string(state.CUDAWorkload) {
+		// Run to its end, as the node's GPUs let it.
+		if node == nil {
+			return nil
+		}
+		if st := fakenode.WorkloadRun(node, p); st != nil {
+			p.Status = *st
+			return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
+		}
+		return nil
+	}
 	if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
 		return s.complete(ctx, p)
 	}
@@ -394,6 +405,7 @@ func (s *Cluster) setStatus(ctx context.Context, p *corev1.Pod, ready corev1.Con
 
 // Restart plays a kubelet restarting every operand pod on a node, as after
 // a reboot: each goes not Ready, then Ready again as its behaviour says.
+// A pod that ended stays as it ended.
 func (s *Cluster) Restart(ctx context.Context, node string) error {
 	pods := &corev1.PodList{}
 	if err := s.c.List(ctx, pods, client.InNamespace(s.namespace)); err != nil {
@@ -401,7 +413,7 @@ func (s *Cluster) Restart(ctx context.Context, node string) error {
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Spec.NodeName == node {
+		if p.Spec.NodeName == node && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			if err := s.setStatus(ctx, p, corev1.ConditionFalse, nil, 0); err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ const (
 )
 
 // States are the states every GPU node runs by default, in order.
-var States = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"}
+var States = []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery", "cuda-workload"}
 
 // Fixture is one test's ClusterPolicy and GPU nodes.
 type Fixture struct {
