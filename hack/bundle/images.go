@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
@@ -63,6 +64,10 @@ func relatedImages(version string) ([]map[string]string, error) {
 				images = append(images, c.Image)
 			}
 		}
+	}
+	// The CUDA workload proof's image: its pods are made per node.
+	for _, c := range cudaworkload.Pod(cp, fixture.Namespace, "node", cudaworkload.Request{Resource: "nvidia.com/gpu"}).Spec.Containers {
+		images = append(images, c.Image)
 	}
 	slices.Sort(images)
 	images = slices.Compact(images)

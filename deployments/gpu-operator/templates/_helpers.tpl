@@ -89,7 +89,6 @@ with why, each listed when it holds anything. */}}
 {{- $ignored := dict
   "platform" (list $v.platform "OpenShift's SCC is not created; OpenShift is not supported")
   "cdi.default" (list ($v.cdi | default dict).default "deprecated by NVIDIA since v25.10; CDI mode follows cdi.enabled")
-  "validator" (list $v.validator "each state proves itself ready; no validator pods run")
   "gds.args" (list ($v.gds | default dict).args "NVIDIA's operator does not pass them either")
   "gdrcopy.args" (list ($v.gdrcopy | default dict).args "NVIDIA's operator does not pass them either")
   "dcgm.hostPort" (list ($v.dcgm | default dict).hostPort "deprecated by NVIDIA: the host engine listens on 5555 behind Service nvidia-dcgm")
