@@ -92,7 +92,7 @@ type ValidatorComponentSpec struct {
 	// Env of NVIDIA's validation container. WITH_WORKLOAD is read; any
 	// other name is reported in status.ignoredFields.
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule=`self.all(e, e.name != 'WITH_WORKLOAD' || (!has(e.valueFrom) && has(e.value) && e.value in ['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False']))`,message="WITH_WORKLOAD is a boolean value such as true or false, not a Secret's key"
+	// +kubebuilder:validation:XValidation:rule=`self.all(e, e.name != 'WITH_WORKLOAD' || (!has(e.valueFrom) && (!has(e.value) || e.value in ['', '1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False'])))`,message="WITH_WORKLOAD is a boolean value such as true or false, not a Secret's key"
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -117,7 +117,7 @@ func (c *ValidatorComponentSpec) withWorkload() (on, set bool) {
 		return false, false
 	}
 	for _, e := range c.Env {
-		if e.Name == EnvWithWorkload && e.ValueFrom == nil {
+		if e.Name == EnvWithWorkload && e.ValueFrom == nil && e.Value != "" {
 			v, err := strconv.ParseBool(e.Value)
 			return v, err == nil
 		}

@@ -150,6 +150,9 @@ func Decide(in Input) Result {
 	for _, name := range in.Graph.PerNode() {
 		d.startAfterPrerequisites(name)
 		d.values[name] = d.judge(name)
+		if name == state.CUDAWorkload {
+			d.workloadLeftBehind()
+		}
 		d.result.Labels[gpuv1.StateLabel(string(name))] = string(d.values[name])
 	}
 	d.driverVersion()

@@ -1,6 +1,7 @@
 package gating
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,19 +14,19 @@ import (
 )
 
 // judgeWorkload decides the cuda-workload state once the device plugin is
-// ready: ready when a pod of the node's current generation (its driver pod,
-// device plugin pod and MIG configuration) ran the CUDA sample, failed
-// when one could not. A node without such a pod asks for one (Result.
-// Workload). A failed or unrun pod is followed by a new attempt after
+// ready: ready when a pod of the node's current generation (its boot, its
+// driver pod, device plugin pod and MIG configuration) ran the CUDA sample,
+// failed when one could not. A node without such a pod asks for one
+// (Result.Workload), once the pods it would prove have settled. A failed,
+// unrun or unended pod is followed by a new attempt after
 // Input.WorkloadRetry.
 //
-// A proof that stood keeps standing while the next one runs: a device
-// plugin rolled to a new spec, or a proof of the node's old generation,
-// leaves the node ready (and untainted) until the new proof says
-// otherwise. So does a node that was ready before the proof existed on
-// it (an operator upgrade that brings it, or a policy that turns it on):
-// proving a ready fleet again taints none of it. A node whose driver was
-// replaced or that rebooted has its state reset by then, and waits.
+// The last verdict stands until the next one: a device plugin rolled to a
+// new spec leaves the node ready (and untainted), or failed, until the new
+// proof says otherwise. So does a node ready before the state was ever
+// labelled on it (an operator upgrade that brings the proof to a ready
+// fleet). A node whose driver was replaced or that rebooted has its state
+// reset by then, and waits.
 func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 	const name = state.CUDAWorkload
 	defer func() {
@@ -34,59 +35,100 @@ func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 			delete(d.notBefore, name)
 		}
 	}()
-	standing := cur == gpuv1.StateReady || (cur == gpuv1.StateDisabled && d.wasReady)
-	gen := d.workloadGeneration()
+	_, labelled := d.in.Node.Labels[gpuv1.StateLabel(string(name))]
+	standing := cur == gpuv1.StateReady || (!labelled && d.wasReady)
+	gen, settled := d.workloadGeneration()
+	if !settled {
+		return d.keep(cur, standing, "waiting for the driver and device plugin pods to settle before the CUDA workload")
+	}
 	attempt := 1
 	if pod := d.in.Pods[name]; pod != nil && pod.Annotation(cudaworkload.AnnotationGeneration) == gen {
 		attempt, _ = strconv.Atoi(pod.Annotation(cudaworkload.AnnotationAttempt))
-		podName := cudaworkload.PodName(d.in.Node.Name, cudaworkload.Request{Generation: gen, Attempt: attempt})
-		outcome, why := cudaworkload.Read(podName, pod)
-		switch outcome {
-		case cudaworkload.Passed:
-			return gpuv1.StateReady
-		case cudaworkload.Running:
-			if standing {
-				return gpuv1.StateReady
+		outcome, why := cudaworkload.Read(pod.Name, pod)
+		left := d.in.WorkloadRetry - d.now.Sub(pod.Since)
+		if outcome == cudaworkload.Running {
+			if left > 0 {
+				d.requeue(left)
+				return d.keep(cur, standing, fmt.Sprintf("attempt %d runs in pod %s", attempt, pod.Name))
 			}
-			if cur == gpuv1.StateFailed {
-				// The last attempt's verdict stands while the next runs.
-				return d.because(name, gpuv1.StateFailed, "the last CUDA workload failed; attempt "+strconv.Itoa(attempt)+" runs in pod "+podName)
-			}
-			return d.because(name, gpuv1.StatePending, "the CUDA sample runs in pod "+podName)
+			// vectorAdd ends within a second of starting: a CUDA call
+			// hangs, or the container never started. The next attempt's
+			// pod replaces this one, and frees its GPU.
+			outcome, why = cudaworkload.Failed, fmt.Sprintf("the CUDA workload in pod %s has not ended within %s (pod %s): "+
+				"a CUDA call hangs, or its container never started", pod.Name, d.in.WorkloadRetry, pod.Phase)
 		}
-		if left := d.in.WorkloadRetry - d.now.Sub(pod.Since); left > 0 {
+		switch {
+		case outcome == cudaworkload.Passed:
+			return gpuv1.StateReady
+		case left > 0:
 			d.requeue(left)
 			if outcome == cudaworkload.NotRun {
-				return d.notRun(standing, why)
+				return d.keep(cur, standing, why)
 			}
-			if cur != gpuv1.StateFailed {
-				d.leave(name, cur, gpuv1.StateFailed, why)
-			}
-			return d.because(name, gpuv1.StateFailed, why)
+			return d.fail(cur, why)
 		}
-		attempt++
+		attempt = nextAttempt(d.in.Node.Name, gen, attempt, pod.Name)
 		if outcome == cudaworkload.Failed {
 			// Still failed while the next attempt runs.
 			d.ask(gen, attempt)
-			return d.because(name, gpuv1.StateFailed, why)
+			return d.fail(cur, why)
 		}
 	}
 	if !d.ask(gen, attempt) {
-		return d.notRun(standing, "the node advertises no allocatable GPU for the CUDA workload to ask for")
+		return d.keep(cur, standing, "the node advertises no allocatable GPU for the CUDA workload to ask for")
 	}
-	if standing {
-		return gpuv1.StateReady
-	}
-	return d.because(name, gpuv1.StatePending, "starting the CUDA workload")
+	return d.keep(cur, standing, "starting the CUDA workload")
 }
 
-// notRun is the state while no proof could run on the node: it stands if
-// it stood, and waits otherwise.
-func (d *decision) notRun(standing bool, why string) gpuv1.StateValue {
-	if standing {
+// keep is the state while no verdict of the current generation is in:
+// the last one stands. A proof that stood leaves the node ready; a failed
+// one leaves it failed, its reason kept in the events; otherwise the
+// node waits.
+func (d *decision) keep(cur gpuv1.StateValue, standing bool, why string) gpuv1.StateValue {
+	switch {
+	case standing:
 		return gpuv1.StateReady
+	case cur == gpuv1.StateFailed:
+		return d.because(state.CUDAWorkload, gpuv1.StateFailed, "the last CUDA workload failed (see the node's events); "+why)
 	}
 	return d.because(state.CUDAWorkload, gpuv1.StatePending, why)
+}
+
+// fail makes the state failed, told once, when it turns so.
+func (d *decision) fail(cur gpuv1.StateValue, why string) gpuv1.StateValue {
+	if cur != gpuv1.StateFailed {
+		d.leave(state.CUDAWorkload, cur, gpuv1.StateFailed, why)
+	}
+	return d.because(state.CUDAWorkload, gpuv1.StateFailed, why)
+}
+
+// workloadLeftBehind deletes the node's CUDA workload pod that has not
+// ended while the state cannot run it: the driver is being replaced or
+// a prerequisite left, and a pod holding a GPU would keep an upgrade, a
+// repair or a MIG reconfiguration waiting for the node's GPU clients.
+func (d *decision) workloadLeftBehind() {
+	const name = state.CUDAWorkload
+	pod := d.in.Pods[name]
+	if pod == nil || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
+		return
+	}
+	up := d.values[name] != gpuv1.StateUpgrading
+	for _, p := range d.in.Graph.Prerequisites(name) {
+		up = up && d.values[p].Up()
+	}
+	if !up {
+		d.result.StalePods = append(d.result.StalePods, name)
+	}
+}
+
+// nextAttempt is the attempt after a pod's: one whose pod name is not the
+// pod's own, whatever a person wrote in its attempt annotation.
+func nextAttempt(node, gen string, attempt int, podName string) int {
+	next := max(attempt, 0) + 1
+	for cudaworkload.PodName(node, cudaworkload.Request{Generation: gen, Attempt: next}) == podName {
+		next++
+	}
+	return next
 }
 
 // ask requests the node's CUDA workload pod of a generation and attempt;
@@ -101,17 +143,27 @@ func (d *decision) ask(gen string, attempt int) bool {
 	return true
 }
 
-// workloadGeneration names what the node's proof proves: its driver pod
-// (none on a host's driver), its device plugin pod and its MIG
-// configuration.
-func (d *decision) workloadGeneration() string {
-	uid := func(n state.Name) string {
-		if p := d.in.Pods[n]; p != nil {
-			return string(p.UID)
-		}
-		return ""
+// workloadGeneration names what the node's proof proves: its boot (a
+// reboot proves again what restarted in place), its driver pod (none on
+// a host's driver), its device plugin pod and its MIG configuration. It is
+// not settled while those pods are being replaced or have just started:
+// the device plugin must be current and ready for Input.HealthSettle, as
+// for its word on the GPUs, and a container driver ready; a proof then
+// would meet a kubelet with no device to allocate.
+func (d *decision) workloadGeneration() (string, bool) {
+	plugin := d.in.Pods[state.DevicePlugin]
+	if plugin == nil || !plugin.Ready || !plugin.Current || d.now.Sub(plugin.Since) < d.in.HealthSettle {
+		return "", false
 	}
-	return cudaworkload.Generation(uid(state.Driver), uid(state.DevicePlugin), d.migConfig)
+	driver := ""
+	if d.variant.DriverRoot != gpuv1.DriverRootHost {
+		p := d.in.Pods[state.Driver]
+		if p == nil || !p.Ready {
+			return "", false
+		}
+		driver = string(p.UID)
+	}
+	return cudaworkload.Generation(d.in.Node.Status.NodeInfo.BootID, driver, string(plugin.UID), d.migConfig), true
 }
 
 // workloadResource is the GPU resource the proof asks one of: a MIG

@@ -29,9 +29,10 @@ func withProof(in *Input) {
 // proofPod is a CUDA workload pod of the node's generation under pods,
 // ended (or not) as end says, since when it last changed.
 func proofPod(pods map[state.Name]*state.PodFacts, attempt string, since time.Time, end func(*state.PodFacts)) *state.PodFacts {
-	gen := cudaworkload.Generation(string(pods[drv].UID), string(pods[dp].UID), "")
-	f := &state.PodFacts{UID: "w", Since: since, Current: true, Phase: corev1.PodRunning, Annotations: []state.Annotation{
-		{Key: cudaworkload.AnnotationGeneration, Value: gen}, {Key: cudaworkload.AnnotationAttempt, Value: attempt}}}
+	gen := cudaworkload.Generation("boot-1", string(pods[drv].UID), string(pods[dp].UID), "")
+	f := &state.PodFacts{UID: "w", Name: "nvidia-cuda-validator-w" + attempt, Since: since, Current: true, Phase: corev1.PodPending,
+		Annotations: []state.Annotation{
+			{Key: cudaworkload.AnnotationGeneration, Value: gen}, {Key: cudaworkload.AnnotationAttempt, Value: attempt}}}
 	if end != nil {
 		end(f)
 	}
@@ -62,13 +63,13 @@ func TestWorkloadProofMakesTheNodeReady(t *testing.T) {
 	g.Expect(stateOf(r, cw)).To(Equal("pending"))
 	g.Expect(r.Why[cw]).To(Equal("starting the CUDA workload"))
 	g.Expect(r.ReadinessTaint).To(BeTrue())
-	g.Expect(r.Workload).To(Equal(&cudaworkload.Request{Generation: "driver=d1,plugin=p1,mig=", Attempt: 1,
+	g.Expect(r.Workload).To(Equal(&cudaworkload.Request{Generation: "boot=boot-1,driver=d1,plugin=p1,mig=", Attempt: 1,
 		Resource: "nvidia.com/gpu", RuntimeClass: ptr.To("")}))
 
 	pods[cw] = proofPod(pods, "1", now, nil)
 	r = decide(t, n, pods, withProof, taint)
 	g.Expect(stateOf(r, cw)).To(Equal("pending"))
-	g.Expect(r.Why[cw]).To(HavePrefix("the CUDA sample runs in pod nvidia-cuda-validator-"))
+	g.Expect(r.Why[cw]).To(Equal("attempt 1 runs in pod nvidia-cuda-validator-w1"))
 	g.Expect(r.Workload).To(BeNil(), "its pod is there")
 
 	pods[cw] = proofPod(pods, "1", now, passed)
@@ -106,7 +107,7 @@ func TestWorkloadProofFailureNamesTheCause(t *testing.T) {
 	pods[cw] = proofPod(pods, "2", now, nil)
 	r = decide(t, n, pods, withProof)
 	g.Expect(stateOf(r, cw)).To(Equal("failed"), "the last verdict stands while the next attempt runs")
-	g.Expect(r.Why[cw]).To(HavePrefix("the last CUDA workload failed; attempt 2 runs in pod "))
+	g.Expect(r.Why[cw]).To(Equal("the last CUDA workload failed (see the node's events); attempt 2 runs in pod nvidia-cuda-validator-w2"))
 
 	pods[cw] = proofPod(pods, "2", now, passed)
 	g.Expect(stateOf(decide(t, n, pods, withProof), cw)).To(Equal("ready"), "Fabric Manager came back")
@@ -121,7 +122,7 @@ func TestWorkloadNotRunIsRetried(t *testing.T) {
 	pods[cw] = proofPod(pods, "1", now, noGPUFree)
 	r := decide(t, n, pods, withProof)
 	g.Expect(stateOf(r, cw)).To(Equal("pending"))
-	g.Expect(r.Why[cw]).To(ContainSubstring("the kubelet did not run pod nvidia-cuda-validator-"))
+	g.Expect(r.Why[cw]).To(ContainSubstring("the kubelet did not run pod nvidia-cuda-validator-w1 to its end: OutOfnvidia.com/gpu"))
 	g.Expect(r.Workload).To(BeNil())
 
 	pods[cw] = proofPod(pods, "1", now.Add(-retry), noGPUFree)
@@ -143,22 +144,30 @@ func TestWorkloadRefusedByTheDevicePluginFails(t *testing.T) {
 }
 
 // A proof that stood keeps standing while the next generation's runs: a
-// device plugin rolled to a new pod taints nothing. A node that was ready
-// before the proof existed is proved without being taken out either.
+// device plugin rolled to a new pod taints nothing, and neither does the
+// roll itself, while the new pod settles. A node that was ready before the
+// proof was ever labelled on it is proved without being taken out either.
+// A node whose proof was turned off and on again is proved again first.
 func TestWorkloadProofStandsWhileTheNextRuns(t *testing.T) {
 	taint := func(in *Input) { in.Policy.Spec.Operator.ReadinessTaint.Enabled = true }
-	for name, label := range map[string]string{"proved before": "ready", "never labelled": "", "turned on": "disabled"} {
+	for name, label := range map[string]string{"proved before": "ready", "never labelled": ""} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			n, pods := readyNode()
 			if label != "" {
 				n.Labels[gpuv1.StateLabel(string(cw))] = label
 			}
-			pods[dp] = readyPod("p2", now.Add(-time.Hour))
+			pods[dp] = readyPod("p2", now.Add(-time.Second))
 			r := decide(t, n, pods, withProof, taint)
 			g.Expect(stateOf(r, cw)).To(Equal("ready"))
+			g.Expect(r.Workload).To(BeNil(), "the new plugin pod settles first")
+			g.Expect(r.Why[cw]).To(BeEmpty())
+
+			pods[dp] = readyPod("p2", now.Add(-time.Hour))
+			r = decide(t, n, pods, withProof, taint)
+			g.Expect(stateOf(r, cw)).To(Equal("ready"))
 			g.Expect(r.ReadinessTaint).To(BeFalse())
-			g.Expect(r.Workload.Generation).To(Equal("driver=d1,plugin=p2,mig="))
+			g.Expect(r.Workload.Generation).To(Equal("boot=boot-1,driver=d1,plugin=p2,mig="))
 
 			pods[cw] = proofPod(pods, "1", now, failed802)
 			r = decide(t, n, pods, withProof, taint)
@@ -166,6 +175,60 @@ func TestWorkloadProofStandsWhileTheNextRuns(t *testing.T) {
 			g.Expect(r.ReadinessTaint).To(BeTrue())
 		})
 	}
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.StateLabel(string(cw))] = "disabled"
+	r := decide(t, n, pods, withProof, taint)
+	g.Expect(stateOf(r, cw)).To(Equal("pending"), "turned off and on: no standing proof")
+	g.Expect(r.ReadinessTaint).To(BeTrue())
+}
+
+// A reboot proves again what restarted in place: the boot is part of the
+// generation.
+func TestRebootProvesAgain(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.StateLabel(string(cw))] = "ready"
+	pods[cw] = proofPod(pods, "1", now, passed)
+	g.Expect(decide(t, n, pods, withProof).Workload).To(BeNil())
+	n.Status.NodeInfo.BootID = "boot-2"
+	n.Annotations[AnnotationBootID] = "boot-2"
+	r := decide(t, n, pods, withProof)
+	g.Expect(r.Workload).NotTo(BeNil())
+	g.Expect(r.Workload.Generation).To(HavePrefix("boot=boot-2,"))
+}
+
+// An eviction or a node shutdown stops the pod, whatever its container's
+// exit says: not run, tried again, not failed.
+func TestEvictedWorkloadIsNotAFailure(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.StateLabel(string(cw))] = string(gpuv1.StatePending)
+	pods[cw] = proofPod(pods, "1", now, func(f *state.PodFacts) {
+		failed802(f)
+		f.Exits[0].Code = 137
+		f.Reason, f.Message = "Evicted", "The node was low on resource: memory."
+	})
+	r := decide(t, n, pods, withProof)
+	g.Expect(stateOf(r, cw)).To(Equal("pending"))
+	g.Expect(r.Why[cw]).To(ContainSubstring("Evicted"))
+}
+
+// While the state cannot run (its prerequisites left, the driver being
+// replaced), an unended pod of it goes: it would hold a GPU that an
+// upgrade or a MIG reconfiguration waits for.
+func TestWorkloadLeftBehindGoes(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.StateLabel(string(cw))] = "ready"
+	pods[cw] = proofPod(pods, "1", now, nil)
+	n.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradePodRestart)
+	r := decide(t, n, pods, withProof)
+	g.Expect(stateOf(r, cw)).To(Equal("upgrading"))
+	g.Expect(r.StalePods).To(ContainElement(cw))
+
+	pods[cw] = proofPod(pods, "1", now, passed)
+	g.Expect(decide(t, n, pods, withProof).StalePods).NotTo(ContainElement(cw), "a record holds nothing")
 }
 
 // A fresh node is not ready before its first proof, whatever its labels:
@@ -229,4 +292,29 @@ func TestExplainNamesCUDAErrors(t *testing.T) {
 	g.Expect(out).To(HavePrefix("[Vector addition of 50000 elements]; Failed to allocate"))
 	g.Expect(out).To(ContainSubstring("CUDA error 100"))
 	g.Expect(strings.Count(cudaworkload.Explain("a\nb\nc\nd"), ";")).To(Equal(1), "the last two lines only")
+}
+
+// A sample that runs past the retry hangs in CUDA: failed, told once, and
+// replaced by the next attempt, which frees its GPU. An attempt annotation
+// a person changed does not make the next attempt the same pod.
+func TestHungWorkloadFailsAndIsReplaced(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.StateLabel(string(cw))] = string(gpuv1.StatePending)
+	running := func(f *state.PodFacts) { f.Phase, f.Ready = corev1.PodRunning, true }
+	pods[cw] = proofPod(pods, "1", now.Add(-time.Minute), running)
+	g.Expect(stateOf(decide(t, n, pods, withProof), cw)).To(Equal("pending"), "a minute is within the retry")
+
+	pods[cw] = proofPod(pods, "1", now.Add(-retry), running)
+	r := decide(t, n, pods, withProof)
+	g.Expect(stateOf(r, cw)).To(Equal("failed"))
+	g.Expect(r.Why[cw]).To(ContainSubstring("has not ended within 5m0s (pod Running): a CUDA call hangs"))
+	g.Expect(reasons(r)).To(ContainElement("StateFailed"))
+	g.Expect(r.Workload.Attempt).To(Equal(2))
+
+	gen := r.Workload.Generation
+	pods[cw] = proofPod(pods, "1", now.Add(-retry), failed802)
+	pods[cw].Name = cudaworkload.PodName(n.Name, cudaworkload.Request{Generation: gen, Attempt: 2})
+	r = decide(t, n, pods, withProof)
+	g.Expect(r.Workload.Attempt).To(Equal(3), "the pod is attempt 2's, whatever its annotation says")
 }

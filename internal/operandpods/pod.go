@@ -131,7 +131,8 @@ func Summarize(p *corev1.Pod) *Pod {
 		s.addWaiting(cs)
 		s.Pulled = s.Pulled && cs.ImageID != ""
 		if t := cs.State.Terminated; t != nil && p.Spec.RestartPolicy == corev1.RestartPolicyNever {
-			s.Exits = append(s.Exits, state.Exit{Container: cs.Name, Code: t.ExitCode, Message: truncate(t.Message)})
+			// The end of a program's output says why it failed.
+			s.Exits = append(s.Exits, state.Exit{Container: cs.Name, Code: t.ExitCode, Message: tail(t.Message)})
 		}
 	}
 	return s
@@ -142,6 +143,14 @@ func (p *Pod) addWaiting(cs corev1.ContainerStatus) {
 		p.Waiting = append(p.Waiting, Waiting{Container: cs.Name, Reason: w.Reason, Message: truncate(w.Message),
 			Restarts: cs.RestartCount})
 	}
+}
+
+// tail keeps the end of a long message.
+func tail(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[len(s)-maxMessage:]
 }
 
 func truncate(s string) string {
@@ -161,6 +170,7 @@ func (p *Pod) Facts(hashAnnotation, desiredHash string, grace time.Duration, now
 	}
 	f := &state.PodFacts{
 		UID:          p.UID,
+		Name:         p.Name,
 		Phase:        p.Phase,
 		Reason:       p.Reason,
 		Message:      p.Message,

@@ -17,6 +17,7 @@ var waitingFailures = map[string]bool{
 	"ErrImagePull":               true,
 	"ImagePullBackOff":           true,
 	"InvalidImageName":           true,
+	"ErrImageNeverPull":          true,
 	"CreateContainerConfigError": true,
 	"CreateContainerError":       true,
 	"RunContainerError":          true,
@@ -25,7 +26,8 @@ var waitingFailures = map[string]bool{
 // PodFacts is what the judgement of a state on a node needs to know about
 // the state's pod there.
 type PodFacts struct {
-	UID types.UID
+	UID  types.UID
+	Name string
 	// Ready is the pod's Ready condition.
 	Ready bool
 	// Since is when Ready last changed, or the pod's creation when it has no

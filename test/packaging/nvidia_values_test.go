@@ -178,3 +178,25 @@ func TestNVIDIADRADriverValuesReachThePolicy(t *testing.T) {
 	g.Expect(probed).To(BeTrue())
 	g.Expect(port).To(Equal(int32(52516)))
 }
+
+// NVIDIA's validator values reach the policy and shape the CUDA workload;
+// those of charts before v25.10 name an image without a tag of this
+// release unless they give a version: the default image runs then.
+func TestNVIDIAValidatorValues(t *testing.T) {
+	g := NewWithT(t)
+	validator := func(args ...string) map[string]any {
+		objs := template(t, args...)
+		v, _, _ := unstructured.NestedMap(find(objs, "ClusterPolicy", "cluster-policy").Object, "spec", "validator")
+		return v
+	}
+	v := validator("-f", nvidiaValuesBefore)
+	g.Expect(v).NotTo(HaveKey("image"))
+	g.Expect(v).NotTo(HaveKey("repository"))
+	g.Expect(v).To(HaveKeyWithValue("plugin", HaveKeyWithValue("env", ContainElement(HaveKeyWithValue("name", "WITH_WORKLOAD")))))
+	v = validator("-f", nvidiaValuesBefore, "--set", "validator.version=v25.3.1")
+	g.Expect(v).To(HaveKeyWithValue("image", "gpu-operator-validator"))
+	g.Expect(v).To(HaveKeyWithValue("version", "v25.3.1"))
+	v = validator("-f", nvidiaValues, "--set", "validator.cuda.env[0].name=WITH_WORKLOAD", "--set-string", "validator.cuda.env[0].value=false")
+	g.Expect(v).To(HaveKeyWithValue("repository", "nvcr.io/nvidia"))
+	g.Expect(v).To(HaveKeyWithValue("cuda", HaveKeyWithValue("env", ContainElement(HaveKeyWithValue("value", "false")))))
+}

@@ -80,6 +80,15 @@ true
 {{- end -}}
 {{- end }}
 
+{{/* "true" when the values name NVIDIA's validator image of charts before
+v25.10 (cloud-native/gpu-operator-validator) without a version: that image
+has no tag of the version the policy would default to, so the CUDA workload
+runs the default image (gpu-operator, which holds the same vectorAdd). */}}
+{{- define "gpu-operator.oldValidatorImage" -}}
+{{- $v := .Values.validator | default dict -}}
+{{- if and (eq (toString $v.image) "gpu-operator-validator") (not $v.version) }}true{{ end -}}
+{{- end }}
+
 {{/* The values of NVIDIA's chart that this chart accepts and ignores,
 with why, each listed when it holds anything. */}}
 {{- define "gpu-operator.ignoredValues" -}}
@@ -89,6 +98,7 @@ with why, each listed when it holds anything. */}}
 {{- $ignored := dict
   "platform" (list $v.platform "OpenShift's SCC is not created; OpenShift is not supported")
   "cdi.default" (list ($v.cdi | default dict).default "deprecated by NVIDIA since v25.10; CDI mode follows cdi.enabled")
+  "validator.image" (list (include "gpu-operator.oldValidatorImage" .) "gpu-operator-validator has no tag of this release: the CUDA workload runs nvcr.io/nvidia/gpu-operator; set validator.version to keep that image")
   "gds.args" (list ($v.gds | default dict).args "NVIDIA's operator does not pass them either")
   "gdrcopy.args" (list ($v.gdrcopy | default dict).args "NVIDIA's operator does not pass them either")
   "dcgm.hostPort" (list ($v.dcgm | default dict).hostPort "deprecated by NVIDIA: the host engine listens on 5555 behind Service nvidia-dcgm")

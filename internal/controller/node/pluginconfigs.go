@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
@@ -24,7 +26,10 @@ func (r *Reconciler) gpuPodsOn(ctx context.Context, node string) (int, error) {
 	n := 0
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && gating.RequestsNVIDIAResource(p) {
+		// The CUDA workload proof ends within seconds, and is made again
+		// for the new plugin pod: not a GPU pod to wait for.
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && gating.RequestsNVIDIAResource(p) &&
+			p.Labels[render.LabelState] != string(state.CUDAWorkload) {
 			n++
 		}
 	}

@@ -156,7 +156,7 @@ func TestCUDAWorkloadContract(t *testing.T) {
 		}
 		for _, v := range fixture.Variants(cp) {
 			pod := cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", cudaworkload.Request{
-				Generation: cudaworkload.Generation("d", "p", ""), Attempt: 1, Resource: "nvidia.com/gpu",
+				Generation: cudaworkload.Generation("boot", "d", "p", ""), Attempt: 1, Resource: "nvidia.com/gpu",
 				RuntimeClass: state.RuntimeClassName(&cp.Spec, v.Runtime)})
 			// The labels stand for the template annotations: the checks
 			// read what the pod carries.

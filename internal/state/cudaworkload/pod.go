@@ -40,10 +40,11 @@ const (
 	AnnotationAttempt = gpuv1.OperatorAnnotationPrefix + "workload-attempt"
 )
 
-// Generation names what a proof proves on a node: a new driver pod, device
-// plugin pod or MIG configuration is a new generation, proved again.
-func Generation(driverPod, pluginPod, migConfig string) string {
-	return fmt.Sprintf("driver=%s,plugin=%s,mig=%s", driverPod, pluginPod, migConfig)
+// Generation names what a proof proves on a node: a new boot, driver pod,
+// device plugin pod or MIG configuration is a new generation, proved
+// again.
+func Generation(bootID, driverPod, pluginPod, migConfig string) string {
+	return fmt.Sprintf("boot=%s,driver=%s,plugin=%s,mig=%s", bootID, driverPod, pluginPod, migConfig)
 }
 
 // Request is the CUDA workload pod a node's decision wants made.

@@ -39,13 +39,18 @@ func Read(name string, f *state.PodFacts) (Outcome, string) {
 	case corev1.PodSucceeded:
 		return Passed, ""
 	case corev1.PodFailed:
-		if exit, ok := f.ExitOf(ContainerName); ok {
-			return Failed, fmt.Sprintf("the CUDA sample failed in pod %s (exit code %d): %s", name, exit.Code, Explain(exit.Message))
-		}
-		if f.Reason == admissionFailure {
+		// The pod's own reason is the kubelet's: it refused or stopped the
+		// pod (no GPU free, an eviction, a node shutdown), whatever its
+		// container's exit then says; but a device plugin that refuses the
+		// GPU breaks the path workloads take.
+		exit, exited := f.ExitOf(ContainerName)
+		switch {
+		case f.Reason == admissionFailure:
 			return Failed, fmt.Sprintf("the kubelet could not give pod %s its GPU: %s", name, f.Message)
+		case f.Reason != "" || !exited:
+			return NotRun, fmt.Sprintf("the kubelet did not run pod %s to its end: %s: %s", name, f.Reason, f.Message)
 		}
-		return NotRun, fmt.Sprintf("the kubelet did not run pod %s: %s: %s", name, f.Reason, f.Message)
+		return Failed, fmt.Sprintf("the CUDA sample failed in pod %s (exit code %d): %s", name, exit.Code, Explain(exit.Message))
 	}
 	if f.Failure != "" {
 		return Failed, f.Failure

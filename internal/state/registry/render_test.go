@@ -56,7 +56,7 @@ func renderObjects(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.Cluste
 // no shared object.
 func workloadPod(cp *gpuv1.ClusterPolicy) *corev1.Pod {
 	return cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", cudaworkload.Request{
-		Generation: cudaworkload.Generation("driver-pod-uid", "device-plugin-pod-uid", ""), Attempt: 1,
+		Generation: cudaworkload.Generation("boot-id", "driver-pod-uid", "device-plugin-pod-uid", ""), Attempt: 1,
 		Resource: "nvidia.com/gpu", RuntimeClass: state.RuntimeClassName(&cp.Spec, gpuv1.RuntimeContainerd)})
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -342,6 +343,12 @@ func (s *Cluster) podFor(ds *appsv1.DaemonSet, node string) *corev1.Pod {
 // changes.
 func (s *Cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node) error {
 	if p.DeletionTimestamp != nil {
+		// A driver container takes a while to stop (it unloads the
+		// modules, or leaves them for its successor): a kubelet confirms
+		// its pod's deletion seconds after it was asked, here a second.
+		if asked := deletionAsked(p); p.Labels[render.LabelState] == string(state.Driver) && time.Since(asked) < driverStopTime {
+			return nil
+		}
 		// No kubelet confirms a graceful deletion here: finish it.
 		return client.IgnoreNotFound(s.c.Delete(ctx, p, client.GracePeriodSeconds(0)))
 	}
@@ -401,6 +408,20 @@ func (s *Cluster) setStatus(ctx context.Context, p *corev1.Pod, ready corev1.Con
 		return err
 	}
 	return nil
+}
+
+// driverStopTime is how long a driver pod takes to stop once its deletion
+// was asked.
+const driverStopTime = time.Second
+
+// deletionAsked is when a pod's graceful deletion was asked: its deletion
+// timestamp less its grace period.
+func deletionAsked(p *corev1.Pod) time.Time {
+	grace := time.Duration(0)
+	if p.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
+	}
+	return p.DeletionTimestamp.Add(-grace)
 }
 
 // Restart plays a kubelet restarting every operand pod on a node, as after
