@@ -37,7 +37,7 @@ func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 	}()
 	_, labelled := d.in.Node.Labels[gpuv1.StateLabel(string(name))]
 	standing := cur == gpuv1.StateReady || (!labelled && d.wasReady)
-	gen, settled := d.workloadGeneration()
+	gen, settled := d.workloadGeneration(standing)
 	if !settled {
 		return d.keep(cur, standing, "waiting for the driver and device plugin pods to settle before the CUDA workload")
 	}
@@ -147,12 +147,19 @@ func (d *decision) ask(gen string, attempt int) bool {
 // reboot proves again what restarted in place), its driver pod (none on
 // a host's driver), its device plugin pod and its MIG configuration. It is
 // not settled while those pods are being replaced or have just started:
-// the device plugin must be current and ready for Input.HealthSettle, as
-// for its word on the GPUs, and a container driver ready; a proof then
-// would meet a kubelet with no device to allocate.
-func (d *decision) workloadGeneration() (string, bool) {
+// the device plugin must be current and ready, and a container driver
+// ready; a proof then would meet a kubelet with no device to allocate.
+// Where a proof stands, the plugin pod must also have been ready for
+// Input.HealthSettle, as for its word on the GPUs: a rolled plugin's new
+// pod is ready before the kubelet has its devices. Elsewhere the device
+// plugin's state turned ready only once the node advertised its GPUs.
+func (d *decision) workloadGeneration(standing bool) (string, bool) {
 	plugin := d.in.Pods[state.DevicePlugin]
-	if plugin == nil || !plugin.Ready || !plugin.Current || d.now.Sub(plugin.Since) < d.in.HealthSettle {
+	if plugin == nil || !plugin.Ready || !plugin.Current {
+		return "", false
+	}
+	if left := d.in.HealthSettle - d.now.Sub(plugin.Since); standing && left > 0 {
+		d.requeue(left)
 		return "", false
 	}
 	driver := ""

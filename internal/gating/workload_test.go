@@ -162,6 +162,7 @@ func TestWorkloadProofStandsWhileTheNextRuns(t *testing.T) {
 			g.Expect(stateOf(r, cw)).To(Equal("ready"))
 			g.Expect(r.Workload).To(BeNil(), "the new plugin pod settles first")
 			g.Expect(r.Why[cw]).To(BeEmpty())
+			g.Expect(r.RequeueAfter).To(Equal(settle-time.Second), "looked at again once it settled")
 
 			pods[dp] = readyPod("p2", now.Add(-time.Hour))
 			r = decide(t, n, pods, withProof, taint)
@@ -229,6 +230,19 @@ func TestWorkloadLeftBehindGoes(t *testing.T) {
 
 	pods[cw] = proofPod(pods, "1", now, passed)
 	g.Expect(decide(t, n, pods, withProof).StalePods).NotTo(ContainElement(cw), "a record holds nothing")
+}
+
+// On a node being proved for the first time, the device plugin's state
+// turned ready only once the node advertised its GPUs: the proof starts at
+// once, without the settle time a rolled plugin pod gets.
+func TestFirstProofStartsAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	n, pods := readyNode()
+	n.Labels[gpuv1.StateLabel(string(cw))] = string(gpuv1.StatePending)
+	pods[dp] = readyPod("p2", now.Add(-time.Second))
+	r := decide(t, n, pods, withProof)
+	g.Expect(r.Workload).NotTo(BeNil())
+	g.Expect(r.Workload.Generation).To(Equal("boot=boot-1,driver=d1,plugin=p2,mig="))
 }
 
 // A fresh node is not ready before its first proof, whatever its labels:
