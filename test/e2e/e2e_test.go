@@ -282,7 +282,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 
 		It("installs unchanged, saying what it ignores", func(ctx SpecContext) {
 			InstallSpec(InstallInput{HelmArgs: []string{"-f", nvidiaValues}, Notes: []string{
-				"These values of NVIDIA's chart are accepted and ignored:", "  validator: each state proves itself ready; no validator pods run",
+				"These values of NVIDIA's chart are accepted and ignored:", "  nodeStatusExporter: node status is in the node labels nvidia.com/gpu.state.*",
 				"name NVIDIA's operator image",
 			}})
 			AllReadySpec(ctx, AllReadyInput{Nodes: healthy})

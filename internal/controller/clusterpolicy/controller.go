@@ -148,6 +148,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cp *gpuv1.ClusterPolic
 		return ctrl.Result{}, nil
 	}
 	if successor != nil {
+		if err := r.adoptWorkloadPods(ctx, cp, successor); err != nil {
+			return ctrl.Result{}, err
+		}
 		owned, err := r.objectsOwnedBy(ctx, cp)
 		if err != nil {
 			return ctrl.Result{}, err

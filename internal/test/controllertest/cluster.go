@@ -58,6 +58,9 @@ type Cluster struct {
 	// missingImages are the images no registry has: a pod of one waits
 	// in ErrImagePull, as a kubelet's would.
 	missingImages map[string]bool
+	// driverStop is how long a driver pod's deletion waits for its
+	// kubelet (SetDriverStopTime); zero confirms it at the next step.
+	driverStop time.Duration
 	// woken holds a wake-up for the next step (wake.go).
 	woken chan struct{}
 }
@@ -343,10 +346,7 @@ func (s *Cluster) podFor(ds *appsv1.DaemonSet, node string) *corev1.Pod {
 // changes.
 func (s *Cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node) error {
 	if p.DeletionTimestamp != nil {
-		// A driver container takes a while to stop (it unloads the
-		// modules, or leaves them for its successor): a kubelet confirms
-		// its pod's deletion seconds after it was asked, here a second.
-		if asked := deletionAsked(p); p.Labels[render.LabelState] == string(state.Driver) && time.Since(asked) < driverStopTime {
+		if asked := deletionAsked(p); p.Labels[render.LabelState] == string(state.Driver) && time.Since(asked) < s.driverStopTime() {
 			return nil
 		}
 		// No kubelet confirms a graceful deletion here: finish it.
@@ -410,9 +410,21 @@ func (s *Cluster) setStatus(ctx context.Context, p *corev1.Pod, ready corev1.Con
 	return nil
 }
 
-// driverStopTime is how long a driver pod takes to stop once its deletion
-// was asked.
-const driverStopTime = time.Second
+// SetDriverStopTime makes a driver pod's deletion wait d for its kubelet,
+// as a driver container takes seconds to stop (it unloads the modules, or
+// leaves them for its successor): a test that reads the pod's end needs
+// it to last. Zero, the default, confirms deletions at the next step.
+func (s *Cluster) SetDriverStopTime(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.driverStop = d
+}
+
+func (s *Cluster) driverStopTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.driverStop
+}
 
 // deletionAsked is when a pod's graceful deletion was asked: its deletion
 // timestamp less its grace period.

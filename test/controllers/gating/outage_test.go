@@ -98,9 +98,12 @@ func TestDeletedDriverPodRestartsInPlace(t *testing.T) {
 			})
 	}
 
-	// As a person does (kubectl delete pod): gracefully. A forced delete
-	// leaves nothing to see of the pod's end, and is taken for a driver
-	// gone, which resets the chain: the safe reading.
+	// As a person does (kubectl delete pod): gracefully, and the driver
+	// container takes a while to stop. A forced delete leaves nothing to
+	// see of the pod's end, and is taken for a driver gone, which resets
+	// the chain: the safe reading.
+	suite.Sim.SetDriverStopTime(time.Second)
+	defer suite.Sim.SetDriverStopTime(0)
 	g.Expect(suite.Client.Delete(f.Ctx, oldDriver)).To(Succeed())
 	g.Eventually(func() bool {
 		p := f.PodOn(node, "driver")
