@@ -25,6 +25,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
 // SetupWithManager registers the controller. It reacts to node changes that
@@ -40,6 +41,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("node").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(podToNode))).
+		// A CUDA workload that ended frees a place for a node waiting.
+		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.nodeWaitingForAPlace), workloadEnded())).
 		// A precompiled image's verdict concerns every node that boots
 		// its kernel, not the one node its check ran on.
 		WatchesRawSource(r.Pods.Source(handler.EnqueueRequestsFromMapFunc(r.allGPUNodes), driverpool.VerdictChanged())).
@@ -57,6 +60,38 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.nodesOfDevicePluginConfigs)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// nodeWaitingForAPlace enqueues the node that has waited longest for a
+// place among the CUDA workloads running at once.
+func (r *Reconciler) nodeWaitingForAPlace(context.Context, client.Object) []reconcile.Request {
+	node, ok := r.workloads.wakeNext()
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: node}}}
+}
+
+// workloadEnded passes a CUDA workload pod's end (Succeeded, Failed) and
+// its deletion: each frees a place.
+func workloadEnded() predicate.Predicate {
+	isWorkload := func(o client.Object) (*operandpods.Pod, bool) {
+		p, ok := o.(*operandpods.Pod)
+		return p, ok && p.State == state.CUDAWorkload
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			_, ok := isWorkload(e.Object)
+			return ok
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok := isWorkload(e.ObjectOld)
+			cur, _ := isWorkload(e.ObjectNew)
+			return ok && cur != nil && !ended(old) && ended(cur)
+		},
+	}
 }
 
 func sliceToNode(_ context.Context, o client.Object) []reconcile.Request {

@@ -3,16 +3,17 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 )
@@ -30,6 +31,10 @@ type workloadStarts struct {
 	mu      sync.Mutex
 	unseen  map[string]time.Time
 	timeout time.Duration
+	// waiting are the nodes that found no place, oldest first: a proof
+	// that ends wakes the next of them (wakeNext), sooner than their
+	// poll (timers.WorkloadSlotPoll), which stays as the backstop.
+	waiting []string
 }
 
 // startWorkload makes the node's pod the decision asks for when a place is
@@ -63,19 +68,25 @@ func (r *Reconciler) startWorkload(ctx context.Context, cp *gpuv1.ClusterPolicy,
 	if again {
 		return true, nil
 	}
+	if current != nil {
+		r.workloads.seen(name)
+	}
 	if current == nil {
+		if r.workloads.made(name, r.now()) {
+			// Made here, and not in the index yet: its watch event wakes
+			// the node.
+			return false, nil
+		}
 		placed, err := r.workloads.reserve(func() ([]*operandpods.Pod, error) { return r.Pods.OfState(state.CUDAWorkload) },
-			name, r.workloadLimit(), r.now())
+			node, name, r.workloadLimit(), r.now())
 		if err != nil || !placed {
 			return !placed && err == nil, err
 		}
 		if err := r.Client.Create(ctx, cudaworkload.Pod(cp, r.Namespace, node, *req)); err != nil {
-			r.workloads.release(name)
 			if apierrors.IsAlreadyExists(err) {
-				// The index does not show it: a person took the operator's
-				// labels off it. It goes, and the next look makes it again.
-				return true, client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace}}))
+				return r.hiddenWorkloadPod(ctx, name)
 			}
+			r.workloads.release(name)
 			// A quota or an admission policy in the namespace: the node's
 			// state says it is starting, the event says why not.
 			r.Recorder.Eventf(n, nil, corev1.EventTypeWarning, "WorkloadRefused", "Reconcile",
@@ -91,6 +102,22 @@ func (r *Reconciler) startWorkload(ctx context.Context, cp *gpuv1.ClusterPolicy,
 		}
 	}
 	return false, nil
+}
+
+// hiddenWorkloadPod handles a pod of the wanted name that exists and the
+// index does not show: one whose operator labels a person took off, which
+// goes (the next look makes it again), or one the index has not shown yet,
+// which keeps its reserved place until it does. Pods are read live.
+func (r *Reconciler) hiddenWorkloadPod(ctx context.Context, name string) (again bool, err error) {
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, pod); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	if pod.Labels[render.LabelManagedBy] == render.ManagedBy && pod.Labels[render.LabelState] == string(state.CUDAWorkload) {
+		return false, nil
+	}
+	r.workloads.release(name)
+	return true, client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}))
 }
 
 func ended(p *operandpods.Pod) bool {
@@ -117,7 +144,7 @@ func (r *Reconciler) workloadLimit() int {
 // that no place is counted twice or not at all) that have not ended, and
 // those reserved here that the index does not show yet. A pod not made
 // after all gives its place back (release).
-func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), name string, limit int, now time.Time) (bool, error) {
+func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), node, name string, limit int, now time.Time) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pods, err := list()
@@ -127,10 +154,7 @@ func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), name s
 	if s.unseen == nil {
 		s.unseen = map[string]time.Time{}
 	}
-	timeout := s.timeout
-	if timeout == 0 {
-		timeout = time.Minute
-	}
+	timeout := s.timeoutOrDefault()
 	running := 0
 	for _, p := range pods {
 		delete(s.unseen, p.Name)
@@ -146,10 +170,52 @@ func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), name s
 		running++
 	}
 	if running >= limit {
+		if !slices.Contains(s.waiting, node) {
+			s.waiting = append(s.waiting, node)
+		}
 		return false, nil
 	}
+	s.waiting = slices.DeleteFunc(s.waiting, func(n string) bool { return n == node })
 	s.unseen[name] = now
 	return true, nil
+}
+
+// wakeNext returns the node that has waited longest for a place, and
+// takes it off the queue: it looks again, and queues again if the place
+// went to another. None when no node waits.
+func (s *workloadStarts) wakeNext() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.waiting) == 0 {
+		return "", false
+	}
+	next := s.waiting[0]
+	s.waiting = s.waiting[1:]
+	return next, true
+}
+
+// made reports whether this process made the pod name and the index has
+// not shown it yet: a look on a cache that lags must not take it for
+// missing and make it again.
+func (s *workloadStarts) made(name string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.unseen[name]
+	return ok && now.Sub(at) < s.timeoutOrDefault()
+}
+
+// seen forgets a pod made here once the index shows it.
+func (s *workloadStarts) seen(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.unseen, name)
+}
+
+func (s *workloadStarts) timeoutOrDefault() time.Duration {
+	if s.timeout == 0 {
+		return time.Minute
+	}
+	return s.timeout
 }
 
 // release gives back the place of a pod that was not made.

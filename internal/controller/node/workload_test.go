@@ -31,21 +31,59 @@ func TestWorkloadStartsHoldTheBound(t *testing.T) {
 
 	index = []*operandpods.Pod{workloadPodIn("a", corev1.PodRunning), workloadPodIn("b", corev1.PodSucceeded),
 		workloadPodIn("c", corev1.PodFailed)}
-	g.Expect(s.reserve(list, "d", 2, t0)).To(BeTrue(), "one runs, two ended: a place is free")
-	g.Expect(s.reserve(list, "e", 2, t0)).To(BeFalse(), "a runs and d was just made: none is free")
+	g.Expect(s.reserve(list, "n1", "d", 2, t0)).To(BeTrue(), "one runs, two ended: a place is free")
+	g.Expect(s.reserve(list, "n2", "e", 2, t0)).To(BeFalse(), "a runs and d was just made: none is free")
 
 	index = append(index, workloadPodIn("d", corev1.PodSucceeded))
-	g.Expect(s.reserve(list, "e", 2, t0)).To(BeTrue(), "d ended once the index showed it")
+	g.Expect(s.waiting).To(Equal([]string{"n2"}), "n2 waits for a place")
+	g.Expect(s.reserve(list, "n2", "e", 2, t0)).To(BeTrue(), "d ended once the index showed it")
+	g.Expect(s.waiting).To(BeEmpty(), "n2 got its place")
 
 	deleting := workloadPodIn("f", corev1.PodRunning)
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
 	index = []*operandpods.Pod{deleting}
-	g.Expect(s.reserve(list, "g", 1, t0.Add(30*time.Second))).To(BeFalse(), "e is unseen still and holds the one place; f goes")
-	g.Expect(s.reserve(list, "g", 1, t0.Add(time.Minute))).To(BeTrue(), "e never showed: its place is freed after a minute")
+	g.Expect(s.reserve(list, "n3", "g", 1, t0.Add(30*time.Second))).To(BeFalse(), "e is unseen still and holds the one place; f goes")
+	g.Expect(s.reserve(list, "n3", "g", 1, t0.Add(time.Minute))).To(BeTrue(), "e never showed: its place is freed after a minute")
 	s.release("g")
-	g.Expect(s.reserve(list, "h", 1, t0.Add(time.Minute))).To(BeTrue(), "g was not made: its place is back")
+	g.Expect(s.reserve(list, "n4", "h", 1, t0.Add(time.Minute))).To(BeTrue(), "g was not made: its place is back")
 
-	_, err := s.reserve(func() ([]*operandpods.Pod, error) { return nil, errors.New("not synced") }, "i", 10, t0)
+	_, err := s.reserve(func() ([]*operandpods.Pod, error) { return nil, errors.New("not synced") }, "n5", "i", 10, t0)
 	g.Expect(err).To(MatchError("not synced"))
 	g.Expect(s.unseen).NotTo(HaveKey("i"), "no place is taken without the count")
+}
+
+// A proof that ends wakes the node that has waited longest for a place,
+// once; a node waits in the queue once, however often it asks.
+func TestWaitingNodesAreWokenInOrder(t *testing.T) {
+	g := NewWithT(t)
+	s := &workloadStarts{}
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	full := func() ([]*operandpods.Pod, error) {
+		return []*operandpods.Pod{workloadPodIn("a", corev1.PodRunning)}, nil
+	}
+	for _, n := range []string{"n1", "n2", "n1", "n3"} {
+		g.Expect(s.reserve(full, n, "pod-"+n, 1, t0)).To(BeFalse())
+	}
+	for _, want := range []string{"n1", "n2", "n3"} {
+		got, ok := s.wakeNext()
+		g.Expect(ok).To(BeTrue())
+		g.Expect(got).To(Equal(want))
+	}
+	_, ok := s.wakeNext()
+	g.Expect(ok).To(BeFalse())
+}
+
+// A pod made here and not in the index yet is not made again: a look on a
+// lagging cache would otherwise take it for missing (measured: 133,733 pod
+// creates in one 1000-node bench run before this held).
+func TestAPodMadeIsNotMadeAgainBeforeTheIndexShowsIt(t *testing.T) {
+	g := NewWithT(t)
+	s := &workloadStarts{}
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	empty := func() ([]*operandpods.Pod, error) { return nil, nil }
+	g.Expect(s.reserve(empty, "n1", "pod-a", 10, t0)).To(BeTrue())
+	g.Expect(s.made("pod-a", t0.Add(time.Second))).To(BeTrue())
+	g.Expect(s.made("pod-a", t0.Add(time.Minute))).To(BeFalse(), "never shown within a minute: taken as gone")
+	s.seen("pod-a")
+	g.Expect(s.made("pod-a", t0.Add(time.Second))).To(BeFalse())
 }
