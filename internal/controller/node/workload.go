@@ -20,8 +20,11 @@ import (
 
 // DefaultWorkloadProofs is how many CUDA workload pods run at once across
 // the cluster by default: each pulls the validator image on its node the
-// first time, and a fleet proved at once would pull it everywhere at once.
-const DefaultWorkloadProofs = 32
+// first time, and a fleet proved at once would pull it everywhere at once
+// (as a DaemonSet's rollout does). At 1000 simulated nodes a bound of 32
+// made the rollout 27 s longer than none (docs/scale.md, run AA); 100
+// keeps a registry's load to a rollout's of 100 nodes.
+const DefaultWorkloadProofs = 100
 
 // workloadStarts bounds the CUDA workload pods running at once. The index
 // shows a pod only after its create comes back through the watch: the
