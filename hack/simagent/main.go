@@ -163,7 +163,11 @@ func (a *agent) sync(ctx context.Context, name string) error {
 		if err := a.answerDriverCheck(ctx, node, p); err != nil {
 			return err
 		}
-		if err := a.runWorkload(ctx, node, p); err != nil {
+		// A CUDA workload pod another writer changed meanwhile (the
+		// operator deleting it) is ended at its next event, which
+		// enqueues the node again: a conflict must not keep the node's
+		// own sync, below, from running, nor back it off.
+		if err := a.runWorkload(ctx, node, p); err != nil && !apierrors.IsConflict(err) {
 			return err
 		}
 	}

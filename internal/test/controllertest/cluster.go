@@ -372,7 +372,9 @@ func (s *Cluster) kubelet(ctx context.Context, p *corev1.Pod, node *corev1.Node)
 		}
 		if st := fakenode.WorkloadRun(node, p); st != nil {
 			p.Status = *st
-			return client.IgnoreNotFound(s.c.Status().Update(ctx, p))
+			if err := s.c.Status().Update(ctx, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
 		}
 		return nil
 	}
