@@ -217,6 +217,10 @@ func (p *Pod) Newer(than *Pod) bool {
 	return than.CreationTimestamp.Before(&p.CreationTimestamp)
 }
 
+// Ended reports whether the pod has run to its end (Succeeded or Failed):
+// it holds nothing on its node and runs nothing there.
+func (p *Pod) Ended() bool { return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed }
+
 // Annotation returns the value of the pod's annotation key, "" if none.
 func (p *Pod) Annotation(key string) string { return state.AnnotationOf(p.Annotations, key) }
 

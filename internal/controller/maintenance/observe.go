@@ -58,7 +58,7 @@ func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	after := r.Graph.Downstream(state.Driver)
 	clients := r.Graph.Downstream(state.MIGManager)
 	for _, p := range pods {
-		if p.State == state.CUDAWorkload && (p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed) {
+		if p.State == state.CUDAWorkload && p.Ended() {
 			// A CUDA workload's record: it ended, and holds nothing on
 			// its node.
 			continue

@@ -89,7 +89,7 @@ func workloadEnded() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, ok := isWorkload(e.ObjectOld)
 			cur, _ := isWorkload(e.ObjectNew)
-			return ok && cur != nil && !ended(old) && ended(cur)
+			return ok && cur != nil && !old.Ended() && cur.Ended()
 		},
 	}
 }

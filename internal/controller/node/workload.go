@@ -59,7 +59,7 @@ func (r *Reconciler) startWorkload(ctx context.Context, cp *gpuv1.ClusterPolicy,
 		case p.Node != node || p.DeletionTimestamp != nil:
 		case p.Name == name && p.Annotation(cudaworkload.AnnotationGeneration) == req.Generation:
 			current = p
-		case p.Name == name || !ended(p):
+		case p.Name == name || !p.Ended():
 			// Superseded, or of the wanted name but not of its generation
 			// (a person edited it): it goes first.
 			if err := r.deleteWorkloadPod(ctx, p); err != nil {
@@ -98,7 +98,7 @@ func (r *Reconciler) startWorkload(ctx context.Context, cp *gpuv1.ClusterPolicy,
 		}
 	}
 	for _, p := range all {
-		if p.Node == node && p.Name != name && p.DeletionTimestamp == nil && ended(p) {
+		if p.Node == node && p.Name != name && p.DeletionTimestamp == nil && p.Ended() {
 			if err := r.deleteWorkloadPod(ctx, p); err != nil {
 				return false, err
 			}
@@ -121,10 +121,6 @@ func (r *Reconciler) hiddenWorkloadPod(ctx context.Context, name string) (again 
 	}
 	r.workloads.release(name)
 	return true, client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}))
-}
-
-func ended(p *operandpods.Pod) bool {
-	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed
 }
 
 func (r *Reconciler) deleteWorkloadPod(ctx context.Context, p *operandpods.Pod) error {
@@ -161,7 +157,7 @@ func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), node, 
 	running := 0
 	for _, p := range pods {
 		delete(s.unseen, p.Name)
-		if p.DeletionTimestamp == nil && !ended(p) {
+		if p.DeletionTimestamp == nil && !p.Ended() {
 			running++
 		}
 	}
