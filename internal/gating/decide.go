@@ -213,8 +213,10 @@ func (d *decision) disabled(name state.Name) bool {
 	if name == state.MIGManager && d.migByDRADriver() {
 		return true
 	}
-	if name == state.CUDAWorkload && d.disabled(state.DevicePlugin) {
-		// Its GPU comes from the device plugin.
+	if name == state.CUDAWorkload && d.disabled(state.DevicePlugin) && d.disabled(state.DRADriver) {
+		// Its GPU comes from the device plugin or the DRA driver: on a
+		// node of allocation mode none, or one opted out of both, there
+		// is no path to prove.
 		return true
 	}
 	if name == state.DCGMExporter && d.in.Enabled[state.DCGM] && d.optedOut(state.DCGM) {

@@ -9,12 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 )
 
-// judgeWorkload decides the cuda-workload state once the device plugin is
-// ready: ready when a pod of the node's current generation (its boot, its
+// judgeWorkload decides the cuda-workload state once the node's plugin
+// (the device plugin, or the DRA driver on a DRA node) is ready: ready when a pod of the node's current generation (its boot, its
 // driver pod, device plugin pod and MIG configuration) ran the CUDA sample,
 // failed when one could not. A node without such a pod asks for one
 // (Result.Workload), once the pods it would prove have settled. A failed,
@@ -49,13 +50,26 @@ func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 		if outcome == cudaworkload.Running {
 			if left > 0 {
 				d.requeue(left)
+				if pod.Unscheduled != "" {
+					return d.keep(cur, standing, fmt.Sprintf("attempt %d waits for the scheduler in pod %s: %s", attempt, pod.Name, pod.Unscheduled))
+				}
 				return d.keep(cur, standing, fmt.Sprintf("attempt %d runs in pod %s", attempt, pod.Name))
 			}
-			// vectorAdd ends within a second of starting: a CUDA call
-			// hangs, or the container never started. The next attempt's
-			// pod replaces this one, and frees its GPU.
-			outcome, why = cudaworkload.Failed, fmt.Sprintf("the CUDA workload in pod %s has not ended within %s (pod %s): "+
-				"a CUDA call hangs, or its container never started", pod.Name, d.in.WorkloadRetry, pod.Phase)
+			switch {
+			case pod.Unscheduled != "":
+				// On a DRA node: no device of the node could be allocated
+				// (all held by workloads, or tainted), or the node is full.
+				// That says nothing of CUDA; the next attempt's pod
+				// replaces this one.
+				outcome, why = cudaworkload.NotRun, fmt.Sprintf("the scheduler did not place pod %s on the node within %s: %s",
+					pod.Name, d.in.WorkloadRetry, pod.Unscheduled)
+			default:
+				// vectorAdd ends within a second of starting: a CUDA call
+				// hangs, or the container never started. The next
+				// attempt's pod replaces this one, and frees its GPU.
+				outcome, why = cudaworkload.Failed, fmt.Sprintf("the CUDA workload in pod %s has not ended within %s (pod %s): "+
+					"a CUDA call hangs, or its container never started", pod.Name, d.in.WorkloadRetry, pod.Phase)
+			}
 		}
 		switch {
 		case outcome == cudaworkload.Passed:
@@ -74,8 +88,8 @@ func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 			return d.fail(cur, why)
 		}
 	}
-	if !d.ask(gen, attempt) {
-		return d.keep(cur, standing, "the node advertises no allocatable GPU for the CUDA workload to ask for")
+	if why := d.ask(gen, attempt); why != "" {
+		return d.keep(cur, standing, why)
 	}
 	return d.keep(cur, standing, "starting the CUDA workload")
 }
@@ -131,30 +145,65 @@ func nextAttempt(node, gen string, attempt int, podName string) int {
 	return next
 }
 
-// ask requests the node's CUDA workload pod of a generation and attempt;
-// false when the node has no GPU resource to ask for.
-func (d *decision) ask(gen string, attempt int) bool {
-	res, ok := workloadResource(d.in.Node.Status.Allocatable)
-	if !ok {
-		return false
+// ask requests the node's CUDA workload pod of a generation and attempt,
+// asking for one GPU the way the node's workloads ask: the device plugin's
+// extended resource, or on a DRA node a device of one of the DRA driver's
+// classes. It says why not when the node has no GPU to ask for.
+func (d *decision) ask(gen string, attempt int) string {
+	req := &cudaworkload.Request{Generation: gen, Attempt: attempt}
+	if d.mode == gpuv1.AllocationDRA {
+		class, ok := workloadDeviceClass(d.in.DRA)
+		if !ok {
+			return "the node's ResourceSlices name no GPU or MIG device for the CUDA workload to claim"
+		}
+		req.DeviceClass = class
+	} else {
+		res, ok := workloadResource(d.in.Node.Status.Allocatable)
+		if !ok {
+			return "the node advertises no allocatable GPU for the CUDA workload to ask for"
+		}
+		req.Resource, req.RuntimeClass = res, state.RuntimeClassName(&d.in.Policy.Spec, d.variant.Runtime)
 	}
-	d.result.Workload = &cudaworkload.Request{Generation: gen, Attempt: attempt, Resource: res,
-		RuntimeClass: state.RuntimeClassName(&d.in.Policy.Spec, d.variant.Runtime)}
-	return true
+	d.result.Workload = req
+	return ""
+}
+
+// workloadDeviceClass is the DeviceClass the proof on a DRA node claims a
+// device of: a whole GPU where the node's slices name one, else a MIG
+// device. Unlike the device plugin's path, a whole GPU comes first: a GPU
+// the DRA driver publishes whole is out of MIG mode, and under DynamicMIG
+// a claimed MIG device would be created for the proof and destroyed after.
+func workloadDeviceClass(n *draslices.Node) (string, bool) {
+	switch {
+	case n == nil:
+		return "", false
+	case n.WholeGPUs > 0:
+		return cudaworkload.GPUDeviceClass, true
+	}
+	for _, count := range n.MIGDevices {
+		if count > 0 {
+			return cudaworkload.MIGDeviceClass, true
+		}
+	}
+	return "", false
 }
 
 // workloadGeneration names what the node's proof proves: its boot (a
 // reboot proves again what restarted in place), its driver pod (none on
-// a host's driver), its device plugin pod and its MIG configuration. It is
-// not settled while those pods are being replaced or have just started:
-// the device plugin must be current and ready, and a container driver
-// ready; a proof then would meet a kubelet with no device to allocate.
+// a host's driver), its plugin pod (the device plugin's, or on a DRA node
+// the DRA driver's kubelet plugin) and its MIG configuration. It is not
+// settled while those pods are being replaced or have just started: the
+// plugin must be current and ready, and a container driver ready; a proof
+// then would meet a kubelet with no device to allocate.
 // Where a proof stands, the plugin pod must also have been ready for
 // Input.HealthSettle, as for its word on the GPUs: a rolled plugin's new
 // pod is ready before the kubelet has its devices. Elsewhere the device
 // plugin's state turned ready only once the node advertised its GPUs.
 func (d *decision) workloadGeneration(standing bool) (string, bool) {
 	plugin := d.in.Pods[state.DevicePlugin]
+	if d.mode == gpuv1.AllocationDRA {
+		plugin = d.in.Pods[state.DRADriver]
+	}
 	if plugin == nil || !plugin.Ready || !plugin.Current {
 		return "", false
 	}

@@ -29,7 +29,11 @@ func withProof(in *Input) {
 // proofPod is a CUDA workload pod of the node's generation under pods,
 // ended (or not) as end says, since when it last changed.
 func proofPod(pods map[state.Name]*state.PodFacts, attempt string, since time.Time, end func(*state.PodFacts)) *state.PodFacts {
-	gen := cudaworkload.Generation("boot-1", string(pods[drv].UID), string(pods[dp].UID), "")
+	return proofPodOf(cudaworkload.Generation("boot-1", string(pods[drv].UID), string(pods[dp].UID), ""), attempt, since, end)
+}
+
+// proofPodOf is a CUDA workload pod of a generation.
+func proofPodOf(gen, attempt string, since time.Time, end func(*state.PodFacts)) *state.PodFacts {
 	f := &state.PodFacts{UID: "w", Name: "nvidia-cuda-validator-w" + attempt, Since: since, Current: true, Phase: corev1.PodPending,
 		Annotations: []state.Annotation{
 			{Key: cudaworkload.AnnotationGeneration, Value: gen}, {Key: cudaworkload.AnnotationAttempt, Value: attempt}}}
@@ -278,8 +282,7 @@ func TestWorkloadAsksForTheAdvertisedResource(t *testing.T) {
 }
 
 // Turned off, on a node or in the policy, the proof is disabled and its
-// pods go; on a node without a device plugin (a DRA pool, a node opted
-// out of the plugin) it does not run.
+// pods go; on a node opted out of the device plugin it does not run.
 func TestWorkloadProofOff(t *testing.T) {
 	for name, mutate := range map[string]func(*corev1.Node, *Input){
 		"policy":                  func(_ *corev1.Node, in *Input) { in.Enabled[cw] = false },

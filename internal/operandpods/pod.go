@@ -34,8 +34,13 @@ type Pod struct {
 	// same reason: the pod's state and DaemonSet are State and DaemonSet.
 	Labels          notKept
 	OwnerReferences notKept
-	// Node is the node the pod is bound to.
+	// Node is the node the pod is bound to; for a CUDA workload pod the
+	// scheduler has not bound yet (on a DRA node), the node it is pinned
+	// to.
 	Node string
+	// Unscheduled says why the scheduler has not bound a pod yet: its
+	// PodScheduled condition's reason and message. Empty for a bound pod.
+	Unscheduled string
 	// State is the state the pod serves (its LabelState).
 	State state.Name
 	// DaemonSet names the DaemonSet controlling the pod; empty for none.
@@ -64,6 +69,26 @@ type Pod struct {
 	// the modules its install loaded when replaced by a pod of the same
 	// digest. Empty for other pods.
 	ConfigDigest string
+}
+
+// pinnedNode is the node a pod's required node affinity names alone (one
+// term, one requirement on metadata.name, one value), as a pod pinned to
+// its node for the scheduler is: where it can run, before it is bound
+// there. "" for any other pod.
+func pinnedNode(pod *corev1.Pod) string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 0 || len(terms[0].MatchFields) != 1 {
+		return ""
+	}
+	r := terms[0].MatchFields[0]
+	if r.Key != "metadata.name" || r.Operator != corev1.NodeSelectorOpIn || len(r.Values) != 1 {
+		return ""
+	}
+	return r.Values[0]
 }
 
 // notKept is the type of the fields that hide what a summary drops.
@@ -104,10 +129,19 @@ func Summarize(p *corev1.Pod) *Pod {
 	if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
 		s.DaemonSet = owner.Name
 	}
+	if s.Node == "" && s.State == state.CUDAWorkload {
+		s.Node = pinnedNode(p)
+	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
+		switch {
+		case c.Type == corev1.PodReady:
 			s.HasReady, s.Ready, s.ReadySince = true, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && p.Spec.NodeName == "":
+			s.Unscheduled = truncate(strings.TrimPrefix(c.Reason+": "+c.Message, ": "))
 		}
+	}
+	if s.Unscheduled == "" && p.Spec.NodeName == "" {
+		s.Unscheduled = "not yet looked at by the scheduler"
 	}
 	for _, cs := range p.Status.InitContainerStatuses {
 		s.addWaiting(cs)
@@ -174,6 +208,7 @@ func (p *Pod) Facts(hashAnnotation, desiredHash string, grace time.Duration, now
 		Phase:        p.Phase,
 		Reason:       p.Reason,
 		Message:      p.Message,
+		Unscheduled:  p.Unscheduled,
 		Annotations:  p.Annotations,
 		Since:        p.CreationTimestamp.Time,
 		Current:      desiredHash == "" || p.Annotation(hashAnnotation) == desiredHash,

@@ -10,8 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 )
 
 func TestSummarizeKeepsWhatTheOperatorReads(t *testing.T) {
@@ -180,4 +182,55 @@ func TestNewerPrefersTheLiveThenTheNewest(t *testing.T) {
 	g.Expect(old.Newer(young)).To(BeFalse())
 	g.Expect(old.Newer(leaving)).To(BeTrue())
 	g.Expect(leaving.Newer(old)).To(BeFalse())
+}
+
+// A CUDA workload pod on a DRA node is made unbound, pinned to its node
+// for the scheduler: the index keeps it on that node from the start, with
+// the scheduler's word while it is not bound. A DaemonSet's pod pinned
+// the same way stays off every node until it is bound: the states judge
+// bound pods.
+func TestUnboundWorkloadPodIsOnItsPinnedNode(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}}
+	pod := cudaworkload.Pod(cp, "gpu-operator", "gpu-1", cudaworkload.Request{Generation: "g", Attempt: 1,
+		DeviceClass: cudaworkload.GPUDeviceClass})
+	g.Expect(pod.Spec.NodeName).To(BeEmpty())
+
+	s := Summarize(pod)
+	g.Expect(s.Node).To(Equal("gpu-1"))
+	g.Expect(s.Unscheduled).To(Equal("not yet looked at by the scheduler"))
+
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		Message: "0/3 nodes are available: 1 cannot allocate all claims."}}
+	s = Summarize(pod)
+	g.Expect(s.Unscheduled).To(Equal("Unschedulable: 0/3 nodes are available: 1 cannot allocate all claims."))
+	g.Expect(s.Facts("", "", time.Minute, time.Now()).Unscheduled).To(Equal(s.Unscheduled))
+
+	pod.Spec.NodeName = "gpu-1"
+	pod.Status.Conditions[0].Status = corev1.ConditionTrue
+	s = Summarize(pod)
+	g.Expect(s.Node).To(Equal("gpu-1"))
+	g.Expect(s.Unscheduled).To(BeEmpty())
+
+	pod.Spec.NodeName = ""
+	pod.Labels[render.LabelState] = string(state.DevicePlugin)
+	g.Expect(Summarize(pod).Node).To(BeEmpty())
+
+	for name, mutate := range map[string]func(*corev1.NodeSelector){
+		"two values": func(s *corev1.NodeSelector) {
+			s.NodeSelectorTerms[0].MatchFields[0].Values = []string{"gpu-1", "gpu-2"}
+		},
+		"two terms": func(s *corev1.NodeSelector) {
+			s.NodeSelectorTerms = append(s.NodeSelectorTerms, s.NodeSelectorTerms[0])
+		},
+		"a label": func(s *corev1.NodeSelector) { s.NodeSelectorTerms[0].MatchFields[0].Key = "metadata.labels" },
+		"NotIn": func(s *corev1.NodeSelector) {
+			s.NodeSelectorTerms[0].MatchFields[0].Operator = corev1.NodeSelectorOpNotIn
+		},
+	} {
+		p := cudaworkload.Pod(cp, "gpu-operator", "gpu-1", cudaworkload.Request{Generation: "g", Attempt: 1,
+			DeviceClass: cudaworkload.GPUDeviceClass})
+		mutate(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		g.Expect(Summarize(p).Node).To(BeEmpty(), name)
+	}
 }

@@ -48,6 +48,9 @@ type PodFacts struct {
 	// the CUDA workload's, ends in Succeeded or Failed.
 	Phase           corev1.PodPhase
 	Reason, Message string
+	// Unscheduled says why the scheduler has not bound the pod yet;
+	// empty for a bound pod.
+	Unscheduled string
 	// ConfigDigest is a driver pod's configuration digest
 	// (DriverConfigDigestEnv); empty for other pods.
 	ConfigDigest string

@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 )
 
 // DRAInput names the nodes of DRASpec: one joins a driver pool in
@@ -58,7 +60,7 @@ func DRASpec(ctx context.Context, in DRAInput) {
 		labels := node(g, ctx, in.DRA).Labels
 		g.Expect(labels).To(HaveKeyWithValue(gpuv1.LabelAllocationMode, "dra"))
 		for s, v := range map[string]string{"driver": "ready", "container-toolkit": "ready", "device-plugin": "disabled",
-			"dra-driver": "ready", "dcgm-exporter": "ready", "gpu-feature-discovery": "ready"} {
+			"dra-driver": "ready", "dcgm-exporter": "ready", "gpu-feature-discovery": "ready", "cuda-workload": "ready"} {
 			g.Expect(labels).To(HaveKeyWithValue(gpuv1.StateLabel(s), v), "%s on %s", s, in.DRA)
 		}
 		for _, n := range in.DevicePlugin {
@@ -69,6 +71,19 @@ func DRASpec(ctx context.Context, in DRAInput) {
 		}
 	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	Expect(podOn(ctx, in.DRA, "device-plugin")).To(BeNil(), "never both plugins on one node")
+
+	By("the DRA node's workload proof claimed its GPU through the scheduler")
+	proof := podOn(ctx, in.DRA, "cuda-workload")
+	Expect(proof).NotTo(BeNil())
+	Expect(proof.Spec.ResourceClaims).To(ConsistOf(HaveField("ResourceClaimTemplateName",
+		HaveValue(Equal(cudaworkload.ClaimTemplateName(cudaworkload.GPUDeviceClass))))))
+	Expect(proof.Status.ResourceClaimStatuses).To(HaveLen(1), "the kube-controller-manager made its claim from the template")
+	Expect(proof.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms).To(
+		ConsistOf(HaveField("MatchFields", ConsistOf(HaveField("Values", ConsistOf(in.DRA))))),
+		"made unbound, pinned to its node: the scheduler bound it there and allocated its claim")
+	Expect(proof.Status.Phase).To(Equal(corev1.PodSucceeded))
+	Expect(proof.Spec.Priority).To(HaveValue(BeZero()))
+	Expect(proof.Spec.PreemptionPolicy).To(HaveValue(Equal(corev1.PreemptNever)), "its PriorityClass never preempts")
 	for _, n := range in.DevicePlugin {
 		Expect(podOn(ctx, n, "dra-driver")).To(BeNil(), n)
 	}
@@ -121,11 +136,13 @@ func DRASpec(ctx context.Context, in DRAInput) {
 }
 
 // DRAUninstallSpec uninstalls the chart: nothing of the DRA driver is
-// left, no DeviceClass, admission policy or slice.
+// left, no DeviceClass, admission policy or slice, nor the workload
+// proof's claim templates and PriorityClass.
 func DRAUninstallSpec(ctx context.Context, in DRAInput) {
 	UninstallSpec(ctx)
 	for _, list := range []client.ObjectList{&resourcev1.DeviceClassList{}, &admissionregistrationv1.ValidatingAdmissionPolicyList{},
-		&admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}} {
+		&admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}, &resourcev1.ResourceClaimTemplateList{},
+		&schedulingv1.PriorityClassList{}} {
 		Expect(k8s.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy})).To(Succeed())
 		Expect(meta.LenList(list)).To(BeZero(), "%T left behind", list)
 	}

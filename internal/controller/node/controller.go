@@ -71,10 +71,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() { r.Metrics.Reconciles.WithLabelValues("node", metrics.Result(err)).Inc() }()
 	node := &corev1.Node{}
 	if err := r.Client.Get(ctx, req.NamespacedName, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.forget(req.Name)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		r.written.forget(req.Name)
+		// A CUDA workload pod pinned to a node that is gone (on a DRA
+		// node, made unbound for the scheduler) would wait for ever,
+		// holding a place of the bound: the pod garbage collector deletes
+		// only pods bound to a node. An operator restarted after the node
+		// went gets here too, from the pod's event.
+		return ctrl.Result{}, r.deleteStalePods(ctx, req.Name, []state.Name{state.CUDAWorkload})
 	}
 	if r.written.behind(node) {
 		// The cache has not caught up with this process's last write of

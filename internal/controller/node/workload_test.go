@@ -8,8 +8,15 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
 )
 
 func workloadPodIn(name string, phase corev1.PodPhase) *operandpods.Pod {
@@ -86,4 +93,30 @@ func TestAPodMadeIsNotMadeAgainBeforeTheIndexShowsIt(t *testing.T) {
 	g.Expect(s.made("pod-a", t0.Add(time.Minute))).To(BeFalse(), "never shown within a minute: taken as gone")
 	s.seen("pod-a")
 	g.Expect(s.made("pod-a", t0.Add(time.Second))).To(BeFalse())
+}
+
+// A CUDA workload pod pinned to a node that is gone, never bound, goes:
+// nothing else would delete it, and it would hold a place of the bound
+// for ever.
+func TestWorkloadPodOfAGoneNodeGoes(t *testing.T) {
+	g := NewWithT(t)
+	f := newOneGPUNode(t)
+	cp := &gpuv1.ClusterPolicy{}
+	g.Expect(f.api.Get(f.ctx, client.ObjectKey{Name: "cluster-policy"}, cp)).To(Succeed())
+	pinned := cudaworkload.Pod(cp, fixture.Namespace, "gone", cudaworkload.Request{Generation: "g", Attempt: 1,
+		DeviceClass: cudaworkload.GPUDeviceClass})
+	pinned.UID = "u-pinned"
+	other := cudaworkload.Pod(cp, fixture.Namespace, "gpu-1", cudaworkload.Request{Generation: "g", Attempt: 1,
+		DeviceClass: cudaworkload.GPUDeviceClass})
+	other.UID = "u-other"
+	for _, p := range []*corev1.Pod{pinned, other} {
+		g.Expect(f.api.Create(f.ctx, p.DeepCopy())).To(Succeed())
+	}
+	f.r.Pods = podindex.Fixed(t, *pinned, *other)
+
+	_, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "gone"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	left := &corev1.PodList{}
+	g.Expect(f.api.List(f.ctx, left)).To(Succeed())
+	g.Expect(left.Items).To(ConsistOf(HaveField("Name", other.Name)), "the gone node's pod went, the live node's stayed")
 }

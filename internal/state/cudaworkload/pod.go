@@ -56,8 +56,13 @@ type Request struct {
 	// plugin validation picks (cmd/nvidia-validator/main.go:
 	// getGPUResourceName).
 	Resource corev1.ResourceName
+	// DeviceClass, on a node of a DRA pool, is the DeviceClass the pod
+	// claims one device of (GPUDeviceClass or MIGDeviceClass), in
+	// Resource's place.
+	DeviceClass string
 	// RuntimeClass is the RuntimeClass the node's GPU pods name, nil where
-	// the runtime has no NVIDIA handler to name (NRI injects GPUs).
+	// the runtime has no NVIDIA handler to name (NRI injects GPUs) and on
+	// DRA nodes.
 	RuntimeClass *string
 }
 
@@ -83,7 +88,9 @@ func PodName(node string, r Request) string {
 //
 // Bound by name, it never meets the scheduler and so never preempts a
 // pod; and, with no priority class (the cluster's default, if any, is not
-// critical), the kubelet never evicts a pod to admit it.
+// critical), the kubelet never evicts a pod to admit it. On a DRA node it
+// claims its device instead, and goes through the scheduler under a class
+// that never preempts (claimOnNode).
 func Pod(cp *gpuv1.ClusterPolicy, namespace, node string, r Request) *corev1.Pod {
 	v := &cp.Spec.Validator
 	settings := v.Container()
@@ -103,13 +110,15 @@ func Pod(cp *gpuv1.ClusterPolicy, namespace, node string, r Request) *corev1.Pod
 	if res := settings.Resources; res != nil {
 		container.Resources = corev1.ResourceRequirements{Limits: res.Limits.DeepCopy(), Requests: res.Requests.DeepCopy()}
 	}
-	one := resource.MustParse("1")
-	if container.Resources.Limits == nil {
-		container.Resources.Limits = corev1.ResourceList{}
-	}
-	container.Resources.Limits[r.Resource] = one
-	if container.Resources.Requests != nil {
-		container.Resources.Requests[r.Resource] = one
+	if r.DeviceClass == "" {
+		one := resource.MustParse("1")
+		if container.Resources.Limits == nil {
+			container.Resources.Limits = corev1.ResourceList{}
+		}
+		container.Resources.Limits[r.Resource] = one
+		if container.Resources.Requests != nil {
+			container.Resources.Requests[r.Resource] = one
+		}
 	}
 	pod := &corev1.Pod{TypeMeta: render.TypeMeta("v1", "Pod"), ObjectMeta: meta, Spec: corev1.PodSpec{
 		NodeName:                     node,
@@ -124,6 +133,9 @@ func Pod(cp *gpuv1.ClusterPolicy, namespace, node string, r Request) *corev1.Pod
 	}
 	for _, s := range settings.ImagePullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: string(s)})
+	}
+	if r.DeviceClass != "" {
+		claimOnNode(pod, node, r.DeviceClass)
 	}
 	return pod
 }

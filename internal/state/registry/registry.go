@@ -66,10 +66,11 @@ func states() []state.State {
 		{Name: state.DCGMExporter, After: []state.Name{state.DevicePlugin, state.DRADriver, state.DCGM}, Operand: dcgmexporter.Operand{}},
 		{Name: state.GPUFeatureDiscovery, After: []state.Name{state.DevicePlugin, state.DRADriver}, Operand: gfd.Operand{}},
 		// The last word on a node: a CUDA program runs there, given its
-		// GPU by the device plugin as workloads are. Nothing waits for it
-		// but the readiness taint, which waits for every state; added
-		// after nodes were labelled, so unlabelled it gates nothing.
-		{Name: state.CUDAWorkload, After: []state.Name{state.DevicePlugin}, Mode: gpuv1.AllocationDevicePlugin,
+		// GPU as workloads are, by the device plugin or the DRA driver,
+		// whichever serves the node. Nothing waits for it but the
+		// readiness taint, which waits for every state; added after nodes
+		// were labelled, so unlabelled it gates nothing.
+		{Name: state.CUDAWorkload, After: []state.Name{state.DevicePlugin, state.DRADriver},
 			Operand: cudaworkload.Operand{}, GatesOnlyWhenLabelled: true},
 	}
 }

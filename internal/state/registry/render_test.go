@@ -139,7 +139,8 @@ func TestGraph(t *testing.T) {
 	}))
 	g.Expect(graph.Prerequisites(state.Driver)).To(BeEmpty(), "NFD is cluster-wide and gates nothing per node")
 	g.Expect(graph.Prerequisites(state.CUDAWorkload)).To(Equal([]state.Name{state.Driver, state.ContainerToolkit, state.MIGManager,
-		state.MPSControlDaemon, state.DevicePlugin}), "the CUDA workload asks the device plugin for its GPU")
+		state.MPSControlDaemon, state.DevicePlugin, state.DRADriver}),
+		"the CUDA workload asks the device plugin, or on a DRA node the DRA driver, for its GPU")
 	g.Expect(graph.Downstream(state.CUDAWorkload)).To(BeEmpty(), "nothing but the readiness taint waits for the workload proof")
 	g.Expect(graph.Prerequisites(state.ContainerToolkit)).To(BeEmpty(), "a driver replacement does not tear the toolkit down")
 	g.Expect(graph.StartPrerequisites(state.ContainerToolkit)).To(Equal([]state.Name{state.Driver}),

@@ -130,6 +130,10 @@ func (s *Cluster) step(ctx context.Context) error {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch {
+		case p.Namespace == s.namespace && p.Spec.NodeName == "" && p.Labels[render.LabelState] == string(state.CUDAWorkload):
+			if err := s.schedule(ctx, p, nodes.Items); err != nil {
+				return err
+			}
 		case p.Namespace == s.namespace:
 			if err := s.kubelet(ctx, p, byName[p.Spec.NodeName]); err != nil {
 				return err

@@ -37,6 +37,9 @@ func WorkloadRun(n *corev1.Node, pod *corev1.Pod) *corev1.PodStatus {
 	status := &corev1.PodStatus{
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted",
 			LastTransitionTime: now}},
+		// The claims the kube-controller-manager made for the pod stay
+		// its own (a pod on a DRA node).
+		ResourceClaimStatuses: pod.Status.ResourceClaimStatuses,
 	}
 	for res, q := range c.Resources.Limits {
 		if have := n.Status.Allocatable[res]; q.Cmp(have) > 0 {

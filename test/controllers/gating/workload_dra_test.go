@@ -1,0 +1,55 @@
+package gating
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
+	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
+)
+
+// On a node of a DRA pool the proof claims its GPU through the DRA
+// driver, as DRA workloads do: its pod is made unbound, pinned to the
+// node, and bound by the (simulated) scheduler once the node's slices
+// name a device of its class. The node is ready, its readiness taint
+// lifted, once the sample ran; a DRA node whose Fabric Manager is down is
+// held out with the cause named.
+func TestDRANodeIsProvedThroughAClaim(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 0, withDRAPool, withReadinessTaint)
+	good, down := "dra-pool-0", "dra-pool-fm"
+	f.CreateNode(good, map[string]string{rackLabel: "nvl72"})
+	f.CreateNodeWith(down, map[string]string{rackLabel: "nvl72"}, map[string]string{fakenode.AnnotationFabricManager: "down"})
+	f.Nodes = append(f.Nodes, good, down)
+
+	f.ExpectAllUp(good)
+	f.ExpectState("ready", "cuda-workload", good)
+	g.Eventually(taintsOf(f, good), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	proof := f.PodOn(good, "cuda-workload")
+	g.Expect(proof).NotTo(BeNil())
+	g.Expect(proof.Spec.ResourceClaims).To(ConsistOf(HaveField("ResourceClaimTemplateName",
+		Equal(ptr.To(cudaworkload.ClaimTemplateName(cudaworkload.GPUDeviceClass))))))
+	g.Expect(proof.Spec.PriorityClassName).To(Equal(cudaworkload.PriorityClassName))
+	g.Expect(proof.Spec.Containers[0].Resources.Limits).To(BeEmpty(), "the DRA node advertises no extended resource")
+
+	class := &schedulingv1.PriorityClass{}
+	g.Expect(suite.Client.Get(f.Ctx, client.ObjectKey{Name: cudaworkload.PriorityClassName}, class)).To(Succeed())
+	g.Expect(class.PreemptionPolicy).To(Equal(ptr.To(corev1.PreemptNever)))
+	templates := &resourcev1.ResourceClaimTemplateList{}
+	g.Expect(suite.Client.List(f.Ctx, templates, client.InNamespace(controllertest.Namespace))).To(Succeed())
+	g.Expect(templates.Items).To(HaveLen(2))
+
+	f.ExpectState("ready", "dra-driver", down)
+	f.ExpectState("failed", "cuda-workload", down)
+	g.Eventually(func() string { return strings.Join(f.EventsOf(down), "\n") }, controllertest.Timeout, controllertest.Interval).Should(
+		And(ContainSubstring("CUDA error 802"), ContainSubstring("Fabric Manager")))
+	g.Expect(taintsOf(f, down)()).To(Equal([]string{notReadyTaint}))
+}
