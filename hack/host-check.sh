@@ -19,11 +19,17 @@
 #     before and after, and the device plugin's wait for the spec (the
 #     modules are not loaded nor control nodes made here: that changes
 #     the host).
+#  6. the workload proof's command (NVIDIA's CUDA sample, vectorAdd, from
+#     VECTORADD or PATH) on one GPU, its run read by the operator's own
+#     verdict (DIR/hostcheck -verdict), and on NVSwitch systems Fabric
+#     Manager's state from nvidia-smi, which must agree with the sample.
 #
 # Each step states the exit status it wants; the script exits 1 when any
-# step exits otherwise.
+# step exits otherwise, and 3 when none did but the CUDA sample was not
+# found to run.
 #
-# Usage: hack/host-check.sh DIR   (NVIDIA_CTK: the nvidia-ctk binary to use)
+# Usage: hack/host-check.sh DIR   (NVIDIA_CTK: the nvidia-ctk binary to use;
+# VECTORADD: the CUDA sample)
 set -uo pipefail
 dir=$(cd "$1" && pwd)
 ctk=${NVIDIA_CTK:-$(command -v nvidia-ctk)}
@@ -149,6 +155,41 @@ grep -c "\.so\.$(cat /sys/module/nvidia/version)\$" "$SPEC" | sed 's/^/    mount
 expect 0 "the plugin's wait passes" timeout 10 sh "$dir/wait-for-cdi-spec.sh"
 unset ROOT SPEC DRIVER_VERSION_FILE DRIVER_ROOT_CTR_PATH NVIDIA_DRIVER_ROOT DEV_ROOT_CTR_PATH NVIDIA_DEV_ROOT HOST_DRIVER_ROOT
 
+section "6. CUDA workload (the workload proof's pod), and Fabric Manager"
+# The pod runs the validator image's vectorAdd (/usr/bin/vectorAdd in
+# nvcr.io/nvidia/gpu-operator:v26.7.0) on the one GPU the plugin gave it.
+sample=${VECTORADD:-$(command -v vectorAdd)}
+skipped=0
+if [[ -z $sample || ! -x $sample ]]; then
+  echo "  !! skipped: no vectorAdd; set VECTORADD to the validator image's /usr/bin/vectorAdd" \
+    "(for example: ctr image pull, then ctr image mount, or docker create and docker cp)"
+  skipped=1
+else
+  echo "  sample: $sample"
+  PATH=$(dirname "$sample"):$PATH CUDA_VISIBLE_DEVICES=0 sh "$dir/cuda-workload.sh" >"$scratch/sample" 2>&1
+  rc=$?
+  sed 's/^/    /' "$scratch/sample" | tail -n 6
+  echo "  -> the sample on GPU 0: exit $rc"
+  expect 0 "the operator's verdict on that run" "$dir/hostcheck" -verdict -exit "$rc" <"$scratch/sample"
+fi
+# The proof reads Fabric Manager's state through CUDA's error (802 while
+# the NVLink fabric is not trained); nvidia-smi says it directly on
+# NVSwitch systems, where the two must agree.
+if compgen -G "/dev/nvidia-nvswitch*" >/dev/null; then
+  nvidia-smi -q | grep -A 3 -E '^ *Fabric *$' | sed 's/^/    /' | head -n 8
+  command -v systemctl >/dev/null && echo "    nvidia-fabricmanager: $(systemctl is-active nvidia-fabricmanager 2>&1)"
+  if nvidia-smi -q | grep -A 2 -E '^ *Fabric *$' | grep -q -E 'State *: *(Not Started|In Progress)'; then
+    echo "  Fabric Manager has not trained the fabric: the sample must fail with CUDA error 802"
+    [[ $skipped == 0 ]] && ! grep -q "system not yet initialized" "$scratch/sample" && { echo "  !! the sample did not fail with 802"; fail=1; }
+  fi
+else
+  echo "  no NVSwitch (/dev/nvidia-nvswitch*): no Fabric Manager to query"
+fi
+
 section "result"
-if [[ $fail == 0 ]]; then echo "  every step exited as expected"; else echo "  some steps did not exit as expected (!! above)"; fi
+if [[ $fail == 0 ]]; then echo "  every step run exited as expected"; else echo "  some steps did not exit as expected (!! above)"; fi
+if [[ $skipped == 1 ]]; then
+  echo "  the CUDA workload was not run (no vectorAdd): this run proves nothing of it"
+  [[ $fail == 0 ]] && exit 3
+fi
 exit $fail

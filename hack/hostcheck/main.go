@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/state/deviceplugin"
 	"github.com/gpu-operator/gpu-operator/internal/state/driver"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -21,7 +22,20 @@ import (
 
 func main() {
 	out := flag.String("out", "_output/hostcheck", "directory to write the scripts to")
+	judge := flag.Bool("verdict", false, "read the CUDA sample's output on stdin, as the workload proof's pod's, and print the operator's verdict; "+
+		"exits 1 when it did not pass")
+	exit := flag.Int("exit", 0, "with -verdict: the sample's exit status")
 	flag.Parse()
+	if *judge {
+		passed, err := printVerdict(os.Stdout, os.Stdin, *exit)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hostcheck:", err)
+		}
+		if err != nil || !passed {
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "hostcheck:", err)
 		os.Exit(1)
@@ -59,6 +73,13 @@ func run(out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	proof := cudaworkload.Pod(cp, fixture.Namespace, "host", cudaworkload.Request{Generation: "host", Attempt: 1, Resource: "nvidia.com/gpu"})
+	if err := os.WriteFile(filepath.Join(out, "cuda-workload.sh"), []byte(script(proof.Spec.Containers[0].Command)), 0o755); err != nil {
+		return err
+	}
+	if err := copySelf(filepath.Join(out, "hostcheck")); err != nil {
+		return err
+	}
 	for _, p := range pieces {
 		s, _ := graph.Get(state.Name(p.state))
 		objs, err := s.Operand.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace, Gate: graph.Gate(s.Name),
@@ -75,6 +96,20 @@ func run(out string) error {
 		}
 	}
 	return nil
+}
+
+// copySelf copies this program to path: host-check.sh reads the CUDA
+// sample's run with it (-verdict) as the operator reads the proof's pod.
+func copySelf(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o755)
 }
 
 // script turns a command into a shell script: sh -c SCRIPT stays as it
