@@ -48,28 +48,24 @@ func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 		outcome, why := cudaworkload.Read(pod.Name, pod)
 		left := d.in.WorkloadRetry - d.now.Sub(pod.Since)
 		if outcome == cudaworkload.Running {
+			if pod.Unscheduled != "" {
+				// On a DRA node, the scheduler has not placed it: every
+				// device held by workloads or tainted, the node cordoned
+				// or held for maintenance, or full. That says nothing of
+				// CUDA, and the scheduler tries again as the cluster
+				// changes: it waits there, holding no GPU and no place of
+				// the bound, until then or until its generation passes.
+				return d.keep(cur, standing, fmt.Sprintf("attempt %d waits for the scheduler in pod %s: %s", attempt, pod.Name, pod.Unscheduled))
+			}
 			if left > 0 {
 				d.requeue(left)
-				if pod.Unscheduled != "" {
-					return d.keep(cur, standing, fmt.Sprintf("attempt %d waits for the scheduler in pod %s: %s", attempt, pod.Name, pod.Unscheduled))
-				}
 				return d.keep(cur, standing, fmt.Sprintf("attempt %d runs in pod %s", attempt, pod.Name))
 			}
-			switch {
-			case pod.Unscheduled != "":
-				// On a DRA node: no device of the node could be allocated
-				// (all held by workloads, or tainted), or the node is full.
-				// That says nothing of CUDA; the next attempt's pod
-				// replaces this one.
-				outcome, why = cudaworkload.NotRun, fmt.Sprintf("the scheduler did not place pod %s on the node within %s: %s",
-					pod.Name, d.in.WorkloadRetry, pod.Unscheduled)
-			default:
-				// vectorAdd ends within a second of starting: a CUDA call
-				// hangs, or the container never started. The next
-				// attempt's pod replaces this one, and frees its GPU.
-				outcome, why = cudaworkload.Failed, fmt.Sprintf("the CUDA workload in pod %s has not ended within %s (pod %s): "+
-					"a CUDA call hangs, or its container never started", pod.Name, d.in.WorkloadRetry, pod.Phase)
-			}
+			// vectorAdd ends within a second of starting: a CUDA call
+			// hangs, or the container never started. The next attempt's
+			// pod replaces this one, and frees its GPU.
+			outcome, why = cudaworkload.Failed, fmt.Sprintf("the CUDA workload in pod %s has not ended within %s (pod %s): "+
+				"a CUDA call hangs, or its container never started", pod.Name, d.in.WorkloadRetry, pod.Phase)
 		}
 		switch {
 		case outcome == cudaworkload.Passed:

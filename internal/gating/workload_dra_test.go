@@ -97,32 +97,35 @@ func TestDRAProofDeviceClass(t *testing.T) {
 }
 
 // A DRA proof pod the scheduler cannot place (every device held by a
-// workload, or tainted) says nothing of CUDA: the node waits and says
-// why, and after the retry the pod is replaced by the next attempt, the
-// node neither failed nor ready.
-func TestUnscheduledDRAProofIsNotAFailure(t *testing.T) {
+// workload or tainted, the node cordoned) says nothing of CUDA: the node
+// waits and says why, for as long as it takes, and the pod is not
+// replaced: the scheduler tries it again as the cluster changes. Once
+// bound, its run is timed from its binding (operandpods), not from its
+// creation.
+func TestUnscheduledDRAProofWaitsForTheScheduler(t *testing.T) {
 	g := NewWithT(t)
 	n, pods, dra := readyDRANode()
 	unscheduled := func(f *state.PodFacts) {
 		f.Unscheduled = "Unschedulable: 0/3 nodes are available: 1 cannot allocate all claims"
 	}
-	pods[cw] = draProofPod(pods, "1", now, unscheduled)
-	r := decide(t, n, pods, dra)
-	g.Expect(stateOf(r, cw)).To(Equal("pending"))
-	g.Expect(r.Why[cw]).To(Equal("attempt 1 waits for the scheduler in pod nvidia-cuda-validator-w1: " +
-		"Unschedulable: 0/3 nodes are available: 1 cannot allocate all claims"))
-	g.Expect(r.Workload).To(BeNil())
-	g.Expect(r.RequeueAfter).To(Equal(retry))
+	for _, since := range []time.Time{now, now.Add(-10 * retry)} {
+		pods[cw] = draProofPod(pods, "1", since, unscheduled)
+		r := decide(t, n, pods, dra)
+		g.Expect(stateOf(r, cw)).To(Equal("pending"), "not a CUDA failure")
+		g.Expect(r.Why[cw]).To(Equal("attempt 1 waits for the scheduler in pod nvidia-cuda-validator-w1: " +
+			"Unschedulable: 0/3 nodes are available: 1 cannot allocate all claims"))
+		g.Expect(reasons(r)).NotTo(ContainElement("StateFailed"))
+		g.Expect(r.Workload).To(BeNil(), "not replaced")
+		g.Expect(r.RequeueAfter).To(BeZero(), "its binding wakes the node")
+	}
 
-	pods[cw] = draProofPod(pods, "1", now.Add(-retry), unscheduled)
-	r = decide(t, n, pods, dra)
-	g.Expect(stateOf(r, cw)).To(Equal("pending"), "not a CUDA failure")
-	g.Expect(r.Why[cw]).To(Equal("starting the CUDA workload"))
-	g.Expect(reasons(r)).NotTo(ContainElement("StateFailed"))
-	g.Expect(r.Workload.Attempt).To(Equal(2), "the next attempt replaces it")
+	pods[cw] = draProofPod(pods, "1", now.Add(-time.Second), func(f *state.PodFacts) { f.Phase = corev1.PodRunning })
+	r := decide(t, n, pods, dra)
+	g.Expect(r.Why[cw]).To(Equal("attempt 1 runs in pod nvidia-cuda-validator-w1"))
 
 	// A proof that stood keeps the node ready meanwhile.
 	n.Labels[gpuv1.StateLabel(string(cw))] = string(gpuv1.StateReady)
+	pods[cw] = draProofPod(pods, "1", now, unscheduled)
 	g.Expect(stateOf(decide(t, n, pods, dra), cw)).To(Equal("ready"))
 }
 

@@ -13,6 +13,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 )
 
 // maxMessage bounds a kept container message: a check's verdict is short,
@@ -53,7 +54,10 @@ type Pod struct {
 	// or evicted it.
 	Reason, Message string
 	// HasReady says the pod has a Ready condition; Ready is its status and
-	// ReadySince when it last changed.
+	// ReadySince when it last changed. A pod without a Ready condition
+	// yet has in ReadySince when it was bound to its node, if it was: a
+	// pod that waited for the scheduler has run since then, not since
+	// its creation.
 	HasReady, Ready bool
 	ReadySince      time.Time
 	// Waiting holds the containers (init containers first) that wait.
@@ -69,26 +73,6 @@ type Pod struct {
 	// the modules its install loaded when replaced by a pod of the same
 	// digest. Empty for other pods.
 	ConfigDigest string
-}
-
-// pinnedNode is the node a pod's required node affinity names alone (one
-// term, one requirement on metadata.name, one value), as a pod pinned to
-// its node for the scheduler is: where it can run, before it is bound
-// there. "" for any other pod.
-func pinnedNode(pod *corev1.Pod) string {
-	a := pod.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return ""
-	}
-	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) != 1 || len(terms[0].MatchExpressions) != 0 || len(terms[0].MatchFields) != 1 {
-		return ""
-	}
-	r := terms[0].MatchFields[0]
-	if r.Key != "metadata.name" || r.Operator != corev1.NodeSelectorOpIn || len(r.Values) != 1 {
-		return ""
-	}
-	return r.Values[0]
 }
 
 // notKept is the type of the fields that hide what a summary drops.
@@ -130,15 +114,23 @@ func Summarize(p *corev1.Pod) *Pod {
 		s.DaemonSet = owner.Name
 	}
 	if s.Node == "" && s.State == state.CUDAWorkload {
-		s.Node = pinnedNode(p)
+		// Made unbound for the scheduler (on a DRA node): on the account
+		// of the node it is pinned to.
+		s.Node = p.Annotations[cudaworkload.AnnotationNode]
 	}
+	var scheduled time.Time
 	for _, c := range p.Status.Conditions {
 		switch {
 		case c.Type == corev1.PodReady:
 			s.HasReady, s.Ready, s.ReadySince = true, c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
-		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && p.Spec.NodeName == "":
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue:
+			scheduled = c.LastTransitionTime.Time
+		case c.Type == corev1.PodScheduled && p.Spec.NodeName == "":
 			s.Unscheduled = truncate(strings.TrimPrefix(c.Reason+": "+c.Message, ": "))
 		}
+	}
+	if !s.HasReady && p.Spec.NodeName != "" {
+		s.ReadySince = scheduled
 	}
 	if s.Unscheduled == "" && p.Spec.NodeName == "" {
 		s.Unscheduled = "not yet looked at by the scheduler"
@@ -216,7 +208,7 @@ func (p *Pod) Facts(hashAnnotation, desiredHash string, grace time.Duration, now
 		Exits:        p.Exits,
 		ConfigDigest: p.ConfigDigest,
 	}
-	if p.HasReady && !p.ReadySince.IsZero() {
+	if !p.ReadySince.IsZero() {
 		f.Since = p.ReadySince
 	}
 	if !f.Ready {

@@ -57,6 +57,19 @@ var modeSwitchingToleration = corev1.Toleration{
 	Key: gpuv1.TaintModeSwitching, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
+// NotReadyTolerations are what a pod the scheduler places on a GPU node
+// that is not ready yet tolerates: the common GPU taint, the operator's
+// readiness taint and the policy's daemonsets.tolerations, as the
+// operands do; not the operator's maintenance taints nor a cordon, which
+// keep it off a node being upgraded, repaired, reconfigured or switched.
+func NotReadyTolerations(cp *gpuv1.ClusterPolicy) []corev1.Toleration {
+	out := []corev1.Toleration{gpuTaintToleration, readinessTaintToleration}
+	for _, t := range cp.Spec.Daemonsets.Tolerations {
+		out = append(out, t.Core())
+	}
+	return out
+}
+
 // ownTaintTolerations are the tolerations of the operator's own taints.
 var ownTaintTolerations = []corev1.Toleration{readinessTaintToleration, unhealthyTaintToleration, migReconfiguringToleration,
 	modeSwitchingToleration}

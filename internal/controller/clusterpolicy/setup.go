@@ -8,6 +8,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,6 +25,7 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/pluginconfig"
 	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/dcgmexporter"
 	"github.com/gpu-operator/gpu-operator/internal/state/toolkit"
 )
@@ -64,6 +67,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// once: it adopts the objects before the deleted one lets go.
 		Watches(&gpuv1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies),
 			builder.WithPredicates(policy.DeletionStarted()))
+	// The CUDA workload proof's PriorityClass and claim templates, on DRA
+	// nodes: a proof pod naming a class that is gone is refused, and one
+	// naming a template that is gone never gets its claim.
+	b = b.Owns(&schedulingv1.PriorityClass{}, builder.OnlyMetadata, builder.WithPredicates(beyondStatus()))
+	if r.served(render.KindResourceClaimTemplate) {
+		b = b.Owns(&resourcev1.ResourceClaimTemplate{}, builder.OnlyMetadata, builder.WithPredicates(beyondStatus()))
+	}
 	if r.Pods != nil {
 		// A precompiled image found renders its kernel's DaemonSet; the
 		// NRI plugin's last pod gone takes its admission guard.

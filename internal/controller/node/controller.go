@@ -92,6 +92,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	decision := gating.Decide(in)
+	if decision.Labels == nil {
+		// Not a node the operator serves (no policy, or no GPU node any
+		// more): a CUDA workload pod made for it goes, one waiting for
+		// the scheduler included, which would otherwise wait for ever.
+		decision.StalePods = []state.Name{state.CUDAWorkload}
+	}
 	if decision.Labels[gpuv1.LabelDevicePluginConfigInUse] != node.Labels[gpuv1.LabelDevicePluginConfigInUse] {
 		// The configuration is to change: it waits for the node's GPU
 		// pods, counted live, only now.

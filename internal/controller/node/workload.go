@@ -140,8 +140,10 @@ func (r *Reconciler) workloadLimit() int {
 
 // reserve takes a place for the pod name when fewer than limit CUDA
 // workload pods run: those of the index (list, read under the lock, so
-// that no place is counted twice or not at all) that have not ended, and
-// those reserved here that the index does not show yet. A pod not made
+// that no place is counted twice or not at all) bound to their node that
+// have not ended, and those reserved here that the index does not show
+// yet. A pod waiting for the scheduler (on a DRA node) pulls nothing and
+// holds no GPU: it may wait for long, and holds no place meanwhile. A pod not made
 // after all gives its place back (release).
 func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), node, name string, limit int, now time.Time) (bool, error) {
 	s.mu.Lock()
@@ -157,7 +159,7 @@ func (s *workloadStarts) reserve(list func() ([]*operandpods.Pod, error), node, 
 	running := 0
 	for _, p := range pods {
 		delete(s.unseen, p.Name)
-		if p.DeletionTimestamp == nil && !p.Ended() {
+		if p.DeletionTimestamp == nil && !p.Ended() && p.Unscheduled == "" {
 			running++
 		}
 	}

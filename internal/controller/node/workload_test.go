@@ -54,6 +54,12 @@ func TestWorkloadStartsHoldTheBound(t *testing.T) {
 	s.release("g")
 	g.Expect(s.reserve(list, "n4", "h", 1, t0.Add(time.Minute))).To(BeTrue(), "g was not made: its place is back")
 
+	waiting := workloadPodIn("j", corev1.PodPending)
+	waiting.Unscheduled = "Unschedulable: 0/3 nodes are available: 1 cannot allocate all claims."
+	index = []*operandpods.Pod{waiting}
+	s.seen("h")
+	g.Expect(s.reserve(list, "n6", "k", 1, t0.Add(time.Minute))).To(BeTrue(), "a pod waiting for the scheduler holds no place")
+
 	_, err := s.reserve(func() ([]*operandpods.Pod, error) { return nil, errors.New("not synced") }, "n5", "i", 10, t0)
 	g.Expect(err).To(MatchError("not synced"))
 	g.Expect(s.unseen).NotTo(HaveKey("i"), "no place is taken without the count")
@@ -95,18 +101,32 @@ func TestAPodMadeIsNotMadeAgainBeforeTheIndexShowsIt(t *testing.T) {
 	g.Expect(s.made("pod-a", t0.Add(time.Second))).To(BeFalse())
 }
 
-// A CUDA workload pod pinned to a node that is gone, never bound, goes:
-// nothing else would delete it, and it would hold a place of the bound
-// for ever.
+// A CUDA workload pod made for a node that is gone, or that is no GPU
+// node any more, goes: one never bound would wait for ever, and nothing
+// else would delete it.
 func TestWorkloadPodOfAGoneNodeGoes(t *testing.T) {
+	t.Run("node deleted", func(t *testing.T) { testWorkloadPodGoes(t, "gone", nil) })
+	t.Run("no GPU node any more", func(t *testing.T) {
+		testWorkloadPodGoes(t, "gpu-1", func(f *oneGPUNode) {
+			n := f.node(NewWithT(t))
+			delete(n.Labels, "feature.node.kubernetes.io/pci-10de.present")
+			NewWithT(t).Expect(f.api.Update(f.ctx, n)).To(Succeed())
+		})
+	})
+}
+
+func testWorkloadPodGoes(t *testing.T, target string, mutate func(*oneGPUNode)) {
 	g := NewWithT(t)
 	f := newOneGPUNode(t)
+	if mutate != nil {
+		mutate(f)
+	}
 	cp := &gpuv1.ClusterPolicy{}
 	g.Expect(f.api.Get(f.ctx, client.ObjectKey{Name: "cluster-policy"}, cp)).To(Succeed())
-	pinned := cudaworkload.Pod(cp, fixture.Namespace, "gone", cudaworkload.Request{Generation: "g", Attempt: 1,
+	pinned := cudaworkload.Pod(cp, fixture.Namespace, target, cudaworkload.Request{Generation: "g", Attempt: 1,
 		DeviceClass: cudaworkload.GPUDeviceClass})
 	pinned.UID = "u-pinned"
-	other := cudaworkload.Pod(cp, fixture.Namespace, "gpu-1", cudaworkload.Request{Generation: "g", Attempt: 1,
+	other := cudaworkload.Pod(cp, fixture.Namespace, "gpu-2", cudaworkload.Request{Generation: "g", Attempt: 1,
 		DeviceClass: cudaworkload.GPUDeviceClass})
 	other.UID = "u-other"
 	for _, p := range []*corev1.Pod{pinned, other} {
@@ -114,9 +134,9 @@ func TestWorkloadPodOfAGoneNodeGoes(t *testing.T) {
 	}
 	f.r.Pods = podindex.Fixed(t, *pinned, *other)
 
-	_, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "gone"}})
+	_, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: target}})
 	g.Expect(err).NotTo(HaveOccurred())
 	left := &corev1.PodList{}
 	g.Expect(f.api.List(f.ctx, left)).To(Succeed())
-	g.Expect(left.Items).To(ConsistOf(HaveField("Name", other.Name)), "the gone node's pod went, the live node's stayed")
+	g.Expect(left.Items).To(ConsistOf(HaveField("Name", other.Name)), "the node's pod went, the other node's stayed")
 }

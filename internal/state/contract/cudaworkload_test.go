@@ -11,9 +11,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
@@ -234,10 +236,32 @@ var cudaWorkloadDRAContract = []requirement{
 		}},
 	{source: "kubernetes/kubernetes@v1.37.2:plugin/pkg/admission/priority/admission.go " +
 		"(a pod's preemptionPolicy comes from its PriorityClass; one that differs is refused)",
-		need: "never preempts a workload: its PriorityClass has preemptionPolicy Never",
+		need: "never preempts a workload: its PriorityClass has preemptionPolicy Never, and the pod says so too, so that a " +
+			"class of that name that says otherwise refuses it",
 		check: func(p *podCase) error {
 			if p.pod.PriorityClassName != cudaworkload.PriorityClassName {
 				return fmt.Errorf("priorityClassName %q", p.pod.PriorityClassName)
+			}
+			if ptr.Deref(p.pod.PreemptionPolicy, "") != corev1.PreemptNever || ptr.Deref(p.pod.Priority, -1) != 0 {
+				return fmt.Errorf("priority %v, preemptionPolicy %v", p.pod.Priority, p.pod.PreemptionPolicy)
+			}
+			return nil
+		}},
+	{source: "kubernetes/kubernetes@v1.37.2:pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go " +
+		"(a pod is placed only where it tolerates every NoSchedule and NoExecute taint)",
+		need: "is placed on no node cordoned or held for maintenance, where it would take a device an eviction freed, " +
+			"but on one not ready yet",
+		check: func(p *podCase) error {
+			for _, key := range []string{corev1.TaintNodeUnschedulable, gpuv1.TaintMIGReconfiguring, gpuv1.TaintModeSwitching,
+				gpuv1.TaintGPUUnhealthy} {
+				taint := &corev1.Taint{Key: key, Value: gpuv1.TaintGPUNotReadyValue, Effect: corev1.TaintEffectNoSchedule}
+				if slices.ContainsFunc(p.pod.Tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), taint, false) }) {
+					return fmt.Errorf("tolerates %s", key)
+				}
+			}
+			ready := &corev1.Taint{Key: gpuv1.TaintGPUNotReady, Value: gpuv1.TaintGPUNotReadyValue, Effect: corev1.TaintEffectNoSchedule}
+			if !slices.ContainsFunc(p.pod.Tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), ready, false) }) {
+				return errors.New("does not tolerate the readiness taint")
 			}
 			return nil
 		}},

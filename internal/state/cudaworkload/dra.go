@@ -32,6 +32,9 @@ const (
 // from its class's.
 const PriorityClassName = "nvidia-cuda-validator-gpu-operator"
 
+// priority is the class's value.
+const priority = 0
+
 // claimName is the pod's name for its claim, and its container's.
 const claimName = "gpu"
 
@@ -55,7 +58,7 @@ func draObjects(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
 	class := &schedulingv1.PriorityClass{
 		TypeMeta:         render.TypeMeta("scheduling.k8s.io/v1", "PriorityClass"),
 		ObjectMeta:       render.ObjectMeta(policy, PriorityClassName, "", string(state.CUDAWorkload)),
-		Value:            0,
+		Value:            priority,
 		PreemptionPolicy: ptr.To(corev1.PreemptNever),
 		Description: "The GPU operator's CUDA workload proof on DRA nodes: it never preempts a pod, " +
 			"and waits behind workloads of higher classes.",
@@ -79,13 +82,20 @@ func draObjects(policy *gpuv1.ClusterPolicy, namespace string) []client.Object {
 // the node: no nodeName, which would keep it from the scheduler and its
 // claim from being allocated, but a required node affinity on the node's
 // name, as the DaemonSet controller pins its pods, under the
-// PriorityClass that never preempts. No RuntimeClass: the DRA driver's
-// devices reach the container through the runtime's own CDI support, as
-// NVIDIA's DRA examples run (gpu-test1.yaml names none).
-func claimOnNode(pod *corev1.Pod, node, deviceClass string) {
+// PriorityClass that never preempts. The priority and policy are written
+// too: the Priority admission plugin refuses the pod if a class of that
+// name says otherwise (one someone else made). Its tolerations are a
+// scheduled pod's (render.NotReadyTolerations): a cordoned node, or one
+// held for maintenance, gets no proof, which would take a device its
+// eviction just freed. No RuntimeClass: the DRA driver's devices reach
+// the container through the runtime's own CDI support, as NVIDIA's DRA
+// examples run (gpu-test1.yaml names none).
+func claimOnNode(pod *corev1.Pod, cp *gpuv1.ClusterPolicy, node, deviceClass string) {
 	pod.Spec.NodeName = ""
 	pod.Spec.RuntimeClassName = nil
 	pod.Spec.PriorityClassName = PriorityClassName
+	pod.Spec.Priority, pod.Spec.PreemptionPolicy = ptr.To[int32](priority), ptr.To(corev1.PreemptNever)
+	pod.Spec.Tolerations = render.NotReadyTolerations(cp)
 	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},

@@ -38,6 +38,10 @@ const (
 	// AnnotationAttempt counts the pods of a generation on a node, from 1:
 	// a failed proof is tried again by a new pod.
 	AnnotationAttempt = gpuv1.OperatorAnnotationPrefix + "workload-attempt"
+	// AnnotationNode is the node the pod proves: a pod the scheduler has
+	// not bound yet (on a DRA node) is on that node's account, whatever
+	// an admission webhook added to its affinity.
+	AnnotationNode = gpuv1.OperatorAnnotationPrefix + "workload-node"
 )
 
 // Generation names what a proof proves on a node: a new boot, driver pod,
@@ -97,7 +101,8 @@ func Pod(cp *gpuv1.ClusterPolicy, namespace, node string, r Request) *corev1.Pod
 	meta := render.ObjectMeta(cp, PodName(node, r), namespace, string(state.CUDAWorkload))
 	meta.Labels[render.LabelName] = App
 	meta.Labels[render.LabelApp] = App
-	meta.Annotations = map[string]string{AnnotationGeneration: r.Generation, AnnotationAttempt: strconv.Itoa(r.Attempt)}
+	meta.Annotations = map[string]string{AnnotationGeneration: r.Generation, AnnotationAttempt: strconv.Itoa(r.Attempt),
+		AnnotationNode: node}
 	container := corev1.Container{
 		Name:                     ContainerName,
 		Image:                    render.Image(v.ImageParts()),
@@ -135,7 +140,7 @@ func Pod(cp *gpuv1.ClusterPolicy, namespace, node string, r Request) *corev1.Pod
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: string(s)})
 	}
 	if r.DeviceClass != "" {
-		claimOnNode(pod, node, r.DeviceClass)
+		claimOnNode(pod, cp, node, r.DeviceClass)
 	}
 	return pod
 }

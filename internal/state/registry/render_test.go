@@ -60,11 +60,18 @@ func workloadPod(cp *gpuv1.ClusterPolicy) *corev1.Pod {
 		Resource: "nvidia.com/gpu", RuntimeClass: state.RuntimeClassName(&cp.Spec, gpuv1.RuntimeContainerd)})
 }
 
+// draWorkloadPod is the CUDA workload pod on a node of a DRA pool.
+func draWorkloadPod(cp *gpuv1.ClusterPolicy) *corev1.Pod {
+	return cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-1", cudaworkload.Request{
+		Generation: cudaworkload.Generation("boot-id", "driver-pod-uid", "dra-plugin-pod-uid", ""), Attempt: 1,
+		DeviceClass: cudaworkload.GPUDeviceClass})
+}
+
 func renderState(t *testing.T, g *state.Graph, s state.State, cp *gpuv1.ClusterPolicy) []byte {
 	t.Helper()
 	objs := renderObjects(t, g, s, cp)
 	if s.Name == state.CUDAWorkload && s.Operand.Enabled(&cp.Spec) {
-		objs = append(objs, workloadPod(cp))
+		objs = append(objs, workloadPod(cp), draWorkloadPod(cp))
 	}
 	var buf bytes.Buffer
 	for _, o := range objs {

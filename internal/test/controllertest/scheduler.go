@@ -9,7 +9,9 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
@@ -17,7 +19,8 @@ import (
 
 // schedule does what the scheduler would for a pod the operator made
 // unbound and pinned to a node (a CUDA workload pod on a DRA node): it
-// binds the pod to a node its required affinity matches whose ResourceSlices name an untainted
+// binds the pod to a node its required affinity matches, whose taints
+// (a cordon's included) it tolerates, and whose ResourceSlices name an untainted
 // device of the class the pod's claim template asks for, and otherwise
 // says why not in the pod's PodScheduled condition, as the scheduler
 // does. It allocates no claim and counts no device in use: envtest runs
@@ -66,10 +69,31 @@ func (s *Cluster) place(ctx context.Context, p *corev1.Pod, nodes []corev1.Node)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
 	why = fmt.Sprintf("%d node(s) didn't match Pod's node affinity/selector", len(nodes))
 	for i := range nodes {
-		if ok, err := affinity.Match(&nodes[i]); err != nil || !ok {
+		n := &nodes[i]
+		if ok, err := affinity.Match(n); err != nil || !ok {
 			continue
 		}
-		if why, err = s.unfit(ctx, p, nodes[i].Name); err != nil || why == "" {
+		// The node lifecycle controller, which envtest does not run,
+		// takes the not-ready taint the API server puts on a new node
+		// off once it is Ready, and taints a cordoned node
+		// unschedulable:NoSchedule.
+		taints := n.Spec.Taints
+		if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}) {
+			taints = slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+		}
+		if n.Spec.Unschedulable {
+			taints = append(slices.Clone(taints), corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+		}
+		if taint, found := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, p.Spec.Tolerations,
+			func(t *corev1.Taint) bool {
+				return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+			}, false); found {
+			why = fmt.Sprintf("1 node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)
+			continue
+		}
+		if why, err = s.unfit(ctx, p, n.Name); err != nil || why == "" {
 			return nodes[i].Name, why, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
@@ -21,7 +22,8 @@ import (
 // node, and bound by the (simulated) scheduler once the node's slices
 // name a device of its class. The node is ready, its readiness taint
 // lifted, once the sample ran; a DRA node whose Fabric Manager is down is
-// held out with the cause named.
+// held out with the cause named. A cordoned DRA node's proof waits for
+// the scheduler.
 func TestDRANodeIsProvedThroughAClaim(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 0, withDRAPool, withReadinessTaint)
@@ -47,9 +49,45 @@ func TestDRANodeIsProvedThroughAClaim(t *testing.T) {
 	g.Expect(suite.Client.List(f.Ctx, templates, client.InNamespace(controllertest.Namespace))).To(Succeed())
 	g.Expect(templates.Items).To(HaveLen(2))
 
+	// A cordoned DRA node gets no proof: the scheduler does not place
+	// it there, which says nothing of CUDA. The node waits, its pod
+	// kept, and is proved once uncordoned.
+	cordoned := "dra-pool-cordoned"
+	f.CreateNode(cordoned, map[string]string{rackLabel: "nvl72"})
+	f.Nodes = append(f.Nodes, cordoned)
+	cordon(f, cordoned, true)
+	f.ExpectState("ready", "dra-driver", cordoned)
+	var waiting *corev1.Pod
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(suite.Client.List(f.Ctx, pods, client.InNamespace(controllertest.Namespace),
+			client.MatchingLabels{render.LabelApp: cudaworkload.App})).To(Succeed())
+		for i := range pods.Items {
+			if pods.Items[i].Annotations[cudaworkload.AnnotationNode] == cordoned {
+				waiting = &pods.Items[i]
+			}
+		}
+		g.Expect(waiting).NotTo(BeNil())
+		g.Expect(waiting.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodScheduled),
+			HaveField("Message", ContainSubstring("untolerated taint {node.kubernetes.io/unschedulable")))))
+	}, controllertest.Timeout, controllertest.Interval).Should(Succeed())
+	f.ExpectState("pending", "cuda-workload", cordoned)
+	cordon(f, cordoned, false)
+	f.ExpectState("ready", "cuda-workload", cordoned)
+	g.Expect(f.PodOn(cordoned, "cuda-workload").UID).To(Equal(waiting.UID), "the waiting pod ran, not a new one")
+
 	f.ExpectState("ready", "dra-driver", down)
 	f.ExpectState("failed", "cuda-workload", down)
 	g.Eventually(func() string { return strings.Join(f.EventsOf(down), "\n") }, controllertest.Timeout, controllertest.Interval).Should(
 		And(ContainSubstring("CUDA error 802"), ContainSubstring("Fabric Manager")))
 	g.Expect(taintsOf(f, down)()).To(Equal([]string{notReadyTaint}))
+}
+
+// cordon sets a node's spec.unschedulable, as kubectl cordon does: a
+// patch, which the operator's own writes of the node do not conflict with.
+func cordon(f *controllertest.Fixture, node string, on bool) {
+	n := f.Node(node)
+	base := n.DeepCopy()
+	n.Spec.Unschedulable = on
+	NewWithT(f.T).Expect(suite.Client.Patch(f.Ctx, n, client.MergeFrom(base))).To(Succeed())
 }
