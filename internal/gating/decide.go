@@ -231,8 +231,18 @@ func (d *decision) disabled(name state.Name) bool {
 // optedOut reports whether the policy or the node's labels keep the state
 // off the node.
 func (d *decision) optedOut(name state.Name) bool {
-	labels := d.in.Node.Labels
-	if !d.in.Enabled[name] || labels[gpuv1.LabelDeployOperands] == "false" {
+	return !d.in.Enabled[name] || OptedOut(d.in.Node.Labels, name)
+}
+
+// OptedOut reports whether a node's labels keep a state off it: every
+// operand opted out (nvidia.com/gpu.deploy.operands=false), or the state's
+// deploy label set to a value other than true or NVIDIA's
+// paused-for-mig-change. An absent label is no opt-out: the node
+// controller writes it, and a person who deletes it has said nothing. The
+// maintenance machines read the same rule: only an opt-out ends an
+// operation in flight.
+func OptedOut(labels map[string]string, name state.Name) bool {
+	if labels[gpuv1.LabelDeployOperands] == "false" {
 		return true
 	}
 	v, has := labels[gpuv1.DeployLabel(string(name))]

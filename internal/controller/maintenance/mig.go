@@ -58,8 +58,9 @@ func (reconfigurations) operation() arbiter.Operation { return arbiter.MIGReconf
 // mig-manager, and no DRA driver with DynamicMIG manages its MIG devices
 // (let go where it stands, as when migManager is turned off).
 func (reconfigurations) runs(p *pass, n *corev1.Node) bool {
+	st := migStateOf(n)
 	return p.cp != nil && p.cp.Spec.MIGManager.Manages() && gating.IsGPUNode(n) &&
-		n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] == gpuv1.LabelTrue &&
+		deployed(n, state.MIGManager, st != "" && st != gpuv1.MIGReconfigureDone) &&
 		!(p.dynamicMIG && gating.AllocationModeOf(n) == gpuv1.AllocationDRA)
 }
 

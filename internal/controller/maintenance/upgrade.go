@@ -68,9 +68,26 @@ func (upgrades) operation() arbiter.Operation { return arbiter.DriverUpgrade }
 // driver have none to upgrade; one that moved there mid-upgrade is let go
 // (uncordoned).
 func (upgrades) runs(p *pass, n *corev1.Node) bool {
+	st := stateOf(n)
 	return p.cp != nil && p.cp.Spec.Driver.IsEnabled() && gating.IsGPUNode(n) &&
-		n.Labels[gpuv1.DeployLabel(string(state.Driver))] == gpuv1.LabelTrue &&
+		deployed(n, state.Driver, st != "" && st != gpuv1.UpgradeDone) &&
 		n.Labels[gpuv1.LabelDriverRoot] != string(gpuv1.DriverRootHost)
+}
+
+// deployed reports whether the node runs a state's operand for its
+// machine: its deploy label true (or NVIDIA's paused-for-mig-change), or
+// absent while the machine's operation is in flight. A person who deletes
+// the label, rather than setting it to false, has not opted out, and the
+// node controller writes it back: the operation goes on, as after a
+// flap of NFD's label, and ends only by an opt-out (gating.OptedOut). A
+// node never labelled yet starts nothing before the node controller has
+// labelled it.
+func deployed(n *corev1.Node, name state.Name, inFlight bool) bool {
+	if gating.OptedOut(n.Labels, name) {
+		return false
+	}
+	_, has := n.Labels[gpuv1.DeployLabel(string(name))]
+	return has || inFlight
 }
 
 func (upgrades) position(_ context.Context, p *pass, n *corev1.Node, view *arbiter.Node) {
