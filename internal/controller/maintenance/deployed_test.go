@@ -22,9 +22,11 @@ func TestDeletedDeployLabelEndsNoOperation(t *testing.T) {
 	p := &pass{cp: &gpuv1.ClusterPolicy{}}
 	p.cp.Spec.MIGManager.Enabled = ptr.To(true)
 	tests := map[string]struct {
-		machine interface{ runs(*pass, *corev1.Node) bool }
-		deploy  string
-		stateL  string
+		machine interface {
+			runs(*pass, *corev1.Node) bool
+		}
+		deploy string
+		stateL string
 		// inFlight and idle are the state label's values in flight and not.
 		inFlight, idle string
 	}{
