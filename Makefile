@@ -77,7 +77,7 @@ TEST_PARALLEL ?= 8
 # cluster miss their start budget on two cores. Then the e2e specs and the
 # benchmark's smoke run side by side, each on clusters of its own, their
 # outputs each in one piece.
-test: tools build ## Run the unit, envtest and packaging tests, then the end-to-end specs and the benchmark's smoke run (builds the toolchain on first use).
+test: tools build-operator ## Run the unit, envtest and packaging tests, then the end-to-end specs and the benchmark's smoke run (builds the toolchain on first use).
 	$(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory --output-sync=target -j2 test-e2e bench-smoke
 
@@ -96,7 +96,7 @@ FOCUS ?=
 E2E_PROCS ?= $(if $(FOCUS),1,4)
 
 .PHONY: test-e2e
-test-e2e: tools-sim build build-sim-agent $(BIN)/ginkgo ## Run the end-to-end specs against simulated GPU clusters (E2E_NODES=5, E2E_PROCS=4; FOCUS=regexp runs the matching specs alone).
+test-e2e: tools-sim build-operator build-sim-agent $(BIN)/ginkgo ## Run the end-to-end specs against simulated GPU clusters (E2E_NODES=5, E2E_PROCS=4; FOCUS=regexp runs the matching specs alone).
 	$(BIN)/ginkgo run --tags e2e --procs $(E2E_PROCS) --timeout 20m -v $(if $(FOCUS),--focus '$(FOCUS)') ./test/e2e
 
 # The Ginkgo CLI runs the e2e specs in parallel processes; built at go.mod's
@@ -105,7 +105,7 @@ $(BIN)/ginkgo: go.mod
 	go build -o $@ github.com/onsi/ginkgo/v2/ginkgo
 
 .PHONY: flake-hunt
-flake-hunt: tools build build-sim-agent $(BIN)/ginkgo ## Run go test ./... GO_RUNS times (3) and the e2e specs E2E_RUNS times (2) under a CPU load on every core; failures listed in _output/flake-hunt/summary.txt.
+flake-hunt: tools build-operator build-sim-agent $(BIN)/ginkgo ## Run go test ./... GO_RUNS times (3) and the e2e specs E2E_RUNS times (2) under a CPU load on every core; failures listed in _output/flake-hunt/summary.txt.
 	hack/flake-hunt.sh
 
 .PHONY: fuzz
@@ -115,8 +115,15 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 ##@ Build
 
 .PHONY: build
-build: ## Build the operator binary into bin/gpu-operator.
+build: build-operator build-plugin ## Build the operator into bin/gpu-operator and the kubectl plugin into bin/kubectl-gpu.
+
+.PHONY: build-operator
+build-operator: ## Build the operator binary into bin/gpu-operator.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/gpu-operator ./cmd/gpu-operator
+
+.PHONY: build-plugin
+build-plugin: ## Build the kubectl plugin into bin/kubectl-gpu (put bin/ on PATH for kubectl gpu).
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-gpu ./cmd/kubectl-gpu
 
 .PHONY: build-sim-agent
 build-sim-agent: ## Build the simulated cluster's GPU node agent into bin/simagent.
@@ -163,7 +170,7 @@ demo: tools-sim build build-sim-agent ## Run the operator on a local simulated G
 demo-down: sim-down ## Stop the demo.
 
 .PHONY: sim-up
-sim-up: tools-sim build build-sim-agent ## Start a simulated GPU cluster on 127.0.0.1 with NODES fake GPU nodes (kubeconfig: _output/sim/kubeconfig).
+sim-up: tools-sim build-operator build-sim-agent ## Start a simulated GPU cluster on 127.0.0.1 with NODES fake GPU nodes (kubeconfig: _output/sim/kubeconfig).
 	hack/sim/up.sh $(SIM_NODES)
 
 .PHONY: sim-down
@@ -175,7 +182,7 @@ sim-down: ## Stop the simulated cluster and remove its state.
 BENCH_ARGS ?=
 
 .PHONY: bench-scale
-bench-scale: tools-sim build build-sim-agent ## Measure rollout, floor, writes, memory, kubelet churn, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
+bench-scale: tools-sim build-operator build-sim-agent ## Measure rollout, floor, writes, memory, kubelet churn, reboot and upgrade at scale (NODES=1000); figures in _output/bench/scale.json.
 	go run ./hack/benchscale -nodes $(or $(NODES),1000) $(BENCH_ARGS)
 
 # The smoke run's guard on the operator's peak RSS in its 20-node rollout:
@@ -188,7 +195,7 @@ SMOKE_MAX_ROLLOUT_RSS_MIB ?= 100
 # bench-scale run's and from the e2e processes', beside which make test
 # runs it.
 .PHONY: bench-smoke
-bench-smoke: tools-sim build build-sim-agent ## Run bench-scale small (20 nodes, every phase, 10 s quiet and churn): fails when the harness hangs or crashes, or the operator's rollout RSS passes 100 MiB; figures in _output/bench-smoke/smoke.json.
+bench-smoke: tools-sim build-operator build-sim-agent ## Run bench-scale small (20 nodes, every phase, 10 s quiet and churn): fails when the harness hangs or crashes, or the operator's rollout RSS passes 100 MiB; figures in _output/bench-smoke/smoke.json.
 	go run ./hack/benchscale -nodes 20 -unrelated-pods 2 -quiet 10s -churn 10s -churn-every 5s -stall 2m \
 		-max-rollout-rss-mib $(SMOKE_MAX_ROLLOUT_RSS_MIB) \
 		-work _output/bench-smoke -port-offset 1000 -out _output/bench-smoke/smoke.json
@@ -198,7 +205,7 @@ bench-smoke: tools-sim build build-sim-agent ## Run bench-scale small (20 nodes,
 CHAOS_ARGS ?=
 
 .PHONY: test-chaos
-test-chaos: tools-sim build build-sim-agent ## Fault-inject a simulated cluster (NODES=100) and check that every invariant held; table on stdout, figures in _output/bench/chaos.json.
+test-chaos: tools-sim build-operator build-sim-agent ## Fault-inject a simulated cluster (NODES=100) and check that every invariant held; table on stdout, figures in _output/bench/chaos.json.
 	go test -tags chaos ./test/chaos -run '^TestChaos$$' -count=1 -timeout 60m -v -args -nodes=$(or $(NODES),100) $(CHAOS_ARGS)
 
 .PHONY: tools-sim

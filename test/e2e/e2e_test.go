@@ -226,7 +226,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			MetricsAuthSpec(ctx)
 		})
 
-		It("holds nobody back for a node whose driver never loads, and reports it", func(ctx SpecContext) {
+		It("holds nobody back for a node whose driver never loads, and reports it, in kubectl gpu too", func(ctx SpecContext) {
 			// Ready: the healthy nodes, the host-driver and CRI-O nodes; not the
 			// broken, k3s (wrong paths), unconfigured, GKE COS and moved
 			// kubelet root nodes, under the default values.

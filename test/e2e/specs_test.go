@@ -145,6 +145,7 @@ func BrokenNodeSpec(ctx context.Context, in BrokenNodeInput) {
 		g.Expect(c.Message).To(ContainSubstring(in.Node))
 		g.Expect(cp.Status.ReadyNodes).To(Equal(in.ReadyNodes))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
+	KubectlGPUSpec(ctx, in.Node, in.ReadyNodes)
 }
 
 // RebootInput names nodes to reboot.

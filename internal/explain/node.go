@@ -1,0 +1,144 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
+	"github.com/gpu-operator/gpu-operator/internal/gating"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+)
+
+// Node is what kubectl gpu why prints of one node.
+type Node struct {
+	Name string `json:"name"`
+	// GPUNode is false for a node the operator does not serve.
+	GPUNode bool   `json:"gpuNode"`
+	Pool    string `json:"pool,omitempty"`
+	Mode    string `json:"allocationMode,omitempty"`
+	// States are the node's states in the chain's order.
+	States []State `json:"states,omitempty"`
+	// Operations are the maintenance operations the node's labels record.
+	Operations []Operation `json:"operations,omitempty"`
+	// Waiting is why a queued operation does not start (the maintenance
+	// look's word on the node).
+	Waiting        string `json:"waiting,omitempty"`
+	ReadinessTaint bool   `json:"readinessTaint"`
+	Cordoned       bool   `json:"cordoned"`
+	// Next says what a person can do, each a command or a fact to check.
+	Next []string `json:"next,omitempty"`
+}
+
+// State is one state of the chain on a node.
+type State struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// Reason is the node controller's word on a state not ready.
+	Reason string `json:"reason,omitempty"`
+	// Pod is the state's pod on the node, where it has one.
+	Pod string `json:"pod,omitempty"`
+}
+
+// Operation is a maintenance operation as the node's labels record it.
+type Operation struct {
+	Name  string    `json:"name"`
+	State string    `json:"state"`
+	Since time.Time `json:"since,omitzero"`
+	// Reason is the operation's own word on a failure, where it keeps one.
+	Reason string `json:"reason,omitempty"`
+}
+
+// operations are the four machines' state labels, since and reason
+// annotations, in the arbiter's precedence.
+var operations = []struct {
+	name, label, since, reason string
+	idle                       []string
+}{
+	{"driver upgrade", gpuv1.LabelUpgradeState, maintenance.AnnotationSince, "", []string{string(gpuv1.UpgradeDone)}},
+	{"repair", gpuv1.LabelRemediationState, maintenance.AnnotationRemediationSince, maintenance.AnnotationReason,
+		[]string{string(gpuv1.RemediationDone)}},
+	{"allocation mode switch", gpuv1.LabelModeSwitchState, maintenance.AnnotationSwitchSince, gpuv1.AnnotationModeSwitchReason,
+		[]string{string(gpuv1.ModeSwitchDone)}},
+	{"MIG reconfiguration", gpuv1.LabelMIGReconfigureState, maintenance.AnnotationMIGSince, gpuv1.AnnotationMIGReason,
+		[]string{string(gpuv1.MIGReconfigureDone)}},
+}
+
+// ForNode explains a node: its states in graph's order, each with why
+// when the node controller's judgement (why, from node.Reconciler.Explain)
+// says it is not ready and its pod there (pods, by state, in the
+// operator's namespace), and the operations its labels record.
+func ForNode(n *corev1.Node, graph *state.Graph, why map[state.Name]string, pods map[state.Name]string, namespace string) Node {
+	out := Node{Name: n.Name, GPUNode: gating.IsGPUNode(n), Pool: n.Labels[gpuv1.LabelDriverPool],
+		Mode: n.Labels[gpuv1.LabelAllocationMode], Waiting: n.Annotations[gpuv1.AnnotationMaintenanceWaiting],
+		Cordoned:       n.Spec.Unschedulable,
+		ReadinessTaint: slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == gpuv1.TaintGPUNotReady })}
+	if !out.GPUNode {
+		out.Next = append(out.Next, "the operator serves no GPU on this node: it needs NFD's label "+
+			"feature.node.kubernetes.io/pci-10de.present=true, or nvidia.com/gpu.present=true")
+		return out
+	}
+	for _, name := range graph.PerNode() {
+		v, ok := n.Labels[gpuv1.StateLabel(string(name))]
+		if !ok {
+			continue
+		}
+		out.States = append(out.States, State{Name: string(name), Value: v, Reason: why[name], Pod: pods[name]})
+	}
+	for _, op := range operations {
+		st := n.Labels[op.label]
+		if st == "" || slices.Contains(op.idle, st) {
+			continue
+		}
+		o := Operation{Name: op.name, State: st}
+		if t, err := time.Parse(time.RFC3339, n.Annotations[op.since]); err == nil {
+			o.Since = t
+		}
+		if op.reason != "" {
+			o.Reason = n.Annotations[op.reason]
+		}
+		out.Operations = append(out.Operations, o)
+	}
+	out.Next = next(n, out, namespace)
+	return out
+}
+
+// next says what a person can do about the node, from the docs' own
+// commands (docs/driver-upgrades.md, node-health.md, mig.md).
+func next(n *corev1.Node, out Node, namespace string) []string {
+	var tips []string
+	for _, o := range out.Operations {
+		switch {
+		case o.Name == "driver upgrade" && o.State == string(gpuv1.UpgradeFailed):
+			tips = append(tips, fmt.Sprintf("the driver upgrade failed: once its cause is fixed, retry it with "+
+				"kubectl label node %s %s=%s --overwrite", n.Name, gpuv1.LabelUpgradeState, gpuv1.UpgradeRequired))
+		case o.Name == "repair" && (o.State == string(gpuv1.RemediationFailed) ||
+			o.State == string(gpuv1.RemediationRequired) && n.Annotations[gpuv1.AnnotationRemediationApproved] == ""):
+			tips = append(tips, fmt.Sprintf("a repair waits for a person (with remediation.autoStart off, or after a failure): "+
+				"approve it with kubectl annotate node %s %s=true, or reboot the node", n.Name, gpuv1.AnnotationRemediationApproved))
+		case o.Name == "repair" && o.State == string(gpuv1.RemediationRebootRequired):
+			tips = append(tips, "nothing the operator can do healed the GPUs: reboot the node")
+		case o.Name == "MIG reconfiguration" && o.State == string(gpuv1.MIGReconfigureFailed):
+			tips = append(tips, fmt.Sprintf("the MIG reconfiguration failed: name another configuration in %s, or remove %s to start over",
+				gpuv1.LabelMIGConfig, gpuv1.LabelMIGReconfigureState))
+		}
+	}
+	for _, s := range out.States {
+		if s.Value == string(gpuv1.StateFailed) {
+			tips = append(tips, fmt.Sprintf("state %s failed: kubectl describe node %s shows its events", s.Name, n.Name))
+		}
+		if s.Pod != "" && s.Value != string(gpuv1.StateReady) && s.Value != string(gpuv1.StateDisabled) &&
+			!strings.HasPrefix(s.Reason, "waiting for ") {
+			tips = append(tips, fmt.Sprintf("state %s is %s: its pod's log says more: kubectl logs -n %s %s --all-containers",
+				s.Name, s.Value, namespace, s.Pod))
+		}
+	}
+	if out.Waiting != "" {
+		tips = append(tips, "it waits: "+out.Waiting)
+	}
+	return tips
+}

@@ -1,0 +1,149 @@
+package kubectlgpu
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/controller/node"
+	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/explain"
+	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/timers"
+)
+
+// syncTimeout bounds the wait for the operand pods and slices lists.
+const syncTimeout = time.Minute
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(gpuv1.AddToScheme(s))
+	utilruntime.Must(gpuv1alpha1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
+}
+
+// judge is the node controller's judgement, on live reads: the same
+// Decide the operator makes, with its default timers, writing nothing.
+type judge struct {
+	r *node.Reconciler
+	c client.Client
+}
+
+func newJudge(ctx context.Context, cfg *rest.Config, namespace string) (*judge, error) {
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		return nil, err
+	}
+	graph, err := registry.Graph()
+	if err != nil {
+		return nil, err
+	}
+	pods, err := operandpods.ForNamespace(cfg, namespace)
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = pods.Start(ctx) }()
+	var slices *draslices.Index
+	if served, err := slicesServed(cfg); err != nil {
+		return nil, err
+	} else if served {
+		if slices, err = draslices.ForConfig(cfg); err != nil {
+			return nil, err
+		}
+		go func() { _ = slices.Start(ctx) }()
+	}
+	if err := waitSynced(ctx, func() error {
+		if _, err := pods.All(); err != nil {
+			return err
+		}
+		if slices != nil {
+			_, err := slices.OnNode("")
+			return err
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("listing the operand pods in %s and the ResourceSlices: %w", namespace, err)
+	}
+	return &judge{c: c, r: &node.Reconciler{Client: c, Pods: pods, Slices: slices, Graph: graph, Namespace: namespace,
+		Timers: timers.Defaults()}}, nil
+}
+
+// explain explains one node.
+func (j *judge) explain(ctx context.Context, name string) (explain.Node, error) {
+	n := &corev1.Node{}
+	if err := j.c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return explain.Node{}, fmt.Errorf("no node %s", name)
+		}
+		return explain.Node{}, err
+	}
+	why, err := j.r.Explain(ctx, n)
+	if err != nil {
+		return explain.Node{}, fmt.Errorf("judging node %s: %w", name, err)
+	}
+	onNode, err := j.r.Pods.OnNode(name)
+	if err != nil {
+		return explain.Node{}, err
+	}
+	pods := map[state.Name]string{}
+	for _, p := range onNode {
+		if p.DeletionTimestamp == nil && (pods[p.State] == "" || p.State != state.CUDAWorkload || !p.Ended()) {
+			pods[p.State] = p.Name
+		}
+	}
+	return explain.ForNode(n, j.r.Graph, why, pods, j.r.Namespace), nil
+}
+
+// slicesServed reports whether the API server serves resource.k8s.io/v1
+// ResourceSlices.
+func slicesServed(cfg *rest.Config) (bool, error) {
+	d, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	list, err := d.ServerResourcesForGroupVersion("resource.k8s.io/v1")
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "resourceslices" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func waitSynced(ctx context.Context, synced func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	for {
+		err := synced()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
