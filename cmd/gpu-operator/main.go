@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -19,14 +15,13 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/metricsauth"
 	"github.com/gpu-operator/gpu-operator/internal/operator"
 	"github.com/gpu-operator/gpu-operator/internal/restconfig"
+	"github.com/gpu-operator/gpu-operator/internal/scheme"
 	"github.com/gpu-operator/gpu-operator/internal/timers"
 	"github.com/gpu-operator/gpu-operator/internal/version"
 )
@@ -97,15 +92,6 @@ func parseFlags(args []string) (*options, error) {
 	return o, nil
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(gpuv1.AddToScheme(s))
-	utilruntime.Must(gpuv1alpha1.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	return s
-}
-
 // metricsOptions serves metrics the way the API server's own components do:
 // HTTPS, with every request's bearer token checked by the API server, so that
 // reaching the port is not enough to read them.
@@ -137,7 +123,7 @@ func run(o *options) error {
 	// their label strings.
 	nodes := cacheconfig.NewNodeTrimmer()
 	mgr, err := ctrl.NewManager(restconfig.Uncompressed(ctrl.GetConfigOrDie()), ctrl.Options{
-		Scheme:                        newScheme(),
+		Scheme:                        scheme.New(),
 		Cache:                         cacheconfig.Options(o.namespace, nodes),
 		Client:                        cacheconfig.ClientOptions(),
 		Metrics:                       metricsOptions(o),

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/install"
+	"github.com/gpu-operator/gpu-operator/internal/scheme"
 )
 
 // subcommands run once around an install, from helm hooks; without one
@@ -88,7 +89,7 @@ func newClient() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, fmt.Errorf("creating a client: %w", err)
 	}

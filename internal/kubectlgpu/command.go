@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gpu-operator/gpu-operator/internal/explain"
+	"github.com/gpu-operator/gpu-operator/internal/scheme"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
@@ -74,7 +75,7 @@ func (o *options) status(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}

@@ -6,21 +6,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/explain"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/scheme"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/timers"
@@ -28,15 +23,6 @@ import (
 
 // syncTimeout bounds the wait for the operand pods and slices lists.
 const syncTimeout = time.Minute
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(gpuv1.AddToScheme(s))
-	utilruntime.Must(gpuv1alpha1.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	return s
-}
 
 // judge is the node controller's judgement, on live reads: the same
 // Decide the operator makes, with its default timers, writing nothing.
@@ -46,7 +32,7 @@ type judge struct {
 }
 
 func newJudge(ctx context.Context, cfg *rest.Config, namespace string) (*judge, error) {
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return nil, err
 	}

@@ -161,22 +161,31 @@ func noEscalation(ctr string) func(*podCase) error {
 // The CUDA workload pod, as the node controller makes it for each node
 // variant of every policy that runs the proof.
 func TestCUDAWorkloadContract(t *testing.T) {
+	cases := workloadCases(t, func(cp *gpuv1.ClusterPolicy, v state.Variant) cudaworkload.Request {
+		return cudaworkload.Request{Generation: cudaworkload.Generation("boot", "d", "p", ""), Attempt: 1, Resource: "nvidia.com/gpu",
+			RuntimeClass: state.RuntimeClassName(&cp.Spec, v.Runtime)}
+	})
+	checkCases(t, cases, append(slices.Clone(cudaWorkloadContract), cudaWorkloadPluginContract...))
+}
+
+// workloadCases are the CUDA workload pods the node controller makes on
+// gpu-node-0 for each node variant of every policy that runs the proof,
+// as req asks.
+func workloadCases(t *testing.T, req func(*gpuv1.ClusterPolicy, state.Variant) cudaworkload.Request) []*podCase {
 	var cases []*podCase
 	for pname, cp := range policies(t) {
 		if !(cudaworkload.Operand{}).Enabled(&cp.Spec) {
 			continue
 		}
 		for _, v := range fixture.Variants(cp) {
-			pod := cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", cudaworkload.Request{
-				Generation: cudaworkload.Generation("boot", "d", "p", ""), Attempt: 1, Resource: "nvidia.com/gpu",
-				RuntimeClass: state.RuntimeClassName(&cp.Spec, v.Runtime)})
+			pod := cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", req(cp, v))
 			// The labels stand for the template annotations: the checks
 			// read what the pod carries.
 			cases = append(cases, &podCase{policy: pname, variant: v, workload: pod.Name, pod: &pod.Spec, annotations: pod.Labels,
 				spec: &cp.Spec})
 		}
 	}
-	checkCases(t, cases, append(slices.Clone(cudaWorkloadContract), cudaWorkloadPluginContract...))
+	return cases
 }
 
 // draQuickstart is the DRA driver's example of a pod given one GPU: a
@@ -270,16 +279,13 @@ var cudaWorkloadDRAContract = []requirement{
 // The CUDA workload pod on a DRA node, for each node variant of every
 // policy that runs the proof, and the objects it names.
 func TestCUDAWorkloadDRAContract(t *testing.T) {
-	var cases []*podCase
+	cases := workloadCases(t, func(*gpuv1.ClusterPolicy, state.Variant) cudaworkload.Request {
+		return cudaworkload.Request{Generation: cudaworkload.Generation("boot", "d", "r", ""), Attempt: 1,
+			DeviceClass: cudaworkload.GPUDeviceClass}
+	})
 	for pname, cp := range policies(t) {
 		if !(cudaworkload.Operand{}).Enabled(&cp.Spec) {
 			continue
-		}
-		for _, v := range fixture.Variants(cp) {
-			pod := cudaworkload.Pod(cp, fixture.Namespace, "gpu-node-0", cudaworkload.Request{
-				Generation: cudaworkload.Generation("boot", "d", "r", ""), Attempt: 1, DeviceClass: cudaworkload.GPUDeviceClass})
-			cases = append(cases, &podCase{policy: pname, variant: v, workload: pod.Name, pod: &pod.Spec, annotations: pod.Labels,
-				spec: &cp.Spec})
 		}
 		objs, err := cudaworkload.Operand{}.Render(state.RenderInput{Policy: cp, Namespace: fixture.Namespace, DRAInUse: true})
 		if err != nil {

@@ -7,16 +7,12 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/scheme"
 	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 )
 
@@ -66,16 +62,9 @@ func Start(opts client.Options) (*Env, error) {
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error { return e.env.Stop() }
 
-// NewScheme returns a scheme with every type the tests use: the built-in
-// kinds, the ClusterPolicy and CRDs.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(gpuv1.AddToScheme(s))
-	utilruntime.Must(gpuv1alpha1.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	return s
-}
+// NewScheme returns a scheme with every type the tests use: the
+// operator's (internal/scheme).
+func NewScheme() *runtime.Scheme { return scheme.New() }
 
 // RunStrict starts an API server for a test package, hands setup a client
 // with strict field validation (as `kubectl apply` validates), runs the
