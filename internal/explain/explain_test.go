@@ -47,7 +47,7 @@ func TestWhyANodeIsNotReady(t *testing.T) {
 	why := map[state.Name]string{state.Driver: "pod nvidia-driver-daemonset-x crash-loops: nvidia.ko not loaded",
 		state.ContainerToolkit: "waiting for driver"}
 
-	r := ForNode(n, graph, why, map[state.Name]string{state.Driver: "nvidia-driver-daemonset-x"}, "gpu-operator")
+	r := ForNode(n, graph, Facts{Why: why, Pods: map[state.Name]string{state.Driver: "nvidia-driver-daemonset-x"}, Namespace: "gpu-operator"})
 	g.Expect(r.GPUNode).To(BeTrue())
 	g.Expect(r.ReadinessTaint).To(BeTrue())
 	g.Expect(r.States[0]).To(Equal(State{Name: "driver", Value: "failed", Reason: why[state.Driver], Pod: "nvidia-driver-daemonset-x"}),
@@ -79,7 +79,7 @@ func TestWhySaysWhatHoldsTheNode(t *testing.T) {
 	n.Labels[gpuv1.LabelMIGReconfigureState] = string(gpuv1.MIGReconfigureDone)
 	n.Annotations[gpuv1.AnnotationMaintenanceWaiting] = "the repair waits: the driver upgrade holds the node"
 
-	r := ForNode(n, graph, nil, nil, "gpu-operator")
+	r := ForNode(n, graph, Facts{Namespace: "gpu-operator"})
 	g.Expect(r.Operations).To(ConsistOf(
 		Operation{Name: "driver upgrade", State: "upgrade-failed", Since: now.Add(-time.Hour)},
 		Operation{Name: "repair", State: "remediation-required"}), "an idle MIG state holds nothing")
@@ -92,10 +92,12 @@ func TestWhySaysWhatHoldsTheNode(t *testing.T) {
 	g.Expect(r.WriteText(&text, now)).To(Succeed())
 	g.Expect(text.String()).To(ContainSubstring("driver upgrade  upgrade-failed        for 1h0m0s"))
 
+	g.Expect(ForNode(n, graph, Facts{RepairsAutoStart: true}).Next).NotTo(ContainElement(ContainSubstring("approve")),
+		"with autoStart on, the repair waits for its budget, not a person")
 	n.Annotations[gpuv1.AnnotationRemediationApproved] = "true"
-	g.Expect(ForNode(n, graph, nil, nil, "gpu-operator").Next).NotTo(ContainElement(ContainSubstring("approve")), "already approved")
+	g.Expect(ForNode(n, graph, Facts{Namespace: "gpu-operator"}).Next).NotTo(ContainElement(ContainSubstring("approve")), "already approved")
 
-	g.Expect(ForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-1"}}, graph, nil, nil, "gpu-operator")).To(And(
+	g.Expect(ForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-1"}}, graph, Facts{})).To(And(
 		HaveField("GPUNode", false), HaveField("Next", ConsistOf(ContainSubstring("serves no GPU")))))
 }
 
@@ -112,12 +114,15 @@ func TestFleetStatus(t *testing.T) {
 	waiting := gpuNode("a-2", "a", readyStates())
 	waiting.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeRequired)
 	waiting.Annotations[gpuv1.AnnotationMaintenanceWaiting] = "the driver upgrade waits for maxUnavailable (1 of 1 taken)"
-	nodes := []corev1.Node{*gpuNode("a-1", "a", readyStates()), *waiting, *gpuNode("a-3", "a", broken), *held,
+	fresh := gpuNode("b-2", "b", nil)
+	nodes := []corev1.Node{*gpuNode("a-1", "a", readyStates()), *waiting, *gpuNode("a-3", "a", broken), *held, *fresh,
 		{ObjectMeta: metav1.ObjectMeta{Name: "cpu-1"}}}
 
 	f := ForFleet(nodes, graph)
-	g.Expect(f.GPUNodes).To(Equal(4))
-	g.Expect(f.Ready).To(Equal(3))
+	g.Expect(f.GPUNodes).To(Equal(5))
+	g.Expect(f.Ready).To(Equal(3), "a node not labelled yet is not ready, as the ClusterPolicy counts it")
+	g.Expect(f.Pools[1].States["driver"]).To(HaveKeyWithValue("pending", 1))
+	g.Expect(f.Pools[1].States["mig-manager"]).To(HaveKeyWithValue("disabled", 2), "it gates only once labelled")
 	g.Expect(f.Pools).To(HaveLen(2))
 	g.Expect(f.Pools[0]).To(And(HaveField("Name", "a"), HaveField("Nodes", 3), HaveField("Ready", 2)))
 	g.Expect(f.Pools[0].States["driver"]).To(Equal(map[string]int{"ready": 2, "failed": 1}))
@@ -125,6 +130,6 @@ func TestFleetStatus(t *testing.T) {
 	g.Expect(f.Waiting).To(Equal([]Waiting{{Node: "a-2", Why: "the driver upgrade waits for maxUnavailable (1 of 1 taken)"}}))
 	var text bytes.Buffer
 	g.Expect(f.WriteText(&text, now)).To(Succeed())
-	g.Expect(text.String()).To(And(ContainSubstring("GPU nodes: 4, ready on every state: 3"),
+	g.Expect(text.String()).To(And(ContainSubstring("GPU nodes: 5, ready on every state: 3"),
 		MatchRegexp(`a\s+\(nodes\)\s+2/3`), ContainSubstring("a-2: the driver upgrade waits for maxUnavailable")))
 }

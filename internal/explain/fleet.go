@@ -69,23 +69,20 @@ func ForFleet(nodes []corev1.Node, graph *state.Graph) Fleet {
 			pools[name] = p
 		}
 		p.Nodes++
-		ready := true
-		for _, s := range out.States {
-			v, ok := n.Labels[gpuv1.StateLabel(s)]
-			if !ok {
-				continue
+		// A missing label reads as the ClusterPolicy's count reads it
+		// (state.Graph.ValueOf): pending, or disabled where the state
+		// gates only once labelled.
+		for _, s := range graph.PerNode() {
+			if p.States[string(s)] == nil {
+				p.States[string(s)] = map[string]int{}
 			}
-			if p.States[s] == nil {
-				p.States[s] = map[string]int{}
-			}
-			p.States[s][v]++
-			ready = ready && (v == string(gpuv1.StateReady) || v == string(gpuv1.StateDisabled))
+			p.States[string(s)][string(graph.ValueOf(s, n.Labels))]++
 		}
-		if ready {
+		if graph.AllUp(n.Labels) {
 			p.Ready++
 			out.Ready++
 		}
-		for _, o := range ForNode(n, graph, nil, nil, "").Operations {
+		for _, o := range ForNode(n, graph, Facts{}).Operations {
 			out.Held = append(out.Held, Held{Node: n.Name, Operation: o.Name, State: o.State, Since: o.Since})
 		}
 		if w := n.Annotations[gpuv1.AnnotationMaintenanceWaiting]; w != "" {

@@ -68,11 +68,24 @@ var operations = []struct {
 		[]string{string(gpuv1.MIGReconfigureDone)}},
 }
 
-// ForNode explains a node: its states in graph's order, each with why
-// when the node controller's judgement (why, from node.Reconciler.Explain)
-// says it is not ready and its pod there (pods, by state, in the
-// operator's namespace), and the operations its labels record.
-func ForNode(n *corev1.Node, graph *state.Graph, why map[state.Name]string, pods map[state.Name]string, namespace string) Node {
+// Facts are what the operator knows of a node beyond its labels.
+type Facts struct {
+	// Why is the node controller's judgement (node.Reconciler.Explain):
+	// why each state not ready is not.
+	Why map[state.Name]string
+	// Pods are the states' pods on the node, in Namespace, the
+	// operator's.
+	Pods      map[state.Name]string
+	Namespace string
+	// RepairsAutoStart is the policy's remediation.autoStart.
+	RepairsAutoStart bool
+}
+
+// ForNode explains a node: its states in graph's order (a state whose
+// label is missing as the operator reads it: pending, or disabled where
+// it gates only once labelled), each with why when it is not ready and
+// its pod there, and the operations its labels record.
+func ForNode(n *corev1.Node, graph *state.Graph, facts Facts) Node {
 	out := Node{Name: n.Name, GPUNode: gating.IsGPUNode(n), Pool: n.Labels[gpuv1.LabelDriverPool],
 		Mode: n.Labels[gpuv1.LabelAllocationMode], Waiting: n.Annotations[gpuv1.AnnotationMaintenanceWaiting],
 		Cordoned:       n.Spec.Unschedulable,
@@ -83,11 +96,8 @@ func ForNode(n *corev1.Node, graph *state.Graph, why map[state.Name]string, pods
 		return out
 	}
 	for _, name := range graph.PerNode() {
-		v, ok := n.Labels[gpuv1.StateLabel(string(name))]
-		if !ok {
-			continue
-		}
-		out.States = append(out.States, State{Name: string(name), Value: v, Reason: why[name], Pod: pods[name]})
+		out.States = append(out.States, State{Name: string(name), Value: string(graph.ValueOf(name, n.Labels)),
+			Reason: facts.Why[name], Pod: facts.Pods[name]})
 	}
 	for _, op := range operations {
 		st := n.Labels[op.label]
@@ -103,23 +113,26 @@ func ForNode(n *corev1.Node, graph *state.Graph, why map[state.Name]string, pods
 		}
 		out.Operations = append(out.Operations, o)
 	}
-	out.Next = next(n, out, namespace)
+	out.Next = next(n, out, facts)
 	return out
 }
 
 // next says what a person can do about the node, from the docs' own
 // commands (docs/driver-upgrades.md, node-health.md, mig.md).
-func next(n *corev1.Node, out Node, namespace string) []string {
+func next(n *corev1.Node, out Node, facts Facts) []string {
 	var tips []string
 	for _, o := range out.Operations {
 		switch {
 		case o.Name == "driver upgrade" && o.State == string(gpuv1.UpgradeFailed):
 			tips = append(tips, fmt.Sprintf("the driver upgrade failed: once its cause is fixed, retry it with "+
 				"kubectl label node %s %s=%s --overwrite", n.Name, gpuv1.LabelUpgradeState, gpuv1.UpgradeRequired))
-		case o.Name == "repair" && (o.State == string(gpuv1.RemediationFailed) ||
-			o.State == string(gpuv1.RemediationRequired) && n.Annotations[gpuv1.AnnotationRemediationApproved] == ""):
-			tips = append(tips, fmt.Sprintf("a repair waits for a person (with remediation.autoStart off, or after a failure): "+
-				"approve it with kubectl annotate node %s %s=true, or reboot the node", n.Name, gpuv1.AnnotationRemediationApproved))
+		case o.Name == "repair" && o.State == string(gpuv1.RemediationRequired) && !facts.RepairsAutoStart &&
+			n.Annotations[gpuv1.AnnotationRemediationApproved] != gpuv1.LabelTrue:
+			tips = append(tips, fmt.Sprintf("the repair waits for a person (remediation.autoStart is off): approve it with "+
+				"kubectl annotate node %s %s=true", n.Name, gpuv1.AnnotationRemediationApproved))
+		case o.Name == "repair" && o.State == string(gpuv1.RemediationFailed):
+			tips = append(tips, fmt.Sprintf("the repair failed and waits for a person: approve it to start over with "+
+				"kubectl annotate node %s %s=true --overwrite, or reboot the node to validate it again", n.Name, gpuv1.AnnotationRemediationApproved))
 		case o.Name == "repair" && o.State == string(gpuv1.RemediationRebootRequired):
 			tips = append(tips, "nothing the operator can do healed the GPUs: reboot the node")
 		case o.Name == "MIG reconfiguration" && o.State == string(gpuv1.MIGReconfigureFailed):
@@ -134,7 +147,7 @@ func next(n *corev1.Node, out Node, namespace string) []string {
 		if s.Pod != "" && s.Value != string(gpuv1.StateReady) && s.Value != string(gpuv1.StateDisabled) &&
 			!strings.HasPrefix(s.Reason, "waiting for ") {
 			tips = append(tips, fmt.Sprintf("state %s is %s: its pod's log says more: kubectl logs -n %s %s --all-containers",
-				s.Name, s.Value, namespace, s.Pod))
+				s.Name, s.Value, facts.Namespace, s.Pod))
 		}
 	}
 	if out.Waiting != "" {

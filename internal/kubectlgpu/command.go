@@ -91,6 +91,9 @@ func (o *options) status(ctx context.Context) error {
 }
 
 func (o *options) why(ctx context.Context, name string) error {
+	// The informers the judgement reads stop with the command.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cfg, err := o.restConfig()
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
@@ -15,6 +16,8 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/explain"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/policy"
+	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/scheme"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
@@ -25,7 +28,9 @@ import (
 const syncTimeout = time.Minute
 
 // judge is the node controller's judgement, on live reads: the same
-// Decide the operator makes, with its default timers, writing nothing.
+// Decide the operator makes, writing nothing. It uses the operator's
+// default timers: where the install sets others (operator.timers), a
+// reason that names a grace period may differ from the operator's.
 type judge struct {
 	r *node.Reconciler
 	c client.Client
@@ -39,6 +44,20 @@ func newJudge(ctx context.Context, cfg *rest.Config, namespace string) (*judge, 
 	graph, err := registry.Graph()
 	if err != nil {
 		return nil, err
+	}
+	// One list first: a refusal (RBAC) or a namespace without the
+	// operator says so at once, where the informers below would retry
+	// for a minute and then judge on nothing.
+	sets := &appsv1.DaemonSetList{}
+	if err := c.List(ctx, sets, client.InNamespace(namespace), client.MatchingLabels{render.LabelManagedBy: render.ManagedBy},
+		client.Limit(1)); err != nil {
+		return nil, fmt.Errorf("reading the operator's DaemonSets in %s: %w", namespace, err)
+	}
+	if len(sets.Items) == 0 {
+		return nil, fmt.Errorf("no operand DaemonSet of the operator in namespace %s: give the operator's namespace with -n", namespace)
+	}
+	if err := c.List(ctx, &corev1.PodList{}, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return nil, fmt.Errorf("reading the operand pods in %s: %w", namespace, err)
 	}
 	pods, err := operandpods.ForNamespace(cfg, namespace)
 	if err != nil {
@@ -87,13 +106,22 @@ func (j *judge) explain(ctx context.Context, name string) (explain.Node, error) 
 	if err != nil {
 		return explain.Node{}, err
 	}
-	pods := map[state.Name]string{}
+	// Each state's pod as the judgement picks it: a live one before a
+	// terminating one, then the newest.
+	newest := map[state.Name]*operandpods.Pod{}
 	for _, p := range onNode {
-		if p.DeletionTimestamp == nil && (pods[p.State] == "" || p.State != state.CUDAWorkload || !p.Ended()) {
-			pods[p.State] = p.Name
+		if cur := newest[p.State]; cur == nil || p.Newer(cur) {
+			newest[p.State] = p
 		}
 	}
-	return explain.ForNode(n, j.r.Graph, why, pods, j.r.Namespace), nil
+	facts := explain.Facts{Why: why, Pods: map[state.Name]string{}, Namespace: j.r.Namespace}
+	for s, p := range newest {
+		facts.Pods[s] = p.Name
+	}
+	if cp, err := policy.Active(ctx, j.c); err == nil && cp != nil {
+		facts.RepairsAutoStart = cp.Spec.Operator.Remediation.AutoStarts()
+	}
+	return explain.ForNode(n, j.r.Graph, facts), nil
 }
 
 // slicesServed reports whether the API server serves resource.k8s.io/v1

@@ -27,13 +27,14 @@ func TestDeletedDeployLabelEndsNoOperation(t *testing.T) {
 		}
 		deploy string
 		stateL string
+		since  string
 		// inFlight and idle are the state label's values in flight and not.
 		inFlight, idle string
 	}{
-		"upgrade": {machine: upgrades{}, deploy: gpuv1.DeployLabel(string(state.Driver)), stateL: gpuv1.LabelUpgradeState,
+		"upgrade": {machine: upgrades{}, deploy: gpuv1.DeployLabel(string(state.Driver)), stateL: gpuv1.LabelUpgradeState, since: AnnotationSince,
 			inFlight: string(gpuv1.UpgradePodDeletion), idle: string(gpuv1.UpgradeDone)},
 		"MIG reconfiguration": {machine: reconfigurations{}, deploy: gpuv1.DeployLabel(string(state.MIGManager)),
-			stateL: gpuv1.LabelMIGReconfigureState, inFlight: string(gpuv1.MIGReconfigureRequired), idle: string(gpuv1.MIGReconfigureDone)},
+			stateL: gpuv1.LabelMIGReconfigureState, since: AnnotationMIGSince, inFlight: string(gpuv1.MIGReconfigureRequired), idle: string(gpuv1.MIGReconfigureDone)},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -45,6 +46,7 @@ func TestDeletedDeployLabelEndsNoOperation(t *testing.T) {
 				}
 				if st != "" {
 					n.Labels[tt.stateL] = st
+					n.Annotations = map[string]string{tt.since: "2026-12-06T21:00:00Z"}
 				}
 				return n
 			}
@@ -53,6 +55,9 @@ func TestDeletedDeployLabelEndsNoOperation(t *testing.T) {
 			g.Expect(tt.machine.runs(p, node("false", tt.inFlight))).To(BeFalse(), "an opt-out ends it")
 			g.Expect(tt.machine.runs(p, node("-", tt.idle))).To(BeFalse(), "nothing in flight: it waits for the label")
 			g.Expect(tt.machine.runs(p, node("-", ""))).To(BeFalse(), "never labelled: nothing starts")
+			foreign := node("-", tt.inFlight)
+			foreign.Annotations = nil
+			g.Expect(tt.machine.runs(p, foreign)).To(BeFalse(), "a state another operator left is no operation of this one's")
 			opted := node("true", tt.inFlight)
 			opted.Labels[gpuv1.LabelDeployOperands] = "false"
 			g.Expect(tt.machine.runs(p, opted)).To(BeFalse(), "every operand opted out")

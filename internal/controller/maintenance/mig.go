@@ -60,7 +60,7 @@ func (reconfigurations) operation() arbiter.Operation { return arbiter.MIGReconf
 func (reconfigurations) runs(p *pass, n *corev1.Node) bool {
 	st := migStateOf(n)
 	return p.cp != nil && p.cp.Spec.MIGManager.Manages() && gating.IsGPUNode(n) &&
-		deployed(n, state.MIGManager, st != "" && st != gpuv1.MIGReconfigureDone) &&
+		deployed(n, state.MIGManager, st != "" && st != gpuv1.MIGReconfigureDone && n.Annotations[AnnotationMIGSince] != "") &&
 		!(p.dynamicMIG && gating.AllocationModeOf(n) == gpuv1.AllocationDRA)
 }
 

@@ -25,7 +25,7 @@ func (r *Reconciler) advertised(cp *gpuv1.ClusterPolicy, o *observed, n *corev1.
 	if gating.AllocationModeOf(n) == gpuv1.AllocationDRA {
 		return r.published(n, configs, f.Applied)
 	}
-	if !cp.Spec.DevicePlugin.IsEnabled() || n.Labels[gpuv1.DeployLabel(string(state.DevicePlugin))] != gpuv1.LabelTrue ||
+	if !cp.Spec.DevicePlugin.IsEnabled() || gating.OptedOut(n.Labels, state.DevicePlugin) ||
 		gating.AllocationModeOf(n) != gpuv1.AllocationDevicePlugin {
 		return migreconfig.Matches, "" // nothing advertises: nothing to check
 	}

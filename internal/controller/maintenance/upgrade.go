@@ -70,13 +70,15 @@ func (upgrades) operation() arbiter.Operation { return arbiter.DriverUpgrade }
 func (upgrades) runs(p *pass, n *corev1.Node) bool {
 	st := stateOf(n)
 	return p.cp != nil && p.cp.Spec.Driver.IsEnabled() && gating.IsGPUNode(n) &&
-		deployed(n, state.Driver, st != "" && st != gpuv1.UpgradeDone) &&
+		deployed(n, state.Driver, st != "" && st != gpuv1.UpgradeDone && n.Annotations[AnnotationSince] != "") &&
 		n.Labels[gpuv1.LabelDriverRoot] != string(gpuv1.DriverRootHost)
 }
 
 // deployed reports whether the node runs a state's operand for its
 // machine: its deploy label true (or NVIDIA's paused-for-mig-change), or
-// absent while the machine's operation is in flight. A person who deletes
+// absent while the machine's operation is in flight (its state, with this
+// operator's since annotation: a state label another operator left on a
+// node this one has not labelled yet is no operation of its own). A person who deletes
 // the label, rather than setting it to false, has not opted out, and the
 // node controller writes it back: the operation goes on, as after a
 // flap of NFD's label, and ends only by an opt-out (gating.OptedOut). A
