@@ -15,12 +15,14 @@ import (
 )
 
 // judgeWorkload decides the cuda-workload state once the node's plugin
-// (the device plugin, or the DRA driver on a DRA node) is ready: ready when a pod of the node's current generation (its boot, its
-// driver pod, device plugin pod and MIG configuration) ran the CUDA sample,
-// failed when one could not. A node without such a pod asks for one
+// (the device plugin, or the DRA driver on a DRA node) is ready: ready
+// when a pod of the node's current generation (its boot, its driver pod,
+// plugin pod and MIG configuration) ran the CUDA sample, failed when one
+// could not. A node without such a pod asks for one
 // (Result.Workload), once the pods it would prove have settled. A failed,
 // unrun or unended pod is followed by a new attempt after
-// Input.WorkloadRetry.
+// Input.WorkloadRetry; one the scheduler has not placed (on a DRA node)
+// waits for it instead.
 //
 // The last verdict stands until the next one: a device plugin rolled to a
 // new spec leaves the node ready (and untainted), or failed, until the new
@@ -55,7 +57,8 @@ func (d *decision) judgeWorkload(cur gpuv1.StateValue) (v gpuv1.StateValue) {
 				// CUDA, and the scheduler tries again as the cluster
 				// changes: it waits there, holding no GPU and no place of
 				// the bound, until then or until its generation passes.
-				return d.keep(cur, standing, fmt.Sprintf("attempt %d waits for the scheduler in pod %s: %s", attempt, pod.Name, pod.Unscheduled))
+				return d.keep(cur, standing, fmt.Sprintf("attempt %d waits for the scheduler in pod %s: %s",
+					attempt, pod.Name, pod.Unscheduled))
 			}
 			if left > 0 {
 				d.requeue(left)
