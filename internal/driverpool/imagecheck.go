@@ -95,16 +95,10 @@ var checkResources = corev1.ResourceRequirements{
 // policy's daemonsets.tolerations let operands run under. A NoExecute
 // taint is a quarantine: an image not yet trusted does not run there.
 func CheckTolerations(cp *gpuv1.ClusterPolicy) []corev1.Toleration {
-	out := []corev1.Toleration{
+	return append([]corev1.Toleration{
 		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectPreferNoSchedule},
-	}
-	for _, t := range cp.Spec.Daemonsets.Tolerations {
-		if t.Effect == corev1.TaintEffectNoExecute || t.Effect == "" {
-			out = append(out, t.Core())
-		}
-	}
-	return out
+	}, render.NoExecuteTolerations(cp)...)
 }
 
 // CheckMayRunOn reports whether a check pod with these tolerations would

@@ -82,7 +82,7 @@ func ForFleet(nodes []corev1.Node, graph *state.Graph) Fleet {
 			p.Ready++
 			out.Ready++
 		}
-		for _, o := range ForNode(n, graph, Facts{}).Operations {
+		for _, o := range operationsOf(n) {
 			out.Held = append(out.Held, Held{Node: n.Name, Operation: o.Name, State: o.State, Since: o.Since})
 		}
 		if w := n.Annotations[gpuv1.AnnotationMaintenanceWaiting]; w != "" {

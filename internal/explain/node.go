@@ -99,6 +99,14 @@ func ForNode(n *corev1.Node, graph *state.Graph, facts Facts) Node {
 		out.States = append(out.States, State{Name: string(name), Value: string(graph.ValueOf(name, n.Labels)),
 			Reason: facts.Why[name], Pod: facts.Pods[name]})
 	}
+	out.Operations = operationsOf(n)
+	out.Next = next(n, out, facts)
+	return out
+}
+
+// operationsOf are the operations the node's labels record as holding it.
+func operationsOf(n *corev1.Node) []Operation {
+	var out []Operation
 	for _, op := range operations {
 		st := n.Labels[op.label]
 		if st == "" || slices.Contains(op.idle, st) {
@@ -111,9 +119,8 @@ func ForNode(n *corev1.Node, graph *state.Graph, facts Facts) Node {
 		if op.reason != "" {
 			o.Reason = n.Annotations[op.reason]
 		}
-		out.Operations = append(out.Operations, o)
+		out = append(out, o)
 	}
-	out.Next = next(n, out, facts)
 	return out
 }
 

@@ -70,6 +70,20 @@ func NotReadyTolerations(cp *gpuv1.ClusterPolicy) []corev1.Toleration {
 	return out
 }
 
+// NoExecuteTolerations are the policy's daemonsets.tolerations that
+// tolerate NoExecute taints (their effect NoExecute, or any): a pod the
+// operator binds to a node by name stays there only under a quarantine
+// its operands run under.
+func NoExecuteTolerations(cp *gpuv1.ClusterPolicy) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range cp.Spec.Daemonsets.Tolerations {
+		if t.Effect == corev1.TaintEffectNoExecute || t.Effect == "" {
+			out = append(out, t.Core())
+		}
+	}
+	return out
+}
+
 // ownTaintTolerations are the tolerations of the operator's own taints.
 var ownTaintTolerations = []corev1.Toleration{readinessTaintToleration, unhealthyTaintToleration, migReconfiguringToleration,
 	modeSwitchingToleration}

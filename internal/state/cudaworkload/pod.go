@@ -151,11 +151,6 @@ func Pod(cp *gpuv1.ClusterPolicy, namespace, node string, r Request) *corev1.Pod
 // only those the policy's daemonsets.tolerations let operands run under,
 // as a quarantined node runs no workload.
 func tolerations(cp *gpuv1.ClusterPolicy) []corev1.Toleration {
-	out := []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-	for _, t := range cp.Spec.Daemonsets.Tolerations {
-		if t.Effect == corev1.TaintEffectNoExecute || t.Effect == "" {
-			out = append(out, t.Core())
-		}
-	}
-	return out
+	return append([]corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		render.NoExecuteTolerations(cp)...)
 }
