@@ -26,10 +26,8 @@ var documented = []string{"--set", "driver.enabled=true", "--set", "driver.versi
 // container on one process from its first spec to its last, each process
 // taking the next container when it is done with one. So the installed
 // containers come longest first, and the processes finish together (in
-// one clean-clone CI run, 2026-12-06, with runtime settings and paths
-// still one container: reboots 191 s, GPU sharing 174, operator crashes
-// 171, runtime settings and paths 327, NVIDIADrivers 168, node pools 147,
-// rollout 104; runtime settings 168 and paths 158 apart). The
+// one run: runtime settings 231 s, reboots 183, NVIDIADrivers 170, node
+// pools 147, GPU sharing 132, operator crashes 92, rollout 90). The
 // ReportAfterSuite line's time is how long the first process to finish
 // waited for the last. The outer container only keeps that order, which
 // Ginkgo would otherwise shuffle: the uninstalling ones last, so that
@@ -78,6 +76,39 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		})
 	}
 
+	installed("runtime settings", func() {
+		It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
+			K3sPathsSpec(ctx, K3sPathsInput{
+				Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
+				Nodes: healthy,
+			})
+		})
+
+		It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
+			ToolkitDisabledSpec(ctx, healthy)
+		})
+
+		It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
+			RuntimeClassSpec(ctx, healthy)
+		})
+
+		It("runs GKE's Container-Optimized OS nodes with NVIDIA's documented host paths", func(ctx SpecContext) {
+			GKECOSSpec(ctx, healthy)
+		})
+
+		It("registers the device plugin with a kubelet whose root is moved", func(ctx SpecContext) {
+			KubeletRootSpec(ctx, healthy)
+		})
+
+		It("switches between CDI and the older mode with GPU pods running, losing none", func(ctx SpecContext) {
+			CDISwitchSpec(ctx, healthy)
+		})
+
+		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
+			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
+		})
+	})
+
 	installed("reboots and GPU health", func() {
 		It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
 			RebootSpec(ctx, RebootInput{Nodes: healthy[:2]})
@@ -107,6 +138,26 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("upgrades the driver of a node whose repair waits for a reboot, and the reboot repairs it", func(ctx SpecContext) {
 			RepairThenUpgradeSpec(ctx, RepairThenUpgradeInput{Sick: healthy[0], Others: healthy[1:],
 				Versions: []string{"570.172.08", "575.57.08"}, Skip: stuck})
+		})
+	})
+
+	installed("NVIDIADriver resources", func() {
+		It("hands the drivers to NVIDIADrivers: none replaced on the default one, pools moved through the upgrade, a conflict held", func(ctx SpecContext) {
+			NVIDIADriverSpec(ctx, NVIDIADriverInput{Gold: healthy[:2], Silver: healthy[2:3], Others: healthy[3:]})
+		})
+
+		It("runs precompiled drivers per kernel: a kernel without an image held, a new kernel moved through the upgrade", func(ctx SpecContext) {
+			PrecompiledSpec(ctx, PrecompiledInput{Precompiled: healthy[:2], Others: healthy[2:]})
+		})
+	})
+
+	installed("node pools", func() {
+		It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
+			PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
+		})
+
+		It("hands over to a second ClusterPolicy without replacing any operand, and back", func(ctx SpecContext) {
+			HandOverSpec(ctx, healthy)
 		})
 	})
 
@@ -159,61 +210,6 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 
 		It("restarts a driver pod deleted with its configuration unchanged in place: no cordon, no state leaves ready, the device plugin and GPU pods run on", func(ctx SpecContext) {
 			DriverRestartInPlaceSpec(ctx, healthy[1])
-		})
-	})
-
-	installed("runtime settings", func() {
-		It("keeps the RuntimeClass with the toolkit disabled", func(ctx SpecContext) {
-			ToolkitDisabledSpec(ctx, healthy)
-		})
-
-		It("renames the RuntimeClass and its handler together", func(ctx SpecContext) {
-			RuntimeClassSpec(ctx, healthy)
-		})
-
-		It("switches between CDI and the older mode with GPU pods running, losing none", func(ctx SpecContext) {
-			CDISwitchSpec(ctx, healthy)
-		})
-
-		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
-			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
-		})
-	})
-
-	installed("NVIDIADriver resources", func() {
-		It("hands the drivers to NVIDIADrivers: none replaced on the default one, pools moved through the upgrade, a conflict held", func(ctx SpecContext) {
-			NVIDIADriverSpec(ctx, NVIDIADriverInput{Gold: healthy[:2], Silver: healthy[2:3], Others: healthy[3:]})
-		})
-
-		It("runs precompiled drivers per kernel: a kernel without an image held, a new kernel moved through the upgrade", func(ctx SpecContext) {
-			PrecompiledSpec(ctx, PrecompiledInput{Precompiled: healthy[:2], Others: healthy[2:]})
-		})
-	})
-
-	installed("runtime paths", func() {
-		It("follows k3s's containerd paths set in toolkit.env with its host mounts", func(ctx SpecContext) {
-			K3sPathsSpec(ctx, K3sPathsInput{
-				Config: "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", Socket: "/run/k3s/containerd/containerd.sock",
-				Nodes: healthy,
-			})
-		})
-
-		It("runs GKE's Container-Optimized OS nodes with NVIDIA's documented host paths", func(ctx SpecContext) {
-			GKECOSSpec(ctx, healthy)
-		})
-
-		It("registers the device plugin with a kubelet whose root is moved", func(ctx SpecContext) {
-			KubeletRootSpec(ctx, healthy)
-		})
-	})
-
-	installed("node pools", func() {
-		It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
-			PoolSpec(ctx, PoolInput{Shared: healthy[:2], MIG: healthy[2:4]})
-		})
-
-		It("hands over to a second ClusterPolicy without replacing any operand, and back", func(ctx SpecContext) {
-			HandOverSpec(ctx, healthy)
 		})
 	})
 
