@@ -53,19 +53,13 @@ type Operation struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// operations are the four machines' state labels, since and reason
-// annotations, in the arbiter's precedence.
-var operations = []struct {
-	name, label, since, reason string
-	idle                       []string
-}{
-	{"driver upgrade", gpuv1.LabelUpgradeState, maintenance.AnnotationSince, "", []string{string(gpuv1.UpgradeDone)}},
-	{"repair", gpuv1.LabelRemediationState, maintenance.AnnotationRemediationSince, maintenance.AnnotationReason,
-		[]string{string(gpuv1.RemediationDone)}},
-	{"allocation mode switch", gpuv1.LabelModeSwitchState, maintenance.AnnotationSwitchSince, gpuv1.AnnotationModeSwitchReason,
-		[]string{string(gpuv1.ModeSwitchDone)}},
-	{"MIG reconfiguration", gpuv1.LabelMIGReconfigureState, maintenance.AnnotationMIGSince, gpuv1.AnnotationMIGReason,
-		[]string{string(gpuv1.MIGReconfigureDone)}},
+// operationNotes are, per operation (gating.Operations), the name a
+// person reads and the annotations that keep its since and its reason.
+var operationNotes = map[string]struct{ name, since, reason string }{
+	"upgrade":         {"driver upgrade", maintenance.AnnotationSince, ""},
+	"repair":          {"repair", maintenance.AnnotationRemediationSince, maintenance.AnnotationReason},
+	"mode-switch":     {"allocation mode switch", maintenance.AnnotationSwitchSince, gpuv1.AnnotationModeSwitchReason},
+	"mig-reconfigure": {"MIG reconfiguration", maintenance.AnnotationMIGSince, gpuv1.AnnotationMIGReason},
 }
 
 // Facts are what the operator knows of a node beyond its labels.
@@ -107,17 +101,18 @@ func ForNode(n *corev1.Node, graph *state.Graph, facts Facts) Node {
 // operationsOf are the operations the node's labels record as holding it.
 func operationsOf(n *corev1.Node) []Operation {
 	var out []Operation
-	for _, op := range operations {
-		st := n.Labels[op.label]
-		if st == "" || slices.Contains(op.idle, st) {
+	for _, op := range gating.Operations() {
+		st := op.StateOn(n)
+		if st == "" {
 			continue
 		}
-		o := Operation{Name: op.name, State: st}
-		if t, err := time.Parse(time.RFC3339, n.Annotations[op.since]); err == nil {
+		notes := operationNotes[op.Name]
+		o := Operation{Name: notes.name, State: st}
+		if t, err := time.Parse(time.RFC3339, n.Annotations[notes.since]); err == nil {
 			o.Since = t
 		}
-		if op.reason != "" {
-			o.Reason = n.Annotations[op.reason]
+		if notes.reason != "" {
+			o.Reason = n.Annotations[notes.reason]
 		}
 		out = append(out, o)
 	}

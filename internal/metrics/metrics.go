@@ -27,6 +27,19 @@ type Metrics struct {
 	UpgradesAvailable  prometheus.Gauge
 	// UnhealthyGPUs is gpu_operator_unhealthy_gpus, per node with any.
 	UnhealthyGPUs *NodeGauge
+	// NotReadyNodes is 1 per GPU node not ready on every state, labelled
+	// with the first state of the chain that is not (node, state): what
+	// the alert on a node not ready for long reads.
+	NotReadyNodes *SetGauge[[2]string]
+	// PoolNodes and PoolReadyNodes count each driver pool's GPU nodes, and
+	// those ready on every state.
+	PoolNodes, PoolReadyNodes *SetGauge[string]
+	// MaintenanceNodes counts the GPU nodes an operation's label records
+	// in a state other than done (operation, state).
+	MaintenanceNodes *SetGauge[[2]string]
+	// MaintenanceWaiting counts the GPU nodes a queued operation waits to
+	// start on (the budget, a domain's cap, another operation).
+	MaintenanceWaiting prometheus.Gauge
 }
 
 // New creates the metrics and registers them on reg.
@@ -57,9 +70,21 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		UpgradesAvailable:  gauge("gpu_operator_nodes_upgrades_available", "GPU nodes available for workloads: not in an upgrade and not failed."),
 		UnhealthyGPUs: NewNodeGauge("gpu_operator_unhealthy_gpus",
 			"GPUs the device plugin reports unhealthy (allocatable below capacity), per GPU node that has any."),
+		NotReadyNodes: NewPairGauge("gpu_operator_node_not_ready",
+			"1 for each GPU node not ready on every state, with the first state of the chain that is not ready there.", "node", "state"),
+		PoolNodes: NewLabelGauge("gpu_operator_pool_gpu_nodes",
+			"GPU nodes per driver pool (the NVIDIADriver that selects them; default under the ClusterPolicy).", "pool"),
+		PoolReadyNodes: NewLabelGauge("gpu_operator_pool_ready_nodes",
+			"GPU nodes ready on every state, per driver pool.", "pool"),
+		MaintenanceNodes: NewPairGauge("gpu_operator_maintenance_nodes",
+			"GPU nodes per maintenance operation (upgrade, repair, mode-switch, mig-reconfigure) and its state on them, done excluded.",
+			"operation", "state"),
+		MaintenanceWaiting: gauge("gpu_operator_maintenance_waiting_nodes",
+			"GPU nodes a queued maintenance operation waits to start on; kubectl gpu status says why."),
 	}
 	for _, c := range []prometheus.Collector{m.Reconciles, m.GPUNodes, m.Nodes, m.NodeReadySeconds,
-		m.AutoUpgradeEnabled, m.UpgradesPending, m.UpgradesInProgress, m.UpgradesDone, m.UpgradesFailed, m.UpgradesAvailable, m.UnhealthyGPUs} {
+		m.AutoUpgradeEnabled, m.UpgradesPending, m.UpgradesInProgress, m.UpgradesDone, m.UpgradesFailed, m.UpgradesAvailable, m.UnhealthyGPUs, m.NotReadyNodes, m.PoolNodes, m.PoolReadyNodes, m.MaintenanceNodes,
+		m.MaintenanceWaiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

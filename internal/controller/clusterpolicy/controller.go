@@ -386,6 +386,23 @@ func (r *Reconciler) export(s summary) {
 		unhealthy[n] = float64(v)
 	}
 	r.Metrics.UnhealthyGPUs.Set(unhealthy)
+	notReady := make(map[[2]string]float64, len(s.firstNotUp))
+	for n, st := range s.firstNotUp {
+		notReady[[2]string{n, string(st)}] = 1
+	}
+	r.Metrics.NotReadyNodes.Set(notReady)
+	poolNodes, poolReady := make(map[string]float64, len(s.pools)), make(map[string]float64, len(s.pools))
+	for name, p := range s.pools {
+		poolNodes[name], poolReady[name] = float64(p.nodes), float64(p.ready)
+	}
+	r.Metrics.PoolNodes.Set(poolNodes)
+	r.Metrics.PoolReadyNodes.Set(poolReady)
+	operations := make(map[[2]string]float64, len(s.operations))
+	for k, v := range s.operations {
+		operations[k] = float64(v)
+	}
+	r.Metrics.MaintenanceNodes.Set(operations)
+	r.Metrics.MaintenanceWaiting.Set(float64(len(s.waiting)))
 	for name, counts := range s.byState {
 		for _, phase := range phases {
 			r.Metrics.Nodes.WithLabelValues(string(name), string(phase)).Set(float64(counts.phases[phase]))

@@ -1,6 +1,7 @@
 package clusterpolicy
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -42,13 +43,27 @@ type summary struct {
 	// waiting names, sorted, the nodes an operation waits to start on,
 	// each with why (gpuv1.AnnotationMaintenanceWaiting).
 	waiting []string
+	// firstNotUp maps each GPU node not up on every state to the first
+	// state of the chain that is not.
+	firstNotUp map[string]state.Name
+	// pools counts each driver pool's GPU nodes and those up on every
+	// state; nodes without a pool count under "default".
+	pools map[string]*poolCounts
+	// operations counts the GPU nodes by maintenance operation and its
+	// state there, done excluded.
+	operations map[[2]string]int
 }
+
+// poolCounts counts a driver pool's GPU nodes.
+type poolCounts struct{ nodes, ready int }
 
 // summarize counts the GPU nodes per state from their labels. Cluster-wide
 // states count the pods of their DaemonSet instead (nfd-worker, on every
 // node), from ds, which is nil when it does not exist.
 func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
-	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}, unhealthy: map[string]int64{}}
+	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}, unhealthy: map[string]int64{},
+		firstNotUp: map[string]state.Name{}, pools: map[string]*poolCounts{}, operations: map[[2]string]int{}}
+	operations := gating.Operations()
 	for _, st := range g.States() {
 		s.order = append(s.order, st.Name)
 		s.byState[st.Name] = &stateCounts{enabled: enabled[st.Name], phases: map[gpuv1.StateValue]int{}}
@@ -72,9 +87,17 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 				s.upgradeFailed = append(s.upgradeFailed, n.Name)
 			}
 		}
+		for _, op := range operations {
+			if st := op.StateOn(n); st != "" {
+				s.operations[[2]string{op.Name, st}]++
+			}
+		}
 		allUp := true
 		for _, name := range perNode {
 			v := g.ValueOf(name, n.Labels)
+			if allUp && !v.Up() {
+				s.firstNotUp[n.Name] = name
+			}
 			allUp = allUp && v.Up()
 			c := s.byState[name]
 			c.phases[v]++
@@ -96,8 +119,16 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 			}
 			c.desired++
 		}
+		poolName := cmp.Or(n.Labels[gpuv1.LabelDriverPool], "default")
+		pool := s.pools[poolName]
+		if pool == nil {
+			pool = &poolCounts{}
+			s.pools[poolName] = pool
+		}
+		pool.nodes++
 		if allUp {
 			s.readyNodes++
+			pool.ready++
 		}
 	}
 	for _, c := range s.byState {
