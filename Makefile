@@ -215,8 +215,8 @@ tools-sim: ## Build what the simulated cluster needs (a subset of make tools).
 ##@ Toolchain
 
 .PHONY: tools
-tools: ## Build the Kubernetes binaries, etcd, kwok, helm and controller-gen from the Go module proxy (cached).
-	hack/tools.sh kube etcd controller-gen helm kwok
+tools: ## Build the Kubernetes binaries, etcd, kwok, helm, controller-gen and promtool from the Go module proxy (cached).
+	hack/tools.sh kube etcd controller-gen helm kwok monitoring
 
 $(CONTROLLER_GEN):
 	hack/tools.sh controller-gen
