@@ -85,38 +85,51 @@ type Admission struct {
 func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
 	counts := newCounts(nodes, budgets)
-	type want struct {
-		node *Node
-		op   Operation
+	queue := Queue(nodes, a)
+	for _, w := range queue {
+		if full := counts.full(w.Node, budgets[w.Op]); full != "" {
+			a.Waiting[w.Node.Name] = fmt.Sprintf("the %s waits for %s", w.Op, full)
+			continue
+		}
+		a.Admitted[w.Node.Name] = w.Op
+		counts.take(w.Node)
 	}
-	var queue []want
+	return a, counts.errs
+}
+
+// QueuedStart is a start that waits for a place in its operation's budgets.
+type QueuedStart struct {
+	Node *Node
+	Op   Operation
+}
+
+// Queue returns the starts that need a place, in the order Admit serves
+// them: longest waiting first, by name at a tie. Into a, where not nil,
+// it admits the starts that need none and says why the nodes with none
+// to make wait.
+func Queue(nodes []Node, a Admission) []QueuedStart {
+	var queue []QueuedStart
 	for i := range nodes {
 		n := &nodes[i]
 		start, waits := Candidate(n)
 		if start.Op == None {
-			if len(waits) > 0 {
+			if len(waits) > 0 && a.Waiting != nil {
 				a.Waiting[n.Name] = joinWaits(waits)
 			}
 			continue
 		}
 		if start.Free {
-			a.Admitted[n.Name] = start.Op
+			if a.Admitted != nil {
+				a.Admitted[n.Name] = start.Op
+			}
 			continue
 		}
-		queue = append(queue, want{n, start.Op})
+		queue = append(queue, QueuedStart{n, start.Op})
 	}
-	slices.SortFunc(queue, func(x, y want) int {
-		return cmp.Or(x.node.Ops[x.op].Since.Compare(y.node.Ops[y.op].Since), strings.Compare(x.node.Name, y.node.Name))
+	slices.SortFunc(queue, func(x, y QueuedStart) int {
+		return cmp.Or(x.Node.Ops[x.Op].Since.Compare(y.Node.Ops[y.Op].Since), strings.Compare(x.Node.Name, y.Node.Name))
 	})
-	for _, w := range queue {
-		if full := counts.full(w.node, budgets[w.op]); full != "" {
-			a.Waiting[w.node.Name] = fmt.Sprintf("the %s waits for %s", w.op, full)
-			continue
-		}
-		a.Admitted[w.node.Name] = w.op
-		counts.take(w.node)
-	}
-	return a, counts.errs
+	return queue
 }
 
 func joinWaits(waits map[Operation]string) string {

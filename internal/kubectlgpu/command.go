@@ -50,7 +50,7 @@ func NewCommand(out io.Writer) *cobra.Command {
 		Short: "Why a node is not ready: its states in order with the operator's reasons, the operation holding it, what to do",
 		Args:  cobra.ExactArgs(1),
 		RunE:  func(cmd *cobra.Command, args []string) error { return o.why(cmd.Context(), args[0]) },
-	})
+	}, o.mustGatherCommand(), o.planCommand())
 	return root
 }
 
@@ -107,6 +107,37 @@ func (o *options) why(ctx context.Context, name string) error {
 		return err
 	}
 	return o.print(report)
+}
+
+func (o *options) planCommand() *cobra.Command {
+	detail := 0
+	cmd := &cobra.Command{
+		Use: "plan",
+		Short: "What the queued driver upgrades, repairs, MIG and mode changes will do: the order per pool, " +
+			"the budgets, the pods each node's evictions would ask to leave or are blocked by",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.plan(cmd.Context(), detail) },
+	}
+	cmd.Flags().IntVar(&detail, "pods-of", 10, "list the pods of the first this many starts (one live list of a node's pods each)")
+	return cmd
+}
+
+func (o *options) plan(ctx context.Context, detail int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	j, err := newJudge(ctx, cfg, o.namespace())
+	if err != nil {
+		return err
+	}
+	p, err := j.m.Plan(ctx, detail)
+	if err != nil {
+		return fmt.Errorf("judging the fleet's maintenance: %w", err)
+	}
+	return o.print(explain.Plan{Plan: p})
 }
 
 // printable is what the commands print: as JSON with -o json, else as

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
 	"github.com/gpu-operator/gpu-operator/internal/controller/node"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/explain"
@@ -33,6 +34,8 @@ const syncTimeout = time.Minute
 // reason that names a grace period may differ from the operator's.
 type judge struct {
 	r *node.Reconciler
+	// m is the maintenance controller, for its plan only.
+	m *maintenance.Reconciler
 	c client.Client
 }
 
@@ -85,8 +88,15 @@ func newJudge(ctx context.Context, cfg *rest.Config, namespace string) (*judge, 
 	}); err != nil {
 		return nil, fmt.Errorf("listing the operand pods in %s and the ResourceSlices: %w", namespace, err)
 	}
-	return &judge{c: c, r: &node.Reconciler{Client: c, Pods: pods, Slices: slices, Graph: graph, Namespace: namespace,
-		Timers: timers.Defaults()}}, nil
+	j := &judge{c: c, r: &node.Reconciler{Client: c, Pods: pods, Slices: slices, Graph: graph, Namespace: namespace,
+		Timers: timers.Defaults()},
+		m: &maintenance.Reconciler{Client: c, APIReader: c, Pods: pods, Graph: graph, Namespace: namespace,
+			Timers: timers.Defaults(), Now: time.Now}}
+	if slices != nil {
+		// A nil *draslices.Index in the interface would not read as none.
+		j.m.Slices = slices
+	}
+	return j, nil
 }
 
 // explain explains one node.

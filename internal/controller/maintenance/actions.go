@@ -27,34 +27,52 @@ const evictWorkers = 8
 // PodDisruptionBudgets), the node's pods that keep selects. Pods no
 // controller owns are evicted only with force, pods with emptyDir volumes
 // only with deleteEmptyDir; the others stay, and the step's timeout decides.
-func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, reason string, keep func(*corev1.Pod) bool, force, deleteEmptyDir *bool) error {
-	pods, err := r.podsOn(ctx, n.Name, nil)
+func (r *Reconciler) evict(ctx context.Context, n *corev1.Node, reason string, e eviction) error {
+	evictable, stays, err := r.evictionOf(ctx, n.Name, e)
 	if err != nil {
 		return err
 	}
-	var evictable []*corev1.Pod
-	for i := range pods {
-		p := &pods[i]
-		if !keep(p) || p.DeletionTimestamp != nil {
-			continue
-		}
-		if metav1.GetControllerOf(p) == nil && !isTrue(force) {
-			r.Recorder.Eventf(n, p, corev1.EventTypeWarning, reason, "Evict",
-				"pod %s/%s has no controller and force is off: it keeps the node waiting", p.Namespace, p.Name)
-			continue
-		}
-		if usesEmptyDir(p) && !isTrue(deleteEmptyDir) {
-			r.Recorder.Eventf(n, p, corev1.EventTypeWarning, reason, "Evict",
-				"pod %s/%s uses emptyDir and deleteEmptyDir is off: it keeps the node waiting", p.Namespace, p.Name)
-			continue
-		}
-		evictable = append(evictable, p)
+	for _, st := range stays {
+		r.Recorder.Eventf(n, st.Pod, corev1.EventTypeWarning, reason, "Evict", "pod %s/%s %s: it keeps the node waiting",
+			st.Pod.Namespace, st.Pod.Name, st.Why)
 	}
 	errs := make([]error, len(evictable))
 	workqueue.ParallelizeUntil(ctx, evictWorkers, len(evictable), func(i int) {
 		errs[i] = r.evictPod(ctx, evictable[i])
 	})
 	return errors.Join(errs...)
+}
+
+// PodStay is a pod an eviction leaves on the node, and why.
+type PodStay struct {
+	Pod *corev1.Pod
+	Why string
+}
+
+// evictionOf lists live the node's pods that e selects and splits
+// them: those the Eviction API is asked for, and those left in place
+// (no controller without force, emptyDir without deleteEmptyDir), which
+// keep the node waiting until the step's timeout. Terminating pods are
+// in neither.
+func (r *Reconciler) evictionOf(ctx context.Context, node string, e eviction) (
+	evictable []*corev1.Pod, stays []PodStay, err error) {
+	pods, err := r.podsOn(ctx, node, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range pods {
+		p := &pods[i]
+		switch {
+		case !e.keep(p) || p.DeletionTimestamp != nil:
+		case metav1.GetControllerOf(p) == nil && !isTrue(e.force):
+			stays = append(stays, PodStay{p, "has no controller and force is off"})
+		case usesEmptyDir(p) && !isTrue(e.deleteEmptyDir):
+			stays = append(stays, PodStay{p, "uses emptyDir and deleteEmptyDir is off"})
+		default:
+			evictable = append(evictable, p)
+		}
+	}
+	return evictable, stays, nil
 }
 
 // evictPod asks the Eviction API to evict one pod. A refusal (a

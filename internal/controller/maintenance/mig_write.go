@@ -12,6 +12,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
 )
@@ -26,10 +27,8 @@ const MIGFieldOwner = "gpu-operator-mig"
 // bind is the UID of the attempt's mig-manager pod to record, if any.
 func (r *Reconciler) takeMIG(ctx context.Context, p *pass, n *corev1.Node, f migreconfig.Facts, step migreconfig.Step,
 	bind string) (*corev1.Node, gpuv1.MIGReconfigureState, error) {
-	cp, sel := p.cp, p.sel
 	if step.Action == migreconfig.EvictGPUPods {
-		err := r.evict(ctx, n, migEvent, r.isGPUPod(ctx, cp, sel.gpuExtra),
-			cp.Spec.Driver.UpgradePolicy.PodDeletion.Force, cp.Spec.Driver.UpgradePolicy.PodDeletion.DeleteEmptyDir)
+		err := r.evict(ctx, n, migEvent, p.gpuPodEviction(ctx, n, arbiter.MIGReconfiguration))
 		if err != nil {
 			return n, f.State, fmt.Errorf("node %s, %s: %w", n.Name, step.Action, err)
 		}

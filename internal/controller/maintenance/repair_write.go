@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/remediation"
@@ -27,12 +28,11 @@ const RemediationFieldOwner = "gpu-operator-remediation"
 // state. A failed action leaves the state as it is, to be retried.
 func (r *Reconciler) takeRemediation(ctx context.Context, p *pass, n *corev1.Node,
 	f remediation.Facts, step remediation.Step) (*corev1.Node, gpuv1.RemediationState, error) {
-	cp, obs, sel := p.cp, p.obs, p.sel
+	obs := p.obs
 	var err error
 	switch step.Action {
 	case remediation.EvictGPUPods:
-		err = r.evict(ctx, n, remediationEvent, r.isGPUPod(ctx, cp, sel.gpuExtra),
-			cp.Spec.Driver.UpgradePolicy.PodDeletion.Force, cp.Spec.Driver.UpgradePolicy.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, remediationEvent, p.gpuPodEviction(ctx, n, arbiter.Repair))
 	case remediation.RestartDevicePlugin:
 		err = r.deletePod(ctx, obs.servingPlugin(n))
 	case remediation.DeleteDriverPod:

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/modeswitch"
@@ -33,9 +34,7 @@ func (r *Reconciler) takeSwitch(ctx context.Context, p *pass, n *corev1.Node, f 
 	var err error
 	switch step.Action {
 	case modeswitch.EvictGPUPods:
-		spec := p.upgradeSpec(n)
-		err = r.evict(ctx, n, switchEvent, r.holdsGPUAcrossSwitch(ctx, p.cp, p.selectors(n).gpuExtra), spec.PodDeletion.Force,
-			spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, switchEvent, p.gpuPodEviction(ctx, n, arbiter.ModeSwitch))
 	case modeswitch.DeleteSlices:
 		err = r.deleteSlices(ctx, n.Name)
 	}

@@ -142,7 +142,6 @@ func (upgrades) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 // A failed action leaves the state as it is, to be retried.
 func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f upgrade.Facts,
 	step upgrade.Step) (*corev1.Node, gpuv1.UpgradeState, error) {
-	spec, sel := p.evictionSpec(n)
 	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
 	var err error
 	switch step.Action {
@@ -151,9 +150,10 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		// a node cordoned by someone before stays cordoned after.
 		cordoned = cordoned || !n.Spec.Unschedulable
 	case upgrade.EvictGPUPods:
-		err = r.evict(ctx, n, upgradeEvent, r.isGPUPod(ctx, p.cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir)
+		err = r.evict(ctx, n, upgradeEvent, p.gpuPodEviction(ctx, n, arbiter.DriverUpgrade))
 	case upgrade.Drain:
-		err = r.evict(ctx, n, upgradeEvent, r.isDrainable(sel.drain), spec.Drain.Force, spec.Drain.DeleteEmptyDir)
+		drain, _ := p.drainEviction(n)
+		err = r.evict(ctx, n, upgradeEvent, drain)
 	case upgrade.DeleteDriverPod:
 		err = r.deleteDriverPod(ctx, n, p.obs)
 	case upgrade.Uncordon:

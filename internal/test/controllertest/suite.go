@@ -53,6 +53,10 @@ type Suite struct {
 	stopManager func()
 }
 
+// Config is a copy of the API server's client config, for a client of a
+// test's own (a read-only judgement, as kubectl gpu makes it).
+func (s *Suite) Config() *rest.Config { return rest.CopyConfig(s.env.Config) }
+
 // Run starts an API server, the operator and the simulator, points *suite
 // at them, runs the package's tests and stops everything. It returns the
 // exit code for os.Exit in TestMain.
