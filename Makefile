@@ -125,6 +125,19 @@ build-operator: ## Build the operator binary into bin/gpu-operator.
 build-plugin: ## Build the kubectl plugin into bin/kubectl-gpu (put bin/ on PATH for kubectl gpu).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-gpu ./cmd/kubectl-gpu
 
+# The platforms .krew.yaml lists, one archive each.
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+.PHONY: dist-plugin
+dist-plugin: ## Build the kubectl plugin's release archives (_output/dist/kubectl-gpu_OS_ARCH.tar.gz), which .krew.yaml names.
+	rm -rf _output/dist && mkdir -p _output/dist
+	for p in $(PLUGIN_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; dir=_output/dist/kubectl-gpu_$${os}_$${arch}; mkdir -p $$dir; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$(LDFLAGS)" -o $$dir/kubectl-gpu ./cmd/kubectl-gpu; \
+		tar -C $$dir -czf $$dir.tar.gz kubectl-gpu; rm -rf $$dir; \
+	done
+	cd _output/dist && sha256sum *.tar.gz > SHA256SUMS
+
 .PHONY: build-sim-agent
 build-sim-agent: ## Build the simulated cluster's GPU node agent into bin/simagent.
 	CGO_ENABLED=0 go build -o $(BIN)/simagent ./hack/simagent

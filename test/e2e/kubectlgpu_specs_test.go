@@ -3,10 +3,16 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -29,7 +35,9 @@ func kubectlGPU(ctx context.Context, args ...string) string {
 // KubectlGPUSpec asks kubectl gpu about the fleet and about a node whose
 // driver never loads: why names the driver first in the chain, not
 // ready, with the operator's reason; status counts the GPU nodes and the
-// ready ones as the ClusterPolicy does.
+// ready ones as the ClusterPolicy does; plan reads the budgets; must-gather
+// picks the broken node for its operand pods and holds what support
+// reads first.
 func KubectlGPUSpec(ctx context.Context, broken, readyNodes string) {
 	By("kubectl gpu why " + broken)
 	text := kubectlGPU(ctx, "why", broken)
@@ -48,4 +56,41 @@ func KubectlGPUSpec(ctx context.Context, broken, readyNodes string) {
 	var f explain.Fleet
 	Expect(json.Unmarshal([]byte(kubectlGPU(ctx, "status", "-o", "json")), &f)).To(Succeed())
 	Expect(fmt.Sprintf("%d/%d", f.Ready, f.GPUNodes)).To(Equal(readyNodes), "as the ClusterPolicy counts them")
+
+	By("kubectl gpu plan")
+	var plan explain.Plan
+	Expect(json.Unmarshal([]byte(kubectlGPU(ctx, "plan", "-o", "json")), &plan)).To(Succeed())
+	AddReportEntry("kubectl gpu plan", kubectlGPU(ctx, "plan"))
+	Expect(plan.Budgets).To(ContainElement(HavePrefix("driver.upgradePolicy.maxParallelUpgrades=")))
+
+	By("kubectl gpu must-gather")
+	file := filepath.Join(GinkgoT().TempDir(), "gather.tar.gz")
+	text = kubectlGPU(ctx, "must-gather", "-o", file)
+	AddReportEntry("kubectl gpu must-gather", text)
+	Expect(text).To(ContainSubstring("Operand pods' logs of " + broken), "the node not ready, chosen by itself")
+	files := archiveFiles(file)
+	Expect(files).To(ContainElements("cluster/clusterpolicies.yaml", "nodes.yaml", "namespace/daemonsets.yaml",
+		"events/nodes.yaml", "manifest.json"))
+	Expect(files).To(ContainElement(HavePrefix("logs/"+broken+"/")), "the broken node's operand pods")
+	Expect(files).NotTo(ContainElement(ContainSubstring("secret")))
+}
+
+// archiveFiles lists must-gather's files, without their directory.
+func archiveFiles(file string) []string {
+	f, err := os.Open(file)
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	Expect(err).NotTo(HaveOccurred())
+	var names []string
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		Expect(err).NotTo(HaveOccurred())
+		_, name, _ := strings.Cut(h.Name, "/")
+		names = append(names, name)
+	}
 }
