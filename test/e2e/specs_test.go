@@ -274,12 +274,17 @@ func policy(g Gomega, ctx context.Context) *gpuv1.ClusterPolicy {
 func podOn(ctx context.Context, nodeName, state string) *corev1.Pod {
 	pods := &corev1.PodList{}
 	Expect(k8s.List(ctx, pods, client.InNamespace("gpu-operator"), client.MatchingLabels{render.LabelState: state})).To(Succeed())
+	// The newest: a run-once state (the CUDA workload proof) keeps its
+	// last pod until the next one exists.
+	var newest *corev1.Pod
 	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Spec.NodeName == nodeName && p.DeletionTimestamp == nil {
-			return p
+		p := &pods.Items[i]
+		if p.Spec.NodeName == nodeName && p.DeletionTimestamp == nil &&
+			(newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp)) {
+			newest = p
 		}
 	}
-	return nil
+	return newest
 }
 
 // watchNodes calls observe with each version of the named nodes the API

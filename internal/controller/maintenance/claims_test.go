@@ -86,7 +86,7 @@ func TestPodsHoldingNVIDIAClaimsAreGPUPods(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Reconciler{APIReader: tt.reader, Namespace: "gpu-operator"}
-			isGPU := r.isGPUPod(context.Background(), &gpuv1.ClusterPolicy{}, nil)
+			isGPU := r.gpuPods(context.Background(), &gpuv1.ClusterPolicy{}, nil, false)
 			NewWithT(t).Expect(isGPU(tt.pod)).To(Equal(tt.want))
 		})
 	}

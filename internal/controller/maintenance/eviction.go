@@ -18,22 +18,23 @@ type eviction struct {
 }
 
 // gpuPodEviction is the eviction of the GPU pods that op's step asks of
-// n. A driver upgrade and a mode switch evict by the node's driver pool's
-// settings; a repair and a MIG reconfiguration by the policy's (issue 52,
-// finding 5, is to make them one).
+// n, and keep is what its facts count while they leave: one policy for
+// every operation (issue 52, finding 5). The settings and selectors are
+// the node's driver pool's (its NVIDIADriver's where one selects it,
+// else the policy's); a driver upgrade of a node whose driver pod a
+// person replaced takes driver.manager's. DaemonSet pods that hold a
+// GPU go where the operation taints the node (a repair, a MIG change, a
+// mode switch): their controller does not put back a pod that does not
+// tolerate the taint, and one left would hold the GPU through
+// mig-manager's apply or the plugins' change. A driver upgrade only
+// cordons, which DaemonSets ignore: evicting them would free nothing.
 func (p *pass) gpuPodEviction(ctx context.Context, n *corev1.Node, op arbiter.Operation) eviction {
-	switch op {
-	case arbiter.DriverUpgrade:
-		spec, sel := p.evictionSpec(n)
-		return eviction{p.r.isGPUPod(ctx, p.cp, sel.gpuExtra), spec.PodDeletion.Force, spec.PodDeletion.DeleteEmptyDir}
-	case arbiter.ModeSwitch:
-		spec := p.upgradeSpec(n)
-		return eviction{p.r.holdsGPUAcrossSwitch(ctx, p.cp, p.selectors(n).gpuExtra), spec.PodDeletion.Force,
-			spec.PodDeletion.DeleteEmptyDir}
-	default:
-		del := p.cp.Spec.Driver.UpgradePolicy.PodDeletion
-		return eviction{p.r.isGPUPod(ctx, p.cp, p.sel.gpuExtra), del.Force, del.DeleteEmptyDir}
+	spec, sel := p.upgradeSpec(n), p.selectors(n)
+	if op == arbiter.DriverUpgrade {
+		spec, sel = p.evictionSpec(n)
 	}
+	return eviction{p.r.gpuPods(ctx, p.cp, sel.gpuExtra, op != arbiter.DriverUpgrade), spec.PodDeletion.Force,
+		spec.PodDeletion.DeleteEmptyDir}
 }
 
 // drainEviction is a driver upgrade's drain of n, and whether its pool's

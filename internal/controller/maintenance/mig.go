@@ -84,7 +84,7 @@ func (reconfigurations) position(ctx context.Context, p *pass, n *corev1.Node, v
 	if !arbiter.MIGStartsFree(everServed, servingNow, lost, 0) {
 		return
 	}
-	pods, err := p.r.countPods(ctx, n.Name, nil, p.r.isGPUPod(ctx, p.cp, p.sel.gpuExtra))
+	pods, err := p.r.countPods(ctx, n.Name, nil, p.gpuPodEviction(ctx, n, arbiter.MIGReconfiguration).keep)
 	if err != nil {
 		// Unknown: it waits for a place, as a node with pods does.
 		ctrl.LoggerFrom(ctx).Error(err, "counting the GPU pods of a node to reconfigure", "node", n.Name)
@@ -133,7 +133,7 @@ func (r *Reconciler) migJustDone(n *corev1.Node, now time.Time) bool {
 // bind is the UID of a mig-manager pod to record as the attempt's: the
 // attempt's first pod, running with no other left on the node.
 func (r *Reconciler) migFacts(ctx context.Context, p *pass, n *corev1.Node) (f migreconfig.Facts, bind string, err error) {
-	cp, o, sel, configs := p.cp, p.obs, p.sel, p.configs
+	cp, o, configs := p.cp, p.obs, p.configs
 	a := n.Annotations
 	f = migreconfig.Facts{
 		State:       migStateOf(n),
@@ -178,7 +178,7 @@ func (r *Reconciler) migFacts(ctx context.Context, p *pass, n *corev1.Node) (f m
 			f.InPlace = migreconfig.Differs
 		}
 	case gpuv1.MIGEviction:
-		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra))
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, p.gpuPodEviction(ctx, n, arbiter.MIGReconfiguration).keep)
 		return f, bind, err
 	case gpuv1.MIGValidation:
 		f.Advertised, f.Mismatch = r.advertised(cp, o, n, configs, f)

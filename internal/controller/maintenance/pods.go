@@ -93,29 +93,18 @@ func (r *Reconciler) podsOn(ctx context.Context, node string, selector labels.Se
 	return out, nil
 }
 
-// isGPUPod says which pods hold the GPU: they ask for an nvidia.com/
+// gpuPods says which pods hold the GPU: they ask for an nvidia.com/
 // resource, run with the operator's runtime class, name CDI devices for
-// the toolkit's NRI plugin to inject (nvidia.cdi.k8s.io/ annotations), or
-// match the policy's extra selector, or hold a device of NVIDIA's DRA driver through a
-// ResourceClaim (holdsNVIDIAClaim). The operator's own operand pods never count, nor do
-// DaemonSet pods: their controller puts them back at once, so evicting
-// them cannot free the node, and waiting for them would fail every node at
-// the deletion timeout. One that holds the GPU keeps the old driver
-// loaded: the new driver container cannot unload it and crash-loops, and
-// the upgrade's validation fails the node saying so.
-func (r *Reconciler) isGPUPod(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector) func(*corev1.Pod) bool {
-	return r.gpuPods(ctx, cp, extra, false)
-}
-
-// holdsGPUAcrossSwitch says which pods an allocation mode switch evicts:
-// isGPUPod's, and DaemonSet pods that hold a GPU too. A DaemonSet does not
-// put back a pod that does not tolerate the switch's NoSchedule taint, and
-// a pod that kept its GPU across the switch would hold it from the plugin
-// that is to leave and be handed it again by the one that comes.
-func (r *Reconciler) holdsGPUAcrossSwitch(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector) func(*corev1.Pod) bool {
-	return r.gpuPods(ctx, cp, extra, true)
-}
-
+// the toolkit's NRI plugin to inject (nvidia.cdi.k8s.io/ annotations),
+// match the policy's extra selector, or hold a device of NVIDIA's DRA
+// driver through a ResourceClaim (holdsNVIDIAClaim). The operator's own
+// operand pods never count. DaemonSet pods count only with daemonSets,
+// for the operations that taint the node (pass.gpuPodEviction): under a
+// cordon alone their controller puts them back at once, so evicting them
+// cannot free the node, and waiting for them would fail every node at the
+// deletion timeout. One that holds the GPU through a driver upgrade keeps
+// the old driver loaded: the new driver container cannot unload it and
+// crash-loops, and the upgrade's validation fails the node saying so.
 func (r *Reconciler) gpuPods(ctx context.Context, cp *gpuv1.ClusterPolicy, extra labels.Selector, daemonSets bool) func(*corev1.Pod) bool {
 	runtimeClass := string(cp.Spec.Operator.RuntimeClass)
 	return func(p *corev1.Pod) bool {

@@ -105,7 +105,7 @@ func (o *observed) ownedDriver(node string) bool {
 // remediationFacts gathers what the repair's state machine needs about a
 // node. Workload pods are listed live, and only while they are evicted.
 func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.Node) (remediation.Facts, error) {
-	cp, o, sel := p.cp, p.obs, p.sel
+	cp, o := p.cp, p.obs
 	f := remediation.Facts{
 		State:         remediationStateOf(n),
 		Now:           p.now,
@@ -138,7 +138,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 			f.Recurrent = f.Since.Sub(last) < r.Timers.RepairRecurrenceWindow
 		}
 		var err error
-		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra))
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, p.gpuPodEviction(ctx, n, arbiter.Repair).keep)
 		return f, err
 	case gpuv1.RemediationDevicePluginRestart:
 		f.PluginToReplace = plugin != nil && replaced != "" && plugin.UID == replaced

@@ -105,7 +105,7 @@ func (r *Reconciler) switchFacts(ctx context.Context, p *pass, n *corev1.Node) (
 	switch f.State {
 	case gpuv1.ModeSwitchEviction, gpuv1.ModeSwitchPluginsOff, gpuv1.ModeSwitchFailed:
 		var err error
-		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.holdsGPUAcrossSwitch(ctx, p.cp, p.selectors(n).gpuExtra)); err != nil {
+		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, p.gpuPodEviction(ctx, n, arbiter.ModeSwitch).keep); err != nil {
 			return f, err
 		}
 	}

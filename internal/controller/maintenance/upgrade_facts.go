@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -16,7 +17,7 @@ import (
 // facts gathers what the upgrade's table needs about a node. Workload pods
 // are listed live, and only in the steps that look at them.
 func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrade.Facts, error) {
-	cp, o := p.cp, p.obs
+	o := p.obs
 	_, sel := p.evictionSpec(n)
 	st := stateOf(n)
 	f := upgrade.Facts{State: st, Now: p.now, Skip: n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue,
@@ -37,9 +38,9 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 			f.JobsRunning, err = r.countPods(ctx, n.Name, sel.waitFor, func(*corev1.Pod) bool { return true })
 		}
 	case gpuv1.UpgradePodDeletion:
-		f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra))
+		f.GPUPods, err = r.countPods(ctx, n.Name, nil, p.gpuPodEviction(ctx, n, arbiter.DriverUpgrade).keep)
 	case gpuv1.UpgradeDrainRequired:
-		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, r.isGPUPod(ctx, cp, sel.gpuExtra)); err == nil {
+		if f.GPUPods, err = r.countPods(ctx, n.Name, nil, p.gpuPodEviction(ctx, n, arbiter.DriverUpgrade).keep); err == nil {
 			f.DrainPods, err = r.countPods(ctx, n.Name, nil, r.isDrainable(sel.drain))
 		}
 	case gpuv1.UpgradeValidation:
