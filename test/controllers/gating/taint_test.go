@@ -20,24 +20,6 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
 )
 
-func withReadinessTaint(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = true }
-
-// taintsOf returns a node's taints as key:effect, but for the node
-// lifecycle controller's (node.kubernetes.io/not-ready and the like, which
-// come and go with the node's Ready condition).
-func taintsOf(f *controllertest.Fixture, node string) func() []string {
-	return func() []string {
-		var out []string
-		for _, t := range f.Node(node).Spec.Taints {
-			if !strings.HasPrefix(t.Key, "node.kubernetes.io/") {
-				out = append(out, t.Key+":"+string(t.Effect))
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
-}
-
 func addTaint(f *controllertest.Fixture, node string, t corev1.Taint) {
 	NewWithT(f.T).Eventually(func() error {
 		n := f.Node(node)
@@ -84,31 +66,31 @@ func untaintedUnready(f *controllertest.Fixture) func() []string {
 // untainted with a state not ready.
 func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 	g := NewWithT(t)
-	f := suite.Setup(t, 2, withReadinessTaint)
+	f := suite.Setup(t, 2, controllertest.WithReadinessTaint)
 	node, other := f.Nodes[0], f.Nodes[1]
 	breaches := untaintedUnready(f)
 	suite.Sim.Set(node, "dcgm-exporter", controllertest.StaysNotReady)
 	addTaint(f, node, corev1.Taint{Key: "team", Value: "ml", Effect: corev1.TaintEffectNoSchedule})
 
-	g.Eventually(taintsOf(f, node), controllertest.Timeout, controllertest.Interval).Should(ConsistOf(notReadyTaint, usersTaint))
+	g.Eventually(f.TaintsOf(node), controllertest.Timeout, controllertest.Interval).Should(ConsistOf(notReadyTaint, usersTaint))
 	g.Expect(f.Node(node).Spec.Taints).To(ContainElement(gating.ReadinessTaint), "the value says it is the operator's")
 	f.ExpectAllReady(other)
-	g.Eventually(taintsOf(f, other), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
-	g.Consistently(taintsOf(f, node), "2s", controllertest.Interval).Should(ConsistOf(notReadyTaint, usersTaint),
+	g.Eventually(f.TaintsOf(other), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Consistently(f.TaintsOf(node), "2s", controllertest.Interval).Should(ConsistOf(notReadyTaint, usersTaint),
 		"dcgm-exporter is not ready there")
 
 	suite.Sim.Set(node, "dcgm-exporter", controllertest.BecomesReady)
 	f.ExpectAllReady(node)
-	g.Eventually(taintsOf(f, node), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{usersTaint}))
+	g.Eventually(f.TaintsOf(node), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{usersTaint}))
 
 	// A reboot resets the chain: the taint is back until it re-forms.
 	suite.Sim.Set(node, "driver", controllertest.StaysNotReady)
 	f.SetBootID(node, "boot-2")
 	g.Expect(suite.Sim.Restart(f.Ctx, node)).To(Succeed())
-	g.Eventually(taintsOf(f, node), controllertest.Timeout, controllertest.Interval).Should(ConsistOf(notReadyTaint, usersTaint))
+	g.Eventually(f.TaintsOf(node), controllertest.Timeout, controllertest.Interval).Should(ConsistOf(notReadyTaint, usersTaint))
 	suite.Sim.Set(node, "driver", controllertest.BecomesReady)
 	f.ExpectAllReady(node)
-	g.Eventually(taintsOf(f, node), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{usersTaint}))
+	g.Eventually(f.TaintsOf(node), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{usersTaint}))
 	g.Expect(breaches()).To(BeEmpty())
 }
 
@@ -117,27 +99,27 @@ func TestReadinessTaintUntilTheNodeIsReady(t *testing.T) {
 // the operator's to remove.
 func TestReadinessTaintGoesWithTheOption(t *testing.T) {
 	g := NewWithT(t)
-	f := suite.Setup(t, 2, withReadinessTaint)
+	f := suite.Setup(t, 2, controllertest.WithReadinessTaint)
 	held, ready := f.Nodes[0], f.Nodes[1]
 	suite.Sim.Set(held, "driver", controllertest.StaysNotReady)
-	g.Eventually(taintsOf(f, held), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{notReadyTaint}))
+	g.Eventually(f.TaintsOf(held), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{notReadyTaint}))
 	f.ExpectAllReady(ready)
-	g.Eventually(taintsOf(f, ready), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Eventually(f.TaintsOf(ready), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
 	// Someone taints the ready node with the key, by hand, and another
 	// value.
 	addTaint(f, ready, corev1.Taint{Key: gpuv1.TaintGPUNotReady, Value: "maintenance", Effect: corev1.TaintEffectNoSchedule})
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = false })
-	g.Eventually(taintsOf(f, held), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
-	g.Consistently(taintsOf(f, ready), "2s", controllertest.Interval).Should(Equal([]string{notReadyTaint}), "not the operator's")
+	g.Eventually(f.TaintsOf(held), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Consistently(f.TaintsOf(ready), "2s", controllertest.Interval).Should(Equal([]string{notReadyTaint}), "not the operator's")
 
 	// On again, then the policy goes: the held node's taint goes with it,
 	// and the policy waits for that.
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Operator.ReadinessTaint.Enabled = true })
-	g.Eventually(taintsOf(f, held), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{notReadyTaint}))
+	g.Eventually(f.TaintsOf(held), controllertest.Timeout, controllertest.Interval).Should(Equal([]string{notReadyTaint}))
 
 	g.Expect(suite.Client.Delete(f.Ctx, f.Policy)).To(Succeed())
-	g.Eventually(taintsOf(f, held), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Eventually(f.TaintsOf(held), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
 	g.Eventually(f.Policies, controllertest.Timeout, controllertest.Interval).Should(BeEmpty(), "the policy goes once the taint is gone")
 }
 
@@ -186,7 +168,7 @@ func TestRefusedReadinessTaintHoldsNothingBack(t *testing.T) {
 		return suite.Client.Update(ctx, n)
 	}, controllertest.Timeout, controllertest.Interval).Should(MatchError(ContainSubstring("no readiness taints here")))
 
-	f := suite.Setup(t, 1, withReadinessTaint)
+	f := suite.Setup(t, 1, controllertest.WithReadinessTaint)
 	f.ExpectAllReady(f.Nodes...)
-	g.Expect(taintsOf(f, f.Nodes[0])()).To(BeEmpty())
+	g.Expect(f.TaintsOf(f.Nodes[0])()).To(BeEmpty())
 }

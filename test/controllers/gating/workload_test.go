@@ -38,13 +38,13 @@ func workloadPods(f *controllertest.Fixture, node string) func() []string {
 // newest proof pod alone is kept as the record.
 func TestFabricManagerDownNodeIsHeldOut(t *testing.T) {
 	g := NewWithT(t)
-	f := suite.Setup(t, 1, withReadinessTaint)
+	f := suite.Setup(t, 1, controllertest.WithReadinessTaint)
 	good, down := f.Nodes[0], f.Nodes[0]+"-fm"
 	f.CreateNodeWith(down, nil, map[string]string{fakenode.AnnotationFabricManager: "down"})
 	f.Nodes = append(f.Nodes, down)
 
 	f.ExpectAllReady(good)
-	g.Eventually(taintsOf(f, good), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Eventually(f.TaintsOf(good), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
 	for _, s := range []string{"driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery"} {
 		f.ExpectState("ready", s, down)
 	}
@@ -57,11 +57,11 @@ func TestFabricManagerDownNodeIsHeldOut(t *testing.T) {
 	first := workloadPods(f, down)()
 	g.Eventually(workloadPods(f, down), controllertest.Timeout, controllertest.Interval).ShouldNot(Equal(first))
 	f.ExpectState("failed", "cuda-workload", down)
-	g.Expect(taintsOf(f, down)()).To(Equal([]string{notReadyTaint}), "still held out after its second attempt")
+	g.Expect(f.TaintsOf(down)()).To(Equal([]string{notReadyTaint}), "still held out after its second attempt")
 
 	f.Annotate(down, fakenode.AnnotationFabricManager, "")
 	f.ExpectAllReady(down)
-	g.Eventually(taintsOf(f, down), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Eventually(f.TaintsOf(down), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
 	g.Eventually(workloadPods(f, down), controllertest.Timeout, controllertest.Interval).Should(HaveLen(1),
 		"the failed attempts go once a newer one exists")
 }

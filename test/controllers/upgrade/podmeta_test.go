@@ -19,7 +19,7 @@ func TestDaemonsetsMetadataReachesRunningDriverPods(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 2)
 	f.ExpectAllReady(f.Nodes...)
-	deletions := recordDriverDeletions(f)
+	deletions := f.RecordDriverDeletions()
 	log := f.RecordUpgrades()
 	running := map[string]types.UID{}
 	for _, n := range f.Nodes {
@@ -40,7 +40,7 @@ func TestDaemonsetsMetadataReachesRunningDriverPods(t *testing.T) {
 	}
 	f.ExpectAllReady(f.Nodes...)
 	f.AfterMaintenancePasses()
-	count, breaches := deletions.results()
+	count, breaches := deletions.Results()
 	g.Expect(breaches).To(BeEmpty())
 	g.Expect(count).To(BeZero(), "no driver replaced for its metadata")
 	for _, n := range f.Nodes {

@@ -1,4 +1,4 @@
-package gating
+package dra
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package upgrade
+package driverpools
 
 import (
 	"testing"
@@ -55,8 +55,8 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 	f.SetLabel(f.Nodes[0], "gpu", "a100")
 	f.ExpectAllReady(f.Nodes...)
 	f.ExpectLabel(f.Nodes[0], gpuv1.LabelDriverPool, "a100")
-	before := driverOwners(f)
-	deletions := recordDriverDeletions(f)
+	before := f.DriverOwners()
+	deletions := f.RecordDriverDeletions()
 	log := f.RecordUpgrades()
 
 	createNVIDIADriver(f, "a100", func(s *gpuv1alpha1.NVIDIADriverSpec) {
@@ -68,10 +68,10 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true) })
 	// No NVIDIADriver selects the other two nodes: their DaemonSet goes,
 	// their drivers stay, orphaned.
-	g.Eventually(func() map[string]string { return driverOwners(f) }, controllertest.Timeout, controllertest.Interval).
+	g.Eventually(func() map[string]string { return f.DriverOwners() }, controllertest.Timeout, controllertest.Interval).
 		Should(Equal(map[string]string{f.Nodes[0]: before[f.Nodes[0]], f.Nodes[1]: "none", f.Nodes[2]: "none"}))
 	f.AfterMaintenancePasses()
-	g.Expect(driverOwners(f)).To(HaveLen(3), "held, not replaced")
+	g.Expect(f.DriverOwners()).To(HaveLen(3), "held, not replaced")
 	// NVIDIA's default image path, written whole: the same image. The
 	// DaemonSet applied again takes a while to adopt the orphans, as the
 	// garbage collector and the DaemonSet controller do: the nodes wait
@@ -92,9 +92,9 @@ func TestMigrationToNVIDIADriversReplacesNoDriver(t *testing.T) {
 	g.Eventually(nvidiaDriver(f, "a100"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(readyNodes, Equal("ready 1/1")))
 	g.Eventually(nvidiaDriver(f, "default"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(readyNodes, Equal("ready 2/2")))
 	f.ExpectAllReady(f.Nodes...)
-	g.Eventually(func() map[string]string { return driverOwners(f) }, controllertest.Timeout, controllertest.Interval).
+	g.Eventually(func() map[string]string { return f.DriverOwners() }, controllertest.Timeout, controllertest.Interval).
 		Should(Equal(before), "adopted by the DaemonSet of the same name")
-	count, breaches := deletions.results()
+	count, breaches := deletions.Results()
 	g.Expect(breaches).To(BeEmpty())
 	g.Expect(count).To(BeZero(), "no driver replaced")
 	for _, n := range f.Nodes {
@@ -116,7 +116,7 @@ func TestConflictHoldsTheDriverUntilSettled(t *testing.T) {
 	f.ExpectAllReady(f.Nodes...)
 	moving := f.Nodes[1]
 	f.ExpectLabel(moving, gpuv1.LabelDriverPool, "rest")
-	deletions := recordDriverDeletions(f)
+	deletions := f.RecordDriverDeletions()
 	log := f.RecordUpgrades()
 
 	// A third NVIDIADriver selecting every node with a zone conflicts
@@ -153,7 +153,7 @@ func TestConflictHoldsTheDriverUntilSettled(t *testing.T) {
 	g.Eventually(func() []gpuv1.UpgradeState { return log.Sequence(moving) }, controllertest.Timeout, controllertest.Interval).
 		Should(Equal(controllertest.FullUpgrade))
 	g.Expect(log.Sequence(f.Nodes[0])).To(BeEmpty())
-	count, breaches := deletions.results()
+	count, breaches := deletions.Results()
 	g.Expect(breaches).To(BeEmpty())
 	g.Expect(count).To(Equal(1))
 }
@@ -165,7 +165,7 @@ func TestKernelModuleConfigRollsThroughTheUpgrade(t *testing.T) {
 	g := NewWithT(t)
 	f := suite.Setup(t, 2)
 	f.ExpectAllReady(f.Nodes...)
-	deletions := recordDriverDeletions(f)
+	deletions := f.RecordDriverDeletions()
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) {
 		cp.Spec.Driver.KernelModuleConfig = &gpuv1.DriverKernelModuleConfig{Name: "gb200-params"}
@@ -178,7 +178,7 @@ func TestKernelModuleConfigRollsThroughTheUpgrade(t *testing.T) {
 		}
 		return ""
 	}, controllertest.Timeout, controllertest.Interval).Should(ContainSubstring("kernelModuleConfig names ConfigMap gb200-params, which does not exist"))
-	count, _ := deletions.results()
+	count, _ := deletions.Results()
 	g.Expect(count).To(BeZero(), "nothing is replaced for a ConfigMap that is not there")
 
 	log := f.RecordUpgrades()
@@ -202,6 +202,6 @@ func TestKernelModuleConfigRollsThroughTheUpgrade(t *testing.T) {
 	g.Eventually(func() bool { q := f.PodOn(f.Nodes[0], "driver"); return q != nil && q.UID != first },
 		controllertest.Timeout, controllertest.Interval).Should(BeTrue())
 	f.ExpectAllReady(f.Nodes...)
-	_, breaches := deletions.results()
+	_, breaches := deletions.Results()
 	g.Expect(breaches).To(BeEmpty())
 }

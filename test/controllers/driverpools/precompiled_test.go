@@ -1,4 +1,4 @@
-package upgrade
+package driverpools
 
 import (
 	"testing"
@@ -44,7 +44,7 @@ func TestPrecompiledKernelUpgradeGoesThroughTheUpgrade(t *testing.T) {
 	g.Eventually(nvidiaDriver(f, "secure-boot"), controllertest.Timeout, controllertest.Interval).Should(WithTransform(
 		func(d *gpuv1alpha1.NVIDIADriver) []gpuv1alpha1.KernelImage { return d.Status.Kernels },
 		Equal([]gpuv1alpha1.KernelImage{{Kernel: oldKernel, Image: image(oldKernel), Nodes: 2, State: gpuv1alpha1.ImageAvailable}})))
-	deletions := recordDriverDeletions(f)
+	deletions := f.RecordDriverDeletions()
 	log := f.RecordUpgrades()
 
 	// The node boots a kernel whose image is not published.
@@ -75,7 +75,7 @@ func TestPrecompiledKernelUpgradeGoesThroughTheUpgrade(t *testing.T) {
 	g.Eventually(func() []gpuv1.UpgradeState { return log.Sequence(rebooted) }, controllertest.Timeout, controllertest.Interval).
 		Should(Equal(controllertest.FullUpgrade))
 	g.Expect(log.Sequence(other)).To(BeEmpty())
-	count, breaches := deletions.results()
+	count, breaches := deletions.Results()
 	g.Expect(breaches).To(BeEmpty(), "every driver replaced in the upgrade's step that replaces it")
 	g.Expect(count).To(Equal(1), "one driver replaced, once")
 }
@@ -89,7 +89,7 @@ func TestPrecompiledBranchWaitsForItsImages(t *testing.T) {
 	image := func(branch string) string { return "nvcr.io/nvidia/driver:" + branch + "-" + kernel + "-ubuntu22.04" }
 	g := NewWithT(t)
 	f := precompiledNodes(t, kernel)
-	deletions := recordDriverDeletions(f)
+	deletions := f.RecordDriverDeletions()
 	log := f.RecordUpgrades()
 
 	suite.Sim.SetImageMissing(image("590"), true)
@@ -134,7 +134,7 @@ func TestPrecompiledBranchWaitsForItsImages(t *testing.T) {
 	}
 	f.ExpectAllReady(f.Nodes...)
 	g.Expect(log.Peak()).To(Equal(1), "within the budget")
-	count, breaches := deletions.results()
+	count, breaches := deletions.Results()
 	g.Expect(breaches).To(HaveLen(1), "the person's deletion, outside the upgrade")
 	g.Expect(count).To(Equal(3))
 }

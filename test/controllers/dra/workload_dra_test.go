@@ -1,4 +1,4 @@
-package gating
+package dra
 
 import (
 	"strings"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
@@ -26,7 +27,7 @@ import (
 // the scheduler.
 func TestDRANodeIsProvedThroughAClaim(t *testing.T) {
 	g := NewWithT(t)
-	f := suite.Setup(t, 0, withDRAPool, withReadinessTaint)
+	f := suite.Setup(t, 0, withDRAPool, controllertest.WithReadinessTaint)
 	good, down := "dra-pool-0", "dra-pool-fm"
 	f.CreateNode(good, map[string]string{rackLabel: "nvl72"})
 	f.CreateNodeWith(down, map[string]string{rackLabel: "nvl72"}, map[string]string{fakenode.AnnotationFabricManager: "down"})
@@ -34,7 +35,7 @@ func TestDRANodeIsProvedThroughAClaim(t *testing.T) {
 
 	f.ExpectAllUp(good)
 	f.ExpectState("ready", "cuda-workload", good)
-	g.Eventually(taintsOf(f, good), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
+	g.Eventually(f.TaintsOf(good), controllertest.Timeout, controllertest.Interval).Should(BeEmpty())
 	proof := f.PodOn(good, "cuda-workload")
 	g.Expect(proof).NotTo(BeNil())
 	g.Expect(proof.Spec.ResourceClaims).To(ConsistOf(HaveField("ResourceClaimTemplateName",
@@ -80,7 +81,7 @@ func TestDRANodeIsProvedThroughAClaim(t *testing.T) {
 	f.ExpectState("failed", "cuda-workload", down)
 	g.Eventually(func() string { return strings.Join(f.EventsOf(down), "\n") }, controllertest.Timeout, controllertest.Interval).Should(
 		And(ContainSubstring("CUDA error 802"), ContainSubstring("Fabric Manager")))
-	g.Expect(taintsOf(f, down)()).To(Equal([]string{notReadyTaint}))
+	g.Expect(f.TaintsOf(down)()).To(Equal([]string{gpuv1.TaintGPUNotReady + ":NoSchedule"}))
 }
 
 // cordon sets a node's spec.unschedulable, as kubectl cordon does: a
