@@ -270,14 +270,15 @@ type OperatorSpec struct {
 // top of each operation's own (driver.upgradePolicy, migManager.maxParallel,
 // operator.remediation.maxParallel).
 type MaintenanceSpec struct {
-	// MaxUnavailableNVLinkDomains caps how many NVLink domains of each
-	// driver pool may have a node out of service at once, whichever
-	// operation holds it: a count, or a percentage of the pool's domains
-	// rounded up. A domain is the nodes GPU feature discovery labels with
-	// the same nvidia.com/gpu.clique (<cluster UUID>.<clique ID>), such as
-	// the trays of a GB200 NVL72 rack; a node without the label is a
-	// domain of its own. Unset: no cap. 1 keeps maintenance within one
-	// rack of each pool at a time.
+	// MaxUnavailableNVLinkDomains caps how many NVLink domains of the
+	// fleet may have a node out of service at once: held by any
+	// operation, cordoned (by anyone) or not Ready. A count, or a
+	// percentage of the fleet's domains rounded up. A domain is the nodes
+	// GPU feature discovery labels with the same nvidia.com/gpu.clique
+	// (<cluster UUID>.<clique ID>), such as the trays of a GB200 NVL72
+	// rack, whatever driver pools they are in; a node without the label
+	// is a domain of its own. Unset: no cap. 1 keeps maintenance within
+	// one rack at a time, and out of a rack that is down already.
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=10
 	// +kubebuilder:validation:XValidation:rule=`type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)$')`,message="must be a count of at least 1 or a percentage from 1% to 100% (unset for no cap)"

@@ -151,7 +151,7 @@ func (p *pass) selectors(n *corev1.Node) *podSelectors {
 // budgetsOf are the budgets each operation's starts must fit, from the
 // policy: the upgrade's per driver pool, which bound the allocation mode
 // switches too, the repair's and the MIG reconfiguration's over the
-// fleet, and the NVLink domain cap per pool for all of them.
+// fleet, and the NVLink domain cap over the fleet for all of them.
 func budgetsOf(cp *gpuv1.ClusterPolicy, pools *driverpool.Set) arbiter.Budgets {
 	var b arbiter.Budgets
 	for _, op := range []arbiter.Operation{arbiter.DriverUpgrade, arbiter.ModeSwitch} {
@@ -168,8 +168,12 @@ func budgetsOf(cp *gpuv1.ClusterPolicy, pools *driverpool.Set) arbiter.Budgets {
 	b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Op: arbiter.MIGReconfiguration,
 		Limit: cp.Spec.MIGManager.MaxParallelOrDefault()}}
 	if domains := cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains; domains != nil {
+		// Over the fleet, not per pool: a rack whose trays sit in two
+		// pools is one rack (issue 52, finding 6). Cordoned and NotReady
+		// nodes count their domain out of service too, whoever cordoned
+		// them.
 		cap := arbiter.Budget{Field: "operator.maintenance.maxUnavailableNVLinkDomains", Op: arbiter.None, Limit: *domains,
-			PerPool: true, Domains: true}
+			Domains: true, Unavailable: true}
 		for op := range arbiter.NumOperations {
 			b[op] = append(b[op], cap)
 		}
