@@ -26,7 +26,9 @@ type eviction struct {
 // GPU go where the operation taints the node (a repair, a MIG change, a
 // mode switch): their controller does not put back a pod that does not
 // tolerate the taint, and one left would hold the GPU through
-// mig-manager's apply or the plugins' change. A driver upgrade only
+// mig-manager's apply or the plugins' change. One that tolerates the
+// taint comes back and is counted again: the step fails at its timeout,
+// saying so, rather than go on with the GPU held. A driver upgrade only
 // cordons, which DaemonSets ignore: evicting them would free nothing.
 func (p *pass) gpuPodEviction(ctx context.Context, n *corev1.Node, op arbiter.Operation) eviction {
 	spec, sel := p.upgradeSpec(n), p.selectors(n)
