@@ -93,6 +93,11 @@ func (o *options) mustGather(ctx context.Context, mg *mustGatherOptions) error {
 	}
 	m, err := g.gather(ctx, w, dir, now)
 	if err != nil {
+		if f, ok := w.(*os.File); ok {
+			// No half archive left behind to be mistaken for a whole one.
+			_ = f.Close()
+			_ = os.Remove(mg.file)
+		}
 		return err
 	}
 	if f, ok := w.(*os.File); ok {
