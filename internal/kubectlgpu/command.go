@@ -70,12 +70,18 @@ func (o *options) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (o *options) status(ctx context.Context) error {
+// client returns a client of the kubeconfig's cluster, and its config.
+func (o *options) client() (client.Client, *rest.Config, error) {
 	cfg, err := o.restConfig()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	return c, cfg, err
+}
+
+func (o *options) status(ctx context.Context) error {
+	c, _, err := o.client()
 	if err != nil {
 		return err
 	}
@@ -91,7 +97,12 @@ func (o *options) status(ctx context.Context) error {
 }
 
 func (o *options) why(ctx context.Context, name string) error {
-	// The informers the judgement reads stop with the command.
+	return o.judged(ctx, func(ctx context.Context, j *judge) (printable, error) { return j.explain(ctx, name) })
+}
+
+// judged prints what report makes of the operator's judgement, made
+// again read-only; the informers it reads stop with the command.
+func (o *options) judged(ctx context.Context, report func(context.Context, *judge) (printable, error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cfg, err := o.restConfig()
@@ -102,11 +113,11 @@ func (o *options) why(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	report, err := j.explain(ctx, name)
+	r, err := report(ctx, j)
 	if err != nil {
 		return err
 	}
-	return o.print(report)
+	return o.print(r)
 }
 
 func (o *options) planCommand() *cobra.Command {
@@ -123,21 +134,13 @@ func (o *options) planCommand() *cobra.Command {
 }
 
 func (o *options) plan(ctx context.Context, detail int) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cfg, err := o.restConfig()
-	if err != nil {
-		return err
-	}
-	j, err := newJudge(ctx, cfg, o.namespace())
-	if err != nil {
-		return err
-	}
-	p, err := j.m.Plan(ctx, detail)
-	if err != nil {
-		return fmt.Errorf("judging the fleet's maintenance: %w", err)
-	}
-	return o.print(explain.Plan{Plan: p})
+	return o.judged(ctx, func(ctx context.Context, j *judge) (printable, error) {
+		p, err := j.m.Plan(ctx, detail)
+		if err != nil {
+			return nil, fmt.Errorf("judging the fleet's maintenance: %w", err)
+		}
+		return explain.Plan{Plan: p}, nil
+	})
 }
 
 // printable is what the commands print: as JSON with -o json, else as

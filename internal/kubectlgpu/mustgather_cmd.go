@@ -11,9 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/gpu-operator/gpu-operator/internal/scheme"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 )
 
@@ -51,11 +49,7 @@ file and what it left out, and why.`,
 }
 
 func (o *options) mustGather(ctx context.Context, mg *mustGatherOptions) error {
-	cfg, err := o.restConfig()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, cfg, err := o.client()
 	if err != nil {
 		return err
 	}
