@@ -45,18 +45,11 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		healthy = append(healthy, fmt.Sprintf("gpu-node-%d", i))
 	}
 	// installed is an ordered container on the chart installed with the
-	// README's command. A priority starts a long container first: the
-	// containers run whole, one per process, so one that starts last
-	// ends the run late (runtime settings, about 320 s of specs, against
-	// 380-420 s for the whole run on 4 processes).
-	installed := func(text string, body func(), priority ...SpecPriority) bool {
-		decorators := []any{Ordered, Offset(1)}
-		for _, p := range priority {
-			decorators = append(decorators, p)
-		}
+	// README's command.
+	installed := func(text string, body func()) bool {
 		// Offset: each container sorts at its caller's line, in this file's
 		// order, not by its text.
-		return Describe("installed with the documented helm command: "+text, append(decorators, func() {
+		return Describe("installed with the documented helm command: "+text, Ordered, Offset(1), func() {
 			// The stuck nodes' owner keeps them out of driver upgrades: an
 			// upgrade of a node whose driver never loads would hold a place
 			// of every budget (MIG's and the repairs' too) until its
@@ -80,7 +73,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 			})
 			leavesTheClusterAsItFoundIt(healthy)
 			body()
-		})...)
+		})
 	}
 
 	installed("runtime settings", func() {
@@ -114,7 +107,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("applies a changed value on helm upgrade", func(ctx SpecContext) {
 			HelmUpgradeSpec(ctx, HelmUpgradeInput{Set: "dcgmExporter.enabled=false", Disabled: "dcgm-exporter", Nodes: healthy})
 		})
-	}, SpecPriority(2))
+	})
 
 	installed("reboots and GPU health", func() {
 		It("resets and re-forms the chains of rebooted nodes, in order", func(ctx SpecContext) {
@@ -156,7 +149,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("runs precompiled drivers per kernel: a kernel without an image held, a new kernel moved through the upgrade", func(ctx SpecContext) {
 			PrecompiledSpec(ctx, PrecompiledInput{Precompiled: healthy[:2], Others: healthy[2:]})
 		})
-	}, SpecPriority(1))
+	})
 
 	installed("node pools", func() {
 		It("runs node pools: time-slicing, MPS and MIG per pool, MIG devices applied again after a driver upgrade", func(ctx SpecContext) {
@@ -166,7 +159,7 @@ var _ = Describe("gpu-operator on a simulated GPU cluster", func() {
 		It("hands over to a second ClusterPolicy without replacing any operand, and back", func(ctx SpecContext) {
 			HandOverSpec(ctx, healthy)
 		})
-	}, SpecPriority(1))
+	})
 
 	installed("GPU sharing", func() {
 		It("runs a time-slicing configuration per node, restarting only the device plugin and GFD", func(ctx SpecContext) {
