@@ -116,16 +116,9 @@ func (j *judge) explain(ctx context.Context, name string) (explain.Node, error) 
 	if err != nil {
 		return explain.Node{}, err
 	}
-	// Each state's pod as the judgement picks it: a live one before a
-	// terminating one, then the newest.
-	newest := map[state.Name]*operandpods.Pod{}
-	for _, p := range onNode {
-		if cur := newest[p.State]; cur == nil || p.Newer(cur) {
-			newest[p.State] = p
-		}
-	}
 	facts := explain.Facts{Why: why, Pods: map[state.Name]string{}, Namespace: j.r.Namespace}
-	for s, p := range newest {
+	// Each state's pod as the judgement picks it.
+	for s, p := range operandpods.PerState(onNode) {
 		facts.Pods[s] = p.Name
 	}
 	if cp, err := policy.Active(ctx, j.c); err == nil && cp != nil {

@@ -244,6 +244,22 @@ func (p *Pod) Newer(than *Pod) bool {
 	return than.CreationTimestamp.Before(&p.CreationTimestamp)
 }
 
+// PerState picks each state's pod among pods, as the node controller's
+// judgement reads them: the newer of two (Newer) stands for the state.
+// Pods of no state are left out.
+func PerState(pods []*Pod) map[state.Name]*Pod {
+	chosen := map[state.Name]*Pod{}
+	for _, p := range pods {
+		if p.State == "" {
+			continue
+		}
+		if cur, ok := chosen[p.State]; !ok || p.Newer(cur) {
+			chosen[p.State] = p
+		}
+	}
+	return chosen
+}
+
 // Ended reports whether the pod has run to its end (Succeeded or Failed):
 // it holds nothing on its node and runs nothing there.
 func (p *Pod) Ended() bool { return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed }

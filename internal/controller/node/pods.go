@@ -30,11 +30,7 @@ func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.
 	if err != nil {
 		return nil, false, "", err
 	}
-	chosen := map[state.Name]*operandpods.Pod{}
 	for _, p := range pods {
-		if p.State == "" {
-			continue
-		}
 		if p.State == state.Driver && p.DeletionTimestamp != nil {
 			if p.ConfigDigest != "" && p.ConfigDigest == hashes[p.DaemonSet].hash {
 				restartDigest = p.ConfigDigest
@@ -42,10 +38,8 @@ func (r *Reconciler) observePods(ctx context.Context, nodeName string, now time.
 				unloading = true
 			}
 		}
-		if cur, ok := chosen[p.State]; !ok || p.Newer(cur) {
-			chosen[p.State] = p
-		}
 	}
+	chosen := operandpods.PerState(pods)
 	facts = make(map[state.Name]*state.PodFacts, len(chosen))
 	for name, p := range chosen {
 		// A state can run several DaemonSets, one per node variant. A
