@@ -107,12 +107,13 @@ func (o *operator) kill() {
 type labelHistory struct {
 	mu       sync.Mutex
 	times    map[string]time.Time // node/state/value -> first seen
+	revs     map[string]int64     // node/state/value -> revision first seen at
 	last     map[string]string    // node/state -> value last seen, "" for none
 	forgotAt map[string]time.Time // node -> when its history was last forgotten
 }
 
 func watchLabels(ctx context.Context, c client.WithWatch) *labelHistory {
-	h := &labelHistory{times: map[string]time.Time{}, last: map[string]string{}, forgotAt: map[string]time.Time{}}
+	h := &labelHistory{times: map[string]time.Time{}, revs: map[string]int64{}, last: map[string]string{}, forgotAt: map[string]time.Time{}}
 	w, err := c.Watch(ctx, &corev1.NodeList{})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {
@@ -144,6 +145,9 @@ func (h *labelHistory) record(n *corev1.Node) {
 		h.last[key] = v
 		if _, seen := h.times[key+"/"+v]; v != "" && !seen {
 			h.times[key+"/"+v] = now
+			if r, ok := revision(n); ok {
+				h.revs[key+"/"+v] = r
+			}
 		}
 	}
 }
@@ -157,6 +161,7 @@ func (h *labelHistory) forget(node string) {
 	for k := range h.times {
 		if strings.HasPrefix(k, node+"/") {
 			delete(h.times, k)
+			delete(h.revs, k)
 		}
 	}
 }
@@ -178,6 +183,7 @@ func (h *labelHistory) forgetValue(node, value string) {
 	for k := range h.times {
 		if strings.HasPrefix(k, node+"/") && strings.HasSuffix(k, "/"+value) {
 			delete(h.times, k)
+			delete(h.revs, k)
 		}
 	}
 }
@@ -188,4 +194,13 @@ func (h *labelHistory) firstSeen(node, state, value string) (time.Time, bool) {
 	defer h.mu.Unlock()
 	t, ok := h.times[node+"/"+state+"/"+value]
 	return t, ok
+}
+
+// firstRevision returns the revision of the node at which its state label
+// was first seen with value: the revision of the write that set it.
+func (h *labelHistory) firstRevision(node, state, value string) (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.revs[node+"/"+state+"/"+value]
+	return r, ok
 }

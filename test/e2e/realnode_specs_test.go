@@ -81,10 +81,17 @@ func FabricManagerDownSpec(ctx context.Context) {
 			ContainSubstring("Fabric Manager")))
 		g.Expect(nodeEventReasons(g, ctx, fabricDownNode)).To(ContainElement("StateFailed"))
 	}).WithTimeout(rolloutTimeout).WithPolling(time.Second).Should(Succeed())
-	p := podOn(ctx, fabricDownNode, proofState)
-	Expect(p).NotTo(BeNil(), "the failed proof is kept as the record")
-	Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
-	Expect(p.Spec.Containers[0].Resources.Limits).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")), "asked the device plugin for its GPU")
+	// Each attempt's pod fails and is kept as the record until the next
+	// attempt's pod exists (after the workload retry), which then runs
+	// for a moment: the record is the newest pod once it has failed.
+	Eventually(func(g Gomega) {
+		p := podOn(ctx, fabricDownNode, proofState)
+		g.Expect(p).NotTo(BeNil(), "the failed proof is kept as the record")
+		g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+		g.Expect(p.Spec.Containers[0].Resources.Limits).To(HaveKey(corev1.ResourceName("nvidia.com/gpu")), "asked the device plugin for its GPU")
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	Expect(node(Default, ctx, fabricDownNode).Labels).To(HaveKeyWithValue(gpuv1.StateLabel(proofState), "failed"),
+		"still failed while the next attempt runs")
 }
 
 // CRIOSpec checks a CRI-O node under CDI: the toolkit registers NVIDIA's

@@ -79,9 +79,10 @@ func waitAllReady(ctx context.Context, nodes []string) {
 }
 
 // expectOrder checks the pods on the nodes against the label history: each
-// started after the states before it were ready there. A pod from before
-// the node's history was forgotten (a reboot) that the kubelet restarted in
-// place started when it was ready again.
+// was created after the states before it were ready there (by revision,
+// revisions_test.go). A pod from before the node's history was forgotten
+// (a reboot) that the kubelet restarted in place started when it was
+// ready again, which the operator judges by time.
 func expectOrder(ctx context.Context, nodes []string) {
 	for _, n := range nodes {
 		forgot, reset := history.forgotten(n)
@@ -92,21 +93,38 @@ func expectOrder(ctx context.Context, nodes []string) {
 			var pod *corev1.Pod
 			Eventually(func() *corev1.Pod { pod = podOn(ctx, n, state); return pod }).WithContext(ctx).
 				WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(BeNil(), "%s pod on %s", state, n)
-			started, how, slack := pod.CreationTimestamp.Time, "created", time.Duration(0)
-			if reset && started.Before(forgot) {
-				// The operator takes a pod restarted in the second it
-				// found the prerequisite ready as after it, and the watch
-				// sees that decision's write up to a second later.
-				started, how, slack = readySince(pod), "restarted", time.Second
+			if reset && pod.CreationTimestamp.Time.Before(forgot) {
+				expectRestartedAfter(n, state, pod, prereqs)
+				continue
 			}
+			var created int64
+			Eventually(func() (ok bool) { created, ok = creations.of(pod); return ok }).WithTimeout(caughtUp).
+				Should(BeTrue(), "the watch delivered the creation of %s", pod.Name)
 			for _, p := range prereqs {
-				readyAt, ok := history.firstSeen(n, p, "ready")
-				Expect(ok).To(BeTrue(), "%s was never seen ready on %s", p, n)
-				// The API's times have whole seconds.
-				Expect(started).To(BeTemporally(">=", readyAt.Truncate(time.Second).Add(-slack)),
-					"%s pod on %s %s before %s was ready there", state, n, how, p)
+				var readyAt int64
+				Eventually(func() (ok bool) { readyAt, ok = history.firstRevision(n, p, "ready"); return ok }).
+					WithTimeout(caughtUp).Should(BeTrue(), "%s was never seen ready on %s", p, n)
+				Expect(created).To(BeNumerically(">", readyAt),
+					"%s pod %s on %s created (revision %d) before %s was ready there (revision %d)", state, pod.Name, n, created, p, readyAt)
 			}
 		}
+	}
+}
+
+// expectRestartedAfter checks a pod the kubelet restarted in place after a
+// reboot: it became ready again once its prerequisites were. The operator
+// takes a pod restarted in the second it found a prerequisite ready as
+// after it, and the watch sees that decision's write up to a second
+// later; the API's times have whole seconds.
+func expectRestartedAfter(node, state string, pod *corev1.Pod, prereqs []string) {
+	started := readySince(pod)
+	Expect(started.IsZero()).To(BeFalse(), "%s pod %s on %s, from before the reboot, is ready again (phase %s)",
+		state, pod.Name, node, pod.Status.Phase)
+	for _, p := range prereqs {
+		readyAt, ok := history.firstSeen(node, p, "ready")
+		Expect(ok).To(BeTrue(), "%s was never seen ready on %s", p, node)
+		Expect(started).To(BeTemporally(">=", readyAt.Truncate(time.Second).Add(-time.Second)),
+			"%s pod %s on %s restarted before %s was ready there", state, pod.Name, node, p)
 	}
 }
 
@@ -275,12 +293,11 @@ func podOn(ctx context.Context, nodeName, state string) *corev1.Pod {
 	pods := &corev1.PodList{}
 	Expect(k8s.List(ctx, pods, client.InNamespace("gpu-operator"), client.MatchingLabels{render.LabelState: state})).To(Succeed())
 	// The newest: a run-once state (the CUDA workload proof) keeps its
-	// last pod until the next one exists.
+	// last pod until the next one exists, which may be of the same second.
 	var newest *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Spec.NodeName == nodeName && p.DeletionTimestamp == nil &&
-			(newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp)) {
+		if p.Spec.NodeName == nodeName && p.DeletionTimestamp == nil && (newest == nil || creations.newer(p, newest)) {
 			newest = p
 		}
 	}

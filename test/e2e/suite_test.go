@@ -27,6 +27,7 @@ var (
 	brokenNode = "gpu-node-" + strconv.Itoa(gpuNodes-1)
 	k8s        client.WithWatch
 	history    *labelHistory
+	creations  *podCreations
 	op         *operator
 )
 
@@ -60,6 +61,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	k8s = sim.Client
 	history = watchLabels(context.Background(), k8s)
+	creations = watchPodCreations(context.Background(), k8s)
 }, NodeTimeout(120e9))
 
 var _ = AfterSuite(func() {
