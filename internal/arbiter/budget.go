@@ -72,27 +72,52 @@ type Admission struct {
 	Waiting map[string]string
 }
 
-// Admit decides which queued operations start this pass: on each node the
-// one the table and Precedence let start, then, longest waiting first (by
-// name at a tie), each within every budget of its operation. A node a
-// budget counts already (another operation acting on it, an unavailable
-// node for maxUnavailable, a domain out of service) takes no new place in
-// it; a MIG reconfiguration that costs nothing takes none at all. A budget
-// that cannot be read (a value stored before the API server refused it)
-// holds back the starts it covers, and is returned as an error naming its
-// field. Nodes are a fleet's, their names unique: each counts once in a
-// budget's size.
+// Admit decides which queued operations start this pass: the starts the
+// table and Precedence let start on each node (Candidates), longest
+// waiting first (by name at a tie), each within every budget of its
+// operation. A node is served at the place of each of its queued starts,
+// trying first those before it in Precedence that it has not tried yet:
+// an operation waiting for a place in its budget does not hold back the
+// node's next one, which is served as long as it has waited, and takes
+// the node's place of precedence only when it could not start anyway. A
+// node a budget counts already (another operation acting on it, an
+// unavailable node for maxUnavailable, a domain out of service) takes no
+// new place in it; a MIG reconfiguration that costs nothing takes none at
+// all. A budget that cannot be read (a value stored before the API server
+// refused it) holds back the starts it covers, and is returned as an
+// error naming its field. Nodes are a fleet's, their names unique: each
+// counts once in a budget's size.
 func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
 	counts := newCounts(nodes, budgets)
-	queue := Queue(nodes, a)
-	for _, w := range queue {
-		if full := counts.full(w.Node, budgets[w.Op]); full != "" {
-			a.Waiting[w.Node.Name] = fmt.Sprintf("the %s waits for %s", w.Op, full)
+	tried := map[string]int{}
+	refused := map[string][]string{}
+	for _, w := range Queue(nodes, a) {
+		name := w.Node.Name
+		if _, done := a.Admitted[name]; done {
 			continue
 		}
-		a.Admitted[w.Node.Name] = w.Op
-		counts.take(w.Node)
+		for ; tried[name] <= w.rank; tried[name]++ {
+			op := w.ranked[tried[name]]
+			if full := counts.full(w.Node, budgets[op]); full != "" {
+				refused[name] = append(refused[name], fmt.Sprintf("the %s waits for %s", op, full))
+				continue
+			}
+			a.Admitted[name] = op
+			counts.take(w.Node)
+			break
+		}
+	}
+	for name, why := range refused {
+		if held := a.Waiting[name]; held != "" {
+			why = append(why, held)
+		}
+		a.Waiting[name] = strings.Join(why, "; ")
+	}
+	for name := range a.Admitted {
+		// Its other operations wait for the one that starts, as they
+		// would for any holder: told once it holds the node.
+		delete(a.Waiting, name)
 	}
 	return a, counts.errs
 }
@@ -101,33 +126,45 @@ func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 type QueuedStart struct {
 	Node *Node
 	Op   Operation
+	// ranked are the node's queued starts in Precedence order; rank is
+	// this one's place among them.
+	ranked []Operation
+	rank   int
 }
 
 // Queue returns the starts that need a place, in the order Admit serves
-// them: longest waiting first, by name at a tie. Into a, where not nil,
+// them: longest waiting first, by name and Precedence at a tie. A node
+// has one for each operation that may start there. Into a, where not nil,
 // it admits the starts that need none and says why the nodes with none
-// to make wait.
+// to make wait (the table's reasons; Admit adds the budgets').
 func Queue(nodes []Node, a Admission) []QueuedStart {
 	var queue []QueuedStart
 	for i := range nodes {
 		n := &nodes[i]
-		start, waits := Candidate(n)
-		if start.Op == None {
-			if len(waits) > 0 && a.Waiting != nil {
-				a.Waiting[n.Name] = joinWaits(waits)
-			}
+		starts, waits := Candidates(n)
+		if len(waits) > 0 && a.Waiting != nil {
+			a.Waiting[n.Name] = joinWaits(waits)
+		}
+		if len(starts) == 0 {
 			continue
 		}
-		if start.Free {
+		if starts[0].Free {
 			if a.Admitted != nil {
-				a.Admitted[n.Name] = start.Op
+				a.Admitted[n.Name] = starts[0].Op
 			}
 			continue
 		}
-		queue = append(queue, QueuedStart{n, start.Op})
+		ranked := make([]Operation, len(starts))
+		for r, s := range starts {
+			ranked[r] = s.Op
+		}
+		for r, op := range ranked {
+			queue = append(queue, QueuedStart{Node: n, Op: op, ranked: ranked, rank: r})
+		}
 	}
 	slices.SortFunc(queue, func(x, y QueuedStart) int {
-		return cmp.Or(x.Node.Ops[x.Op].Since.Compare(y.Node.Ops[y.Op].Since), strings.Compare(x.Node.Name, y.Node.Name))
+		return cmp.Or(x.Node.Ops[x.Op].Since.Compare(y.Node.Ops[y.Op].Since), strings.Compare(x.Node.Name, y.Node.Name),
+			cmp.Compare(x.rank, y.rank))
 	})
 	return queue
 }

@@ -127,6 +127,45 @@ func TestBudgetsCountActingNodesAndTheirOwnParked(t *testing.T) {
 	g.Expect(admitted(t, mixed, b)).To(Equal([]string{"a"}), "maxParallelUpgrades counts the repair admitted first")
 }
 
+// Finding 2 of issue 52: an upgrade queued behind a full pool budget does
+// not hold back its node's repair, which is served as long as it has
+// waited; an upgrade with room still goes first on its node.
+func TestAQueuedUpgradeDoesNotHoldBackItsNodesRepair(t *testing.T) {
+	at := func(n Node, op Operation, minutes int) Node {
+		n.Ops[op] = Position{Phase: Queued, Since: epoch.Add(time.Duration(minutes) * time.Minute)}
+		return n
+	}
+	b := upgradeBudgets(1, intstr.FromString("100%"))
+	// remediation.maxParallel counts every node held: the upgrading one
+	// leaves one place.
+	b[Repair][0].Limit = intstr.FromInt32(2)
+	b[DriverUpgrade] = b[DriverUpgrade][:1] // maxParallelUpgrades alone, per pool
+	// The other pool's node upgrades: the default pool has room.
+	upgrading := node("upgrading", Active)
+	upgrading.Pool = "other"
+	g := NewWithT(t)
+
+	both := at(at(node("both"), DriverUpgrade, 0), Repair, 5)
+	full := node("full", Active) // an upgrade of the default pool holds its one place
+	a, errs := Admit([]Node{both, full}, b)
+	g.Expect(errs).To(BeEmpty())
+	g.Expect(a.Admitted).To(HaveKeyWithValue("both", Repair), "the repair starts while the upgrade waits for its place")
+
+	a, _ = Admit([]Node{both, upgrading}, b)
+	g.Expect(a.Admitted).To(HaveKeyWithValue("both", DriverUpgrade), "with room, the upgrade goes first on its node")
+	repairFirst := at(at(node("both"), DriverUpgrade, 5), Repair, 0)
+	a, _ = Admit([]Node{repairFirst, upgrading}, b)
+	g.Expect(a.Admitted).To(HaveKeyWithValue("both", DriverUpgrade), "whichever waited longer: precedence on its node")
+
+	// Served as long as it has waited: another node's repair that waited
+	// longer takes the one repair place.
+	older := at(node("older"), Repair, 2)
+	a, _ = Admit([]Node{both, full, older}, b)
+	g.Expect(a.Admitted).To(Equal(map[string]Operation{"older": Repair}))
+	g.Expect(a.Waiting["both"]).To(And(ContainSubstring("the driver upgrade waits for"), ContainSubstring("the repair waits for")),
+		"both of the node's refusals are told")
+}
+
 // A MIG reconfiguration that costs nothing starts without a place, and
 // takes none from the others.
 func TestAdmitFreeMIG(t *testing.T) {

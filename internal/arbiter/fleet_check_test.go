@@ -162,7 +162,9 @@ func backingOff(n *node) bool {
 
 func reboot(n *node) {
 	n.bootGen, n.gen, n.restarting = (n.bootGen+1)%4, (n.gen+1)%4, true
-	if n.heal == healsOnReboot {
+	// A reboot loads the driver and starts the plugin afresh: it heals
+	// what a reload or a plugin restart would.
+	if n.heal != healsNever {
 		n.unhealthy = false
 	}
 }

@@ -37,8 +37,9 @@ func (w world) pass(skip, cut int) world {
 		if !ok {
 			admitted = arbiter.None
 		}
-		start, _ := arbiter.Candidate(&views[i])
-		effects := w.n[i].step(&views[i], admitted, start.Free, w.poolMode)
+		starts, _ := arbiter.Candidates(&views[i])
+		free := len(starts) > 0 && starts[0].Free
+		effects := w.n[i].step(&views[i], admitted, free, w.poolMode)
 		switch i {
 		case skip:
 			effects = nil

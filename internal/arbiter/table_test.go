@@ -102,53 +102,53 @@ func node(name string, phases ...Phase) Node {
 	return n
 }
 
-// The operation that may start on a node, before the budget.
-func TestCandidate(t *testing.T) {
+// The operations that may start on a node, before the budget.
+func TestCandidates(t *testing.T) {
+	freeMIG := func(n Node) Node { n.MIGFree = true; return n }
+	restore := func(n Node) Node { n.MIGRestore = true; return n }
 	tests := map[string]struct {
 		node Node
-		want Operation
+		want []Operation
 		free bool
 		wait map[Operation]string
 	}{
-		"nothing wants the node": {node: node("n"), want: None},
-		"an upgrade":             {node: node("n", Queued), want: DriverUpgrade},
-		"an upgrade before a repair": {node: node("n", Queued, Queued), want: DriverUpgrade,
-			wait: map[Operation]string{Repair: "a driver upgrade goes first"}},
-		"a repair before a MIG change": {node: node("n", Idle, Queued, Queued), want: Repair},
-		"a new node's MIG layout first": {node: func() Node { n := node("n", Queued, Idle, Queued); n.MIGFree = true; return n }(),
-			want: MIGReconfiguration, free: true},
+		"nothing wants the node": {node: node("n")},
+		"an upgrade":             {node: node("n", Queued), want: []Operation{DriverUpgrade}},
+		// Finding 2 of issue 52: the repair is the upgrade's alternative,
+		// not held back by it.
+		"an upgrade, then a repair":   {node: node("n", Queued, Queued), want: []Operation{DriverUpgrade, Repair}},
+		"a repair, then a MIG change": {node: node("n", Idle, Queued, Queued), want: []Operation{Repair, MIGReconfiguration}},
+		"a new node's MIG layout first, alone": {node: freeMIG(node("n", Queued, Idle, Queued)), want: []Operation{MIGReconfiguration}, free: true,
+			wait: map[Operation]string{DriverUpgrade: "a MIG reconfiguration goes first"}},
 		// Finding 1 of issue 25: the upgrade starts on a node whose repair
 		// waits for a reboot. It takes a place of its own: the parked
 		// repair holds none of the upgrade's.
-		"an upgrade takes over a parked repair": {node: node("n", Queued, Parked), want: DriverUpgrade},
-		"a repair of a failed upgrade's node":   {node: node("n", Parked, Queued), want: Repair},
-		"nothing while one acts":                {node: node("n", Active, Queued, Queued), want: None},
-		"the MIG devices a validation waits for": {node: func() Node {
-			n := node("n", Validating, Idle, Queued)
-			n.MIGRestore = true
-			return n
-		}(), want: MIGReconfiguration},
-		"no other MIG change while an upgrade validates": {node: node("n", Validating, Idle, Queued), want: None},
-		"a MIG change waits for a failed upgrade":        {node: node("n", Parked, Idle, Queued), want: None},
-		"a repair before a switch": {node: node("n", Idle, Queued, Idle, Queued), want: Repair,
-			wait: map[Operation]string{ModeSwitch: "a repair goes first"}},
-		"a switch before a MIG change": {node: node("n", Idle, Idle, Queued, Queued), want: ModeSwitch,
-			wait: map[Operation]string{MIGReconfiguration: "an allocation mode switch goes first"}},
-		"no upgrade while a switch validates": {node: node("n", Queued, Idle, Idle, Validating), want: None,
+		"an upgrade takes over a parked repair": {node: node("n", Queued, Parked), want: []Operation{DriverUpgrade}},
+		"a repair of a failed upgrade's node":   {node: node("n", Parked, Queued), want: []Operation{Repair}},
+		"nothing while one acts":                {node: node("n", Active, Queued, Queued)},
+		"the MIG devices a validation waits for": {node: restore(node("n", Validating, Idle, Queued)),
+			want: []Operation{MIGReconfiguration}},
+		"no other MIG change while an upgrade validates": {node: node("n", Validating, Idle, Queued)},
+		"a MIG change waits for a failed upgrade":        {node: node("n", Parked, Idle, Queued)},
+		"a repair, then a switch":                        {node: node("n", Idle, Queued, Idle, Queued), want: []Operation{Repair, ModeSwitch}},
+		"a switch, then a MIG change": {node: node("n", Idle, Idle, Queued, Queued),
+			want: []Operation{ModeSwitch, MIGReconfiguration}},
+		"no upgrade while a switch validates": {node: node("n", Queued, Idle, Idle, Validating),
 			wait: map[Operation]string{DriverUpgrade: "waits for its new plugin"}},
-		"the MIG devices a switch's new plugin waits for": {node: func() Node {
-			n := node("n", Idle, Idle, Queued, Validating)
-			n.MIGRestore = true
-			return n
-		}(), want: MIGReconfiguration},
-		"no switch while a MIG change failed": {node: node("n", Idle, Idle, Parked, Queued), want: None},
+		"the MIG devices a switch's new plugin waits for": {node: restore(node("n", Idle, Idle, Queued, Validating)),
+			want: []Operation{MIGReconfiguration}},
+		"no switch while a MIG change failed": {node: node("n", Idle, Idle, Parked, Queued)},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			start, waits := Candidate(&tt.node)
-			g.Expect(start.Op).To(Equal(tt.want))
-			g.Expect(start.Free).To(Equal(tt.free))
+			starts, waits := Candidates(&tt.node)
+			var ops []Operation
+			for i, s := range starts {
+				ops = append(ops, s.Op)
+				g.Expect(s.Free).To(Equal(tt.free && i == 0), "start %d", i)
+			}
+			g.Expect(ops).To(Equal(tt.want))
 			for op, why := range tt.wait {
 				g.Expect(waits).To(HaveKeyWithValue(op, ContainSubstring(why)))
 			}
@@ -165,21 +165,23 @@ func TestVet(t *testing.T) {
 		admitted Operation
 		ok       bool
 	}{
-		"letting go":                  {node: node("n", Active, Active), op: Repair, from: Active, to: Idle, ok: true},
-		"uncordoning":                 {node: node("n", Validating, Active), op: DriverUpgrade, from: Validating, to: Releasing, ok: true},
-		"a start admitted":            {node: node("n", Queued), op: DriverUpgrade, from: Queued, to: Active, admitted: DriverUpgrade, ok: true},
-		"a start not admitted":        {node: node("n", Queued), op: DriverUpgrade, from: Queued, to: Active, admitted: None},
-		"going on alone":              {node: node("n", Active), op: DriverUpgrade, from: Active, to: Active, admitted: None, ok: true},
-		"acting after a validation":   {node: node("n", Validating, Idle, Active), op: DriverUpgrade, from: Validating, to: Active, admitted: None},
-		"two act: the first goes on":  {node: node("n", Active, Active), op: DriverUpgrade, from: Active, to: Active, ok: true},
-		"two act: the second waits":   {node: node("n", Active, Active), op: Repair, from: Active, to: Active},
-		"rebooted: validating":        {node: node("n", Active, Parked), op: Repair, from: Parked, to: Validating, ok: true},
-		"approved again, alone":       {node: node("n", Idle, Parked), op: Repair, from: Parked, to: Active, admitted: None, ok: true},
-		"approved again, upgrading":   {node: node("n", Active, Parked), op: Repair, from: Parked, to: Active, admitted: None},
-		"approved, an upgrade first":  {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: DriverUpgrade},
-		"approved, an upgrade queued": {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: None},
-		"parking":                     {node: node("n", Active), op: DriverUpgrade, from: Active, to: Parked, ok: true},
-		"validating, acting again":    {node: node("n", Validating), op: DriverUpgrade, from: Validating, to: Active, admitted: None, ok: true},
+		"letting go":                 {node: node("n", Active, Active), op: Repair, from: Active, to: Idle, ok: true},
+		"uncordoning":                {node: node("n", Validating, Active), op: DriverUpgrade, from: Validating, to: Releasing, ok: true},
+		"a start admitted":           {node: node("n", Queued), op: DriverUpgrade, from: Queued, to: Active, admitted: DriverUpgrade, ok: true},
+		"a start not admitted":       {node: node("n", Queued), op: DriverUpgrade, from: Queued, to: Active, admitted: None},
+		"going on alone":             {node: node("n", Active), op: DriverUpgrade, from: Active, to: Active, admitted: None, ok: true},
+		"acting after a validation":  {node: node("n", Validating, Idle, Active), op: DriverUpgrade, from: Validating, to: Active, admitted: None},
+		"two act: the first goes on": {node: node("n", Active, Active), op: DriverUpgrade, from: Active, to: Active, ok: true},
+		"two act: the second waits":  {node: node("n", Active, Active), op: Repair, from: Active, to: Active},
+		"rebooted: validating":       {node: node("n", Active, Parked), op: Repair, from: Parked, to: Validating, ok: true},
+		"approved again, alone":      {node: node("n", Idle, Parked), op: Repair, from: Parked, to: Active, admitted: None, ok: true},
+		"approved again, upgrading":  {node: node("n", Active, Parked), op: Repair, from: Parked, to: Active, admitted: None},
+		"approved, an upgrade first": {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: DriverUpgrade},
+		// Finding 2 of issue 52: an upgrade that waits for a place does
+		// not hold back the node's repair.
+		"approved, an upgrade waits for a place": {node: node("n", Queued, Parked), op: Repair, from: Parked, to: Active, admitted: None, ok: true},
+		"parking":                                {node: node("n", Active), op: DriverUpgrade, from: Active, to: Parked, ok: true},
+		"validating, acting again":               {node: node("n", Validating), op: DriverUpgrade, from: Validating, to: Active, admitted: None, ok: true},
 		"validating, acting again beside a start": {node: node("n", Validating, Idle, Queued), op: DriverUpgrade, from: Validating, to: Active,
 			admitted: MIGReconfiguration},
 		"a switch retargets beside a MIG restore": {node: node("n", Idle, Idle, Queued, Validating), op: ModeSwitch, from: Validating, to: Active,

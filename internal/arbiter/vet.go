@@ -1,6 +1,9 @@
 package arbiter
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Start is the operation that may start on a node this pass, as the table
 // and Precedence say, before any budget.
@@ -11,18 +14,23 @@ type Start struct {
 	Free bool
 }
 
-// Candidate returns the operation that may start on the node, None when
-// none may, and why each other queued operation waits.
-func Candidate(n *Node) (Start, map[Operation]string) {
+// Candidates returns the operations that may start on the node, as the
+// table and Precedence say, in Precedence order, before any budget; and
+// why each other queued operation waits. Admit starts the first whose
+// budgets have room: an operation that waits for a place does not hold
+// back the node's next one (an upgrade queued behind a full pool budget
+// does not stop the node's repair). A start that costs no place (a free
+// MIG reconfiguration) is the only one: it goes first.
+func Candidates(n *Node) ([]Start, map[Operation]string) {
 	waits := map[Operation]string{}
-	start := Start{Op: None}
+	var starts []Start
 	for i, op := range Precedence {
-		if n.Ops[op].Phase != Queued || (i == 0 && !n.MIGFree) {
+		if n.Ops[op].Phase != Queued || (i == 0 && !n.MIGFree) || slices.ContainsFunc(starts, func(s Start) bool { return s.Op == op }) {
 			continue
 		}
-		if start.Op != None {
-			if _, told := waits[op]; !told && op != start.Op {
-				waits[op] = fmt.Sprintf("%s goes first", start.Op.withArticle())
+		if len(starts) > 0 && starts[0].Free {
+			if _, told := waits[op]; !told {
+				waits[op] = fmt.Sprintf("%s goes first", starts[0].Op.withArticle())
 			}
 			continue
 		}
@@ -34,10 +42,10 @@ func Candidate(n *Node) (Start, map[Operation]string) {
 			waits[op] = why
 			continue
 		}
-		start = Start{Op: op, Free: op == MIGReconfiguration && n.MIGFree}
+		starts = append(starts, Start{Op: op, Free: op == MIGReconfiguration && n.MIGFree})
 		delete(waits, op)
 	}
-	return start, waits
+	return starts, waits
 }
 
 // Vet says whether operation op may take a step from phase from to phase
@@ -78,11 +86,10 @@ func Vet(n *Node, op Operation, from, to Phase, admitted Operation) (bool, strin
 		if admitted != None && admitted != op {
 			return false, fmt.Sprintf("%s starts on the node first", admitted.withArticle())
 		}
+		// One queued before it in Precedence and not admitted waits for a
+		// place: it does not hold this one back, which takes none.
 		if ok, why := mayStart(n, op); !ok {
 			return false, why
-		}
-		if c, _ := Candidate(n); c.Op != None && c.Op != op {
-			return false, fmt.Sprintf("%s goes first", c.Op.withArticle())
 		}
 	}
 	// Into a phase that only waits (validating, parked).

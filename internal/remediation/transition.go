@@ -63,8 +63,8 @@ type Facts struct {
 	// Approved is the node's nvidia.com/gpu-remediation.approved=true.
 	Approved bool
 	// Admitted is true when the arbiter lets this node's repair start:
-	// the holder table (a driver upgrade due on the node goes first: it
-	// replaces the driver anyway) and the budget.
+	// the holder table (a driver upgrade due on the node goes first where
+	// its budget has room: it replaces the driver anyway) and the budget.
 	Admitted bool
 	// DriverOutdated is true when the node's driver pod runs an older spec
 	// than its DaemonSet: a new pod would be an upgrade, which only the
@@ -202,8 +202,14 @@ func Next(f Facts, p Policy) Step {
 
 // reloadBlocked says why the node's driver cannot be reloaded, and where
 // the node goes instead; "" when it can be. A reload of an outdated driver
-// would be an upgrade, which only the driver upgrade does: the node goes
-// back to wait for it, or, where the upgrade is held back, on to a reboot.
+// would be an upgrade, which only the driver upgrade does. The node asks
+// for a reboot, tainted and parked, rather than go back to wait for the
+// upgrade: untainted, its unhealthy GPUs would take workloads for as long
+// as the upgrade waits for a place in its budget (a whole rollout, or for
+// ever behind a failed node), and each new attempt would restart the
+// device plugin again (issue 52, finding 2). The upgrade takes the parked
+// node over when its turn comes (arbiter.Table), and a new driver that
+// heals the GPUs ends the repair.
 func reloadBlocked(f Facts) (gpuv1.RemediationState, string) {
 	switch {
 	case !f.DriverReloadable:
@@ -212,7 +218,8 @@ func reloadBlocked(f Facts) (gpuv1.RemediationState, string) {
 		return gpuv1.RemediationRebootRequired, "the driver pod runs an older spec than its DaemonSet: a reload would upgrade the driver, " +
 			"which the driver upgrade holds back on this node (autoUpgrade off, nvidia.com/gpu-driver-upgrade.skip, or its upgrade failed)"
 	case f.DriverOutdated:
-		return gpuv1.RemediationRequired, "the driver pod runs an older spec than its DaemonSet: the driver upgrade replaces it first"
+		return gpuv1.RemediationRebootRequired, "the driver pod runs an older spec than its DaemonSet: a reload would upgrade the driver, " +
+			"which only the driver upgrade does; it takes the node over when its turn comes, and a reboot meanwhile repairs in place"
 	}
 	return "", ""
 }

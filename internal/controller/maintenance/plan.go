@@ -84,8 +84,13 @@ func (r *Reconciler) Plan(ctx context.Context, detail int) (Plan, error) {
 	}
 	for i, q := range arbiter.Queue(views, arbiter.Admission{}) {
 		s := PlannedStart{Node: q.Node.Name, Pool: q.Node.Pool, Operation: q.Op.String(), Since: q.Node.Ops[q.Op].Since}
-		_, s.Next = admission.Admitted[q.Node.Name]
 		s.Waiting = admission.Waiting[q.Node.Name]
+		if op, ok := admission.Admitted[q.Node.Name]; ok {
+			// A node queued for several operations starts one of them.
+			if s.Next = op == q.Op; !s.Next {
+				s.Waiting = fmt.Sprintf("the %s starts on the node first", op)
+			}
+		}
 		if i < detail {
 			if err := r.planPods(ctx, p, byName[q.Node.Name], q.Op, pdbs.Items, &s); err != nil {
 				return out, err
