@@ -80,9 +80,10 @@ type MIGManagerSpec struct {
 	GPUClientsConfig *GPUClientsConfig `json:"gpuClientsConfig,omitempty"`
 
 	// MaxParallel is how many GPU nodes MIG reconfigurations may hold out
-	// of service at once (tainted nvidia.com/gpu.mig-reconfiguring), nodes
-	// under repair or in a driver upgrade counted too: a count, or a
-	// percentage of the GPU nodes rounded up. Nodes that serve no GPUs (a
+	// of service at once (tainted nvidia.com/gpu.mig-reconfiguring, or
+	// failed): a count, or a percentage of the GPU nodes rounded up. It is
+	// the reconfigurations' own share: nodes other operations hold do not
+	// take its places, so they go on during a driver rollout. Nodes that serve no GPUs (a
 	// new node) start without waiting for it. (Its length is bounded so that the
 	// CRD's validation rules stay within the API server's cost budget.)
 	// +kubebuilder:default=1

@@ -17,10 +17,12 @@ type RemediationSpec struct {
 	Enabled bool `json:"enabled,omitempty"`
 
 	// MaxParallel is how many GPU nodes the repairs may hold out of
-	// service at once (tainted: under way, awaiting a reboot, or failed),
-	// nodes in a driver upgrade step counted too: a count, or a percentage
-	// of the GPU nodes rounded up. Driver upgrades count the nodes under
-	// repair against their own budget and never start on one. (Its length is
+	// service at once (tainted: under way, awaiting a reboot, or failed):
+	// a count, or a percentage of the GPU nodes rounded up. It is the
+	// repairs' own share: nodes other operations hold do not take its
+	// places, so repairs go on during a driver rollout. Driver upgrades
+	// count the nodes under repair against their maxUnavailable and never
+	// start on one. (Its length is
 	// bounded so that the CRD's validation rules stay within the API
 	// server's cost budget.)
 	// +kubebuilder:default=1

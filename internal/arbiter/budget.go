@@ -12,11 +12,15 @@ import (
 )
 
 // Budget caps how many nodes, or NVLink domains, the operations may hold
-// out of service at once, in each driver pool or in the whole fleet. A
-// budget counts each node once: one any operation acts on (active,
-// validating, releasing), and one its own operation left parked (failed,
-// or waiting for a reboot), as NVIDIA's upgrade counts a failed node in
-// progress; a shared budget (Op None) counts every hold.
+// out of service at once, in each driver pool or in the whole fleet. An
+// operation's own budget (maxParallelUpgrades, remediation.maxParallel,
+// migManager.maxParallel) is its share: it counts the nodes that
+// operation holds (acting, validating, releasing, or parked: failed, or
+// waiting for a reboot, as NVIDIA's upgrade counts a failed node in
+// progress), so that repairs and MIG changes go on during a rollout
+// (issue 52, finding 2). The availability budgets (maxUnavailable, the
+// NVLink domain cap) count every hold, whichever operation's, and stay
+// hard. Each counts a node once.
 type Budget struct {
 	// Field is the policy field the limit comes from: errors name it.
 	Field string
@@ -44,20 +48,16 @@ type Budget struct {
 	Unavailable bool
 }
 
+// share reports whether the budget is an operation's own share, which
+// counts that operation's holds alone.
+func (b Budget) share() bool { return b.Op != None && !b.Unavailable }
+
 // Counts reports whether the budget counts the node as out of service.
 func (b Budget) Counts(n *Node) bool {
-	if b.Unavailable && (n.Unavailable || n.Held()) {
-		return true
+	if b.share() {
+		return n.Ops[b.Op].Phase.Holds()
 	}
-	for op := range NumOperations {
-		switch ph := n.Ops[op].Phase; {
-		case ph == Active || ph == Validating || ph == Releasing:
-			return true
-		case ph == Parked && (b.Op == op || b.Op == None):
-			return true
-		}
-	}
-	return false
+	return n.Held() || (b.Unavailable && n.Unavailable)
 }
 
 // Budgets are the budgets each operation's starts must fit.
@@ -85,11 +85,11 @@ type Admission struct {
 // new place in it; a MIG reconfiguration that costs nothing takes none at
 // all. A budget that cannot be read (a value stored before the API server
 // refused it) holds back the starts it covers, and is returned as an
-// error naming its field. Nodes are a fleet's, their names unique: each
-// counts once in a budget's size.
+// error naming its field once a start asks for a place in it. Nodes are a
+// fleet's, their names unique: each counts once in a budget's size.
 func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
-	counts := newCounts(nodes, budgets)
+	counts := newCounts(nodes)
 	tried := map[string]int{}
 	refused := map[string][]string{}
 	for _, w := range Queue(nodes, a) {
@@ -104,7 +104,7 @@ func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 				continue
 			}
 			a.Admitted[name] = op
-			counts.take(w.Node)
+			counts.take(w.Node, op)
 			break
 		}
 	}
@@ -179,9 +179,16 @@ func joinWaits(waits map[Operation]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// counts are every budget's places taken, per scope.
+// counts are the budgets' places taken, per scope. A budget is counted
+// over the fleet the first time a start asks for a place in it: a look
+// with nothing queued, and each budget no queued start needs, costs no
+// pass over the nodes.
 type counts struct {
-	budgets []*budgetCount
+	nodes  []Node
+	counts map[Budget]*budgetCount
+	// started are the starts admitted so far this pass, which a budget
+	// counted after them counts too.
+	started []QueuedStart
 	errs    []error
 }
 
@@ -200,19 +207,8 @@ type unit struct {
 	name   string
 }
 
-func newCounts(nodes []Node, budgets Budgets) *counts {
-	c := &counts{}
-	seen := map[Budget]bool{}
-	for _, list := range budgets {
-		for _, b := range list {
-			if seen[b] {
-				continue // two operations sharing a budget count it once
-			}
-			seen[b] = true
-			c.budgets = append(c.budgets, c.count(nodes, b))
-		}
-	}
-	return c
+func newCounts(nodes []Node) *counts {
+	return &counts{nodes: nodes, counts: map[Budget]*budgetCount{}}
 }
 
 func (c *counts) count(nodes []Node, b Budget) *budgetCount {
@@ -313,9 +309,17 @@ func (c *counts) full(n *Node, budgets []Budget) string {
 	return ""
 }
 
-// take counts a node that starts out of service in every budget.
-func (c *counts) take(n *Node) {
-	for _, bc := range c.budgets {
+// take counts a node that starts out of service for op: in op's share,
+// and in every budget that counts any hold.
+func (c *counts) take(n *Node, op Operation) {
+	c.started = append(c.started, QueuedStart{Node: n, Op: op})
+	for _, bc := range c.counts {
+		bc.takeStart(n, op)
+	}
+}
+
+func (bc *budgetCount) takeStart(n *Node, op Operation) {
+	if !bc.b.share() || bc.b.Op == op {
 		bc.takeUnit(bc.b.scopeOf(n), bc.b.keyOf(n))
 	}
 }
@@ -327,13 +331,18 @@ func (bc *budgetCount) takeUnit(scope string, u unit) {
 	bc.taken[scope][u] = true
 }
 
+// find returns the budget's count, counting it now if no start asked for
+// it before.
 func (c *counts) find(b Budget) *budgetCount {
-	for _, bc := range c.budgets {
-		if bc.b == b {
-			return bc
-		}
+	if bc, ok := c.counts[b]; ok {
+		return bc
 	}
-	panic(fmt.Sprintf("budget %s not counted", b.Field))
+	bc := c.count(c.nodes, b)
+	for _, s := range c.started {
+		bc.takeStart(s.Node, s.Op)
+	}
+	c.counts[b] = bc
+	return bc
 }
 
 func (b Budget) scopeOf(n *Node) string {

@@ -77,8 +77,12 @@ func TestAdmitUpgrades(t *testing.T) {
 			maxUnavailable: intstr.FromInt32(1)},
 		"but no upgrade place": {nodes: with(queued(DriverUpgrade, 3), node("rebooting", Idle, Parked)), maxParallel: 1,
 			maxUnavailable: intstr.FromInt32(2), want: []string{"n00"}},
-		"nodes under repair use the budget": {nodes: with(queued(DriverUpgrade, 3), repairing), maxParallel: 2, maxUnavailable: intstr.FromInt32(4),
-			want: []string{"n00"}},
+		// Issue 52, finding 2: a repair takes no upgrade place, but costs
+		// availability.
+		"nodes under repair take no upgrade place": {nodes: with(queued(DriverUpgrade, 3), repairing), maxParallel: 2,
+			maxUnavailable: intstr.FromInt32(4), want: []string{"n00", "n01"}},
+		"nodes under repair cost availability": {nodes: with(queued(DriverUpgrade, 3), repairing), maxParallel: 2,
+			maxUnavailable: intstr.FromInt32(2), want: []string{"n00"}},
 		"budget full": {nodes: with(queued(DriverUpgrade, 2), node("busy", Validating)), maxParallel: 1, maxUnavailable: intstr.FromString("100%")},
 	}
 	for name, tt := range tests {
@@ -105,26 +109,34 @@ func TestAdmitLongestWaitingFirst(t *testing.T) {
 	NewWithT(t).Expect(admitted(t, nodes, upgradeBudgets(1, intstr.FromInt32(1)))).To(Equal([]string{"n01"}))
 }
 
-// A budget counts each node once: one any operation acts on, and one its
-// own operation left parked; repairs, reconfigurations and upgrades share
-// places.
-func TestBudgetsCountActingNodesAndTheirOwnParked(t *testing.T) {
+// Each operation's own budget is its share: it counts the nodes that
+// operation holds, its parked ones included (issue 52, finding 2), so
+// repairs and MIG changes go on during a rollout; maxUnavailable counts
+// every hold.
+func TestBudgetsAreSharesAndAvailabilityCountsEveryHold(t *testing.T) {
 	g := NewWithT(t)
 	b := upgradeBudgets(1, intstr.FromString("100%"))
-	g.Expect(admitted(t, with(queued(Repair, 2), node("upgrading", Active)), b)).To(BeEmpty(), "the repair place is the upgrade's")
+	g.Expect(admitted(t, with(queued(Repair, 2), node("upgrading", Active)), b)).To(Equal([]string{"n00"}),
+		"a repair has its own place beside an upgrade")
+	g.Expect(admitted(t, with(queued(MIGReconfiguration, 2), node("repairing", Idle, Active)), b)).To(Equal([]string{"n00"}),
+		"a MIG change has its own place beside a repair")
 	g.Expect(admitted(t, with(queued(Repair, 2), node("rebooting", Idle, Parked)), b)).To(BeEmpty(),
 		"a node awaiting its reboot holds the repairs' place")
 	g.Expect(admitted(t, with(queued(MIGReconfiguration, 2), node("rebooting", Idle, Parked)), b)).To(Equal([]string{"n00"}),
-		"a repair parked holds no MIG place: nothing acts on the node")
+		"a repair parked holds no MIG place")
 	g.Expect(admitted(t, with(queued(DriverUpgrade, 2), node("failed", Parked)), b)).To(BeEmpty(),
 		"a failed upgrade keeps its place, as NVIDIA's upgrade counts it")
+	g.Expect(admitted(t, with(queued(DriverUpgrade, 2), node("repairing", Idle, Active)), upgradeBudgets(1, intstr.FromInt32(1)))).To(BeEmpty(),
+		"maxUnavailable counts a repair")
 	g.Expect(admitted(t, queued(MIGReconfiguration, 2), b)).To(Equal([]string{"n00"}))
-	// One pass: a repair admitted takes the place an upgrade counts too.
+	// One pass: a repair admitted takes no upgrade place, but the
+	// availability an upgrade counts.
 	mixed := []Node{node("a"), node("b")}
 	mixed[0].Ops[Repair] = Position{Phase: Queued, Since: epoch}
 	mixed[1].Ops[DriverUpgrade] = Position{Phase: Queued, Since: epoch.Add(time.Minute)}
-	b[Repair][0].Limit = intstr.FromInt32(2)
-	g.Expect(admitted(t, mixed, b)).To(Equal([]string{"a"}), "maxParallelUpgrades counts the repair admitted first")
+	g.Expect(admitted(t, mixed, b)).To(Equal([]string{"a", "b"}), "each in its own share")
+	g.Expect(admitted(t, mixed, upgradeBudgets(1, intstr.FromInt32(1)))).To(Equal([]string{"a"}),
+		"maxUnavailable counts the repair admitted first")
 }
 
 // Finding 2 of issue 52: an upgrade queued behind a full pool budget does
@@ -136,10 +148,6 @@ func TestAQueuedUpgradeDoesNotHoldBackItsNodesRepair(t *testing.T) {
 		return n
 	}
 	b := upgradeBudgets(1, intstr.FromString("100%"))
-	// remediation.maxParallel counts every node held: the upgrading one
-	// leaves one place.
-	b[Repair][0].Limit = intstr.FromInt32(2)
-	b[DriverUpgrade] = b[DriverUpgrade][:1] // maxParallelUpgrades alone, per pool
 	// The other pool's node upgrades: the default pool has room.
 	upgrading := node("upgrading", Active)
 	upgrading.Pool = "other"

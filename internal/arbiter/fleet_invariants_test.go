@@ -17,7 +17,7 @@ func violations(w world) []string {
 	var out []string
 	// Every budget is 1: no operation holds more than one node but where
 	// it started free (a MIG reconfiguration of a node serving nothing).
-	// Each budget counts the others' acting too (startViolations).
+	// maxUnavailable counts the others' holds too (startViolations).
 	for op := range arbiter.NumOperations {
 		held := 0
 		for i := range w.size {
@@ -50,11 +50,14 @@ func violations(w world) []string {
 }
 
 // startViolations are what a move from before to after breaks in its
-// starts: every budget is 1 and counts each node any operation acts on,
-// and those its own operation left parked, so an operation that starts on
-// a node (other than free) found every other node in service. That is
-// what makes maxParallelUpgrades the most nodes out of service at once
-// while upgrades run, whatever else holds nodes.
+// starts. Every budget is 1. An operation's own share counts the nodes it
+// holds: a repair or a MIG reconfiguration (other than free) starts only
+// where no other node holds one of its kind, whatever else holds nodes
+// (issue 52, finding 2: repairs and MIG changes go on during a rollout).
+// maxUnavailable counts every hold and every cordoned node: an upgrade or
+// a switch starts only where every other node is in service, which keeps
+// availability hard whatever else holds nodes, but for a node out of
+// service already.
 func startViolations(before, after world) []string {
 	var out []string
 	for i := range after.size {
@@ -62,13 +65,20 @@ func startViolations(before, after world) []string {
 			if before.n[i].phase(op).Holds() || !after.n[i].phase(op).Holds() || after.n[i].freeHold[op] {
 				continue
 			}
+			// A node out of service already (held by another operation,
+			// or cordoned) has no availability to lose.
+			availability := (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && !before.n[i].upCordon && !held(before.n[i])
 			for j := range before.size {
 				if j == i {
 					continue
 				}
+				if availability && before.n[j].upCordon {
+					out = append(out, fmt.Sprintf("the %s started on node %c while node %c was cordoned: maxUnavailable of 1 was taken",
+						op, 'a'+i, 'a'+j))
+				}
 				for other := range arbiter.NumOperations {
 					ph := before.n[j].phase(other)
-					if ph == arbiter.Active || ph == arbiter.Validating || ph == arbiter.Releasing || (other == op && ph == arbiter.Parked) {
+					if ph.Holds() && (availability || other == op) {
 						out = append(out, fmt.Sprintf("the %s started on node %c while the %s held node %c (%s): its budget of 1 was taken",
 							op, 'a'+i, other, 'a'+j, ph))
 					}
@@ -77,6 +87,46 @@ func startViolations(before, after world) []string {
 		}
 	}
 	return out
+}
+
+// startable names a queued operation that the table lets start on its
+// node and whose every budget (each 1) has room, counted by hand from the
+// budgets' rules: no look admits it, and it would wait for ever (issue 52,
+// finding 2: a repair held back by its node's upgrade, queued behind a
+// full budget). "" when there is none.
+func startable(w world) string {
+	views := make([]arbiter.Node, w.size)
+	for i := range views {
+		views[i] = w.view(i)
+	}
+	for i := range views {
+		starts, _ := arbiter.Candidates(&views[i])
+		for _, s := range starts {
+			room := true
+			for _, b := range budgets[s.Op] {
+				if b.Counts(&views[i]) {
+					continue // counted already: no new place
+				}
+				for j := range views {
+					room = room && (j == i || !b.Counts(&views[j]))
+				}
+			}
+			if room {
+				return fmt.Sprintf("node %c: the %s may start (the table allows it, its budgets have room) and waits", 'a'+i, s.Op)
+			}
+		}
+	}
+	return ""
+}
+
+// held reports whether any operation holds the node.
+func held(n node) bool {
+	for op := range arbiter.NumOperations {
+		if n.phase(op).Holds() {
+			return true
+		}
+	}
+	return false
 }
 
 // timesOut reports whether the operation's step leaves its state once its
@@ -125,8 +175,28 @@ func (n *node) label(op arbiter.Operation) string {
 }
 
 // final: no operation acts, validates or releases anywhere; an operation
-// that stopped failed has a fault to blame; every mark is its holder's.
+// that stopped failed has a fault to blame; every mark is its holder's; an
+// operation still queued waits for one parked (failed, or waiting for a
+// reboot or a person) somewhere in the fleet, which holds its place or
+// its node: none waits for ever behind nothing (issue 52, finding 7).
 func final(w world) (bool, string) {
+	parked, queued := false, ""
+	for i := range w.size {
+		for op := range arbiter.NumOperations {
+			switch w.n[i].phase(op) {
+			case arbiter.Parked:
+				parked = true
+			case arbiter.Queued:
+				queued = fmt.Sprintf("node %c: the %s stays queued (%s) with nothing parked anywhere", 'a'+i, op, w.n[i].label(op))
+			}
+		}
+	}
+	if queued != "" && !parked {
+		return false, queued
+	}
+	if why := startable(w); why != "" {
+		return false, why
+	}
 	for i := range w.size {
 		n := &w.n[i]
 		for op := range arbiter.NumOperations {

@@ -41,5 +41,6 @@ func (n *Node) Holder() Operation {
 }
 
 // Held reports whether any operation holds the node out of service: it
-// takes one place in every budget, whichever holds it, however many do.
+// takes one place in every availability budget, whichever holds it,
+// however many do.
 func (n *Node) Held() bool { return n.Holder() != None }

@@ -74,7 +74,8 @@ const (
 )
 
 // Holds reports whether an operation in the phase holds the node out of
-// service: it takes a place in every budget.
+// service: it takes a place in its operation's share and in the
+// availability budgets.
 func (p Phase) Holds() bool { return p >= Active }
 
 func (p Phase) String() string {

@@ -75,8 +75,9 @@ func outdatedDriver(node string) *corev1.Pod {
 }
 
 // repairHoldsThePlace is the cluster of the tests where the repair of a
-// takes the one place of every budget while b, its upgrade held by a
-// person's skip label, has waited the longest: a fake API server (with
+// takes the one place of availability (maxUnavailable 1, which counts
+// every hold; the repair takes no upgrade place) while b, its upgrade
+// held by a person's skip label, has waited the longest: a fake API server (with
 // funcs intercepting its calls, when given) in which a's GPUs are
 // unhealthy as its device plugin says.
 type repairHoldsThePlace struct {
@@ -91,7 +92,7 @@ func newRepairHoldsThePlace(g Gomega, funcs *interceptor.Funcs) *repairHoldsTheP
 	g.Expect(err).NotTo(HaveOccurred())
 	cp.Spec.Driver.Enabled = ptr.To(true)
 	cp.Spec.Operator.Remediation.Enabled = true
-	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 	stamp := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
 	a := gpuNode("a", map[string]string{gpuv1.LabelRemediationState: string(gpuv1.RemediationRequired)},
 		map[string]string{AnnotationRemediationSince: stamp(time.Hour), gpuv1.AnnotationUnhealthyGPUs: "1"})
@@ -184,7 +185,7 @@ func TestNoStartOnACacheBehindTheWrites(t *testing.T) {
 		"no upgrade starts on b while a's repair, which the cache has not seen, takes the place")
 	waiting := &corev1.Node{}
 	g.Expect(f.c.Get(f.ctx, client.ObjectKey{Name: "b"}, waiting)).To(Succeed())
-	g.Expect(waiting.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMaintenanceWaiting, ContainSubstring("maxParallelUpgrades")),
+	g.Expect(waiting.Annotations).To(HaveKeyWithValue(gpuv1.AnnotationMaintenanceWaiting, ContainSubstring("maxUnavailable")),
 		"b is told it waits for the place a's repair took")
 
 	// Once the cache caught up, the place is still taken, and b still waits.
