@@ -267,6 +267,13 @@ const (
 	// driver pod means they are gone, and the operator applies the
 	// configuration again before the device plugin starts.
 	AnnotationMIGAppliedUnder = MIGReconfigureAnnotationPrefix + "applied-under"
+	// MIGAppliedUnderDynamicMIG is AnnotationMIGAppliedUnder's value once
+	// the DRA driver's DynamicMIG has served the node: it makes and
+	// destroys MIG devices itself, so nothing of the applied
+	// configuration is known to be there. No boot and driver is it: the
+	// configuration is applied again before the device plugin, or a DRA
+	// driver without DynamicMIG, serves the node again.
+	MIGAppliedUnderDynamicMIG = "dra-dynamic-mig"
 	// AnnotationMIGReason says why the node's reconfiguration failed.
 	AnnotationMIGReason = MIGReconfigureAnnotationPrefix + "reason"
 	// AnnotationMIGRefused says why the node's configuration cannot be

@@ -115,8 +115,11 @@ func (reconfigurations) step(ctx context.Context, p *pass, n *corev1.Node, admit
 
 func (reconfigurations) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 	// What is applied stays known while the policy does: a node that
-	// stops being a GPU node for a while (NFD restarting) keeps it.
-	return p.r.forgetMIG(ctx, n, p.cp == nil)
+	// stops being a GPU node for a while (NFD restarting) keeps it. On a
+	// node the DRA driver's DynamicMIG serves, its devices are the
+	// driver's from now on (issue 52, finding 3).
+	dynamic := p.cp != nil && p.dynamicMIG && gating.AllocationModeOf(n) == gpuv1.AllocationDRA
+	return p.r.forgetMIG(ctx, n, p.cp == nil, dynamic)
 }
 
 // migJustDone reports whether a MIG reconfiguration ended on the node so

@@ -207,11 +207,20 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 
 // forgetMIG removes the reconfiguration's label, annotations and taint
 // from a node the operator no longer reconfigures: migManager turned off,
-// no policy, no longer a GPU node. What is applied stays known while the
-// policy does (all is set once it is deleted). A node that changed
-// meanwhile is errStale, looked at again.
-func (r *Reconciler) forgetMIG(ctx context.Context, n *corev1.Node, all bool) error {
-	if !hasMIGMarks(n, all) {
+// no policy, no longer a GPU node, or served by the DRA driver's
+// DynamicMIG. What is applied stays known while the policy does (all is
+// set once it is deleted); under DynamicMIG (dynamic) its devices are
+// marked gone (gpuv1.MIGAppliedUnderDynamicMIG), so that a node that
+// leaves it has its configuration applied again before a plugin serves
+// it, as after a reboot. A node that changed meanwhile is errStale,
+// looked at again.
+func (r *Reconciler) forgetMIG(ctx context.Context, n *corev1.Node, all, dynamic bool) error {
+	applied := n.Annotations[gpuv1.AnnotationMIGApplied]
+	under := n.Annotations[gpuv1.AnnotationMIGAppliedUnder]
+	if dynamic && applied != "" {
+		under = gpuv1.MIGAppliedUnderDynamicMIG
+	}
+	if !hasMIGMarks(n, all) && under == n.Annotations[gpuv1.AnnotationMIGAppliedUnder] {
 		return nil
 	}
 	mark := keepConfigState
@@ -224,9 +233,9 @@ func (r *Reconciler) forgetMIG(ctx context.Context, n *corev1.Node, all bool) er
 	}
 	// An apply of what stays drops the rest the reconfiguration owns.
 	ac := corev1ac.Node(n.Name).WithResourceVersion(node.ResourceVersion)
-	if applied := n.Annotations[gpuv1.AnnotationMIGApplied]; applied != "" && !all {
+	if applied != "" && !all {
 		kept := map[string]string{gpuv1.AnnotationMIGApplied: applied}
-		if under := n.Annotations[gpuv1.AnnotationMIGAppliedUnder]; under != "" {
+		if under != "" {
 			kept[gpuv1.AnnotationMIGAppliedUnder] = under
 		}
 		ac.WithAnnotations(kept)

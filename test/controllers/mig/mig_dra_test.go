@@ -82,3 +82,45 @@ func TestMIGOnADRAPool(t *testing.T) {
 	g.Expect(f.Node(node).Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
 	g.Expect(f.PodOn(node, "device-plugin")).To(BeNil())
 }
+
+// Issue 52, finding 3: while the DRA driver's DynamicMIG serves a node, it
+// makes and destroys the MIG devices itself; the record of what
+// mig-manager applied says so, and a node that leaves DynamicMIG has its
+// configuration applied again before its GPU plugin serves it, evicting
+// nothing, as after a reboot.
+func TestMIGAppliedAgainAfterDynamicMIG(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 0, withMIGDRAPool, func(cp *gpuv1.ClusterPolicy) { cp.Spec.MIGManager.Enabled = ptr.To(true) })
+	node := "mig-dynamic-0"
+	f.CreateNode(node, map[string]string{"gpu-type": "h200"})
+	f.Nodes = append(f.Nodes, node)
+	t.Cleanup(func() {
+		if t.Failed() {
+			n := f.Node(node)
+			t.Logf("node at the failure: labels %v\nannotations %v\nevents %v", n.Labels, n.Annotations, f.EventsOf(node))
+		}
+	})
+	g.Eventually(func() map[string]string { return f.Node(node).Annotations }, 3*time.Minute, controllertest.Interval).
+		Should(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
+	f.ExpectAllUp(node)
+	dynamicMIG := func(on bool) func(cp *gpuv1.ClusterPolicy) {
+		return func(cp *gpuv1.ClusterPolicy) { cp.Spec.DRADriver.FeatureGates = map[string]bool{"DynamicMIG": on} }
+	}
+
+	f.UpdatePolicy(dynamicMIG(true))
+	g.Eventually(func() map[string]string { return f.Node(node).Annotations }, time.Minute, controllertest.Interval).
+		Should(And(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, gpuv1.MIGAppliedUnderDynamicMIG),
+			HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb")), "the record kept, its devices marked the driver's")
+	f.ExpectState("disabled", "mig-manager", node)
+	g.Expect(f.Node(node).Labels).NotTo(HaveKey(gpuv1.LabelMIGReconfigureState))
+
+	log := recordMIG(f)
+	f.UpdatePolicy(dynamicMIG(false))
+	g.Eventually(func() []gpuv1.MIGReconfigureState { return log.Sequence(node) }, 3*time.Minute, controllertest.Interval).
+		Should(Equal([]gpuv1.MIGReconfigureState{gpuv1.MIGReconfigureRequired, gpuv1.MIGClientsOff, gpuv1.MIGApply,
+			gpuv1.MIGValidation, gpuv1.MIGReconfigureDone}), "applied again, no eviction: %s", log)
+	f.ExpectAllUp(node)
+	g.Expect(f.Node(node).Annotations[gpuv1.AnnotationMIGAppliedUnder]).To(HavePrefix("boot-1/"), "made again under the node's driver")
+	g.Expect(publishedOn(g, f, node).MIGDevices).To(Equal(map[string]int{"1g.18gb": 56}))
+	g.Expect(f.EventsOf(node)).To(ContainElement(ContainSubstring("the MIG devices of \"all-1g.18gb\" are gone")))
+}
