@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fleets are the fleets the exhaustive check explores, as nodes:faults
@@ -45,6 +46,7 @@ func TestNoNodeCanWedge(t *testing.T) {
 }
 
 func checkFleet(t *testing.T, nodes, faults, modeChanges uint8) {
+	start := time.Now()
 	e := explore(t, initial(nodes, faults, modeChanges), 3_000_000)
 	progress := 0
 	for id := range e.states {
@@ -61,5 +63,5 @@ func checkFleet(t *testing.T, nodes, faults, modeChanges uint8) {
 		t.Fatalf("%d cycles of progress never end; one of %d states, entered by:\n%s\nat:\n%s", len(cycles), len(c),
 			e.path(c[0]), describe(e.states[c[0]]))
 	}
-	t.Logf("states explored: %d (%d with progress to make)", len(e.states), progress)
+	t.Logf("states explored: %d (%d with progress to make) in %s", len(e.states), progress, time.Since(start).Round(time.Millisecond))
 }

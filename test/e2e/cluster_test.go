@@ -114,7 +114,18 @@ type labelHistory struct {
 
 func watchLabels(ctx context.Context, c client.WithWatch) *labelHistory {
 	h := &labelHistory{times: map[string]time.Time{}, revs: map[string]int64{}, last: map[string]string{}, forgotAt: map[string]time.Time{}}
-	w, err := c.Watch(ctx, &corev1.NodeList{})
+	follow(ctx, c, &corev1.NodeList{}, func(_ watch.EventType, o client.Object) {
+		if n, ok := o.(*corev1.Node); ok {
+			h.record(n)
+		}
+	})
+	return h
+}
+
+// follow calls observe, from a goroutine, with each event of a watch on
+// list until the watch ends (ctx done, or an error event).
+func follow(ctx context.Context, c client.WithWatch, list client.ObjectList, observe func(watch.EventType, client.Object), opts ...client.ListOption) {
+	w, err := c.Watch(ctx, list, opts...)
 	Expect(err).NotTo(HaveOccurred())
 	go func() {
 		defer w.Stop()
@@ -122,14 +133,11 @@ func watchLabels(ctx context.Context, c client.WithWatch) *labelHistory {
 			if ev.Type == watch.Error {
 				return
 			}
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
+			if o, ok := ev.Object.(client.Object); ok {
+				observe(ev.Type, o)
 			}
-			h.record(n)
 		}
 	}()
-	return h
 }
 
 func (h *labelHistory) record(n *corev1.Node) {

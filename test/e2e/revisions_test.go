@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 
-	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -40,25 +39,16 @@ type podCreations struct {
 
 func watchPodCreations(ctx context.Context, c client.WithWatch) *podCreations {
 	p := &podCreations{rev: map[types.UID]int64{}}
-	w, err := c.Watch(ctx, &corev1.PodList{}, client.InNamespace("gpu-operator"))
-	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				return
-			}
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Added {
-				continue
-			}
-			if r, ok := revision(pod); ok {
-				p.mu.Lock()
-				p.rev[pod.UID] = r
-				p.mu.Unlock()
-			}
+	follow(ctx, c, &corev1.PodList{}, func(t watch.EventType, o client.Object) {
+		if t != watch.Added {
+			return
 		}
-	}()
+		if r, ok := revision(o); ok {
+			p.mu.Lock()
+			p.rev[o.GetUID()] = r
+			p.mu.Unlock()
+		}
+	}, client.InNamespace("gpu-operator"))
 	return p
 }
 

@@ -311,14 +311,9 @@ func watchNodes(ctx context.Context, names []string, observe func(*corev1.Node))
 	for _, n := range names {
 		want[n] = true
 	}
-	w, err := k8s.Watch(ctx, &corev1.NodeList{})
-	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Error && (len(want) == 0 || want[n.Name]) {
-				observe(n)
-			}
+	follow(ctx, k8s, &corev1.NodeList{}, func(_ watch.EventType, o client.Object) {
+		if n, ok := o.(*corev1.Node); ok && (len(want) == 0 || want[n.Name]) {
+			observe(n)
 		}
-	}()
+	})
 }
