@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,11 +110,11 @@ type labelHistory struct {
 	times    map[string]time.Time // node/state/value -> first seen
 	revs     map[string]int64     // node/state/value -> revision first seen at
 	last     map[string]string    // node/state -> value last seen, "" for none
-	forgotAt map[string]time.Time // node -> when its history was last forgotten
+	forgotAt map[string]int64     // node -> the revision at which its history was last forgotten
 }
 
 func watchLabels(ctx context.Context, c client.WithWatch) *labelHistory {
-	h := &labelHistory{times: map[string]time.Time{}, revs: map[string]int64{}, last: map[string]string{}, forgotAt: map[string]time.Time{}}
+	h := &labelHistory{times: map[string]time.Time{}, revs: map[string]int64{}, last: map[string]string{}, forgotAt: map[string]int64{}}
 	follow(ctx, c, &corev1.NodeList{}, func(_ watch.EventType, o client.Object) {
 		if n, ok := o.(*corev1.Node); ok {
 			h.record(n)
@@ -161,11 +162,16 @@ func (h *labelHistory) record(n *corev1.Node) {
 }
 
 // forget drops a node's history, before a scenario that resets it: from
-// now on, the values its labels take.
+// now on, the values its labels take. It keeps the cluster's revision
+// now: a pod created at a lower one is from before.
 func (h *labelHistory) forget(node string) {
+	nodes := &corev1.NodeList{}
+	Expect(k8s.List(context.Background(), nodes, client.Limit(1))).To(Succeed())
+	rev, err := strconv.ParseInt(nodes.ResourceVersion, 10, 64)
+	Expect(err).NotTo(HaveOccurred(), "the list's resourceVersion")
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.forgotAt[node] = time.Now()
+	h.forgotAt[node] = rev
 	for k := range h.times {
 		if strings.HasPrefix(k, node+"/") {
 			delete(h.times, k)
@@ -174,12 +180,13 @@ func (h *labelHistory) forget(node string) {
 	}
 }
 
-// forgotten returns when the node's history was last forgotten.
-func (h *labelHistory) forgotten(node string) (time.Time, bool) {
+// forgotten returns the revision at which the node's history was last
+// forgotten.
+func (h *labelHistory) forgotten(node string) (int64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t, ok := h.forgotAt[node]
-	return t, ok
+	r, ok := h.forgotAt[node]
+	return r, ok
 }
 
 // forgetValue drops when a node's state labels were first seen with value:

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state/cudaworkload"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
 )
 
@@ -80,9 +82,9 @@ func waitAllReady(ctx context.Context, nodes []string) {
 
 // expectOrder checks the pods on the nodes against the label history: each
 // was created after the states before it were ready there (by revision,
-// revisions_test.go). A pod from before the node's history was forgotten
-// (a reboot) that the kubelet restarted in place started when it was
-// ready again, which the operator judges by time.
+// revisions_test.go). A pod created before the node's history was
+// forgotten (a reboot) that the kubelet restarted in place started when it
+// was ready again, which the operator judges by time.
 func expectOrder(ctx context.Context, nodes []string) {
 	for _, n := range nodes {
 		forgot, reset := history.forgotten(n)
@@ -93,13 +95,13 @@ func expectOrder(ctx context.Context, nodes []string) {
 			var pod *corev1.Pod
 			Eventually(func() *corev1.Pod { pod = podOn(ctx, n, state); return pod }).WithContext(ctx).
 				WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(BeNil(), "%s pod on %s", state, n)
-			if reset && pod.CreationTimestamp.Time.Before(forgot) {
-				expectRestartedAfter(n, state, pod, prereqs)
-				continue
-			}
 			var created int64
 			Eventually(func() (ok bool) { created, ok = creations.of(pod); return ok }).WithTimeout(caughtUp).
 				Should(BeTrue(), "the watch delivered the creation of %s", pod.Name)
+			if reset && created < forgot {
+				expectRestartedAfter(ctx, n, state, pod, prereqs)
+				continue
+			}
 			for _, p := range prereqs {
 				var readyAt int64
 				Eventually(func() (ok bool) { readyAt, ok = history.firstRevision(n, p, "ready"); return ok }).
@@ -116,16 +118,41 @@ func expectOrder(ctx context.Context, nodes []string) {
 // takes a pod restarted in the second it found a prerequisite ready as
 // after it, and the watch sees that decision's write up to a second
 // later; the API's times have whole seconds.
-func expectRestartedAfter(node, state string, pod *corev1.Pod, prereqs []string) {
+func expectRestartedAfter(ctx context.Context, node, state string, pod *corev1.Pod, prereqs []string) {
 	started := readySince(pod)
-	Expect(started.IsZero()).To(BeFalse(), "%s pod %s on %s, from before the reboot, is ready again (phase %s)",
-		state, pod.Name, node, pod.Status.Phase)
+	Expect(started.IsZero()).To(BeFalse(), "%s pod %s on %s, from before the reboot, is ready again (phase %s); the node's %s pods:\n%s",
+		state, pod.Name, node, pod.Status.Phase, state, describePods(ctx, node, state))
 	for _, p := range prereqs {
 		readyAt, ok := history.firstSeen(node, p, "ready")
 		Expect(ok).To(BeTrue(), "%s was never seen ready on %s", p, node)
 		Expect(started).To(BeTemporally(">=", readyAt.Truncate(time.Second).Add(-time.Second)),
 			"%s pod %s on %s restarted before %s was ready there", state, pod.Name, node, p)
 	}
+}
+
+// describePods lists a state's pods on a node, those being deleted too,
+// with what a failure needs: phase, creation revision, the proof's
+// generation; then the node's boot ID and state label.
+func describePods(ctx context.Context, nodeName, state string) string {
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace("gpu-operator"), client.MatchingLabels{render.LabelState: state}); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName != nodeName {
+			continue
+		}
+		rev, _ := creations.of(p)
+		fmt.Fprintf(&b, "  %s phase=%s created=%s revision=%d deleting=%t generation=%s\n", p.Name, p.Status.Phase,
+			p.CreationTimestamp.Format(time.RFC3339), rev, p.DeletionTimestamp != nil, p.Annotations[cudaworkload.AnnotationGeneration])
+	}
+	n := &corev1.Node{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: nodeName}, n); err == nil {
+		fmt.Fprintf(&b, "  node boot ID %s, %s=%s", n.Status.NodeInfo.BootID, gpuv1.StateLabel(state), n.Labels[gpuv1.StateLabel(state)])
+	}
+	return b.String()
 }
 
 // readySince is when the pod's Ready condition last became true; zero if it
