@@ -1,5 +1,7 @@
 package arbiter
 
+import "time"
+
 // Node is what the arbiter knows of a GPU node.
 type Node struct {
 	Name string
@@ -44,3 +46,31 @@ func (n *Node) Holder() Operation {
 // takes one place in every availability budget, whichever holds it,
 // however many do.
 func (n *Node) Held() bool { return n.Holder() != None }
+
+// Clock is when the timeouts of op's validation on the node count from,
+// and whether they are paused: one clock per node (issue 52, finding 4).
+// An operation the table let act within the validation (a MIG
+// configuration applied again, which the validation waits for) pauses it
+// while it acts, and the validation counts afresh from its last change of
+// state after: no operation fails because another one it let in took
+// time. A queued operation changes nothing. Outside a validation the
+// operation's own time stands: the table lets nothing act beside an
+// active one.
+func (n *Node) Clock(op Operation) (since time.Time, paused bool) {
+	own := n.Ops[op]
+	since = own.Since
+	if own.Phase != Validating {
+		return since, false
+	}
+	for other := range NumOperations {
+		pos := n.Ops[other]
+		switch {
+		case other == op || pos.Phase == Queued:
+		case pos.Phase == Active:
+			paused = true
+		case pos.Since.After(since):
+			since = pos.Since
+		}
+	}
+	return since, paused
+}

@@ -202,10 +202,7 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 		if !m.runs(p, n) {
 			continue
 		}
-		vet := func(from, to arbiter.Phase) (bool, string) {
-			return arbiter.Vet(view, m.operation(), from, to, admitted)
-		}
-		out, err := m.step(ctx, p, cur, admitted == m.operation(), vet)
+		out, err := m.step(ctx, p, cur, turn{op: m.operation(), started: admitted, view: view})
 		switch {
 		case errors.Is(err, errStale):
 			// Decided on a node that changed since: the next look decides

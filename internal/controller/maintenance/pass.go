@@ -24,16 +24,46 @@ type machine interface {
 	// place lists the node's pods (arbiter.Node.MIGFree).
 	position(ctx context.Context, p *pass, n *corev1.Node, view *arbiter.Node)
 	// step gathers the facts the operation's table reads, takes its next
-	// step if vet lets it, and writes the node's next state.
-	step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error)
+	// step if the turn's vet lets it, and writes the node's next state.
+	step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepped, error)
 	// forget removes the operation's marks from a node it does not run
 	// on; nothing when it has none.
 	forget(ctx context.Context, p *pass, n *corev1.Node) error
 }
 
-// vetFunc asks the arbiter whether an operation may go from one phase to
+// turn is what one machine's step on a node gets from the look: whether
+// Admit let its operation start there, and the arbiter's view of the
+// node, as the operations stood before the look.
+type turn struct {
+	op arbiter.Operation
+	// started is the operation Admit let start on the node this look,
+	// arbiter.None if none.
+	started arbiter.Operation
+	view    *arbiter.Node
+}
+
+// admitted reports whether Admit let the operation start on the node.
+func (t turn) admitted() bool { return t.started == t.op }
+
+// vet asks the arbiter whether the operation may go from one phase to
 // another on the node: it says why not when it may not.
-type vetFunc func(from, to arbiter.Phase) (bool, string)
+func (t turn) vet(from, to arbiter.Phase) (bool, string) {
+	return arbiter.Vet(t.view, t.op, from, to, t.started)
+}
+
+// clock is the time the operation's timeouts count from in its state,
+// entered at since: later where another operation acted within its
+// validation, and now (no time passed) while one acts (arbiter.Node.Clock).
+func (t turn) clock(since, now time.Time) time.Time {
+	from, paused := t.view.Clock(t.op)
+	switch {
+	case paused:
+		return now
+	case from.After(since):
+		return from
+	}
+	return since
+}
 
 // stepped is what a machine's step did to a node.
 type stepped struct {

@@ -67,17 +67,21 @@ func (repairs) position(_ context.Context, p *pass, n *corev1.Node, view *arbite
 	}
 }
 
-func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
+func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepped, error) {
 	f, err := p.r.remediationFacts(ctx, p, n)
 	if err != nil {
 		return stepped{node: n}, err
 	}
-	f.Admitted = admitted
+	f.Admitted = t.admitted()
 	pol := p.repairPolicy()
-	step := remediation.Next(f, pol)
+	// Its timeouts read the node's one clock; the state is written with
+	// its own time.
+	clocked := f
+	clocked.Since = t.clock(f.Since, f.Now)
+	step := remediation.Next(clocked, pol)
 	// A required node counts as queued here whatever holds it back: only
 	// starts and resumes are vetted, and Admit vetted the starts.
-	if ok, why := vet(arbiter.RepairPhase(f.State, true), arbiter.RepairPhase(step.Next, true)); !ok {
+	if ok, why := t.vet(arbiter.RepairPhase(f.State, true), arbiter.RepairPhase(step.Next, true)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("repair step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = remediation.Step{Next: f.State}
 	}

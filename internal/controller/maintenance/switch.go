@@ -48,14 +48,18 @@ func (switches) position(_ context.Context, p *pass, n *corev1.Node, view *arbit
 		Since: sinceOf(n, AnnotationSwitchSince)}
 }
 
-func (switches) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
+func (switches) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepped, error) {
 	f, err := p.r.switchFacts(ctx, p, n)
 	if err != nil {
 		return stepped{node: n}, err
 	}
-	f.Admitted = admitted
-	step := modeswitch.Next(f, p.switchPolicy(n))
-	if ok, why := vet(arbiter.ModeSwitchPhase(f.State, true), arbiter.ModeSwitchPhase(step.Next, true)); !ok {
+	f.Admitted = t.admitted()
+	// Its timeouts read the node's one clock; the state is written with
+	// its own time.
+	clocked := f
+	clocked.Since = t.clock(f.Since, f.Now)
+	step := modeswitch.Next(clocked, p.switchPolicy(n))
+	if ok, why := t.vet(arbiter.ModeSwitchPhase(f.State, true), arbiter.ModeSwitchPhase(step.Next, true)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("allocation mode switch step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = modeswitch.Step{Next: f.State, Target: f.Target, Hold: f.Hold}
 	}

@@ -107,20 +107,24 @@ func upgradeQueued(n *corev1.Node, autoUpgrade, replacedByHand bool) bool {
 	return (autoUpgrade || replacedByHand) && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue
 }
 
-func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, admitted bool, vet vetFunc) (stepped, error) {
+func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepped, error) {
 	f, err := p.r.facts(ctx, p, n)
 	if err != nil {
 		return stepped{node: n}, err
 	}
-	f.Admitted = admitted
+	f.Admitted = t.admitted()
 	pol := p.upgradePolicy(n)
 	queued := upgradeQueued(n, pol.AutoUpgrade, f.ReplacedByHand)
 	if byHand := p.byHandOf(n); byHand != nil && !pol.AutoUpgrade && (f.ReplacedByHand || followsByHand(n)) {
 		pol = p.policyOf(&byHand.Spec)
 		pol.SkipGPUPodEviction, pol.LeaveReplaced = !byHand.Evicts, !byHand.Acts()
 	}
-	step := upgrade.Next(f, pol)
-	if ok, why := vet(arbiter.UpgradePhase(f.State, queued), arbiter.UpgradePhase(step.Next, queued)); !ok {
+	// Its timeouts read the node's one clock; the state is written with
+	// its own time.
+	clocked := f
+	clocked.Since = t.clock(f.Since, f.Now)
+	step := upgrade.Next(clocked, pol)
+	if ok, why := t.vet(arbiter.UpgradePhase(f.State, queued), arbiter.UpgradePhase(step.Next, queued)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = upgrade.Step{Next: f.State}
 	}

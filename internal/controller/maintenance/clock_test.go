@@ -1,0 +1,81 @@
+package maintenance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/render"
+	"github.com/gpu-operator/gpu-operator/internal/state"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
+	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
+	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
+	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
+)
+
+// One clock per node (issue 52, finding 4): a MIG configuration applied
+// again within a driver upgrade's validation (the table lets it in: the
+// validation waits for its devices) may take longer than the validation's
+// timeout. The upgrade's validation pauses while the MIG reconfiguration
+// acts and counts afresh from its end; before, the upgrade failed and kept
+// its cordon after the restore had succeeded.
+func TestAMIGRestoreDoesNotRunOutTheUpgradesValidation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp.Spec.MIGManager.Enabled = ptr.To(true)
+	timeout := fixture.Timers().DriverValidationTimeout
+	now := time.Now()
+	stamp := func(ago time.Duration) string { return now.Add(-ago).UTC().Format(time.RFC3339) }
+	a := gpuNode("a", map[string]string{
+		gpuv1.LabelUpgradeState:                      string(gpuv1.UpgradeValidation),
+		gpuv1.LabelMIGReconfigureState:               string(gpuv1.MIGApply),
+		gpuv1.LabelMIGConfig:                         "all-1g.18gb",
+		gpuv1.DeployLabel(string(state.MIGManager)):  gpuv1.LabelTrue,
+		gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StatePending),
+		gpuv1.StateLabel(string(state.MIGManager)):   string(gpuv1.StateReady),
+	}, map[string]string{AnnotationSince: stamp(8 * timeout), AnnotationMIGSince: stamp(7 * timeout), AnnotationCordoned: gpuv1.LabelTrue})
+	a.Spec.Unschedulable = true
+	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, newDriverDaemonSet()).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	driver := outdatedDriver("a")
+	driver.Annotations[render.AnnotationTemplateHash] = "new"
+	driver.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	f := &repairHoldsThePlace{ctx: ctx, c: c, graph: graph}
+	r := f.reconciler(t, g, c)
+	r.Pods = podindex.Fixed(t, *driver)
+	r.Now = func() time.Time { return now }
+	upgradeState := func() string { return labelOf(ctx, g, c, "a", gpuv1.LabelUpgradeState) }
+	mig := func(st gpuv1.MIGReconfigureState, since time.Duration) {
+		n := &corev1.Node{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+		n.Labels[gpuv1.LabelMIGReconfigureState] = string(st)
+		n.Annotations[AnnotationMIGSince] = stamp(since)
+		g.Expect(c.Update(ctx, n)).To(Succeed())
+	}
+
+	f.look(g, r)
+	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeValidation)), "paused while the MIG configuration is applied")
+
+	mig(gpuv1.MIGReconfigureDone, timeout/2)
+	f.look(g, r)
+	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeValidation)), "counting from the restore's end")
+
+	mig(gpuv1.MIGReconfigureDone, timeout+time.Second)
+	f.look(g, r)
+	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeFailed)), "a validation of its own time out")
+}
