@@ -187,6 +187,11 @@ const (
 	// while an operation holds it: GPU feature discovery's label goes
 	// with its pod, which the operation may take off the node.
 	AnnotationNVLinkDomain = MaintenanceAnnotationPrefix + "nvlink-domain"
+	// AnnotationMaintenancePool is the driver pool a node was taken under
+	// while an operation holds it: the node counts in that pool's budgets
+	// and keeps its timeouts and eviction settings until it is let go,
+	// whatever NVIDIADriver selects it meanwhile.
+	AnnotationMaintenancePool = MaintenanceAnnotationPrefix + "pool"
 )
 
 // AnnotationServed is set on a GPU node once its device plugin has been

@@ -42,7 +42,7 @@ func (p *pass) byHandOf(n *corev1.Node) *byHandEviction {
 	if p.obs.pools == nil {
 		return nil
 	}
-	return p.byHand[p.obs.pools.Assign(n.Name, n.Labels).Pool]
+	return p.byHand[p.poolOf(n)]
 }
 
 // outdatedPodFate reads, on an upgrade-required node, what became of the

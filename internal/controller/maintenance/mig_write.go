@@ -55,7 +55,7 @@ func (r *Reconciler) takeMIG(ctx context.Context, p *pass, n *corev1.Node, f mig
 		refused == n.Annotations[gpuv1.AnnotationMIGRefused] {
 		return n, f.State, nil
 	}
-	written, err := r.writeMIG(ctx, node, f, step, refused, bind, p.configs.partitions)
+	written, err := r.writeMIG(ctx, node, f, step, refused, bind, p.configs.partitions, p.holdOf(node))
 	if err != nil {
 		return node, f.State, err
 	}
@@ -120,7 +120,7 @@ func (r *Reconciler) patchMIG(ctx context.Context, n *corev1.Node, taint bool, m
 // conflict (errStale) and is taken again. partitions says which
 // configurations create MIG devices, whose driver is recorded.
 func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig.Facts, step migreconfig.Step, refused, bind string,
-	partitions func(config string) bool) (*corev1.Node, error) {
+	partitions func(config string) bool, h hold) (*corev1.Node, error) {
 	st := step.Next
 	a := map[string]string{}
 	set := func(key, value string) {
@@ -200,7 +200,7 @@ func (r *Reconciler) writeMIG(ctx context.Context, n *corev1.Node, f migreconfig
 	if st != "" {
 		labels[gpuv1.LabelMIGReconfigureState] = string(st)
 	}
-	holdDomain(n, a, migreconfig.Tainted(st))
+	h.mark(a, migreconfig.Tainted(st))
 	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(a)
 	return r.apply(ctx, ac, MIGFieldOwner, "the MIG reconfiguration state")
 }

@@ -138,7 +138,7 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 
 // view is what the arbiter knows of a node: where each operation stands.
 func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
-	v := arbiter.Node{Name: n.Name, Pool: p.obs.pools.Assign(n.Name, n.Labels).Pool, Domain: domainOf(n),
+	v := arbiter.Node{Name: n.Name, Pool: p.poolOf(n), Domain: domainOf(n),
 		Unavailable: n.Spec.Unschedulable || !nodeReady(n)}
 	for _, m := range p.machines {
 		if m.runs(p, n) {
@@ -172,7 +172,7 @@ func upgradeBudgets(up *gpuv1.DriverUpgradePolicySpec, field, pool string, op ar
 // selectors are the pod selectors the node's upgrade evicts by: its
 // driver pool's.
 func (p *pass) selectors(n *corev1.Node) *podSelectors {
-	if sel := p.poolSel[p.obs.pools.Assign(n.Name, n.Labels).Pool]; sel != nil {
+	if sel := p.poolSel[p.poolOf(n)]; sel != nil {
 		return sel
 	}
 	return p.sel

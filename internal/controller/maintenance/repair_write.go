@@ -53,7 +53,7 @@ func (r *Reconciler) takeRemediation(ctx context.Context, p *pass, n *corev1.Nod
 	if step.Next == f.State && node == n {
 		return n, f.State, nil
 	}
-	written, err := r.writeRemediation(ctx, node, obs, f, step)
+	written, err := r.writeRemediation(ctx, node, obs, f, step, p.holdOf(node))
 	if err != nil {
 		return node, f.State, err
 	}
@@ -123,7 +123,7 @@ func setOwnTaint(n *corev1.Node, taint corev1.Taint, own func(corev1.Taint) bool
 // its taint patched): a decision taken on a stale cache fails with a
 // conflict (errStale) and is taken again.
 func (r *Reconciler) writeRemediation(ctx context.Context, n *corev1.Node, obs *observed, f remediation.Facts,
-	step remediation.Step) (*corev1.Node, error) {
+	step remediation.Step, h hold) (*corev1.Node, error) {
 	st := step.Next
 	since := f.Since
 	if st != f.State {
@@ -171,7 +171,7 @@ func (r *Reconciler) writeRemediation(ctx context.Context, n *corev1.Node, obs *
 	if st != "" {
 		labels[gpuv1.LabelRemediationState] = string(st)
 	}
-	holdDomain(n, annotations, remediation.Tainted(st))
+	h.mark(annotations, remediation.Tainted(st))
 	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(annotations)
 	return r.apply(ctx, ac, RemediationFieldOwner, "the remediation state")
 }

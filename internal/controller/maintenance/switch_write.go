@@ -57,7 +57,7 @@ func (r *Reconciler) takeSwitch(ctx context.Context, p *pass, n *corev1.Node, f 
 		string(step.Hold) == a[gpuv1.AnnotationModeSwitchHold] {
 		return n, f.State, nil
 	}
-	written, err := r.writeSwitch(ctx, node, f, step)
+	written, err := r.writeSwitch(ctx, node, f, step, p.holdOf(node))
 	if err != nil {
 		return node, f.State, err
 	}
@@ -90,7 +90,7 @@ func (r *Reconciler) patchSwitch(ctx context.Context, n *corev1.Node, taint bool
 // request on the version of the node the step was decided from (or its
 // taint patched): a decision taken on a stale cache fails with a conflict
 // (errStale) and is taken again.
-func (r *Reconciler) writeSwitch(ctx context.Context, n *corev1.Node, f modeswitch.Facts, step modeswitch.Step) (*corev1.Node, error) {
+func (r *Reconciler) writeSwitch(ctx context.Context, n *corev1.Node, f modeswitch.Facts, step modeswitch.Step, h hold) (*corev1.Node, error) {
 	st := step.Next
 	a := map[string]string{}
 	set := func(key, value string) {
@@ -123,7 +123,7 @@ func (r *Reconciler) writeSwitch(ctx context.Context, n *corev1.Node, f modeswit
 	if st != "" {
 		labels[gpuv1.LabelModeSwitchState] = string(st)
 	}
-	holdDomain(n, a, modeswitch.Tainted(st))
+	h.mark(a, modeswitch.Tainted(st))
 	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(a)
 	return r.apply(ctx, ac, SwitchFieldOwner, "the allocation mode switch state")
 }

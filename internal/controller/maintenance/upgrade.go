@@ -180,7 +180,7 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		}
 		n = written
 	}
-	written, err := r.writeUpgrade(ctx, n, step, f, p.obs.driverPods[n.Name])
+	written, err := r.writeUpgrade(ctx, n, step, f, p.obs.driverPods[n.Name], p.holdOf(n))
 	if err != nil {
 		return n, f.State, err
 	}
@@ -212,7 +212,8 @@ func (r *Reconciler) writeCordon(ctx context.Context, n *corev1.Node, cordon boo
 // one's write arrived) fails with a conflict (errStale) and is taken
 // again, rather than undoing what the first wrote. It returns the node as
 // written.
-func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, step upgrade.Step, f upgrade.Facts, pod *operandpods.Pod) (*corev1.Node, error) {
+func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, step upgrade.Step, f upgrade.Facts, pod *operandpods.Pod,
+	h hold) (*corev1.Node, error) {
 	st := step.Next
 	since := f.Since
 	if st != f.State {
@@ -224,7 +225,7 @@ func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, step upgr
 	if st != "" {
 		labels[gpuv1.LabelUpgradeState] = string(st)
 	}
-	holdDomain(n, annotations, upgrade.InProgress(st) || st == gpuv1.UpgradeFailed)
+	h.mark(annotations, upgrade.InProgress(st) || st == gpuv1.UpgradeFailed)
 	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(annotations)
 	return r.apply(ctx, ac, StateFieldOwner, "the upgrade state")
 }
@@ -272,20 +273,6 @@ func (r *Reconciler) apply(ctx context.Context, ac *corev1ac.NodeApplyConfigurat
 	return r.remember(base, written), nil
 }
 
-// holdDomain keeps the node's NVLink domain in an annotation while an
-// operation holds the node: GPU feature discovery's label goes with its
-// pod, which the operation may take off the node, and the domain cap
-// must still count the node in its domain. The annotation goes with the
-// last operation that held it.
-func holdDomain(n *corev1.Node, annotations map[string]string, holds bool) {
-	if !holds {
-		return
-	}
-	if d := domainOf(n); d != "" {
-		annotations[gpuv1.AnnotationNVLinkDomain] = d
-	}
-}
-
 // domainOf is the node's NVLink domain: GFD's label, or, while GFD is off
 // the node, the one an operation holding it kept.
 func domainOf(n *corev1.Node) string {
@@ -329,7 +316,7 @@ func (p *pass) evictionSpec(n *corev1.Node) (*gpuv1.DriverUpgradePolicySpec, *po
 // upgradeSpec is the upgrade settings of the node's driver pool: an
 // NVIDIADriver's own, else the policy's.
 func (p *pass) upgradeSpec(n *corev1.Node) *gpuv1.DriverUpgradePolicySpec {
-	if pool := p.obs.pools.Pool(p.obs.pools.Assign(n.Name, n.Labels).Pool); pool != nil {
+	if pool := p.obs.pools.Pool(p.poolOf(n)); pool != nil {
 		return &pool.Driver.UpgradePolicy
 	}
 	return &p.cp.Spec.Driver.UpgradePolicy

@@ -1,0 +1,55 @@
+package maintenance
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+)
+
+// hold is what a node keeps while any operation holds it, written by each
+// operation's state write in the same request, so that the hold costs no
+// write of its own. Server-side apply shares the annotations among the
+// operations' field owners: they go with the last operation that holds the
+// node.
+type hold struct {
+	// domain is the node's NVLink domain: GPU feature discovery's label
+	// goes with its pod, which the operation may take off the node, and
+	// the domain cap must still count the node in its domain.
+	domain string
+	// pool is the driver pool the node was taken under (issue 52,
+	// finding 6): its budgets, timeouts and eviction settings stay that
+	// pool's until the node is let go, whatever NVIDIADriver selects the
+	// node meanwhile. Its old pool would otherwise admit another node,
+	// and the operation would change its drain settings halfway.
+	pool string
+}
+
+// holdOf is what the node keeps while it is held: what it already keeps,
+// else the node's domain and pool now.
+func (p *pass) holdOf(n *corev1.Node) hold {
+	return hold{domain: domainOf(n), pool: p.poolOf(n)}
+}
+
+// mark adds the hold's annotations to an operation's state write while
+// the operation holds the node.
+func (h hold) mark(annotations map[string]string, holds bool) {
+	if !holds {
+		return
+	}
+	if h.domain != "" {
+		annotations[gpuv1.AnnotationNVLinkDomain] = h.domain
+	}
+	if h.pool != "" {
+		annotations[gpuv1.AnnotationMaintenancePool] = h.pool
+	}
+}
+
+// poolOf is the driver pool the node's operations count in and take their
+// settings from: the one it was taken under while an operation holds it
+// and that pool still exists, else the one that selects it now.
+func (p *pass) poolOf(n *corev1.Node) string {
+	if kept := n.Annotations[gpuv1.AnnotationMaintenancePool]; kept != "" && p.obs.pools.Pool(kept) != nil {
+		return kept
+	}
+	return p.obs.pools.Assign(n.Name, n.Labels).Pool
+}
