@@ -304,4 +304,21 @@ func TestMIGManagerStaysOffDRANodesUnderDynamicMIG(t *testing.T) {
 	dp := node(maps.Clone(labels), map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1"})
 	r = decide(t, dp, draReadyPods(), withMIG, dynamic)
 	g.Expect(stateOf(r, state.MIGManager)).NotTo(Equal("disabled"), "a device-plugin node keeps mig-manager")
+
+	// Issue 52, finding 3: an apply under way when DynamicMIG is turned
+	// on finishes under mig-manager, which stays on the node until then;
+	// any other reconfiguration is let go.
+	for st, stays := range map[gpuv1.MIGReconfigureState]bool{
+		gpuv1.MIGEviction: false, gpuv1.MIGClientsOff: false, gpuv1.MIGApply: true, gpuv1.MIGValidation: false,
+		gpuv1.MIGReconfigureFailed: false, gpuv1.MIGReconfigureRequired: false, gpuv1.MIGReconfigureDone: false,
+	} {
+		inFlight := node(maps.Clone(labels), map[string]string{AnnotationBootID: "boot-1", AnnotationDriverPod: "d1", AnnotationAllocationMode: "dra"})
+		inFlight.Labels[gpuv1.LabelMIGReconfigureState] = string(st)
+		r = decide(t, inFlight, draReadyPods(), inDRAPool, withMIG, dynamic, func(in *Input) { in.DRA = slicesNaming(8) })
+		if stays {
+			g.Expect(stateOf(r, state.MIGManager)).NotTo(Equal("disabled"), "mig-manager stays while its reconfiguration is %s", st)
+		} else {
+			g.Expect(stateOf(r, state.MIGManager)).To(Equal("disabled"), "a reconfiguration %s is let go", st)
+		}
+	}
 }

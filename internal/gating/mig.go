@@ -46,9 +46,15 @@ func (d *decision) decideMIGConfig() string {
 // which partitions the GPUs for claims and destroys at its start the MIG
 // devices it did not make (kubernetes-sigs/dra-driver-nvidia-gpu
 // 95932046, cmd/gpu-kubelet-plugin/driver.go). mig-manager does not run
-// there, and no configuration is written.
+// there, and no configuration is written. An apply under way when
+// DynamicMIG is turned on finishes first (issue 52, finding 3):
+// mig-manager is not taken off a node while it partitions the GPUs. The
+// DRA driver, which comes after mig-manager, starts once it has, and
+// destroys what it did not make; a reconfiguration before its apply or
+// in its validation is let go at once, nothing on the GPUs half done.
 func (d *decision) migByDRADriver() bool {
-	return d.mode == gpuv1.AllocationDRA && d.in.DRADynamicMIG
+	applying := gpuv1.MIGReconfigureState(d.in.Node.Labels[gpuv1.LabelMIGReconfigureState]) == gpuv1.MIGApply
+	return d.mode == gpuv1.AllocationDRA && d.in.DRADynamicMIG && !applying
 }
 
 // judgeMIG decides the mig-manager state from the node's reconfiguration,

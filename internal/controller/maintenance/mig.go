@@ -55,13 +55,17 @@ type reconfigurations struct{}
 func (reconfigurations) operation() arbiter.Operation { return arbiter.MIGReconfiguration }
 
 // runs: migManager manages MIG, the node is not opted out of
-// mig-manager, and no DRA driver with DynamicMIG manages its MIG devices
-// (let go where it stands, as when migManager is turned off).
+// mig-manager, and no DRA driver with DynamicMIG manages its MIG devices:
+// an apply under way when DynamicMIG is turned on finishes first (the
+// node controller keeps mig-manager on the node until then, and the
+// reconfiguration is let go at its validation, which the DRA driver's
+// start would undo); any other is let go where it stands, as when
+// migManager is turned off.
 func (reconfigurations) runs(p *pass, n *corev1.Node) bool {
 	st := migStateOf(n)
 	return p.cp != nil && p.cp.Spec.MIGManager.Manages() && gating.IsGPUNode(n) &&
 		deployed(n, state.MIGManager, st != "" && st != gpuv1.MIGReconfigureDone && n.Annotations[AnnotationMIGSince] != "") &&
-		!(p.dynamicMIG && gating.AllocationModeOf(n) == gpuv1.AllocationDRA)
+		!(p.dynamicMIG && gating.AllocationModeOf(n) == gpuv1.AllocationDRA && st != gpuv1.MIGApply)
 }
 
 // position: a reconfigure-required node may start once Ready, its driver

@@ -170,3 +170,28 @@ mig-configs:
 		g.Expect(spec.DynamicMIG()).To(Equal(want), gates)
 	}
 }
+
+// Issue 52, finding 3: DynamicMIG turned on (a GPUCluster created, or the
+// DRA driver's gate) lets go of the MIG reconfigurations of DRA nodes but
+// for an apply under way, which finishes: cut mid-apply, a node was left
+// half partitioned. Its validation would read the layout the DRA driver's
+// start destroys, and is let go.
+func TestAMIGApplyOutlivesDynamicMIG(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.MIGManager.Enabled = ptr.To(true)
+	p := &pass{cp: cp, dynamicMIG: true}
+	for st, runs := range map[gpuv1.MIGReconfigureState]bool{
+		gpuv1.MIGEviction: false, gpuv1.MIGClientsOff: false, gpuv1.MIGApply: true, gpuv1.MIGValidation: false,
+		gpuv1.MIGReconfigureRequired: false, gpuv1.MIGReconfigureFailed: false, gpuv1.MIGReconfigureDone: false,
+	} {
+		n := draNode(gpuv1.StatePending)
+		n.Labels["feature.node.kubernetes.io/pci-10de.present"] = gpuv1.LabelTrue
+		n.Labels[gpuv1.DeployLabel(string(state.MIGManager))] = gpuv1.LabelTrue
+		n.Labels[gpuv1.LabelMIGReconfigureState] = string(st)
+		n.Annotations = map[string]string{AnnotationMIGSince: time.Now().UTC().Format(time.RFC3339)}
+		g.Expect(reconfigurations{}.runs(p, n)).To(Equal(runs), "MIG reconfiguration %s under DynamicMIG", st)
+		delete(n.Labels, gpuv1.LabelAllocationMode)
+		g.Expect(reconfigurations{}.runs(p, n)).To(BeTrue(), "a device-plugin node keeps mig-manager (%s)", st)
+	}
+}
