@@ -10,7 +10,7 @@ import (
 // move is a transition of the model: a look of the controller, or
 // something that happens between two looks.
 type move struct {
-	name string
+	name moveName
 	// progress: it happens on its own, fairly (the controller's looks,
 	// the DaemonSet replacing a pod, kured rebooting a node marked
 	// reboot-required, a timeout of a step that nothing else moves);
@@ -19,15 +19,47 @@ type move struct {
 	to       world
 }
 
+// moveName names a move: what happens, on a node or the fleet (node -1).
+// It is formatted only when a path or a livelock is told: a name made
+// for each of the tens of millions of moves was a tenth of the check.
+type moveName struct {
+	what string
+	node int8
+}
+
+func (m moveName) String() string {
+	if m.node < 0 {
+		return m.what
+	}
+	return fmt.Sprintf("%s on node %c", m.what, 'a'+m.node)
+}
+
+// Names of the moves made for each value, kept once.
+var (
+	unhealthyNames = func() (out [healsNever + 1]string) {
+		for h := range out {
+			out[h] = fmt.Sprintf("GPUs turn unhealthy (heal %d)", h)
+		}
+		return out
+	}()
+	earlyTimeoutNames, timeoutNames = func() (early, late [arbiter.NumOperations]string) {
+		for op := range arbiter.NumOperations {
+			early[op], late[op] = fmt.Sprintf("the %s's step times out early", op), fmt.Sprintf("the %s's step times out", op)
+		}
+		return early, late
+	}()
+)
+
 // moves are every transition from w.
 func (w world) moves() []move {
 	var out []move
-	add := func(name string, progress bool, to world) { out = append(out, move{name, progress, to}) }
+	add := func(name moveName, progress bool, to world) { out = append(out, move{name, progress, to}) }
+	fleet := func(s string) moveName { return moveName{s, -1} }
 	look := w.pass(-1, -1)
-	add("look", true, look)
+	add(fleet("look"), true, look)
 	for i := range int(w.size) {
 		n := &w.n[i]
-		at := func(s string) string { return fmt.Sprintf("%s on node %c", s, 'a'+i) }
+		at := func(s string) moveName { return moveName{s, int8(i)} }
 		change := func(f func(n *node)) world {
 			next := w
 			f(&next.n[i])
@@ -76,7 +108,7 @@ func (w world) moves() []move {
 			}
 			if !n.unhealthy {
 				for h := healsOnPluginRestart; h <= healsNever; h++ {
-					fault(fmt.Sprintf("GPUs turn unhealthy (heal %d)", h), func(n *node) {
+					fault(unhealthyNames[h], func(n *node) {
 						// Unhealthy again in the middle of a repair, the
 						// repair may end failed.
 						n.unhealthy, n.heal = true, h
@@ -99,7 +131,7 @@ func (w world) moves() []move {
 			}
 			for op := range arbiter.NumOperations {
 				if timed(n, op) && !n.expired[op] {
-					fault(fmt.Sprintf("the %s's step times out early", op), func(n *node) { n.expired[op], n.excused = true, true })
+					fault(earlyTimeoutNames[op], func(n *node) { n.expired[op], n.excused = true, true })
 				}
 			}
 			next := w.pass(i, -1)
@@ -121,7 +153,7 @@ func (w world) moves() []move {
 		next := w
 		next.poolMode = map[mode]mode{dpMode: draMode, draMode: dpMode}[w.poolMode]
 		next.modeChanges--
-		add("a person changes the pool's allocation mode", false, next)
+		add(fleet("a person changes the pool's allocation mode"), false, next)
 	}
 	if w.specChanges > 0 {
 		next := w
@@ -131,7 +163,7 @@ func (w world) moves() []move {
 			}
 		}
 		next.specChanges--
-		add("the driver's spec changes", false, next)
+		add(fleet("the driver's spec changes"), false, next)
 	}
 	// Time: a step nothing else moves runs out of time, the shortest
 	// timers first: a failed apply's backoff (seconds) ends long before
@@ -146,7 +178,7 @@ func (w world) moves() []move {
 				if timed(&w.n[i], op) && !w.n[i].expired[op] && (!short || op == arbiter.MIGReconfiguration && backingOff(&w.n[i])) {
 					next := w
 					next.n[i].expired[op] = true
-					add(fmt.Sprintf("the %s's step on node %c times out", op, 'a'+i), true, next)
+					add(moveName{timeoutNames[op], int8(i)}, true, next)
 				}
 			}
 		}

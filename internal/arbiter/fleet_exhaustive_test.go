@@ -50,7 +50,7 @@ func checkFleet(t *testing.T, nodes, faults, modeChanges uint8) {
 	e := explore(t, initial(nodes, faults, modeChanges), 3_000_000)
 	progress := 0
 	for id := range e.states {
-		if len(e.progress[id]) > 0 {
+		if len(e.progress(int32(id))) > 0 {
 			progress++
 			continue
 		}

@@ -11,23 +11,29 @@ import (
 type explored struct {
 	states []world
 	index  map[world]int32
-	// progress holds, for each state, its progress moves to other states;
-	// enabled, the progress moves it has (to itself too), by name.
-	progress [][]edge
-	enabled  [][]int32
-	names    map[string]int32
-	parent   []int32
-	via      []string
+	// progressEdges holds, state after state, each state's progress moves
+	// to other states, and enabledNames the progress moves it has (to
+	// itself too), by name; a state's run starts at its offset in
+	// progressAt and enabledAt. Flat, as states are explored in order: a
+	// slice per state was millions of small objects for the collector.
+	progressEdges         []edge
+	enabledNames          []int32
+	progressAt, enabledAt []int32
+	names                 map[moveName]int32
+	nameList              []moveName
+	parent                []int32
+	via                   []int32 // the name of the move that first reached each state; -1 for the start
 }
 
 // edge is a progress move to another state.
 type edge struct{ to, name int32 }
 
-func (e *explored) nameOf(s string) int32 {
-	id, ok := e.names[s]
+func (e *explored) nameOf(m moveName) int32 {
+	id, ok := e.names[m]
 	if !ok {
-		id = int32(len(e.names))
-		e.names[s] = id
+		id = int32(len(e.nameList))
+		e.names[m] = id
+		e.nameList = append(e.nameList, m)
 	}
 	return id
 }
@@ -36,23 +42,24 @@ func (e *explored) nameOf(s string) int32 {
 // limit states.
 func explore(t *testing.T, start world, limit int) *explored {
 	t.Helper()
-	e := &explored{index: map[world]int32{}, names: map[string]int32{}}
-	add := func(w world, from int32, name string) int32 {
+	e := &explored{index: map[world]int32{}, names: map[moveName]int32{}}
+	add := func(w world, from, name int32) int32 {
 		if id, ok := e.index[w]; ok {
 			return id
 		}
 		id := int32(len(e.states))
 		e.index[w] = id
 		e.states, e.parent, e.via = append(grow(e.states), w), append(grow(e.parent), from), append(grow(e.via), name)
-		e.progress, e.enabled = append(grow(e.progress), nil), append(grow(e.enabled), nil)
 		return id
 	}
-	add(start, -1, "start")
+	add(start, -1, -1)
 	for id := int32(0); int(id) < len(e.states); id++ {
 		if len(e.states) > limit {
 			t.Fatalf("more than %d states: the model is too large to explore", limit)
 		}
 		w := e.states[id]
+		e.progressAt = append(grow(e.progressAt), int32(len(e.progressEdges)))
+		e.enabledAt = append(grow(e.enabledAt), int32(len(e.enabledNames)))
 		if v := violations(w); len(v) > 0 {
 			t.Fatalf("%s\nin:\n%s\nreached by:\n%s", strings.Join(v, "\n"), describe(w), e.path(id))
 		}
@@ -60,18 +67,30 @@ func explore(t *testing.T, start world, limit int) *explored {
 			if v := startViolations(w, m.to); len(v) > 0 {
 				t.Fatalf("%s\nin:\n%s\nreached by:\n%s  %s\n", strings.Join(v, "\n"), describe(m.to), e.path(id), m.name)
 			}
-			to := add(m.to, id, m.name)
+			name := e.nameOf(m.name)
+			to := add(m.to, id, name)
 			if !m.progress {
 				continue
 			}
-			name := e.nameOf(m.name)
-			e.enabled[id] = append(e.enabled[id], name)
+			e.enabledNames = append(grow(e.enabledNames), name)
 			if to != id {
-				e.progress[id] = append(e.progress[id], edge{to, name})
+				e.progressEdges = append(grow(e.progressEdges), edge{to, name})
 			}
 		}
 	}
+	e.progressAt = append(e.progressAt, int32(len(e.progressEdges)))
+	e.enabledAt = append(e.enabledAt, int32(len(e.enabledNames)))
 	return e
+}
+
+// progress is a state's progress moves to other states.
+func (e *explored) progress(id int32) []edge {
+	return e.progressEdges[e.progressAt[id]:e.progressAt[id+1]]
+}
+
+// enabled is the progress moves a state has, to itself too, by name.
+func (e *explored) enabled(id int32) []int32 {
+	return e.enabledNames[e.enabledAt[id]:e.enabledAt[id+1]]
 }
 
 // grow doubles a full slice's capacity: append grows a large slice by a
@@ -88,7 +107,11 @@ func grow[S ~[]E, E any](s S) S {
 func (e *explored) path(id int32) string {
 	var steps []string
 	for ; id >= 0; id = e.parent[id] {
-		steps = append(steps, e.via[id])
+		name := "start"
+		if e.via[id] >= 0 {
+			name = e.nameList[e.via[id]].String()
+		}
+		steps = append(steps, name)
 	}
 	var b strings.Builder
 	for i := len(steps) - 1; i >= 0; i-- {
@@ -123,8 +146,8 @@ func (e *explored) livelocks() [][]int32 {
 		stack, onStack[root] = append(stack, root), true
 		for len(calls) > 0 {
 			f := &calls[len(calls)-1]
-			if int(f.edge) < len(e.progress[f.v]) {
-				w := e.progress[f.v][f.edge].to
+			if out := e.progress(f.v); int(f.edge) < len(out) {
+				w := out[f.edge].to
 				f.edge++
 				switch {
 				case index[w] < 0:
@@ -171,7 +194,7 @@ func (e *explored) fair(scc []int32) bool {
 	}
 	taken := map[int32]bool{}
 	for _, v := range scc {
-		for _, ed := range e.progress[v] {
+		for _, ed := range e.progress(v) {
 			if in[ed.to] {
 				taken[ed.name] = true
 			}
@@ -179,7 +202,7 @@ func (e *explored) fair(scc []int32) bool {
 	}
 	always := map[int32]int{}
 	for _, v := range scc {
-		for _, name := range e.enabled[v] {
+		for _, name := range e.enabled(v) {
 			always[name]++
 		}
 	}
