@@ -61,7 +61,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: verify
-verify: manifests generate bundle ## Fail when generated files are stale, gofmt/go vet complain, or a binary is tracked.
+verify: manifests generate bundle ## Fail when generated files are stale, gofmt/go vet complain, the arm64 build fails, or a binary is tracked.
 	hack/verify.sh
 
 # Packages tested at once: the envtest ones mostly wait on their API

@@ -81,22 +81,6 @@ func TestDockerignore(t *testing.T) {
 	}
 }
 
-// Both platforms of the image build the Dockerfile's way: an arm64 binary
-// comes out of the same command with GOARCH set.
-func TestBinaryCrossCompilesForArm64(t *testing.T) {
-	g := NewWithT(t)
-	bin := filepath.Join(t.TempDir(), "gpu-operator")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/gpu-operator")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
-	out, err := build.CombinedOutput()
-	g.Expect(err).NotTo(HaveOccurred(), string(out))
-	f, err := elf.Open(bin)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	g.Expect(f.Machine).To(Equal(elf.EM_AARCH64))
-}
-
 // The binary built the Dockerfile's way is static and reports the version.
 func TestBinaryBuiltTheDockerfileWay(t *testing.T) {
 	g := NewWithT(t)
