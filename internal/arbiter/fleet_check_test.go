@@ -53,7 +53,10 @@ var (
 // moves are every transition from w.
 func (w world) moves() []move {
 	var out []move
-	add := func(name moveName, progress bool, to world) { out = append(out, move{name, progress, to}) }
+	add := func(name moveName, progress bool, to world) {
+		unexcuse(&to)
+		out = append(out, move{name, progress, to})
+	}
 	fleet := func(s string) moveName { return moveName{s, -1} }
 	look := w.pass(-1, -1)
 	add(fleet("look"), true, look)
@@ -184,6 +187,26 @@ func (w world) moves() []move {
 		}
 	}
 	return out
+}
+
+// unexcuse ends the excuse a fault gave a node once its effect is over:
+// every operation on the node idle, no PodDisruptionBudget holding its
+// pods, its GPUs healthy. An operation that fails after that has no fault
+// to blame (issue 52, finding 7: the excuse lasted for ever).
+func unexcuse(w *world) {
+	for i := range w.size {
+		n := &w.n[i]
+		if !n.excused || n.pdb || n.unhealthy {
+			continue
+		}
+		idle := true
+		for op := range arbiter.NumOperations {
+			idle = idle && n.phase(op) == arbiter.Idle
+		}
+		if idle {
+			n.excused = false
+		}
+	}
 }
 
 // backingOff: mig-manager reported failed and the retry waits for its

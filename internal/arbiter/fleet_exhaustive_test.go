@@ -27,7 +27,9 @@ var fleets = flag.String("fleets", "3:1,2:2,2:1:2", "the exhaustive check's flee
 // (looks, pods replaced, mig-manager applying, kured rebooting, a stuck
 // step timing out) every node gets to a final state, its cordon and
 // taints gone, or failed with a fault to blame: no state waits for ever,
-// no cycle of steps goes on for ever.
+// no cycle of steps goes on for ever. Once faults and changes stop, every
+// path of progress settles within a bound it prints (settleBound): every
+// queued operation is admitted or told why not within that many moves.
 func TestNoNodeCanWedge(t *testing.T) {
 	for _, fleet := range strings.Split(*fleets, ",") {
 		var nodes, faults, modeChanges uint8
@@ -63,5 +65,13 @@ func checkFleet(t *testing.T, nodes, faults, modeChanges uint8) {
 		t.Fatalf("%d cycles of progress never end; one of %d states, entered by:\n%s\nat:\n%s", len(cycles), len(c),
 			e.path(c[0]), describe(e.states[c[0]]))
 	}
-	t.Logf("states explored: %d (%d with progress to make) in %s", len(e.states), progress, time.Since(start).Round(time.Millisecond))
+	bound, onCycle, ok := e.settleBound(func(w *world) bool {
+		return w.faults == 0 && w.specChanges == 0 && w.migChanges == 0 && w.modeChanges == 0
+	})
+	if !ok {
+		t.Fatalf("once faults stop, progress can go round a cycle: no bound on when the fleet settles; a state on it, reached by:\n%s\nat:\n%s",
+			e.path(onCycle), describe(e.states[onCycle]))
+	}
+	t.Logf("states explored: %d (%d with progress to make) in %s; once faults and changes stop, the fleet settles within %d moves on every path",
+		len(e.states), progress, time.Since(start).Round(time.Millisecond), bound)
 }

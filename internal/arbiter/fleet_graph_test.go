@@ -213,3 +213,53 @@ func (e *explored) fair(scc []int32) bool {
 	}
 	return true
 }
+
+// settleBound is how many progress moves a fleet takes, at most, on any
+// path, from a calm state (calm: no fault or change left to happen, only
+// progress) to one with no progress left: once faults stop, every queued
+// operation is admitted or told why not, and every one under way ends,
+// within that many moves, whatever order the moves come in (issue 52,
+// finding 2). Progress keeps a state calm, so the calm states and their
+// progress moves are a graph of their own; ok is false, with a state on
+// it, when that graph has a cycle, and no bound holds.
+func (e *explored) settleBound(calm func(*world) bool) (bound int, onCycle int32, ok bool) {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	n := len(e.states)
+	depth, color := make([]int32, n), make([]uint8, n)
+	type frame struct{ v, edge int32 }
+	var stack []frame
+	for root := range int32(n) {
+		if color[root] != unseen || !calm(&e.states[root]) {
+			continue
+		}
+		stack, color[root] = append(stack[:0], frame{root, 0}), open
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			out := e.progress(f.v)
+			if int(f.edge) < len(out) {
+				w := out[f.edge].to
+				f.edge++
+				switch color[w] {
+				case unseen:
+					color[w] = open
+					stack = append(stack, frame{w, 0})
+				case open:
+					return 0, w, false
+				}
+				continue
+			}
+			d := int32(0)
+			for _, ed := range out {
+				d = max(d, depth[ed.to]+1)
+			}
+			depth[f.v], color[f.v] = d, done
+			bound = max(bound, int(d))
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return bound, -1, true
+}

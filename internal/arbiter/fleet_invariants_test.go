@@ -207,6 +207,16 @@ func final(w world) (bool, string) {
 				return false, fmt.Sprintf("node %c: the %s ended %s with no fault to blame", 'a'+i, op, n.label(op))
 			}
 		}
+		// What the operations are for was reached: the node runs the
+		// current driver and the MIG layout it should have, its devices
+		// made, unless an operation waits to do it or failed.
+		if n.phase(arbiter.DriverUpgrade) == arbiter.Idle && (n.driverOld || n.driverGone) {
+			return false, fmt.Sprintf("node %c runs an outdated driver (upgrade %s)", 'a'+i, n.label(arbiter.DriverUpgrade))
+		}
+		if n.phase(arbiter.MIGReconfiguration) == arbiter.Idle && (n.applied != n.desired || n.lost()) {
+			return false, fmt.Sprintf("node %c: its MIG layout is not the one it should have, its devices made (%s)", 'a'+i,
+				n.label(arbiter.MIGReconfiguration))
+		}
 		if n.upCordon != n.phase(arbiter.DriverUpgrade).Holds() {
 			return false, fmt.Sprintf("node %c: cordoned=%t with the upgrade %s", 'a'+i, n.upCordon, n.label(arbiter.DriverUpgrade))
 		}
