@@ -40,8 +40,21 @@ func TestAValidationCountsOnlyItsOwnTime(t *testing.T) {
 		since, paused = at(Parked, ended).Clock(r.Holder)
 		g.Expect([]any{since, paused}).To(Equal([]any{ended, false}))
 
-		// Queued, or changed before the validation: nothing changes.
-		for _, n := range []*Node{at(Queued, ended), at(Idle, t0.Add(-time.Hour))} {
+		// Queued to act within it (for a place, or back in the queue for
+		// another attempt): paused too.
+		restore := at(Queued, ended)
+		restore.MIGRestore = r.RestoreOnly
+		since, paused = restore.Clock(r.Holder)
+		g.Expect([]any{since, paused}).To(Equal([]any{t0, true}), "the %s waits for the %s to act", r.Holder, r.Want)
+
+		// Queued and held back by the table until the validation ends (a
+		// new MIG configuration), or changed before the validation:
+		// nothing changes.
+		cases := []*Node{at(Idle, t0.Add(-time.Hour))}
+		if r.RestoreOnly {
+			cases = append(cases, at(Queued, ended))
+		}
+		for _, n := range cases {
 			since, paused = n.Clock(r.Holder)
 			g.Expect([]any{since, paused}).To(Equal([]any{t0, false}), "%s %v", r.Want, n.Ops[r.Want])
 		}

@@ -49,13 +49,15 @@ func (n *Node) Held() bool { return n.Holder() != None }
 
 // Clock is when the timeouts of op's validation on the node count from,
 // and whether they are paused: one clock per node (issue 52, finding 4).
-// An operation the table let act within the validation (a MIG
+// An operation the table lets act within the validation (a MIG
 // configuration applied again, which the validation waits for) pauses it
-// while it acts, and the validation counts afresh from its last change of
-// state after: no operation fails because another one it let in took
-// time. A queued operation changes nothing. Outside a validation the
-// operation's own time stands: the table lets nothing act beside an
-// active one.
+// while it acts, and while it waits to act (for a place in its budget, or
+// back in the queue for another attempt); the validation counts afresh
+// from the other's last change of state after: no operation fails because
+// another one it let in took time. An operation queued that the table
+// holds back (it waits for the validation to end) changes nothing.
+// Outside a validation the operation's own time stands: the table lets
+// nothing act beside an active one.
 func (n *Node) Clock(op Operation) (since time.Time, paused bool) {
 	own := n.Ops[op]
 	since = own.Since
@@ -65,9 +67,13 @@ func (n *Node) Clock(op Operation) (since time.Time, paused bool) {
 	for other := range NumOperations {
 		pos := n.Ops[other]
 		switch {
-		case other == op || pos.Phase == Queued:
+		case other == op:
 		case pos.Phase == Active:
 			paused = true
+		case pos.Phase == Queued:
+			if ok, _ := mayStart(n, other); ok {
+				paused = true
+			}
 		case pos.Since.After(since):
 			since = pos.Since
 		}

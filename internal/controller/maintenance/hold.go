@@ -4,6 +4,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
+	"github.com/gpu-operator/gpu-operator/internal/modeswitch"
+	"github.com/gpu-operator/gpu-operator/internal/remediation"
+	"github.com/gpu-operator/gpu-operator/internal/upgrade"
 )
 
 // hold is what a node keeps while any operation holds it, written by each
@@ -46,10 +50,21 @@ func (h hold) mark(annotations map[string]string, holds bool) {
 
 // poolOf is the driver pool the node's operations count in and take their
 // settings from: the one it was taken under while an operation holds it
-// and that pool still exists, else the one that selects it now.
+// and that pool still exists, else the one that selects it now. A kept
+// pool on a node nothing holds (a person relabelled a failed upgrade's
+// node to retry it, or removed an operation's state label) is stale: the
+// next hold keeps the pool of its start.
 func (p *pass) poolOf(n *corev1.Node) string {
-	if kept := n.Annotations[gpuv1.AnnotationMaintenancePool]; kept != "" && p.obs.pools.Pool(kept) != nil {
+	if kept := n.Annotations[gpuv1.AnnotationMaintenancePool]; kept != "" && held(n) && p.obs.pools.Pool(kept) != nil {
 		return kept
 	}
 	return p.obs.pools.Assign(n.Name, n.Labels).Pool
+}
+
+// held reports whether an operation holds the node, by its state labels:
+// the states in which each operation writes the hold's marks.
+func held(n *corev1.Node) bool {
+	up := stateOf(n)
+	return upgrade.InProgress(up) || up == gpuv1.UpgradeFailed || remediation.Tainted(remediationStateOf(n)) ||
+		migreconfig.Tainted(migStateOf(n)) || modeswitch.Tainted(switchStateOf(n))
 }

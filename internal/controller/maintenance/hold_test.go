@@ -66,4 +66,14 @@ func TestANodeKeepsThePoolItWasTakenUnder(t *testing.T) {
 	// left to keep: the node counts where it is now.
 	x.Annotations[gpuv1.AnnotationMaintenancePool] = "gone"
 	g.Expect(p.poolOf(x)).To(Equal("h100"))
+
+	// A kept pool on a node nothing holds is stale: a failed upgrade's
+	// node moved to h100 and relabelled upgrade-required to retry counts
+	// in h100, and its retry keeps h100.
+	x.Annotations[gpuv1.AnnotationMaintenancePool] = "a100"
+	x.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeFailed)
+	g.Expect(p.poolOf(x)).To(Equal("a100"), "the failed upgrade still holds it")
+	x.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeRequired)
+	g.Expect(p.poolOf(x)).To(Equal("h100"))
+	g.Expect(p.view(ctx, x).Pool).To(Equal("h100"))
 }
