@@ -65,4 +65,12 @@ func TestAValidationCountsOnlyItsOwnTime(t *testing.T) {
 		g.Expect([]any{since, paused}).To(Equal([]any{t0.Add(time.Minute), false}))
 	}
 	g.Expect(rows).To(BeNumerically(">=", 3), "the table lets a MIG restore act within the validations of an upgrade, a repair and a switch")
+
+	// An operation the table never lets in changes nothing: a repair
+	// marked required (not started) during an upgrade's validation.
+	n := &Node{Name: "n"}
+	n.Ops[DriverUpgrade] = Position{Phase: Validating, Since: t0}
+	n.Ops[Repair] = Position{Phase: Idle, Since: t0.Add(time.Minute)}
+	since, paused := n.Clock(DriverUpgrade)
+	g.Expect([]any{since, paused}).To(Equal([]any{t0, false}))
 }

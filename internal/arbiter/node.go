@@ -55,7 +55,8 @@ func (n *Node) Held() bool { return n.Holder() != None }
 // back in the queue for another attempt); the validation counts afresh
 // from the other's last change of state after: no operation fails because
 // another one it let in took time. An operation queued that the table
-// holds back (it waits for the validation to end) changes nothing.
+// holds back (it waits for the validation to end), and one the table
+// never lets in within the validation, change nothing.
 // Outside a validation the operation's own time stands: the table lets
 // nothing act beside an active one.
 func (n *Node) Clock(op Operation) (since time.Time, paused bool) {
@@ -67,7 +68,10 @@ func (n *Node) Clock(op Operation) (since time.Time, paused bool) {
 	for other := range NumOperations {
 		pos := n.Ops[other]
 		switch {
-		case other == op:
+		case other == op || !letIn(other, op):
+			// The table lets it in nowhere within this validation: its
+			// changes of state (a repair marked required, not started)
+			// are not this validation's business.
 		case pos.Phase == Active:
 			paused = true
 		case pos.Phase == Queued:
@@ -79,4 +83,15 @@ func (n *Node) Clock(op Operation) (since time.Time, paused bool) {
 		}
 	}
 	return since, paused
+}
+
+// letIn reports whether the table lets want start, in some case, while
+// holder validates.
+func letIn(want, holder Operation) bool {
+	for _, r := range Table {
+		if r.Want == want && r.Holder == holder && r.Phase == Validating && r.Verdict != Wait {
+			return true
+		}
+	}
+	return false
 }
