@@ -97,6 +97,17 @@ func TestWhySaysWhatHoldsTheNode(t *testing.T) {
 	n.Annotations[gpuv1.AnnotationRemediationApproved] = "true"
 	g.Expect(ForNode(n, graph, Facts{Namespace: "gpu-operator"}).Next).NotTo(ContainElement(ContainSubstring("approve")), "already approved")
 
+	// Moved to another pool while its failed upgrade holds it: the pool
+	// it is held under is told; once nothing holds it, no more.
+	n.Annotations[gpuv1.AnnotationMaintenancePool] = "a100"
+	r = ForNode(n, graph, Facts{Namespace: "gpu-operator"})
+	g.Expect(r.HeldUnder).To(Equal("a100"))
+	text.Reset()
+	g.Expect(r.WriteText(&text, now)).To(Succeed())
+	g.Expect(text.String()).To(ContainSubstring("Held under pool:  a100"))
+	n.Labels[gpuv1.LabelUpgradeState] = string(gpuv1.UpgradeRequired)
+	g.Expect(ForNode(n, graph, Facts{Namespace: "gpu-operator"}).HeldUnder).To(BeEmpty())
+
 	g.Expect(ForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-1"}}, graph, Facts{})).To(And(
 		HaveField("GPUNode", false), HaveField("Next", ConsistOf(ContainSubstring("serves no GPU")))))
 }

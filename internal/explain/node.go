@@ -20,7 +20,11 @@ type Node struct {
 	// GPUNode is false for a node the operator does not serve.
 	GPUNode bool   `json:"gpuNode"`
 	Pool    string `json:"pool,omitempty"`
-	Mode    string `json:"allocationMode,omitempty"`
+	// HeldUnder is the driver pool an operation holding the node keeps
+	// it under, where it differs from Pool: its budgets, timeouts and
+	// eviction settings stay that pool's until it ends.
+	HeldUnder string `json:"heldUnderPool,omitempty"`
+	Mode      string `json:"allocationMode,omitempty"`
 	// States are the node's states in the chain's order.
 	States []State `json:"states,omitempty"`
 	// Operations are the maintenance operations the node's labels record.
@@ -92,6 +96,9 @@ func ForNode(n *corev1.Node, graph *state.Graph, facts Facts) Node {
 	for _, name := range graph.PerNode() {
 		out.States = append(out.States, State{Name: string(name), Value: string(graph.ValueOf(name, n.Labels)),
 			Reason: facts.Why[name], Pod: facts.Pods[name]})
+	}
+	if kept := n.Annotations[gpuv1.AnnotationMaintenancePool]; kept != "" && kept != out.Pool && maintenance.Held(n) {
+		out.HeldUnder = kept
 	}
 	out.Operations = operationsOf(n)
 	out.Next = next(n, out, facts)

@@ -15,6 +15,9 @@ func (n Node) WriteText(w io.Writer, now time.Time) error {
 		fmt.Fprintf(tw, "GPU node:\tno\n")
 	} else {
 		fmt.Fprintf(tw, "Pool:\t%s\tAllocation mode:\t%s\n", orDash(n.Pool), orDash(n.Mode))
+		if n.HeldUnder != "" {
+			fmt.Fprintf(tw, "Held under pool:\t%s\t(its operation keeps that pool's budgets and settings until it ends)\n", n.HeldUnder)
+		}
 		fmt.Fprintf(tw, "Readiness taint:\t%s\tCordoned:\t%s\n", yesNo(n.ReadinessTaint), yesNo(n.Cordoned))
 	}
 	if err := tw.Flush(); err != nil {

@@ -55,15 +55,15 @@ func (h hold) mark(annotations map[string]string, holds bool) {
 // node to retry it, or removed an operation's state label) is stale: the
 // next hold keeps the pool of its start.
 func (p *pass) poolOf(n *corev1.Node) string {
-	if kept := n.Annotations[gpuv1.AnnotationMaintenancePool]; kept != "" && held(n) && p.obs.pools.Pool(kept) != nil {
+	if kept := n.Annotations[gpuv1.AnnotationMaintenancePool]; kept != "" && Held(n) && p.obs.pools.Pool(kept) != nil {
 		return kept
 	}
 	return p.obs.pools.Assign(n.Name, n.Labels).Pool
 }
 
-// held reports whether an operation holds the node, by its state labels:
+// Held reports whether an operation holds the node, by its state labels:
 // the states in which each operation writes the hold's marks.
-func held(n *corev1.Node) bool {
+func Held(n *corev1.Node) bool {
 	up := stateOf(n)
 	return upgrade.InProgress(up) || up == gpuv1.UpgradeFailed || remediation.Tainted(remediationStateOf(n)) ||
 		migreconfig.Tainted(migStateOf(n)) || modeswitch.Tainted(switchStateOf(n))
