@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,8 +15,10 @@ import (
 )
 
 // reboot does to each node what a reboot does as the API server sees it: a
-// new boot ID, and every pod on it restarted by the kubelet (not ready
-// until kwok's stage makes it ready again), as hack/sim/reboot.sh does.
+// new boot ID, and every pod on it that had not ended restarted by the
+// kubelet (not ready until kwok's stage makes it ready again); a pod that
+// ended (a CUDA proof that succeeded) stays as it is, as hack/sim/reboot.sh
+// does.
 func reboot(ctx context.Context, cs kubernetes.Interface, nodes []string) error {
 	return simcluster.Parallel(nodes, 16, func(node string) error {
 		bootID, err := os.ReadFile("/proc/sys/kernel/random/uuid")
@@ -32,6 +35,9 @@ func reboot(ctx context.Context, cs kubernetes.Interface, nodes []string) error 
 		}
 		restarted := []byte(`{"status":{"phase":"Pending","conditions":[{"type":"Ready","status":"False"}],"podIP":null,"podIPs":null}}`)
 		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
 			_, err := cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, restarted, metav1.PatchOptions{}, "status")
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("restarting pod %s/%s: %w", p.Namespace, p.Name, err)
