@@ -28,7 +28,9 @@ import (
 // validation waits for its devices) may take longer than the validation's
 // timeout. The upgrade's validation pauses while the MIG reconfiguration
 // acts and counts afresh from its end; before, the upgrade failed and kept
-// its cordon after the restore had succeeded.
+// its cordon after the restore had succeeded. A pause kept long writes the
+// validation's time forward, so that a restore let go halfway leaves it
+// time.
 func TestAMIGRestoreDoesNotRunOutTheUpgradesValidation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
@@ -70,7 +72,22 @@ func TestAMIGRestoreDoesNotRunOutTheUpgradesValidation(t *testing.T) {
 
 	f.look(g, r)
 	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeValidation)), "paused while the MIG configuration is applied")
+	g.Expect(annotationOf(ctx, g, c, "a", AnnotationSince)).To(Equal(stamp(0)), "its time kept forward, half of its timeout gone")
 
+	// The restore let go halfway (mig-manager turned off): no trace of
+	// the pause is left but the time kept forward.
+	n := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+	delete(n.Labels, gpuv1.LabelMIGReconfigureState)
+	delete(n.Annotations, AnnotationMIGSince)
+	g.Expect(c.Update(ctx, n)).To(Succeed())
+	f.look(g, r)
+	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeValidation)), "the time kept forward stands")
+
+	// Its own time gone, a restore that ended since counts.
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: "a"}, n)).To(Succeed())
+	n.Annotations[AnnotationSince] = stamp(timeout + time.Second)
+	g.Expect(c.Update(ctx, n)).To(Succeed())
 	mig(gpuv1.MIGReconfigureDone, timeout/2)
 	f.look(g, r)
 	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeValidation)), "counting from the restore's end")
@@ -78,4 +95,11 @@ func TestAMIGRestoreDoesNotRunOutTheUpgradesValidation(t *testing.T) {
 	mig(gpuv1.MIGReconfigureDone, timeout+time.Second)
 	f.look(g, r)
 	g.Expect(upgradeState()).To(Equal(string(gpuv1.UpgradeFailed)), "a validation of its own time out")
+}
+
+// annotationOf reads a node's annotation as the API server has it.
+func annotationOf(ctx context.Context, g Gomega, c client.Client, node, key string) string {
+	n := &corev1.Node{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+	return n.Annotations[key]
 }

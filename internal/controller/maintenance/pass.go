@@ -51,6 +51,18 @@ func (t turn) vet(from, to arbiter.Phase) (bool, string) {
 	return arbiter.Vet(t.view, t.op, from, to, t.started)
 }
 
+// keepsPause says whether an operation whose validation is paused, in its
+// state since since, writes its time forward to now: once half of the
+// validation's timeout is gone, at most one write per half timeout of
+// pause. The pause is read from the other operations' states: one let go
+// halfway (mig-manager turned off, DynamicMIG turned on) leaves no trace,
+// and the validation then has at least half its time left rather than
+// none.
+func (t turn) keepsPause(since, now time.Time, timeout time.Duration) bool {
+	_, paused := t.view.Clock(t.op)
+	return paused && timeout > 0 && now.Sub(since) >= timeout/2
+}
+
 // clock is the time the operation's timeouts count from in its state,
 // entered at since: later where another operation acted within its
 // validation, and now (no time passed) while one acts (arbiter.Node.Clock).

@@ -26,8 +26,10 @@ const RemediationFieldOwner = "gpu-operator-remediation"
 
 // takeRemediation performs a step's action and records the node's next
 // state. A failed action leaves the state as it is, to be retried.
+// keep writes the state again with f.Since, its time kept forward while
+// its validation is paused.
 func (r *Reconciler) takeRemediation(ctx context.Context, p *pass, n *corev1.Node,
-	f remediation.Facts, step remediation.Step) (*corev1.Node, gpuv1.RemediationState, error) {
+	f remediation.Facts, step remediation.Step, keep bool) (*corev1.Node, gpuv1.RemediationState, error) {
 	obs := p.obs
 	var err error
 	switch step.Action {
@@ -50,7 +52,7 @@ func (r *Reconciler) takeRemediation(ctx context.Context, p *pass, n *corev1.Nod
 	if node == nil {
 		return n, f.State, err
 	}
-	if step.Next == f.State && node == n {
+	if step.Next == f.State && node == n && !keep {
 		return n, f.State, nil
 	}
 	written, err := r.writeRemediation(ctx, node, obs, f, step, p.holdOf(node))

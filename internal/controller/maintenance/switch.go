@@ -58,14 +58,19 @@ func (switches) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (step
 	// its own time.
 	clocked := f
 	clocked.Since = t.clock(f.Since, f.Now)
-	step := modeswitch.Next(clocked, p.switchPolicy(n))
+	pol := p.switchPolicy(n)
+	step := modeswitch.Next(clocked, pol)
 	if ok, why := t.vet(arbiter.ModeSwitchPhase(f.State, true), arbiter.ModeSwitchPhase(step.Next, true)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("allocation mode switch step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = modeswitch.Step{Next: f.State, Target: f.Target, Hold: f.Hold}
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("allocation mode switch step", "node", n.Name, "state", f.State, "next", step.Next,
 		"action", step.Action.String(), "facts", f)
-	node, next, err := p.r.takeSwitch(ctx, p, n, f, step)
+	keep := step.Next == f.State && t.keepsPause(f.Since, f.Now, pol.ValidationTimeout)
+	if keep {
+		f.Since = f.Now
+	}
+	node, next, err := p.r.takeSwitch(ctx, p, n, f, step, keep)
 	return stepped{node: node, busy: modeswitch.InProgress(next)}, err
 }
 

@@ -29,8 +29,10 @@ const SwitchFieldOwner = "gpu-operator-mode-switch"
 
 // takeSwitch performs a step's action and records the node's next state.
 // A failed action leaves the state as it is, to be retried.
+// keep writes the state again with f.Since, its time kept forward while
+// its validation is paused.
 func (r *Reconciler) takeSwitch(ctx context.Context, p *pass, n *corev1.Node, f modeswitch.Facts,
-	step modeswitch.Step) (*corev1.Node, gpuv1.ModeSwitchState, error) {
+	step modeswitch.Step, keep bool) (*corev1.Node, gpuv1.ModeSwitchState, error) {
 	var err error
 	switch step.Action {
 	case modeswitch.EvictGPUPods:
@@ -53,7 +55,7 @@ func (r *Reconciler) takeSwitch(ctx context.Context, p *pass, n *corev1.Node, f 
 	// counts from it.
 	_, err = time.Parse(time.RFC3339, a[AnnotationSwitchSince])
 	stamped := err == nil || step.Next == ""
-	if step.Next == f.State && node == n && !step.Requeue && stamped && string(step.Target) == a[AnnotationSwitchTarget] &&
+	if step.Next == f.State && node == n && !keep && !step.Requeue && stamped && string(step.Target) == a[AnnotationSwitchTarget] &&
 		string(step.Hold) == a[gpuv1.AnnotationModeSwitchHold] {
 		return n, f.State, nil
 	}

@@ -130,7 +130,11 @@ func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (st
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
 		"action", step.Action.String(), "facts", f)
-	node, next, err := p.r.takeUpgrade(ctx, p, n, f, step)
+	keep := step.Next == f.State && t.keepsPause(f.Since, f.Now, pol.ValidationTimeout)
+	if keep {
+		f.Since = f.Now
+	}
+	node, next, err := p.r.takeUpgrade(ctx, p, n, f, step, keep)
 	p.tally.count(next)
 	return stepped{node: node, busy: upgrade.InProgress(next) || next == gpuv1.UpgradeRequired}, err
 }
@@ -144,8 +148,10 @@ func (upgrades) forget(ctx context.Context, p *pass, n *corev1.Node) error {
 
 // takeUpgrade performs a step's action and records the node's next state.
 // A failed action leaves the state as it is, to be retried.
+// keep writes the state again with f.Since, its time kept forward while
+// its validation is paused.
 func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f upgrade.Facts,
-	step upgrade.Step) (*corev1.Node, gpuv1.UpgradeState, error) {
+	step upgrade.Step, keep bool) (*corev1.Node, gpuv1.UpgradeState, error) {
 	cordoned := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
 	var err error
 	switch step.Action {
@@ -167,7 +173,7 @@ func (r *Reconciler) takeUpgrade(ctx context.Context, p *pass, n *corev1.Node, f
 		return n, f.State, fmt.Errorf("node %s, %s: %w", n.Name, step.Action, err)
 	}
 	held := n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue
-	if step.Next == f.State && cordoned == held {
+	if step.Next == f.State && cordoned == held && !keep {
 		return n, f.State, nil
 	}
 	// The cordon goes on before the label that says so, and comes off
