@@ -12,6 +12,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
+	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
 
 // withMIGDRAPool is withMIGPool in allocation mode dra.
@@ -123,4 +124,47 @@ func TestMIGAppliedAgainAfterDynamicMIG(t *testing.T) {
 	g.Expect(f.Node(node).Annotations[gpuv1.AnnotationMIGAppliedUnder]).To(HavePrefix("boot-1/"), "made again under the node's driver")
 	g.Expect(publishedOn(g, f, node).MIGDevices).To(Equal(map[string]int{"1g.18gb": 56}))
 	g.Expect(f.EventsOf(node)).To(ContainElement(ContainSubstring("the MIG devices of \"all-1g.18gb\" are gone")))
+}
+
+// Issue 52, finding 3: DynamicMIG turned on while mig-manager applies a
+// DRA node's configuration. The apply finishes under mig-manager, and the
+// node becomes the DRA driver's after it (its record marked so); before,
+// mig-manager was taken off the node in the middle of partitioning its
+// GPUs. A node that was done already becomes the driver's at once, which
+// says the operator has read the change.
+func TestAMIGApplyUnderWayFinishesWhenDynamicMIGTurnsOn(t *testing.T) {
+	g := NewWithT(t)
+	f := suite.Setup(t, 0, withMIGDRAPool, func(cp *gpuv1.ClusterPolicy) { cp.Spec.MIGManager.Enabled = ptr.To(true) })
+	done, applying := "mig-dynamic-done-0", "mig-dynamic-applying-0"
+	f.CreateNode(done, map[string]string{"gpu-type": "h200"})
+	f.CreateNodeWith(applying, map[string]string{"gpu-type": "h200"}, map[string]string{fakenode.AnnotationMIGApply: fakenode.MIGHang})
+	f.Nodes = append(f.Nodes, done, applying)
+	log := recordMIG(f)
+	t.Cleanup(func() {
+		if t.Failed() {
+			n := f.Node(applying)
+			t.Logf("node at the failure: labels %v\nannotations %v\nevents %v\n%s", n.Labels, n.Annotations, f.EventsOf(applying), log)
+		}
+	})
+	g.Eventually(func() map[string]string { return f.Node(done).Annotations }, 3*time.Minute, controllertest.Interval).
+		Should(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
+	g.Eventually(func() map[string]string { return f.Node(applying).Labels }, 3*time.Minute, controllertest.Interval).
+		Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGApply)))
+	manager := f.PodOn(applying, "mig-manager")
+	g.Expect(manager).NotTo(BeNil(), "mig-manager applies")
+
+	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.DRADriver.FeatureGates = map[string]bool{"DynamicMIG": true} })
+	g.Eventually(func() map[string]string { return f.Node(done).Annotations }, time.Minute, controllertest.Interval).
+		Should(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, gpuv1.MIGAppliedUnderDynamicMIG), "the operator read the change")
+	f.ExpectState("disabled", "mig-manager", done)
+	g.Expect(f.Node(applying).Labels).To(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGApply)), "the apply goes on")
+	g.Expect(f.PodOn(applying, "mig-manager")).To(HaveField("UID", manager.UID), "mig-manager stays on the node while it applies")
+
+	f.Annotate(applying, fakenode.AnnotationMIGApply, "")
+	g.Eventually(func() map[string]string { return f.Node(applying).Annotations }, time.Minute, controllertest.Interval).
+		Should(HaveKeyWithValue(gpuv1.AnnotationMIGAppliedUnder, gpuv1.MIGAppliedUnderDynamicMIG), "%s", log)
+	g.Expect(log.Sequence(applying)).To(ContainElement(gpuv1.MIGValidation), "the apply finished: %s", log)
+	f.ExpectState("disabled", "mig-manager", applying)
+	g.Expect(f.Node(applying).Labels).NotTo(HaveKey(gpuv1.LabelMIGReconfigureState))
+	g.Expect(f.Node(applying).Spec.Taints).NotTo(ContainElement(HaveField("Key", gpuv1.TaintMIGReconfiguring)))
 }
