@@ -103,11 +103,7 @@ func (reconfigurations) step(ctx context.Context, p *pass, n *corev1.Node, t tur
 		return stepped{node: n}, err
 	}
 	f.Admitted = t.admitted()
-	// Its timeouts read the node's one clock; the state is written with
-	// its own time.
-	clocked := f
-	clocked.Since = t.clock(f.Since, f.Now)
-	step := migreconfig.Next(clocked, p.migPolicy())
+	step := migreconfig.Next(f, p.migPolicy())
 	if ok, why := t.vet(arbiter.MIGPhase(f.State, true), arbiter.MIGPhase(step.Next, true)); !ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
 		step = migreconfig.Step{Next: f.State}

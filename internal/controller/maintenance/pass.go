@@ -51,16 +51,19 @@ func (t turn) vet(from, to arbiter.Phase) (bool, string) {
 	return arbiter.Vet(t.view, t.op, from, to, t.started)
 }
 
-// keepsPause says whether an operation whose validation is paused, in its
-// state since since, writes its time forward to now: once half of the
-// validation's timeout is gone, at most one write per half timeout of
-// pause. The pause is read from the other operations' states: one let go
-// halfway (mig-manager turned off, DynamicMIG turned on) leaves no trace,
-// and the validation then has at least half its time left rather than
-// none.
-func (t turn) keepsPause(since, now time.Time, timeout time.Duration) bool {
-	_, paused := t.view.Clock(t.op)
-	return paused && timeout > 0 && now.Sub(since) >= timeout/2
+// keepForward writes a paused validation's time forward: where the step
+// stays in its state and half of the validation's timeout has gone since
+// *since, it sets *since to now and says so, for the step to write its
+// state again with it (at most one write per half timeout of pause). The
+// pause is read from the other operations' states: one let go halfway
+// (mig-manager turned off, DynamicMIG turned on) leaves no trace, and the
+// validation then has at least half its time left rather than none.
+func (t turn) keepForward(since *time.Time, now time.Time, timeout time.Duration, stays bool) bool {
+	if _, paused := t.view.Clock(t.op); !stays || !paused || timeout <= 0 || now.Sub(*since) < timeout/2 {
+		return false
+	}
+	*since = now
+	return true
 }
 
 // clock is the time the operation's timeouts count from in its state,

@@ -87,10 +87,7 @@ func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepp
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("remediation step", "node", n.Name, "state", f.State, "next", step.Next,
 		"action", step.Action.String(), "facts", f)
-	keep := step.Next == f.State && t.keepsPause(f.Since, f.Now, pol.ValidationTimeout)
-	if keep {
-		f.Since = f.Now
-	}
+	keep := t.keepForward(&f.Since, f.Now, pol.ValidationTimeout, step.Next == f.State)
 	node, next, err := p.r.takeRemediation(ctx, p, n, f, step, keep)
 	// Only steps under way poll, for their timeouts and the pods they
 	// list live; a node waiting for the budget, an approval, an upgrade

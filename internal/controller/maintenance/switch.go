@@ -66,10 +66,7 @@ func (switches) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (step
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("allocation mode switch step", "node", n.Name, "state", f.State, "next", step.Next,
 		"action", step.Action.String(), "facts", f)
-	keep := step.Next == f.State && t.keepsPause(f.Since, f.Now, pol.ValidationTimeout)
-	if keep {
-		f.Since = f.Now
-	}
+	keep := t.keepForward(&f.Since, f.Now, pol.ValidationTimeout, step.Next == f.State)
 	node, next, err := p.r.takeSwitch(ctx, p, n, f, step, keep)
 	return stepped{node: node, busy: modeswitch.InProgress(next)}, err
 }

@@ -130,10 +130,7 @@ func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (st
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
 		"action", step.Action.String(), "facts", f)
-	keep := step.Next == f.State && t.keepsPause(f.Since, f.Now, pol.ValidationTimeout)
-	if keep {
-		f.Since = f.Now
-	}
+	keep := t.keepForward(&f.Since, f.Now, pol.ValidationTimeout, step.Next == f.State)
 	node, next, err := p.r.takeUpgrade(ctx, p, n, f, step, keep)
 	p.tally.count(next)
 	return stepped{node: node, busy: upgrade.InProgress(next) || next == gpuv1.UpgradeRequired}, err
