@@ -225,6 +225,10 @@ func leftAlone(f Facts) string {
 	return "driver.manager's ENABLE_GPU_POD_EVICTION and ENABLE_AUTO_DRAIN are false: nothing is evicted, and the new driver loads once the GPU pods end"
 }
 
+// Holds reports whether a state keeps the node for its upgrade: in
+// progress, or failed with its cordon kept until a person acts.
+func Holds(s gpuv1.UpgradeState) bool { return InProgress(s) || s == gpuv1.UpgradeFailed }
+
 // InProgress reports whether a state holds the node between its cordon and
 // its uncordon: it counts against the budget.
 func InProgress(s gpuv1.UpgradeState) bool {

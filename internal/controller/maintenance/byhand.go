@@ -82,7 +82,7 @@ func followsByHand(n *corev1.Node) bool {
 func upgradeMarks(n *corev1.Node, st gpuv1.UpgradeState, startsByHand bool, from gpuv1.UpgradeState, pod *operandpods.Pod) map[string]string {
 	out := map[string]string{}
 	recorded := n.Annotations[AnnotationOutdatedPod]
-	byHand := (startsByHand || followsByHand(n)) && (upgrade.InProgress(st) || st == gpuv1.UpgradeFailed)
+	byHand := (startsByHand || followsByHand(n)) && upgrade.Holds(st)
 	switch {
 	case recorded != "" && ((st == gpuv1.UpgradeRequired && from == st) || byHand):
 		out[AnnotationOutdatedPod] = recorded

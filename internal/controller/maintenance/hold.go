@@ -64,7 +64,6 @@ func (p *pass) poolOf(n *corev1.Node) string {
 // Held reports whether an operation holds the node, by its state labels:
 // the states in which each operation writes the hold's marks.
 func Held(n *corev1.Node) bool {
-	up := stateOf(n)
-	return upgrade.InProgress(up) || up == gpuv1.UpgradeFailed || remediation.Tainted(remediationStateOf(n)) ||
+	return upgrade.Holds(stateOf(n)) || remediation.Tainted(remediationStateOf(n)) ||
 		migreconfig.Tainted(migStateOf(n)) || modeswitch.Tainted(switchStateOf(n))
 }

@@ -228,7 +228,7 @@ func (r *Reconciler) writeUpgrade(ctx context.Context, n *corev1.Node, step upgr
 	if st != "" {
 		labels[gpuv1.LabelUpgradeState] = string(st)
 	}
-	h.mark(annotations, upgrade.InProgress(st) || st == gpuv1.UpgradeFailed)
+	h.mark(annotations, upgrade.Holds(st))
 	ac := corev1ac.Node(n.Name).WithResourceVersion(n.ResourceVersion).WithLabels(labels).WithAnnotations(annotations)
 	return r.apply(ctx, ac, StateFieldOwner, "the upgrade state")
 }
