@@ -7,18 +7,14 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
-	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
-	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
 )
@@ -34,9 +30,7 @@ import (
 func TestAMIGRestoreDoesNotRunOutTheUpgradesValidation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
-	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp := driverPolicy(g)
 	cp.Spec.MIGManager.Enabled = ptr.To(true)
 	timeout := fixture.Timers().DriverValidationTimeout
 	now := time.Now()
@@ -50,8 +44,7 @@ func TestAMIGRestoreDoesNotRunOutTheUpgradesValidation(t *testing.T) {
 		gpuv1.StateLabel(string(state.MIGManager)):   string(gpuv1.StateReady),
 	}, map[string]string{AnnotationSince: stamp(8 * timeout), AnnotationMIGSince: stamp(7 * timeout), AnnotationCordoned: gpuv1.LabelTrue})
 	a.Spec.Unschedulable = true
-	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, newDriverDaemonSet()).
-		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	c := fakeAPI(cp, a, newDriverDaemonSet()).Build()
 	driver := outdatedDriver("a")
 	driver.Annotations[render.AnnotationTemplateHash] = "new"
 	driver.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}

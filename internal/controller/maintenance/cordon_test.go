@@ -6,25 +6,19 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
-	"github.com/gpu-operator/gpu-operator/internal/render"
-	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
-	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
 	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
@@ -58,15 +52,9 @@ func (c *conflictOnce) Apply(ctx context.Context, obj runtime.ApplyConfiguration
 func TestTheUpgradesCordonSurvivesAConflictAfterIt(t *testing.T) {
 	g := NewWithT(t)
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
-	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp := driverPolicy(g)
 	a := gpuNode("a", map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeCordonRequired)}, nil)
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-driver-daemonset", Namespace: fixture.Namespace,
-		Labels: map[string]string{render.LabelState: string(state.Driver)}}}
-	ds.Spec.Template.Annotations = map[string]string{render.AnnotationTemplateHash: "new"}
-	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, ds).
-		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	c := fakeAPI(cp, a, newDriverDaemonSet()).Build()
 	graph, err := registry.Graph()
 	g.Expect(err).NotTo(HaveOccurred())
 	m, err := metrics.New(prometheus.NewRegistry())

@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -28,8 +27,6 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/registry"
-	"github.com/gpu-operator/gpu-operator/internal/test/crdschema"
-	"github.com/gpu-operator/gpu-operator/internal/test/envtest"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
 )
@@ -88,9 +85,7 @@ type repairHoldsThePlace struct {
 
 func newRepairHoldsThePlace(g Gomega, funcs *interceptor.Funcs) *repairHoldsThePlace {
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
-	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp := driverPolicy(g)
 	cp.Spec.Operator.Remediation.Enabled = true
 	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 	stamp := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
@@ -98,8 +93,7 @@ func newRepairHoldsThePlace(g Gomega, funcs *interceptor.Funcs) *repairHoldsTheP
 		map[string]string{AnnotationRemediationSince: stamp(time.Hour), gpuv1.AnnotationUnhealthyGPUs: "1"})
 	b := gpuNode("b", map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeRequired), gpuv1.LabelUpgradeSkip: gpuv1.LabelTrue},
 		map[string]string{AnnotationSince: stamp(2 * time.Hour)})
-	builder := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, b, newDriverDaemonSet()).
-		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} })
+	builder := fakeAPI(cp, a, b, newDriverDaemonSet())
 	if funcs != nil {
 		builder = builder.WithInterceptorFuncs(*funcs)
 	}
@@ -283,9 +277,7 @@ func TestAStandbyTakingOverReadsTheLastLeadersWrites(t *testing.T) {
 func TestAStaleCacheHoldsNoStartBack(t *testing.T) {
 	g := NewWithT(t)
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
-	cp, err := crdschema.Defaulted(&gpuv1.ClusterPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cluster-policy"}})
-	g.Expect(err).NotTo(HaveOccurred())
-	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp := driverPolicy(g)
 	cp.Spec.Driver.UpgradePolicy.MaxParallelUpgrades = ptr.To(int32(2))
 	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
 	stamp := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
@@ -294,8 +286,7 @@ func TestAStaleCacheHoldsNoStartBack(t *testing.T) {
 		map[string]string{AnnotationSince: stamp(3 * time.Hour)})
 	b := gpuNode("b", skipped, map[string]string{AnnotationSince: stamp(2 * time.Hour)})
 	cNode := gpuNode("c", skipped, map[string]string{AnnotationSince: stamp(time.Hour)})
-	c := fake.NewClientBuilder().WithScheme(envtest.NewScheme()).WithObjects(cp, a, b, cNode, newDriverDaemonSet()).
-		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).Build()
+	c := fakeAPI(cp, a, b, cNode, newDriverDaemonSet()).Build()
 	graph, err := registry.Graph()
 	g.Expect(err).NotTo(HaveOccurred())
 	m, err := metrics.New(prometheus.NewRegistry())
