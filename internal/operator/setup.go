@@ -84,7 +84,10 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	recorder := mgr.GetEventRecorder(FieldOwner)
+	recorder, err := eventRecorder(mgr)
+	if err != nil {
+		return err
+	}
 	apiServer, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("building a client of the API server's own paths: %w", err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/eventtrail"
 	"github.com/gpu-operator/gpu-operator/internal/render"
 	"github.com/gpu-operator/gpu-operator/internal/test/fakenode"
 )
@@ -310,14 +311,15 @@ func (f *Fixture) ExpectLabel(node, key, value string) {
 	NewWithT(f.T).Eventually(func() string { return f.Node(node).Labels[key] }, 2*Timeout, Interval).Should(Equal(value), "node %s, label %s", node, key)
 }
 
-// EventsOf returns the notes of the events about a node.
+// EventsOf returns the steps of the events about a node: each Event's
+// trail (internal/eventtrail), newest first.
 func (f *Fixture) EventsOf(node string) []string {
 	list := &eventsv1.EventList{}
 	NewWithT(f.T).Expect(f.s.Client.List(f.Ctx, list)).To(Succeed())
 	var notes []string
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "Node" && e.Regarding.Name == node {
-			notes = append(notes, e.Note)
+			notes = append(notes, eventtrail.Steps(e.Note)...)
 		}
 	}
 	return notes

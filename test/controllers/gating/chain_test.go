@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/eventtrail"
 	"github.com/gpu-operator/gpu-operator/internal/test/controllertest"
 )
 
@@ -71,7 +72,7 @@ func TestChainFormsInOrderOnANode(t *testing.T) {
 		var notes []string
 		for _, e := range list.Items {
 			if e.Regarding.Kind == "ClusterPolicy" && e.Reason == "StateChanged" {
-				notes = append(notes, e.Note)
+				notes = append(notes, eventtrail.Steps(e.Note)...)
 			}
 		}
 		return notes

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/eventtrail"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/gfd"
 	"github.com/gpu-operator/gpu-operator/internal/state/nfd"
@@ -159,14 +160,14 @@ func TestUninstallRemovesGFDsLabelsNFDLeft(t *testing.T) {
 	}
 }
 
-// policyEvents returns the notes of the events about the fixture's policy.
+// policyEvents returns the steps of the events about the fixture's policy.
 func policyEvents(f *controllertest.Fixture) []string {
 	list := &eventsv1.EventList{}
 	NewWithT(f.T).Expect(suite.Client.List(f.Ctx, list)).To(Succeed())
 	var notes []string
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "ClusterPolicy" && e.Regarding.UID == f.Policy.UID {
-			notes = append(notes, e.Note)
+			notes = append(notes, eventtrail.Steps(e.Note)...)
 		}
 	}
 	return notes

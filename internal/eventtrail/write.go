@@ -1,0 +1,157 @@
+package eventtrail
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Start writes the Events until ctx ends. The Recorder runs on every
+// replica: only the leader's controllers record, and a step recorded
+// before Start waits for it.
+func (r *Recorder) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	for r.next(ctx) {
+	}
+	return nil
+}
+
+// NeedLeaderElection is false: a replica that loses its lease writes the
+// steps it recorded while it led.
+func (r *Recorder) NeedLeaderElection() bool { return false }
+
+// next writes one Event's pending steps, or lets go of an idle trail; it
+// is false once the queue is shut down.
+func (r *Recorder) next(ctx context.Context) bool {
+	k, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer r.queue.Done(k)
+
+	r.mu.Lock()
+	e := r.entries[k]
+	if e == nil {
+		r.mu.Unlock()
+		return true
+	}
+	if len(e.pending) == 0 {
+		if idle := r.opts.Now().Sub(e.lastWrite); idle >= r.opts.Keep {
+			delete(r.entries, k)
+		} else {
+			r.queue.AddAfter(k, r.opts.Keep-idle)
+		}
+		r.mu.Unlock()
+		return true
+	}
+	w := writing{entry: *e, key: k}
+	e.pending, e.unwritten = nil, 0
+	r.mu.Unlock()
+
+	ev, err := r.write(ctx, &w)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.queue.Forget(k)
+		e.written, e.resourceVersion, e.count = ev.Message, ev.ResourceVersion, ev.Count
+		e.first, e.lastWrite, e.tries = ev.FirstTimestamp.Time, r.opts.Now(), 0
+		if len(e.pending) == 0 {
+			r.queue.AddAfter(k, r.opts.Keep)
+		}
+		return true
+	}
+	e.tries++
+	if e.tries >= r.opts.Tries {
+		r.log.Error(err, "event steps dropped", "event", e.namespace+"/"+e.name, "steps", w.unwritten)
+		r.queue.Forget(k)
+		e.tries = 0
+		if len(e.pending) == 0 && e.resourceVersion == "" {
+			delete(r.entries, k)
+		}
+		return true
+	}
+	r.log.V(1).Info("event not written, retrying", "event", e.namespace+"/"+e.name, "error", err.Error())
+	e.pending = fitting(append(w.pending, e.pending...))
+	e.unwritten += w.unwritten
+	r.queue.AddRateLimited(k)
+	return true
+}
+
+// writing is an entry as it was when its steps were taken to be written.
+type writing struct {
+	entry
+	key key
+}
+
+// write creates or updates the Event with w's pending steps. An Event
+// this process did not write as it is (one from before a restart, or
+// changed by someone else) is read, and its trail goes on from it; one
+// deleted (by the API server's event TTL) starts afresh.
+func (r *Recorder) write(ctx context.Context, w *writing) (*corev1.Event, error) {
+	events := r.client.Events(w.namespace)
+	ev := r.event(w, w.written, w.count, w.first)
+	ev.ResourceVersion = w.resourceVersion
+	var err error
+	if w.resourceVersion == "" {
+		var created *corev1.Event
+		if created, err = events.Create(ctx, ev, metav1.CreateOptions{}); err == nil || !apierrors.IsAlreadyExists(err) {
+			return created, wrap(err, ev)
+		}
+	} else {
+		var updated *corev1.Event
+		if updated, err = events.Update(ctx, ev, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return updated, wrap(err, ev)
+		}
+	}
+	cur, err := events.Get(ctx, ev.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		created, err := events.Create(ctx, r.event(w, "", 0, time.Time{}), metav1.CreateOptions{})
+		return created, wrap(err, ev)
+	}
+	if err != nil {
+		return nil, wrap(err, ev)
+	}
+	ev = r.event(w, cur.Message, cur.Count, cur.FirstTimestamp.Time)
+	ev.ResourceVersion = cur.ResourceVersion
+	updated, err := events.Update(ctx, ev, metav1.UpdateOptions{})
+	return updated, wrap(err, ev)
+}
+
+// event is the Event of w's pending steps on top of a trail with this
+// message, count and first time (none for a new Event).
+func (r *Recorder) event(w *writing, base string, count int32, first time.Time) *corev1.Event {
+	newest := w.pending[len(w.pending)-1].at
+	if first.IsZero() {
+		first = w.pending[0].at
+	}
+	return &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: w.name, Namespace: w.namespace},
+		InvolvedObject:      w.ref,
+		Related:             w.related,
+		Reason:              w.key.reason,
+		Type:                w.key.typ,
+		Action:              w.action,
+		Message:             trail(w.pending, base),
+		Count:               count + w.unwritten,
+		FirstTimestamp:      metav1.NewTime(first),
+		LastTimestamp:       metav1.NewTime(newest),
+		Source:              corev1.EventSource{Component: r.opts.Controller},
+		ReportingController: r.opts.Controller,
+		ReportingInstance:   r.opts.Instance,
+	}
+}
+
+func wrap(err error, ev *corev1.Event) error {
+	if err != nil {
+		return fmt.Errorf("writing event %s/%s: %w", ev.Namespace, ev.Name, err)
+	}
+	return nil
+}
