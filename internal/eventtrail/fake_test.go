@@ -2,18 +2,22 @@ package eventtrail
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // fakeEvents is an API server's events as this package uses them: create,
-// get and a conditional update, with versions. fail, while set, answers
+// get and a merge patch, with versions. fail, while set, answers
 // every call with it.
 type fakeEvents struct {
 	mu     sync.Mutex
@@ -76,22 +80,39 @@ func (n *fakeNamespace) Create(_ context.Context, ev *corev1.Event, _ metav1.Cre
 	return n.store(ev), nil
 }
 
-func (n *fakeNamespace) Update(_ context.Context, ev *corev1.Event, _ metav1.UpdateOptions) (*corev1.Event, error) {
+// Patch takes a merge patch as the API server does: a resourceVersion in
+// it must be the stored one.
+func (n *fakeNamespace) Patch(_ context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, _ ...string) (*corev1.Event, error) {
 	f := n.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "update")
+	f.calls = append(f.calls, "patch")
 	if f.fail != nil {
 		return nil, f.fail
 	}
-	cur, ok := f.stored[n.ns+"/"+ev.Name]
-	switch {
-	case !ok:
-		return nil, apierrors.NewNotFound(eventsResource, ev.Name)
-	case cur.ResourceVersion != ev.ResourceVersion:
-		return nil, apierrors.NewConflict(eventsResource, ev.Name, fmt.Errorf("the object has been modified"))
+	if pt != types.MergePatchType {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("patch type %s", pt))
 	}
-	return n.store(ev), nil
+	cur, ok := f.stored[n.ns+"/"+name]
+	if !ok {
+		return nil, apierrors.NewNotFound(eventsResource, name)
+	}
+	old, err := json.Marshal(cur)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := jsonpatch.MergePatch(old, data)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	next := &corev1.Event{}
+	if err := json.Unmarshal(merged, next); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if next.ResourceVersion != cur.ResourceVersion {
+		return nil, apierrors.NewConflict(eventsResource, name, fmt.Errorf("the object has been modified"))
+	}
+	return n.store(next), nil
 }
 
 func (n *fakeNamespace) Get(_ context.Context, name string, _ metav1.GetOptions) (*corev1.Event, error) {

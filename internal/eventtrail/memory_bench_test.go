@@ -132,10 +132,8 @@ func (discardingNamespace) Create(_ context.Context, ev *corev1.Event, _ metav1.
 	return out, nil
 }
 
-func (discardingNamespace) Update(_ context.Context, ev *corev1.Event, _ metav1.UpdateOptions) (*corev1.Event, error) {
-	out := ev.DeepCopy()
-	out.ResourceVersion += "1"
-	return out, nil
+func (discardingNamespace) Patch(_ context.Context, name string, _ types.PatchType, _ []byte, _ metav1.PatchOptions, _ ...string) (*corev1.Event, error) {
+	return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "2"}}, nil
 }
 
 // countingSink is client-go's events sink of an API server that accepts

@@ -2,12 +2,14 @@ package eventtrail
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Start writes the Events until ctx ends. The Recorder runs on every
@@ -91,7 +93,7 @@ type writing struct {
 	key key
 }
 
-// write creates or updates the Event with w's pending steps. An Event
+// write creates or patches the Event with w's pending steps. An Event
 // this process did not write as it is (one from before a restart, or
 // changed by someone else) is read, and its trail goes on from it; one
 // deleted (by the API server's event TTL) starts afresh.
@@ -106,9 +108,9 @@ func (r *Recorder) write(ctx context.Context, w *writing) (*corev1.Event, error)
 			return created, wrap(err, ev)
 		}
 	} else {
-		var updated *corev1.Event
-		if updated, err = events.Update(ctx, ev, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return updated, wrap(err, ev)
+		var patched *corev1.Event
+		if patched, err = r.patch(ctx, ev); err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return patched, wrap(err, ev)
 		}
 	}
 	cur, err := events.Get(ctx, ev.Name, metav1.GetOptions{})
@@ -121,8 +123,39 @@ func (r *Recorder) write(ctx context.Context, w *writing) (*corev1.Event, error)
 	}
 	ev = r.event(w, cur.Message, cur.Count, cur.FirstTimestamp.Time)
 	ev.ResourceVersion = cur.ResourceVersion
-	updated, err := events.Update(ctx, ev, metav1.UpdateOptions{})
-	return updated, wrap(err, ev)
+	patched, err := r.patch(ctx, ev)
+	return patched, wrap(err, ev)
+}
+
+// trailPatch is what a step changes in an Event, as a merge patch: the
+// resourceVersion in it makes the API server refuse it (a conflict) where
+// the Event changed since it was read, as an update would, without the
+// update verb the operator holds nowhere else.
+type trailPatch struct {
+	Metadata       trailPatchMeta          `json:"metadata"`
+	Message        string                  `json:"message"`
+	Count          int32                   `json:"count"`
+	FirstTimestamp metav1.Time             `json:"firstTimestamp"`
+	LastTimestamp  metav1.Time             `json:"lastTimestamp"`
+	Action         string                  `json:"action"`
+	Related        *corev1.ObjectReference `json:"related"`
+}
+
+type trailPatchMeta struct {
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+// patch writes ev's trail over the Event at ev's resourceVersion.
+func (r *Recorder) patch(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	body, err := json.Marshal(trailPatch{
+		Metadata: trailPatchMeta{ResourceVersion: ev.ResourceVersion},
+		Message:  ev.Message, Count: ev.Count, FirstTimestamp: ev.FirstTimestamp, LastTimestamp: ev.LastTimestamp,
+		Action: ev.Action, Related: ev.Related,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.client.Events(ev.Namespace).Patch(ctx, ev.Name, types.MergePatchType, body, metav1.PatchOptions{})
 }
 
 // event is the Event of w's pending steps on top of a trail with this
