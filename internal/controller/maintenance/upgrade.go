@@ -102,9 +102,14 @@ func (upgrades) position(_ context.Context, p *pass, n *corev1.Node, view *arbit
 
 // upgradeQueued says whether an upgrade-required node starts once the
 // table and the budget let it: autoUpgrade on in its pool, or a driver pod
-// replaced by hand whose GPU pods must leave; never a node labelled skip.
+// replaced by hand whose GPU pods must leave; never a node labelled skip,
+// and not while the node is not Ready. A node whose kubelet is gone can
+// neither let its pods go nor run the new driver: started, it would hold
+// a place of maxParallelUpgrades through its drain and validation
+// timeouts, then wait failed for a person. It starts once it is Ready
+// again, as a MIG change and an allocation mode switch do.
 func upgradeQueued(n *corev1.Node, autoUpgrade, replacedByHand bool) bool {
-	return (autoUpgrade || replacedByHand) && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue
+	return (autoUpgrade || replacedByHand) && n.Labels[gpuv1.LabelUpgradeSkip] != gpuv1.LabelTrue && nodeReady(n)
 }
 
 func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepped, error) {

@@ -1,15 +1,20 @@
 package maintenance
 
 import (
+	"context"
 	"maps"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
 	"github.com/gpu-operator/gpu-operator/internal/render"
@@ -108,4 +113,38 @@ func TestOutdatedDriverPods(t *testing.T) {
 			NewWithT(t).Expect(o.outdated(tt.pod, n)).To(Equal(tt.want))
 		})
 	}
+}
+
+// A node that is not Ready does not start its upgrade: its kubelet can
+// neither let its pods go nor run the new driver, and started it held a
+// place of maxParallelUpgrades through its timeouts. Before, x, which
+// waited longest, took the one place while its kubelet was down, and y
+// waited behind it.
+func TestANodeNotReadyDoesNotStartItsUpgrade(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.Driver.Enabled = ptr.To(true)
+	cp.Spec.Driver.UpgradePolicy.AutoUpgrade = ptr.To(true)
+	// x, not Ready, counts as unavailable: the test is about
+	// maxParallelUpgrades (1 by default).
+	cp.Spec.Driver.UpgradePolicy.MaxUnavailable = ptr.To(intstr.FromString("100%"))
+	p := &pass{cp: cp, obs: &observed{pools: driverpool.FromPolicy(cp)}, machines: []machine{&upgrades{}}}
+	t0 := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	required := func(name string, since time.Time) *corev1.Node {
+		return gpuNode(name, map[string]string{gpuv1.LabelUpgradeState: string(gpuv1.UpgradeRequired)},
+			map[string]string{AnnotationSince: since.Format(time.RFC3339)})
+	}
+	x, y := required("x", t0), required("y", t0.Add(time.Second))
+	x.Status.Conditions[0].Status = corev1.ConditionUnknown
+
+	ctx := context.Background()
+	views := []arbiter.Node{p.view(ctx, x), p.view(ctx, y)}
+	g.Expect(views[0].Ops[arbiter.DriverUpgrade].Phase).To(Equal(arbiter.Idle), "x waits for its kubelet, not for a place")
+	admission, errs := arbiter.Admit(views, budgetsOf(cp, p.obs.pools))
+	g.Expect(errs).To(BeEmpty())
+	g.Expect(admission.Admitted).To(HaveKeyWithValue("y", arbiter.DriverUpgrade))
+	g.Expect(admission.Admitted).NotTo(HaveKey("x"))
+
+	x.Status.Conditions[0].Status = corev1.ConditionTrue
+	g.Expect(p.view(ctx, x).Ops[arbiter.DriverUpgrade].Phase).To(Equal(arbiter.Queued), "Ready again, x queues")
 }
