@@ -28,6 +28,11 @@ type Options struct {
 	// Keep is how long an Event's trail stays in memory after its last
 	// write. A step after that reads the Event back to go on with its trail.
 	Keep time.Duration
+	// Remember is how long after its last write an Event whose trail left
+	// memory is known to exist: a step then reads it rather than first
+	// trying to create it. The API server's event TTL (--event-ttl, one
+	// hour by default) deletes it after that.
+	Remember time.Duration
 	// Tries is how many times a write that failed for a reason other than
 	// the Event's own state is tried before its steps are dropped.
 	Tries int
@@ -41,7 +46,8 @@ type Options struct {
 // per step, which is cheaper than holding a kilobyte per node of a fleet.
 // Tries is client-go's (tools/events maxTriesPerEvent).
 func DefaultOptions(controller, instance string) Options {
-	return Options{Controller: controller, Instance: instance, Batch: time.Second, Keep: 2 * time.Minute, Tries: 12}
+	return Options{Controller: controller, Instance: instance, Batch: time.Second, Keep: 2 * time.Minute,
+		Remember: time.Hour, Tries: 12}
 }
 
 // Recorder is an events.EventRecorder that keeps one Event per object,
@@ -63,6 +69,9 @@ type Recorder struct {
 	queue   workqueue.TypedRateLimitingInterface[key]
 	mu      sync.Mutex
 	entries map[key]*entry
+	// known are the Events whose trails left memory, by when each was
+	// last written.
+	known map[key]time.Time
 }
 
 var _ events.EventRecorder = (*Recorder)(nil)
@@ -90,6 +99,9 @@ type entry struct {
 	written, resourceVersion string
 	count                    int32
 	first                    time.Time
+	// exists says the Event was written before its trail came back to
+	// memory: it is read rather than created.
+	exists bool
 	// lastWrite is when the Event was last written; tries counts the
 	// failed writes of the steps now pending.
 	lastWrite time.Time
@@ -106,6 +118,7 @@ func New(client corev1client.EventsGetter, scheme *runtime.Scheme, log logr.Logg
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "eventtrail"}),
 		entries: map[key]*entry{},
+		known:   map[key]time.Time{},
 	}
 }
 
@@ -135,6 +148,8 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	e := r.entries[k]
 	if e == nil {
 		e = &entry{ref: *ref, namespace: eventNamespace(ref), name: eventName(ref, reason, eventtype)}
+		_, e.exists = r.known[k]
+		delete(r.known, k)
 		r.entries[k] = e
 	}
 	e.action, e.related = action, rel

@@ -24,7 +24,7 @@ func testRecorder(t *testing.T, api *fakeEvents, now *time.Time) *Recorder {
 		t.Fatal(err)
 	}
 	r := New(api, scheme, logr.Discard(), Options{Controller: "gpu-operator", Instance: "gpu-operator-x",
-		Keep: time.Minute, Tries: 3, Now: func() time.Time { return *now }})
+		Keep: time.Minute, Remember: time.Hour, Tries: 3, Now: func() time.Time { return *now }})
 	t.Cleanup(r.queue.ShutDown)
 	return r
 }
@@ -157,22 +157,40 @@ func TestADeletedEventStartsAfresh(t *testing.T) {
 	g.Expect(ev.FirstTimestamp.Time).To(Equal(now))
 }
 
+// A trail idle for Keep leaves memory; its Event is remembered, and read
+// rather than created, for Remember.
 func TestAnIdleTrailLeavesMemory(t *testing.T) {
-	g := NewWithT(t)
-	api, now := newFakeEvents(), t0
-	r := testRecorder(t, api, &now)
-	r.opts.Keep = 0
-	n := gpuNode()
-	r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "one")
-	r.next(context.Background())
-	g.Expect(r.entries).To(HaveLen(1))
-	r.next(context.Background())
-	g.Expect(r.entries).To(BeEmpty(), "Keep has passed since its last write")
+	for name, tt := range map[string]struct {
+		remember time.Duration
+		calls    []string
+	}{
+		"remembered": {remember: time.Hour, calls: []string{"create", "get", "patch"}},
+		"forgotten":  {remember: 0, calls: []string{"create", "create", "get", "patch"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			api, now := newFakeEvents(), t0
+			r := testRecorder(t, api, &now)
+			r.opts.Keep, r.opts.Remember = 0, tt.remember
+			n := gpuNode()
+			r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "one")
+			r.next(context.Background())
+			g.Expect(r.entries).To(HaveLen(1))
+			r.next(context.Background())
+			g.Expect(r.entries).To(BeEmpty(), "Keep has passed since its last write")
+			if tt.remember == 0 {
+				g.Expect(r.known).To(BeEmpty())
+			} else {
+				g.Expect(r.known).To(HaveLen(1))
+			}
 
-	r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "two")
-	r.next(context.Background())
-	g.Expect(api.calls).To(Equal([]string{"create", "create", "get", "patch"}), "the trail is read back")
-	g.Expect(Steps(api.only().Message)).To(Equal([]string{"two", "one"}))
+			r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "two")
+			r.next(context.Background())
+			g.Expect(api.calls).To(Equal(tt.calls), "the trail is read back")
+			g.Expect(Steps(api.only().Message)).To(Equal([]string{"two", "one"}))
+			g.Expect(r.known).To(BeEmpty())
+		})
+	}
 }
 
 func TestAnAPIServerThatRefusesWritesCostsOneMessagePerEvent(t *testing.T) {

@@ -41,15 +41,20 @@ func (r *Recorder) next(ctx context.Context) bool {
 	r.mu.Lock()
 	e := r.entries[k]
 	if e == nil {
+		if last, ok := r.known[k]; ok {
+			r.expire(k, last, r.opts.Remember, func() { delete(r.known, k) })
+		}
 		r.mu.Unlock()
 		return true
 	}
 	if len(e.pending) == 0 {
-		if idle := r.opts.Now().Sub(e.lastWrite); idle >= r.opts.Keep {
+		r.expire(k, e.lastWrite, r.opts.Keep, func() {
 			delete(r.entries, k)
-		} else {
-			r.queue.AddAfter(k, r.opts.Keep-idle)
-		}
+			if e.resourceVersion != "" {
+				r.known[k] = e.lastWrite
+				r.expire(k, e.lastWrite, r.opts.Remember, func() { delete(r.known, k) })
+			}
+		})
 		r.mu.Unlock()
 		return true
 	}
@@ -87,6 +92,16 @@ func (r *Recorder) next(ctx context.Context) bool {
 	return true
 }
 
+// expire calls drop once after has passed since last, or looks at k again
+// when it will have; r.mu is held.
+func (r *Recorder) expire(k key, last time.Time, after time.Duration, drop func()) {
+	if idle := r.opts.Now().Sub(last); idle < after {
+		r.queue.AddAfter(k, after-idle)
+		return
+	}
+	drop()
+}
+
 // writing is an entry as it was when its steps were taken to be written.
 type writing struct {
 	entry
@@ -102,12 +117,15 @@ func (r *Recorder) write(ctx context.Context, w *writing) (*corev1.Event, error)
 	ev := r.event(w, w.written, w.count, w.first)
 	ev.ResourceVersion = w.resourceVersion
 	var err error
-	if w.resourceVersion == "" {
+	switch {
+	case w.exists && w.resourceVersion == "":
+		// Known to exist: read below, rather than refused a create.
+	case w.resourceVersion == "":
 		var created *corev1.Event
 		if created, err = events.Create(ctx, ev, metav1.CreateOptions{}); err == nil || !apierrors.IsAlreadyExists(err) {
 			return created, wrap(err, ev)
 		}
-	} else {
+	default:
 		var patched *corev1.Event
 		if patched, err = r.patch(ctx, ev); err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return patched, wrap(err, ev)
