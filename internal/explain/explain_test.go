@@ -61,6 +61,7 @@ func TestWhyANodeIsNotReady(t *testing.T) {
 	g.Expect(r.WriteText(&text, now)).To(Succeed())
 	g.Expect(text.String()).To(And(ContainSubstring("States, in order:"), ContainSubstring("nvidia.ko not loaded"),
 		ContainSubstring("Readiness taint:  yes")))
+	g.Expect(text.String()).NotTo(MatchRegexp(`(?m) $`), "no line ends in blanks")
 	out, err := json.Marshal(r)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(ContainSubstring(`"name":"driver","value":"failed"`))
@@ -143,4 +144,5 @@ func TestFleetStatus(t *testing.T) {
 	g.Expect(f.WriteText(&text, now)).To(Succeed())
 	g.Expect(text.String()).To(And(ContainSubstring("GPU nodes: 5, ready on every state: 3"),
 		MatchRegexp(`a\s+\(nodes\)\s+2/3`), ContainSubstring("a-2: the driver upgrade waits for maxUnavailable")))
+	g.Expect(text.String()).NotTo(MatchRegexp(`(?m) $`), "the pools' nodes lines, whose last cells are empty, end without blanks")
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpu-operator/gpu-operator/internal/controller/maintenance"
@@ -36,7 +35,7 @@ func (p Plan) WriteText(w io.Writer, now time.Time) error {
 		}
 		byPool[pool] = append(byPool[pool], s)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "POOL\t#\tNODE\tOPERATION\tQUEUED\tNEXT LOOK")
 	for _, pool := range pools {
 		for i, s := range byPool[pool] {

@@ -3,13 +3,12 @@ package explain
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 )
 
 // WriteText prints the node's explanation for a person.
 func (n Node) WriteText(w io.Writer, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "Node:\t%s\n", n.Name)
 	if !n.GPUNode {
 		fmt.Fprintf(tw, "GPU node:\tno\n")
@@ -25,7 +24,7 @@ func (n Node) WriteText(w io.Writer, now time.Time) error {
 	}
 	if len(n.States) > 0 {
 		fmt.Fprintln(w, "\nStates, in order:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w)
 		for _, s := range n.States {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, s.Value, orDash(s.Pod), s.Reason)
 		}
@@ -35,7 +34,7 @@ func (n Node) WriteText(w io.Writer, now time.Time) error {
 	}
 	if len(n.Operations) > 0 {
 		fmt.Fprintln(w, "\nOperations holding the node:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w)
 		for _, o := range n.Operations {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Name, o.State, age(o.Since, now), o.Reason)
 		}
@@ -55,7 +54,7 @@ func (n Node) WriteText(w io.Writer, now time.Time) error {
 // WriteText prints the fleet's summary for a person.
 func (f Fleet) WriteText(w io.Writer, now time.Time) error {
 	fmt.Fprintf(w, "GPU nodes: %d, ready on every state: %d\n\n", f.GPUNodes, f.Ready)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "POOL\tSTATE\tREADY\tPENDING\tFAILED\tUPGRADING\tDISABLED\n")
 	for _, p := range f.Pools {
 		fmt.Fprintf(tw, "%s\t(nodes)\t%d/%d\t\t\t\t\n", p.Name, p.Ready, p.Nodes)
@@ -72,7 +71,7 @@ func (f Fleet) WriteText(w io.Writer, now time.Time) error {
 	}
 	if len(f.Held) > 0 {
 		fmt.Fprintln(w, "\nHeld by an operation:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w)
 		for _, h := range f.Held {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", h.Node, h.Operation, h.State, age(h.Since, now))
 		}
