@@ -55,6 +55,12 @@ func (f *fakeEvents) only() *corev1.Event {
 	return nil
 }
 
+// call records a call and answers fail, if set; f.mu is held.
+func (f *fakeEvents) call(verb string) error {
+	f.calls = append(f.calls, verb)
+	return f.fail
+}
+
 type fakeNamespace struct {
 	corev1client.EventInterface
 	f  *fakeEvents
@@ -67,9 +73,8 @@ func (n *fakeNamespace) Create(_ context.Context, ev *corev1.Event, _ metav1.Cre
 	f := n.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "create")
-	if f.fail != nil {
-		return nil, f.fail
+	if err := f.call("create"); err != nil {
+		return nil, err
 	}
 	if ev.ResourceVersion != "" {
 		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
@@ -86,9 +91,8 @@ func (n *fakeNamespace) Patch(_ context.Context, name string, pt types.PatchType
 	f := n.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "patch")
-	if f.fail != nil {
-		return nil, f.fail
+	if err := f.call("patch"); err != nil {
+		return nil, err
 	}
 	if pt != types.MergePatchType {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("patch type %s", pt))
@@ -119,9 +123,8 @@ func (n *fakeNamespace) Get(_ context.Context, name string, _ metav1.GetOptions)
 	f := n.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "get")
-	if f.fail != nil {
-		return nil, f.fail
+	if err := f.call("get"); err != nil {
+		return nil, err
 	}
 	cur, ok := f.stored[n.ns+"/"+name]
 	if !ok {

@@ -38,6 +38,15 @@ func gpuNode() *corev1.Node {
 
 var t0 = time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 
+// expectTrail checks the one Event stored: its steps, newest first, and
+// its count. It returns the Event.
+func expectTrail(g Gomega, api *fakeEvents, count int, steps ...string) *corev1.Event {
+	ev := api.only()
+	g.ExpectWithOffset(1, Steps(ev.Message)).To(Equal(steps))
+	g.ExpectWithOffset(1, ev.Count).To(BeEquivalentTo(count))
+	return ev
+}
+
 func TestABurstOfStepsIsOneEventNewestFirst(t *testing.T) {
 	g := NewWithT(t)
 	api, now := newFakeEvents(), t0
@@ -75,9 +84,7 @@ func TestTheNextStepUpdatesTheSameEvent(t *testing.T) {
 	r.next(context.Background())
 
 	g.Expect(api.calls).To(Equal([]string{"create", "patch"}), "no read: the trail was in memory")
-	ev := api.only()
-	g.Expect(Steps(ev.Message)).To(Equal([]string{"two", "one"}))
-	g.Expect(ev.Count).To(BeEquivalentTo(2))
+	ev := expectTrail(g, api, 2, "two", "one")
 	g.Expect(ev.FirstTimestamp.Time).To(BeTemporally("==", t0))
 }
 
@@ -113,9 +120,7 @@ func TestARestartedRecorderGoesOnWithTheTrail(t *testing.T) {
 	after.next(context.Background())
 
 	g.Expect(api.calls).To(Equal([]string{"create", "create", "get", "patch"}))
-	ev := api.only()
-	g.Expect(Steps(ev.Message)).To(Equal([]string{"after the restart", "before the restart"}))
-	g.Expect(ev.Count).To(BeEquivalentTo(2))
+	ev := expectTrail(g, api, 2, "after the restart", "before the restart")
 	g.Expect(ev.FirstTimestamp.Time).To(BeTemporally("==", t0))
 }
 
@@ -132,9 +137,7 @@ func TestAnEventChangedByAnotherWriterIsReadBack(t *testing.T) {
 
 	r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "mine again")
 	r.next(context.Background())
-	ev := api.only()
-	g.Expect(Steps(ev.Message)).To(Equal([]string{"mine again", "theirs", "mine"}))
-	g.Expect(ev.Count).To(BeEquivalentTo(3))
+	expectTrail(g, api, 3, "mine again", "theirs", "mine")
 }
 
 // The API server deletes events an hour old (its event TTL): the trail
@@ -151,9 +154,7 @@ func TestADeletedEventStartsAfresh(t *testing.T) {
 	now = now.Add(30 * time.Second)
 	r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "new")
 	r.next(context.Background())
-	ev := api.only()
-	g.Expect(Steps(ev.Message)).To(Equal([]string{"new"}))
-	g.Expect(ev.Count).To(BeEquivalentTo(1))
+	ev := expectTrail(g, api, 1, "new")
 	g.Expect(ev.FirstTimestamp.Time).To(Equal(now))
 }
 
