@@ -78,8 +78,11 @@ var _ events.EventRecorder = (*Recorder)(nil)
 
 // key is what one Event is about.
 type key struct {
-	uid         types.UID
-	reason, typ string
+	// uid names the object; kind and name too, for an object without a
+	// UID (one built in memory rather than read).
+	uid               types.UID
+	kind, namespace   string
+	name, reason, typ string
 }
 
 // entry is an Event's trail as this process knows it.
@@ -131,7 +134,7 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 		return
 	}
 	text := strings.ReplaceAll(fmt.Sprintf(note, args...), "\n", " ")
-	r.log.V(1).Info(text, "type", eventtype, "object", ref, "reason", reason)
+	r.log.V(1).Info("event", "type", eventtype, "object", ref, "reason", reason, "note", text)
 	var rel *corev1.ObjectReference
 	if related != nil {
 		if rel, err = reference.GetReference(r.scheme, related); err == nil {
@@ -141,7 +144,7 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	// The object's version changes with every write to it: the Event
 	// names the object, not one of its versions.
 	ref.ResourceVersion = ""
-	k := key{uid: ref.UID, reason: reason, typ: eventtype}
+	k := key{uid: ref.UID, kind: ref.Kind, namespace: ref.Namespace, name: ref.Name, reason: reason, typ: eventtype}
 	now := r.opts.Now()
 
 	r.mu.Lock()
@@ -188,10 +191,10 @@ func eventNamespace(ref *corev1.ObjectReference) string {
 
 // eventName is the one name of the Event about ref's object with this
 // reason and type, stable across restarts: the object's name, and a hash
-// of its UID, the reason and the type.
+// of its kind, namespace, name, UID, the reason and the type.
 func eventName(ref *corev1.ObjectReference, reason, typ string) string {
 	h := fnv.New64a()
-	for _, s := range []string{string(ref.UID), reason, typ} {
+	for _, s := range []string{ref.Kind, ref.Namespace, ref.Name, string(ref.UID), reason, typ} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

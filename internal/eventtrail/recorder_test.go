@@ -88,7 +88,7 @@ func TestTheNextStepUpdatesTheSameEvent(t *testing.T) {
 	g.Expect(ev.FirstTimestamp.Time).To(BeTemporally("==", t0))
 }
 
-func TestAnotherReasonOrTypeIsAnotherEvent(t *testing.T) {
+func TestAnotherObjectReasonOrTypeIsAnotherEvent(t *testing.T) {
 	g := NewWithT(t)
 	api, now := newFakeEvents(), t0
 	r := testRecorder(t, api, &now)
@@ -96,10 +96,13 @@ func TestAnotherReasonOrTypeIsAnotherEvent(t *testing.T) {
 	r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "a step")
 	r.Eventf(n, nil, corev1.EventTypeWarning, "DriverUpgrade", "Upgrade", "a failure")
 	r.Eventf(n, nil, corev1.EventTypeNormal, "MaintenanceWaiting", "Wait", "a wait")
-	for range 3 {
+	// Another object without a UID (built in memory) of the same name.
+	r.Eventf(&corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1"}}, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "another object")
+	for range 4 {
 		r.next(context.Background())
 	}
-	g.Expect(api.stored).To(HaveLen(3))
+	g.Expect(api.stored).To(HaveLen(4))
 	for _, ev := range api.stored {
 		g.Expect(ev.Count).To(BeEquivalentTo(1), ev.Name)
 	}
@@ -203,7 +206,7 @@ func TestAnAPIServerThatRefusesWritesCostsOneMessagePerEvent(t *testing.T) {
 	for i := range 1000 {
 		r.Eventf(n, nil, corev1.EventTypeNormal, "DriverUpgrade", "Upgrade", "step %d of a long wait", i)
 	}
-	e := r.entries[key{uid: "uid-1", reason: "DriverUpgrade", typ: corev1.EventTypeNormal}]
+	e := r.entries[key{uid: "uid-1", kind: "Node", name: "gpu-node-1", reason: "DriverUpgrade", typ: corev1.EventTypeNormal}]
 	g.Expect(len(trail(e.pending, ""))).To(BeNumerically("<=", noteLimit))
 	g.Expect(e.unwritten).To(BeEquivalentTo(1000))
 
