@@ -250,3 +250,45 @@ func TestTheTrailKeepsTheNewestStepsThatFit(t *testing.T) {
 	g.Expect(utf8.ValidString(cutOne)).To(BeTrue())
 	g.Expect(Steps("a message another writer wrote")).To(Equal([]string{"a message another writer wrote"}))
 }
+
+// A step that repeats the newest (a pod keeping a node waiting, at every
+// look) adds no line and no write of its own: it is counted, and written
+// with the next step that differs, or once Keep has passed since the last
+// write.
+func TestARepeatedStepIsCountedNotWritten(t *testing.T) {
+	g := NewWithT(t)
+	api, now := newFakeEvents(), t0
+	r := testRecorder(t, api, &now)
+	n := gpuNode()
+	waiting := "pod workloads/training keeps the node waiting"
+	r.Eventf(n, nil, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict", "%s", waiting)
+	r.next(context.Background())
+	for range 5 {
+		now = now.Add(5 * time.Second)
+		r.Eventf(n, nil, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict", "%s", waiting)
+	}
+	g.Expect(api.calls).To(Equal([]string{"create"}), "a repeat is not written on its own")
+
+	r.Eventf(n, nil, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict", "%s", "pod workloads/training evicted")
+	r.Eventf(n, nil, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict", "%s", "pod workloads/training evicted")
+	r.next(context.Background())
+	g.Expect(api.calls).To(Equal([]string{"create", "patch"}))
+	ev := expectTrail(g, api, 8, "pod workloads/training evicted", waiting)
+	g.Expect(ev.LastTimestamp.Time).To(BeTemporally("==", now))
+
+	// Only repeats since the last write: written once Keep has passed,
+	// when the Keep timer the write set fires (here, by hand).
+	k := key{uid: "uid-1", kind: "Node", name: "gpu-node-1", reason: "GPUDriverUpgrade", typ: corev1.EventTypeWarning}
+	now = now.Add(time.Second)
+	seen := now
+	r.Eventf(n, nil, corev1.EventTypeWarning, "GPUDriverUpgrade", "Evict", "%s", "pod workloads/training evicted")
+	r.queue.Add(k)
+	r.next(context.Background())
+	g.Expect(api.calls).To(Equal([]string{"create", "patch"}), "Keep has not passed")
+	now = now.Add(r.opts.Keep)
+	r.queue.Add(k)
+	r.next(context.Background())
+	g.Expect(api.calls).To(Equal([]string{"create", "patch", "patch"}))
+	ev = expectTrail(g, api, 9, "pod workloads/training evicted", waiting)
+	g.Expect(ev.LastTimestamp.Time).To(BeTemporally("==", seen))
+}

@@ -47,7 +47,15 @@ func (r *Recorder) next(ctx context.Context) bool {
 		r.mu.Unlock()
 		return true
 	}
-	if len(e.pending) == 0 {
+	if len(e.pending) == 0 && e.unwritten > 0 {
+		// Only repeats of the newest step: written once Keep has passed
+		// since the last write.
+		if idle := r.opts.Now().Sub(e.lastWrite); idle < r.opts.Keep {
+			r.queue.AddAfter(k, r.opts.Keep-idle)
+			r.mu.Unlock()
+			return true
+		}
+	} else if len(e.pending) == 0 {
 		r.expire(k, e.lastWrite, r.opts.Keep, func() {
 			delete(r.entries, k)
 			if e.resourceVersion != "" {
@@ -179,8 +187,7 @@ func (r *Recorder) patch(ctx context.Context, ev *corev1.Event) (*corev1.Event, 
 // event is the Event of w's pending steps on top of a trail with this
 // message, count and first time (none for a new Event).
 func (r *Recorder) event(w *writing, base string, count int32, first time.Time) *corev1.Event {
-	newest := w.pending[len(w.pending)-1].at
-	if first.IsZero() {
+	if first.IsZero() && len(w.pending) > 0 {
 		first = w.pending[0].at
 	}
 	return &corev1.Event{
@@ -193,7 +200,7 @@ func (r *Recorder) event(w *writing, base string, count int32, first time.Time) 
 		Message:             trail(w.pending, base),
 		Count:               count + w.unwritten,
 		FirstTimestamp:      metav1.NewTime(first),
-		LastTimestamp:       metav1.NewTime(newest),
+		LastTimestamp:       metav1.NewTime(w.lastSeen),
 		Source:              corev1.EventSource{Component: r.opts.Controller},
 		ReportingController: r.opts.Controller,
 		ReportingInstance:   r.opts.Instance,
