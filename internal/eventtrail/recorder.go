@@ -106,7 +106,9 @@ type entry struct {
 	// exists says the Event was written before its trail came back to
 	// memory: it is read rather than created.
 	exists bool
-	// lastSeen is when the newest step, or its repeat, was recorded.
+	// newest is the text of the newest step recorded, written or not;
+	// lastSeen is when it, or its repeat, was recorded.
+	newest   string
 	lastSeen time.Time
 	// lastWrite is when the Event was last written; tries counts the
 	// failed writes of the steps now pending.
@@ -158,34 +160,23 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 		delete(r.known, k)
 		r.entries[k] = e
 	}
+	repeat := !e.lastSeen.IsZero() && e.newest == text
 	e.action, e.related, e.lastSeen = action, rel, now
 	e.unwritten++
-	if newest, ok := e.newest(); ok && newest == text {
+	if repeat {
 		// The same step again (a pod that keeps a node waiting, at every
 		// look): counted, and written with the next step that differs or
 		// at the Keep timer, at most once per Keep, as a series would be.
 		r.mu.Unlock()
 		return
 	}
+	e.newest = text
 	e.pending = fitting(append(e.pending, step{at: now, text: text}))
 	first := len(e.pending) == 1
 	r.mu.Unlock()
 	if first {
 		r.queue.AddAfter(k, r.opts.Batch)
 	}
-}
-
-// newest is the text of the entry's newest step, pending or written;
-// false for none.
-func (e *entry) newest() (string, bool) {
-	if len(e.pending) > 0 {
-		return e.pending[len(e.pending)-1].text, true
-	}
-	first, _, _ := strings.Cut(e.written, separator)
-	if len(first) > len(stampLayout) {
-		return first[len(stampLayout)+1:], true
-	}
-	return "", false
 }
 
 // fitting drops the oldest steps that would not fit a message, so that a

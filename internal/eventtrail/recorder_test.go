@@ -292,3 +292,27 @@ func TestARepeatedStepIsCountedNotWritten(t *testing.T) {
 	ev = expectTrail(g, api, 9, "pod workloads/training evicted", waiting)
 	g.Expect(ev.LastTimestamp.Time).To(BeTemporally("==", seen))
 }
+
+// A step is a repeat only of the newest step recorded, whether or not it
+// is written yet: A, B, A is three lines, and A, A while A is being
+// written is one.
+func TestARepeatIsOfTheNewestStepOnly(t *testing.T) {
+	g := NewWithT(t)
+	api, now := newFakeEvents(), t0
+	r := testRecorder(t, api, &now)
+	n := gpuNode()
+	for _, text := range []string{"a", "b", "a"} {
+		r.Eventf(n, nil, corev1.EventTypeNormal, "GPUDriverUpgrade", "Upgrade", "%s", text)
+		r.next(context.Background())
+	}
+	expectTrail(g, api, 3, "a", "b", "a")
+
+	// The newest step taken to be written, not yet written, repeated.
+	k := key{uid: "uid-1", kind: "Node", name: "gpu-node-1", reason: "GPUDriverUpgrade", typ: corev1.EventTypeNormal}
+	r.Eventf(n, nil, corev1.EventTypeNormal, "GPUDriverUpgrade", "Upgrade", "c")
+	r.mu.Lock()
+	r.entries[k].pending, r.entries[k].unwritten = nil, 0 // as next does while it writes
+	r.mu.Unlock()
+	r.Eventf(n, nil, corev1.EventTypeNormal, "GPUDriverUpgrade", "Upgrade", "c")
+	g.Expect(r.entries[k].pending).To(BeEmpty(), "a repeat of the step being written")
+}
