@@ -91,8 +91,11 @@ func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepp
 	node, next, err := p.r.takeRemediation(ctx, p, n, f, step, keep)
 	// Only steps under way poll, for their timeouts and the pods they
 	// list live; a node waiting for the budget, an approval, an upgrade
-	// or a reboot is woken by the node change that lets it go on.
-	return stepped{node: node, busy: remediation.InProgress(next)}, err
+	// or a reboot is woken by the node change that lets it go on. One
+	// waiting out the kubelet's grace after a MIG change polls too: no
+	// node change need come when the grace ends.
+	graced := next == gpuv1.RemediationRequired && p.r.migJustDone(n, p.now)
+	return stepped{node: node, busy: remediation.InProgress(next) || graced}, err
 }
 
 func (repairs) forget(ctx context.Context, p *pass, n *corev1.Node) error {
