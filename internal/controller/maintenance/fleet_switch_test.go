@@ -1,4 +1,4 @@
-package arbiter_test
+package maintenance
 
 import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"

@@ -1,4 +1,4 @@
-package arbiter_test
+package maintenance
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ func (e *explored) nameOf(m moveName) int32 {
 
 // explore visits every state reachable from start, checking each, up to
 // limit states.
-func explore(t *testing.T, start world, limit int) *explored {
+func explore(t *testing.T, j *judge, start world, limit int) *explored {
 	t.Helper()
 	e := &explored{index: map[world]int32{}, names: map[moveName]int32{}}
 	add := func(w world, from, name int32) int32 {
@@ -60,11 +60,11 @@ func explore(t *testing.T, start world, limit int) *explored {
 		w := e.states[id]
 		e.progressAt = append(grow(e.progressAt), int32(len(e.progressEdges)))
 		e.enabledAt = append(grow(e.enabledAt), int32(len(e.enabledNames)))
-		if v := violations(w); len(v) > 0 {
+		if v := violations(j, w); len(v) > 0 {
 			t.Fatalf("%s\nin:\n%s\nreached by:\n%s", strings.Join(v, "\n"), describe(w), e.path(id))
 		}
-		for _, m := range w.moves() {
-			if v := startViolations(w, m.to); len(v) > 0 {
+		for _, m := range w.moves(j) {
+			if v := startViolations(j.shape, w, m.to); len(v) > 0 {
 				t.Fatalf("%s\nin:\n%s\nreached by:\n%s  %s\n", strings.Join(v, "\n"), describe(m.to), e.path(id), m.name)
 			}
 			name := e.nameOf(m.name)

@@ -1,4 +1,4 @@
-package arbiter_test
+package maintenance
 
 import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -20,15 +20,17 @@ type effect func(*node)
 // whose writes all conflict, cut one whose look stops after its first
 // write (the operator killed); -1 for none. A start that took no place
 // (a free MIG reconfiguration) is marked on its node (node.freeHold).
-func (w world) pass(skip, cut int) world {
+func (w world) pass(j *judge, skip, cut int) world {
 	for i := range w.size {
 		w.n[i].judge(w.poolMode)
 	}
 	views := make([]arbiter.Node, w.size)
+	var runs [fleetSize][arbiter.NumOperations]bool
 	for i := range views {
-		views[i] = w.view(i)
+		look := j.look(&w, i)
+		views[i], runs[i] = look.view, look.runs
 	}
-	admission, errs := arbiter.Admit(views, budgets)
+	admission, errs := arbiter.Admit(views, j.p.budgets)
 	if len(errs) > 0 {
 		panic(errs)
 	}
@@ -39,7 +41,7 @@ func (w world) pass(skip, cut int) world {
 		}
 		starts, _ := arbiter.Candidates(&views[i])
 		free := len(starts) > 0 && starts[0].Free
-		effects := w.n[i].step(&views[i], admitted, free, w.poolMode)
+		effects := w.n[i].step(&views[i], runs[i], admitted, free, w.poolMode)
 		switch i {
 		case skip:
 			effects = nil
@@ -55,10 +57,13 @@ func (w world) pass(skip, cut int) world {
 
 // step takes one step of each machine on the node, in the arbiter's
 // order, and returns the effects in the order the controller makes them.
-func (n node) step(view *arbiter.Node, admitted arbiter.Operation, free bool, pool mode) []effect {
+func (n node) step(view *arbiter.Node, runs [arbiter.NumOperations]bool, admitted arbiter.Operation, free bool, pool mode) []effect {
 	var all []effect
 	cur := n
 	for op := range arbiter.NumOperations {
+		if !runs[op] {
+			continue // as the controller skips a machine that does not run
+		}
 		var effects []effect
 		switch op {
 		case arbiter.DriverUpgrade:

@@ -1,4 +1,4 @@
-package arbiter_test
+package maintenance
 
 import (
 	"fmt"
@@ -51,14 +51,14 @@ var (
 )
 
 // moves are every transition from w.
-func (w world) moves() []move {
+func (w world) moves(j *judge) []move {
 	var out []move
 	add := func(name moveName, progress bool, to world) {
 		unexcuse(&to)
 		out = append(out, move{name, progress, to})
 	}
 	fleet := func(s string) moveName { return moveName{s, -1} }
-	look := w.pass(-1, -1)
+	look := w.pass(j, -1, -1)
 	add(fleet("look"), true, look)
 	for i := range int(w.size) {
 		n := &w.n[i]
@@ -93,6 +93,22 @@ func (w world) moves() []move {
 		if n.pdb {
 			add(at("the PodDisruptionBudget lets go"), true, change(func(n *node) { n.pdb = false }))
 		}
+		if n.unlabelled {
+			add(at("the node controller writes its deploy labels back"), true, change(func(n *node) { n.unlabelled = false }))
+		}
+		if n.personCordon {
+			// A person who cordoned a node uncordons it in the end: the
+			// upgrades and switches of its pool wait for that.
+			add(at("the person uncordons it"), true, change(func(n *node) { n.personCordon = false }))
+		}
+		if n.mig.label() == gpuv1.MIGReconfigureDone && !n.expired[arbiter.MIGReconfiguration] {
+			// Time: the kubelet's grace for the resource a MIG change
+			// replaced (timers.KubeletResourceGrace, minutes) passes,
+			// whatever else happens meanwhile; no repair starts on the
+			// node before (migJustDone).
+			add(at("the kubelet's grace after the MIG change passes"), true,
+				change(func(n *node) { n.expired[arbiter.MIGReconfiguration] = true }))
+		}
 		if n.slices && !(n.mode == draMode && n.pluginReady) {
 			// The kubelet deletes the slices of a plugin gone for a while.
 			add(at("the kubelet deletes the DRA driver's slices"), true, change(func(n *node) { n.slices = false }))
@@ -123,7 +139,13 @@ func (w world) moves() []move {
 			if n.pods && !n.pdb {
 				fault("a PodDisruptionBudget holds its GPU pods", func(n *node) { n.pdb, n.excused = true, true })
 			}
-			if !n.pods && !n.upCordon && !n.repTaint && !n.migTaint && !n.swTaint && n.mode != noneMode {
+			if j.flaps && !n.unlabelled {
+				fault("its labels flap", func(n *node) { n.unlabelled = true })
+			}
+			if j.cordons && !n.personCordon {
+				fault("a person cordons it", func(n *node) { n.personCordon = true })
+			}
+			if !n.pods && !n.upCordon && !n.personCordon && !n.repTaint && !n.migTaint && !n.swTaint && n.mode != noneMode {
 				fault("a GPU pod is scheduled", func(n *node) { n.pods = true })
 			}
 			if n.migPod == 1 && n.migWord == pendingWord {
@@ -137,10 +159,10 @@ func (w world) moves() []move {
 					fault(earlyTimeoutNames[op], func(n *node) { n.expired[op], n.excused = true, true })
 				}
 			}
-			next := w.pass(i, -1)
+			next := w.pass(j, i, -1)
 			next.faults--
 			add(at("a look whose writes conflict"), false, next)
-			next = w.pass(-1, i)
+			next = w.pass(j, -1, i)
 			next.faults--
 			add(at("a look cut after its first write"), false, next)
 		}

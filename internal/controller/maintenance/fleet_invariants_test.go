@@ -1,4 +1,4 @@
-package arbiter_test
+package maintenance
 
 import (
 	"fmt"
@@ -13,20 +13,28 @@ import (
 )
 
 // violations are what a state breaks, in a person's words.
-func violations(w world) []string {
+func violations(j *judge, w world) []string {
+	sh := j.shape
 	var out []string
-	// Every budget is 1: no operation holds more than one node but where
-	// it started free (a MIG reconfiguration of a node serving nothing).
-	// maxUnavailable counts the others' holds too (startViolations).
+	if why := j.dropped(&w); why != "" {
+		out = append(out, why)
+	}
+	// Every share is 1 but the pair's upgrades and switches (none): no
+	// operation holds more than one node of its scope but where it started
+	// free (a MIG reconfiguration of a node serving nothing).
+	// maxUnavailable and the NVLink domain cap count the others' holds too
+	// (startViolations).
 	for op := range arbiter.NumOperations {
-		held := 0
-		for i := range w.size {
-			if n := &w.n[i]; n.phase(op).Holds() && !n.freeHold[op] {
-				held++
+		held := map[string]int{}
+		for i := range int(w.size) {
+			if n := &w.n[i]; n.phase(op).Holds() && !n.freeHold[op] && sh.share(op, i) > 0 {
+				held[sh.scope(op, i)]++
 			}
 		}
-		if held > 1 {
-			out = append(out, fmt.Sprintf("the %s holds %d nodes, its budget 1", op, held))
+		for scope, nodes := range held {
+			if nodes > 1 {
+				out = append(out, fmt.Sprintf("the %s holds %d nodes of %q, its share 1", op, nodes, scope))
+			}
 		}
 	}
 	for i := range w.size {
@@ -58,29 +66,41 @@ func violations(w world) []string {
 // a switch starts only where every other node is in service, which keeps
 // availability hard whatever else holds nodes, but for a node out of
 // service already.
-func startViolations(before, after world) []string {
+func startViolations(sh shape, before, after world) []string {
 	var out []string
-	for i := range after.size {
+	for i := range int(after.size) {
 		for op := range arbiter.NumOperations {
 			if before.n[i].phase(op).Holds() || !after.n[i].phase(op).Holds() || after.n[i].freeHold[op] {
 				continue
 			}
 			// A node out of service already (held by another operation,
 			// or cordoned) has no availability to lose.
-			availability := (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && !before.n[i].upCordon && !held(before.n[i])
-			for j := range before.size {
-				if j == i {
+			availability := (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && !outOfService(&before.n[i])
+			for j := range int(before.size) {
+				if j == i || sh.pool(i) != sh.pool(j) && availability {
 					continue
 				}
-				if availability && before.n[j].upCordon {
+				if availability && before.n[j].cordoned() {
 					out = append(out, fmt.Sprintf("the %s started on node %c while node %c was cordoned: maxUnavailable of 1 was taken",
 						op, 'a'+i, 'a'+j))
 				}
 				for other := range arbiter.NumOperations {
 					ph := before.n[j].phase(other)
-					if ph.Holds() && (availability || other == op) {
+					share := other == op && sh.share(op, i) > 0 && sh.scope(op, i) == sh.scope(op, j)
+					if ph.Holds() && (availability || share) {
 						out = append(out, fmt.Sprintf("the %s started on node %c while the %s held node %c (%s): its budget of 1 was taken",
 							op, 'a'+i, other, 'a'+j, ph))
+					}
+				}
+			}
+			// The NVLink domain cap (1) counts over the pools: a start
+			// in a domain in service while another is out of service
+			// takes a second.
+			if d := sh.domain(i); d != "" && !sh.domainOut(&before, d) {
+				for j := range int(before.size) {
+					if other := sh.domain(j); other != d && outOfService(&before.n[j]) {
+						out = append(out, fmt.Sprintf("the %s started on node %c (%s) while node %c put %s out of service: "+
+							"maxUnavailableNVLinkDomains of 1 was taken", op, 'a'+i, d, 'a'+j, other))
 					}
 				}
 			}
@@ -89,21 +109,34 @@ func startViolations(before, after world) []string {
 	return out
 }
 
+// outOfService: an operation holds the node, or it is cordoned.
+func outOfService(n *node) bool { return held(*n) || n.cordoned() }
+
+// domainOut reports whether a node of the domain is out of service.
+func (sh shape) domainOut(w *world, domain string) bool {
+	for j := range int(w.size) {
+		if sh.domain(j) == domain && outOfService(&w.n[j]) {
+			return true
+		}
+	}
+	return false
+}
+
 // startable names a queued operation that the table lets start on its
 // node and whose every budget (each 1) has room, counted by hand from the
 // budgets' rules: no look admits it, and it would wait for ever (issue 52,
 // finding 2: a repair held back by its node's upgrade, queued behind a
 // full budget). "" when there is none.
-func startable(w world) string {
+func startable(j *judge, w world) string {
 	views := make([]arbiter.Node, w.size)
 	for i := range views {
-		views[i] = w.view(i)
+		views[i] = j.view(&w, i)
 	}
 	for i := range views {
 		starts, _ := arbiter.Candidates(&views[i])
 		for _, s := range starts {
 			room := true
-			for _, b := range budgets[s.Op] {
+			for _, b := range j.p.budgets[s.Op] {
 				if b.Counts(&views[i]) {
 					continue // counted already: no new place
 				}
@@ -118,6 +151,10 @@ func startable(w world) string {
 	}
 	return ""
 }
+
+// cordoned reports whether the node is cordoned, by its upgrade or a
+// person.
+func (n *node) cordoned() bool { return n.upCordon || n.personCordon }
 
 // held reports whether any operation holds the node.
 func held(n node) bool {
@@ -179,7 +216,7 @@ func (n *node) label(op arbiter.Operation) string {
 // operation still queued waits for one parked (failed, or waiting for a
 // reboot or a person) somewhere in the fleet, which holds its place or
 // its node: none waits for ever behind nothing (issue 52, finding 7).
-func final(w world) (bool, string) {
+func final(j *judge, w world) (bool, string) {
 	parked, queued := false, ""
 	for i := range w.size {
 		for op := range arbiter.NumOperations {
@@ -194,7 +231,7 @@ func final(w world) (bool, string) {
 	if queued != "" && !parked {
 		return false, queued
 	}
-	if why := startable(w); why != "" {
+	if why := startable(j, w); why != "" {
 		return false, why
 	}
 	for i := range w.size {
@@ -242,10 +279,10 @@ func describe(w world) string {
 	var b strings.Builder
 	for i := range w.size {
 		n := &w.n[i]
-		fmt.Fprintf(&b, "  node %c: upgrade=%q cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t "+
+		fmt.Fprintf(&b, "  node %c: unlabelled=%t upgrade=%q cordon=%t person's cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t "+
 			"switch=%q taint=%t target=%s hold=%s mode=%s slices=%t "+
 			"driverOld=%t driverGone=%t restarting=%t plugin=%t unhealthy=%t heal=%d pods=%t pdb=%t expired=%v excused=%t\n",
-			'a'+i, n.up.label(), n.upCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(),
+			'a'+i, n.unlabelled, n.up.label(), n.upCordon, n.personCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(),
 			n.sw.label(), n.swTaint, n.swTarget.label(), n.swHold.label(), n.mode.label(), n.slices,
 			n.driverOld, n.driverGone, n.restarting, n.pluginReady, n.unhealthy, n.heal, n.pods, n.pdb, n.expired, n.excused)
 	}

@@ -1,9 +1,7 @@
-package arbiter_test
+package maintenance
 
 import (
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
@@ -60,6 +58,16 @@ type node struct {
 	// The driver upgrade: its label, and whether it holds the cordon.
 	up       upState
 	upCordon bool
+	// personCordon is a person's cordon (kubectl cordon), which no
+	// operation writes or lifts: the node is out of service for the
+	// budgets that count availability.
+	personCordon bool
+	// unlabelled: the node's labels flapped: NFD's PCI label is gone (an
+	// nfd-master restart; the node controller keeps gpu.present within its
+	// grace) and so are the deploy labels of the driver and mig-manager (a
+	// person or a tool deleted them rather than set them to false, which
+	// is no opt-out). The node controller writes the deploy labels back.
+	unlabelled bool
 	// The repair: its label and taint, and what its annotations keep.
 	rep            repState
 	repTaint       bool
@@ -260,8 +268,8 @@ func (n *node) judge(pool mode) {
 	}
 }
 
-// The policy: budgets of 1, and timeouts the model's clock either meets
-// or runs past.
+// The machines' policies: timeouts the model's clock either meets or
+// runs past. The budgets are the controller's (newJudge).
 var (
 	upgradePolicy = upgrade.Policy{AutoUpgrade: true, WaitTimeout: time.Hour, PodDeletionTimeout: time.Hour, DrainTimeout: time.Hour,
 		ValidationTimeout: time.Hour, PodRestartTimeout: time.Hour}
@@ -270,32 +278,4 @@ var (
 	switchPolicy = modeswitch.Policy{EvictionTimeout: time.Hour, PluginsOffTimeout: time.Hour, ValidationTimeout: time.Hour}
 	migPolicy    = migreconfig.Policy{EvictionTimeout: time.Hour, ApplyTimeout: time.Hour, ValidationTimeout: time.Hour,
 		InPlaceWait: time.Hour, ClientsOffTimeout: time.Hour, RetryBackoff: time.Minute}
-	budgets = func() arbiter.Budgets {
-		var b arbiter.Budgets
-		one := intstr.FromInt32(1)
-		b[arbiter.DriverUpgrade] = []arbiter.Budget{{Field: "maxParallelUpgrades", Op: arbiter.DriverUpgrade, Limit: one, PerPool: true},
-			{Field: "maxUnavailable", Op: arbiter.DriverUpgrade, Limit: one, PerPool: true, Unavailable: true}}
-		b[arbiter.Repair] = []arbiter.Budget{{Field: "remediation.maxParallel", Op: arbiter.Repair, Limit: one}}
-		b[arbiter.MIGReconfiguration] = []arbiter.Budget{{Field: "migManager.maxParallel", Op: arbiter.MIGReconfiguration, Limit: one}}
-		b[arbiter.ModeSwitch] = []arbiter.Budget{{Field: "maxParallelUpgrades", Op: arbiter.ModeSwitch, Limit: one, PerPool: true},
-			{Field: "maxUnavailable", Op: arbiter.ModeSwitch, Limit: one, PerPool: true, Unavailable: true}}
-		return b
-	}()
 )
-
-// view is what the arbiter knows of node i, as the maintenance controller
-// reads it.
-func (w *world) view(i int) arbiter.Node {
-	n := &w.n[i]
-	v := arbiter.Node{Name: string(rune('a' + i)), Pool: "default", Unavailable: n.upCordon}
-	for op := range arbiter.NumOperations {
-		v.Ops[op] = arbiter.Position{Phase: n.phase(op), Since: now}
-	}
-	v.MIGRestore = n.lost() && n.desired == n.applied
-	gpuPods := 0
-	if n.pods {
-		gpuPods = 1
-	}
-	v.MIGFree = arbiter.MIGStartsFree(n.served, n.pluginReady, n.lost(), gpuPods)
-	return v
-}

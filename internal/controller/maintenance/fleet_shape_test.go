@@ -1,0 +1,152 @@
+package maintenance
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	gpuv1alpha1 "github.com/gpu-operator/gpu-operator/api/v1alpha1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+)
+
+// shape is a fleet the exhaustive check explores: its size, the faults and
+// changes it may meet, and what it has besides one pool of nodes.
+type shape struct {
+	nodes, faults, modeChanges uint8
+	// cordons: people cordon nodes (a fault) and uncordon them in the end.
+	cordons bool
+	// flaps: a node's labels flap (node.unlabelled, a fault).
+	flaps bool
+	// pools: the fleet is two driver pools of NVIDIADrivers. The pair (a
+	// and b) has upgrade settings of its own, in a percentage
+	// (maxUnavailable 50%, maxParallelUpgrades unlimited); the single
+	// (c) has the ClusterPolicy's. One NVLink domain spans both pools (a
+	// and c, rack-1; b is rack-2), capped at one domain out of service.
+	// The nodes have waited for their starts for different times, the
+	// last the longest, against their names' order.
+	pools bool
+}
+
+// parseShape reads nodes:faults[:mode changes][/cordons+flaps+pools].
+func parseShape(s string) (shape, error) {
+	var sh shape
+	counts, features, _ := strings.Cut(s, "/")
+	parts := strings.Split(counts, ":")
+	var err error
+	switch len(parts) {
+	case 2:
+		_, err = fmt.Sscanf(counts, "%d:%d", &sh.nodes, &sh.faults)
+	case 3:
+		_, err = fmt.Sscanf(counts, "%d:%d:%d", &sh.nodes, &sh.faults, &sh.modeChanges)
+	default:
+		err = fmt.Errorf("not nodes:faults[:mode changes]")
+	}
+	if err != nil || sh.nodes < 1 || sh.nodes > fleetSize {
+		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+pools] with 1 to %d nodes", s, fleetSize)
+	}
+	for f := range strings.SplitSeq(features, "+") {
+		switch f {
+		case "":
+		case "cordons":
+			sh.cordons = true
+		case "pools":
+			sh.pools = true
+		case "flaps":
+			sh.flaps = true
+		default:
+			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, pools)", s, f)
+		}
+	}
+	return sh, nil
+}
+
+func (sh shape) String() string {
+	s := fmt.Sprintf("%d nodes, %d faults, %d mode changes", sh.nodes, sh.faults, sh.modeChanges)
+	if sh.cordons {
+		s += ", people's cordons"
+	}
+	if sh.flaps {
+		s += ", label flaps"
+	}
+	if sh.pools {
+		s += ", two pools, NVLink domains across them"
+	}
+	return s
+}
+
+// poolLabel selects a node's NVIDIADriver in a fleet with pools.
+const poolLabel = "example.com/pool"
+
+// pool is the driver pool node i is in: "" where the fleet has one.
+func (sh shape) pool(i int) string {
+	if !sh.pools {
+		return ""
+	}
+	if i == 2 {
+		return "single"
+	}
+	return "pair"
+}
+
+// domain is node i's NVLink domain: "" where the fleet has none.
+func (sh shape) domain(i int) string {
+	if !sh.pools {
+		return ""
+	}
+	if i == 1 {
+		return "rack-2"
+	}
+	return "rack-1"
+}
+
+// waited is how long before the model's now node i's operations entered
+// their states: the same for every node in a fleet of one pool (the
+// arbiter serves them by name), the last node the longest in one with
+// pools.
+func (sh shape) waited(i int) int {
+	if !sh.pools {
+		return 0
+	}
+	return int(sh.nodes) - i
+}
+
+// drivers are the NVIDIADrivers of a fleet with pools, and the policy's
+// settings they need.
+func (sh shape) drivers(cp *gpuv1.ClusterPolicy) []gpuv1alpha1.NVIDIADriver {
+	if !sh.pools {
+		return nil
+	}
+	cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true)
+	cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains = ptr.To(intstr.FromInt32(1))
+	half := intstr.FromString("50%")
+	pair := gpuv1alpha1.NVIDIADriver{ObjectMeta: metav1.ObjectMeta{Name: "pair"}, Spec: gpuv1alpha1.NVIDIADriverSpec{
+		DriverType: "gpu", Version: string(cp.Spec.Driver.Version), NodeSelector: gpuv1.Labels{poolLabel: "pair"},
+		UpgradePolicy: &gpuv1.DriverUpgradePolicySpec{AutoUpgrade: ptr.To(true), MaxParallelUpgrades: ptr.To(int32(0)),
+			MaxUnavailable: &half}}}
+	single := gpuv1alpha1.NVIDIADriver{ObjectMeta: metav1.ObjectMeta{Name: "single"}, Spec: gpuv1alpha1.NVIDIADriverSpec{
+		DriverType: "gpu", Version: string(cp.Spec.Driver.Version), NodeSelector: gpuv1.Labels{poolLabel: "single"}}}
+	return []gpuv1alpha1.NVIDIADriver{pair, single}
+}
+
+// scope is where the operation's own share on node i counts: the upgrade's
+// and the switch's in the node's pool, the others' over the fleet.
+func (sh shape) scope(op arbiter.Operation, i int) string {
+	if op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch {
+		return sh.pool(i)
+	}
+	return ""
+}
+
+// share is the limit of the operation's own share in node i's scope: 1,
+// or 0 for none (the pair's maxParallelUpgrades 0, which its upgrades and
+// switches share).
+func (sh shape) share(op arbiter.Operation, i int) int {
+	if (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && sh.pool(i) == "pair" {
+		return 0
+	}
+	return 1
+}
