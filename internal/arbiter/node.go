@@ -17,9 +17,10 @@ type Node struct {
 	// Ops is where each operation stands on the node.
 	Ops [NumOperations]Position
 	// MIGRestore is true when the MIG reconfiguration queued on the node
-	// applies its configuration again, its devices gone with a reboot or
-	// a new driver: the devices an upgrade's or a repair's validation
-	// waits for.
+	// makes devices the node has none of, gone with a reboot, a new driver
+	// or DynamicMIG: the devices an upgrade's or a repair's validation
+	// waits for, the configuration applied before or a new one (the
+	// device plugin stays off until one is made).
 	MIGRestore bool
 	// MIGFree is true when a MIG reconfiguration of the node costs no
 	// place in a budget: the node serves no GPUs (a new node) or its MIG

@@ -28,8 +28,8 @@ type Rule struct {
 	Want, Holder Operation
 	Phase        Phase
 	// RestoreOnly makes the row's verdict that of a MIG reconfiguration
-	// applying its configuration again (its devices gone with the
-	// holder's new driver); any other waits.
+	// making the node's devices again (gone with the holder's new driver,
+	// a reboot or DynamicMIG; Node.MIGRestore); any other waits.
 	RestoreOnly bool
 	Verdict     Verdict
 	Reason      string

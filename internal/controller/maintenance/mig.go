@@ -80,7 +80,10 @@ func (reconfigurations) position(ctx context.Context, p *pass, n *corev1.Node, v
 	queued := nodeReady(n) && p.r.driverSettled(n) && p.configs.refusal(p.cp, n, desired) == ""
 	lost := gating.MIGDevicesLost(n)
 	view.Ops[arbiter.MIGReconfiguration] = arbiter.Position{Phase: arbiter.MIGPhase(st, queued), Since: sinceOf(n, AnnotationMIGSince)}
-	view.MIGRestore = lost && desired == n.Annotations[gpuv1.AnnotationMIGApplied]
+	// Whichever configuration comes next makes the devices a validation
+	// waits for: the node controller keeps the device plugin off while
+	// any is set and the devices are gone (gating.MIGGate).
+	view.MIGRestore = lost && desired != ""
 	if view.Ops[arbiter.MIGReconfiguration].Phase != arbiter.Queued || view.Held() {
 		return
 	}

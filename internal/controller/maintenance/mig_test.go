@@ -9,11 +9,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
+	"github.com/gpu-operator/gpu-operator/internal/state"
 	"github.com/gpu-operator/gpu-operator/internal/state/migmanager"
+	"github.com/gpu-operator/gpu-operator/internal/state/registry"
 	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
 
@@ -83,5 +88,56 @@ func TestMIGAttemptIsItsPods(t *testing.T) {
 			g.Expect(f.AttemptPodGone).To(Equal(tt.podGone))
 			g.Expect(f.ManagerPods).To(Equal(tt.managerPod))
 		})
+	}
+}
+
+// A node whose MIG devices are gone (a reboot, a new driver, DynamicMIG)
+// serves nothing until a configuration is applied: the node controller
+// keeps its device plugin off while a configuration is set and the
+// devices are gone (gating.MIGGate), whichever it is. An upgrade's or a
+// repair's validation waits for that plugin, so the reconfiguration it
+// waits for is the next one, the configuration applied before or a new
+// one. Before, only the former was a restore the table lets in within a
+// validation: a new one waited for the validation, which waited for it,
+// until the upgrade failed. Found by the exhaustive check (2:0:1, the
+// DRA driver's DynamicMIG turned on and off).
+func TestAnyConfigurationMakesLostMIGDevicesAgain(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.MIGManager.Enabled = ptr.To(true)
+	graph, err := registry.Graph()
+	g.Expect(err).NotTo(HaveOccurred())
+	file, err := migconfig.Parse(migmanager.DefaultConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	p := &pass{r: &Reconciler{Graph: graph, Timers: fixture.Timers(), APIReader: fakeAPI().Build()}, cp: cp, now: time.Now(),
+		obs: &observed{pools: driverpool.FromPolicy(cp)}, configs: migConfigs{file: file}, sel: &podSelectors{},
+		machines: []machine{&reconfigurations{}}}
+	node := func(desired, under string) *corev1.Node {
+		labels := map[string]string{
+			gpuv1.LabelMIGReconfigureState:              string(gpuv1.MIGReconfigureRequired),
+			gpuv1.LabelMIGConfig:                        desired,
+			gpuv1.DeployLabel(string(state.MIGManager)): gpuv1.LabelTrue,
+		}
+		for _, s := range graph.Prerequisites(state.MIGManager) {
+			labels[gpuv1.StateLabel(string(s))] = string(gpuv1.StateReady)
+		}
+		return gpuNode("a", labels, map[string]string{AnnotationMIGSince: p.now.UTC().Format(time.RFC3339),
+			gpuv1.AnnotationMIGApplied: "all-1g.18gb", gpuv1.AnnotationMIGAppliedUnder: under, gpuv1.AnnotationServed: gpuv1.LabelTrue})
+	}
+	gone, kept := "boot-0/", "boot-1/" // gpuNode boots boot-1
+	for _, tc := range []struct {
+		desired, under string
+		restore        bool
+	}{
+		{"all-1g.18gb", gone, true},
+		{"all-disabled", gone, true},
+		{"all-disabled", kept, false},
+	} {
+		v := p.view(context.Background(), node(tc.desired, tc.under))
+		g.Expect(v.MIGRestore).To(Equal(tc.restore), "%s applied under %s", tc.desired, tc.under)
+		v.Ops[arbiter.DriverUpgrade] = arbiter.Position{Phase: arbiter.Validating, Since: p.now}
+		starts, _ := arbiter.Candidates(&v)
+		g.Expect(len(starts) > 0 && starts[0].Op == arbiter.MIGReconfiguration).To(Equal(tc.restore),
+			"%s applied under %s: starts within the upgrade's validation", tc.desired, tc.under)
 	}
 }
