@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
+	"github.com/gpu-operator/gpu-operator/internal/arbiter"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
+	"github.com/gpu-operator/gpu-operator/internal/driverpool"
 	"github.com/gpu-operator/gpu-operator/internal/migconfig"
 	"github.com/gpu-operator/gpu-operator/internal/migreconfig"
 	"github.com/gpu-operator/gpu-operator/internal/state"
@@ -194,4 +197,29 @@ func TestAMIGApplyOutlivesDynamicMIG(t *testing.T) {
 		delete(n.Labels, gpuv1.LabelAllocationMode)
 		g.Expect(reconfigurations{}.runs(p, n)).To(BeTrue(), "a device-plugin node keeps mig-manager (%s)", st)
 	}
+}
+
+// A MIG reconfiguration let go to the DRA driver's DynamicMIG holds no
+// place in the view at once, but its taint stays until the look's forget
+// removes it, a write that may conflict: until then the node counts as
+// unavailable, so that no switch or upgrade of its pool takes a second
+// place of maxUnavailable meanwhile. Found by the exhaustive check (2:1:1
+// with DynamicMIG turned on and off).
+func TestAReconfigurationLetGoCountsUntilItsMarksAreGone(t *testing.T) {
+	g := NewWithT(t)
+	cp := &gpuv1.ClusterPolicy{}
+	cp.Spec.MIGManager.Enabled = ptr.To(true)
+	n := gpuNode("a", map[string]string{
+		gpuv1.LabelMIGReconfigureState:              string(gpuv1.MIGEviction),
+		gpuv1.LabelAllocationMode:                   string(gpuv1.AllocationDRA),
+		gpuv1.DeployLabel(string(state.MIGManager)): gpuv1.LabelTrue,
+	}, map[string]string{AnnotationMIGSince: time.Now().UTC().Format(time.RFC3339)})
+	p := &pass{r: &Reconciler{}, cp: cp, now: time.Now(), obs: &observed{pools: driverpool.FromPolicy(cp)},
+		machines: []machine{&reconfigurations{}}, dynamicMIG: true}
+	v := p.view(context.Background(), n)
+	g.Expect(v.Ops[arbiter.MIGReconfiguration].Phase).To(Equal(arbiter.Idle), "let go to the DRA driver")
+	g.Expect(v.Unavailable).To(BeTrue(), "its taint is still on the node")
+
+	delete(n.Labels, gpuv1.LabelMIGReconfigureState)
+	g.Expect(p.view(context.Background(), n).Unavailable).To(BeFalse(), "in service once its marks are gone")
 }
