@@ -180,6 +180,12 @@ func (w world) moves(j *judge) []move {
 		next.modeChanges--
 		add(fleet("a person changes the pool's allocation mode"), false, next)
 	}
+	if w.dynamicChanges > 0 {
+		next := w
+		next.dynamicMIG = !w.dynamicMIG
+		next.dynamicChanges--
+		add(fleet("a person turns the DRA driver's DynamicMIG on or off"), false, next)
+	}
 	if w.specChanges > 0 {
 		next := w
 		for i := range next.size {
@@ -267,9 +273,12 @@ func stuck(w, look world, moves []move) bool {
 
 // initial is a fleet of size nodes at rest: every node serving whole
 // GPUs through the device plugin, with GPU pods, on the current driver.
-func initial(size, faults, modeChanges uint8) world {
-	w := world{size: size, faults: faults, specChanges: 1, migChanges: 1, modeChanges: modeChanges, poolMode: dpMode}
-	for i := range size {
+func initial(sh shape) world {
+	w := world{size: sh.nodes, faults: sh.faults, specChanges: 1, migChanges: 1, modeChanges: sh.modeChanges, poolMode: dpMode}
+	if sh.dynamic {
+		w.dynamicChanges = 2
+	}
+	for i := range sh.nodes {
 		w.n[i] = node{desired: whole, applied: whole, served: true, pluginReady: true, pods: true, mode: dpMode}
 	}
 	return w

@@ -250,7 +250,7 @@ func final(j *judge, w world) (bool, string) {
 		if n.phase(arbiter.DriverUpgrade) == arbiter.Idle && (n.driverOld || n.driverGone) {
 			return false, fmt.Sprintf("node %c runs an outdated driver (upgrade %s)", 'a'+i, n.label(arbiter.DriverUpgrade))
 		}
-		if n.phase(arbiter.MIGReconfiguration) == arbiter.Idle && (n.applied != n.desired || n.lost()) {
+		if n.phase(arbiter.MIGReconfiguration) == arbiter.Idle && (n.applied != n.desired || n.lost()) && !n.byDRADriver(w.dynamicMIG) {
 			return false, fmt.Sprintf("node %c: its MIG layout is not the one it should have, its devices made (%s)", 'a'+i,
 				n.label(arbiter.MIGReconfiguration))
 		}
@@ -279,15 +279,15 @@ func describe(w world) string {
 	var b strings.Builder
 	for i := range w.size {
 		n := &w.n[i]
-		fmt.Fprintf(&b, "  node %c: unlabelled=%t upgrade=%q cordon=%t person's cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t "+
+		fmt.Fprintf(&b, "  node %c: unlabelled=%t upgrade=%q cordon=%t person's cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t dynamic=%t "+
 			"switch=%q taint=%t target=%s hold=%s mode=%s slices=%t "+
 			"driverOld=%t driverGone=%t restarting=%t plugin=%t unhealthy=%t heal=%d pods=%t pdb=%t expired=%v excused=%t\n",
-			'a'+i, n.unlabelled, n.up.label(), n.upCordon, n.personCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(),
+			'a'+i, n.unlabelled, n.up.label(), n.upCordon, n.personCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(), n.appliedDynamic,
 			n.sw.label(), n.swTaint, n.swTarget.label(), n.swHold.label(), n.mode.label(), n.slices,
 			n.driverOld, n.driverGone, n.restarting, n.pluginReady, n.unhealthy, n.heal, n.pods, n.pdb, n.expired, n.excused)
 	}
 	if w.size > 0 {
-		fmt.Fprintf(&b, "  the pool's allocation mode: %s\n", w.poolMode.label())
+		fmt.Fprintf(&b, "  the pool's allocation mode: %s, DynamicMIG %t\n", w.poolMode.label(), w.dynamicMIG)
 	}
 	return b.String()
 }

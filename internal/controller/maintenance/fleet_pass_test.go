@@ -22,7 +22,7 @@ type effect func(*node)
 // (a free MIG reconfiguration) is marked on its node (node.freeHold).
 func (w world) pass(j *judge, skip, cut int) world {
 	for i := range w.size {
-		w.n[i].judge(w.poolMode)
+		w.n[i].judge(w.poolMode, w.dynamicMIG)
 	}
 	views := make([]arbiter.Node, w.size)
 	var runs [fleetSize][arbiter.NumOperations]bool
@@ -42,6 +42,11 @@ func (w world) pass(j *judge, skip, cut int) world {
 		starts, _ := arbiter.Candidates(&views[i])
 		free := len(starts) > 0 && starts[0].Free
 		effects := w.n[i].step(&views[i], runs[i], admitted, free, w.poolMode)
+		if w.n[i].byDRADriver(w.dynamicMIG) && !runs[i][arbiter.MIGReconfiguration] {
+			// The look lets the node's reconfiguration go before it steps
+			// the node's machines, as forgetMIG does under DynamicMIG.
+			effects = append([]effect{forgetMIGToDRA}, effects...)
+		}
 		switch i {
 		case skip:
 			effects = nil
@@ -85,6 +90,15 @@ func (n node) step(view *arbiter.Node, runs [arbiter.NumOperations]bool, admitte
 		all = append(all, effects...)
 	}
 	return all
+}
+
+// forgetMIGToDRA is the reconfiguration let go on a node the DRA
+// driver's DynamicMIG manages: its marks go, mig-manager's own label
+// stays, and what is applied is recorded as gone.
+func forgetMIGToDRA(n *node) {
+	n.mig, n.migTaint, n.migTarget, n.migAttempt, n.migBound, n.migRequeues = 0, false, noConfig, 0, false, 0
+	n.expired[arbiter.MIGReconfiguration], n.freeHold[arbiter.MIGReconfiguration] = false, false
+	n.appliedDynamic = n.appliedDynamic || n.applied != noConfig
 }
 
 // evict evicts the node's GPU pods: they leave unless a
@@ -294,7 +308,7 @@ func (n *node) stepMIG(view *arbiter.Node, admitted arbiter.Operation) []effect 
 			n.migTarget = noConfig
 		}
 		if step.Next == gpuv1.MIGValidation && st == gpuv1.MIGApply {
-			n.applied, n.appliedGen = n.migTarget, n.gen
+			n.applied, n.appliedGen, n.appliedDynamic = n.migTarget, n.gen, false
 		}
 		n.mig, n.migRequeues = next, requeues
 		n.release(arbiter.MIGReconfiguration)

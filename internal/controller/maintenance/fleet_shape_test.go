@@ -21,6 +21,8 @@ type shape struct {
 	cordons bool
 	// flaps: a node's labels flap (node.unlabelled, a fault).
 	flaps bool
+	// dynamic: a person turns the DRA driver's DynamicMIG on, then off.
+	dynamic bool
 	// pools: the fleet is two driver pools of NVIDIADrivers. The pair (a
 	// and b) has upgrade settings of its own, in a percentage
 	// (maxUnavailable 50%, maxParallelUpgrades unlimited); the single
@@ -31,7 +33,7 @@ type shape struct {
 	pools bool
 }
 
-// parseShape reads nodes:faults[:mode changes][/cordons+flaps+pools].
+// parseShape reads nodes:faults[:mode changes][/cordons+flaps+dynamic+pools].
 func parseShape(s string) (shape, error) {
 	var sh shape
 	counts, features, _ := strings.Cut(s, "/")
@@ -46,7 +48,7 @@ func parseShape(s string) (shape, error) {
 		err = fmt.Errorf("not nodes:faults[:mode changes]")
 	}
 	if err != nil || sh.nodes < 1 || sh.nodes > fleetSize {
-		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+pools] with 1 to %d nodes", s, fleetSize)
+		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+dynamic+pools] with 1 to %d nodes", s, fleetSize)
 	}
 	for f := range strings.SplitSeq(features, "+") {
 		switch f {
@@ -57,8 +59,10 @@ func parseShape(s string) (shape, error) {
 			sh.pools = true
 		case "flaps":
 			sh.flaps = true
+		case "dynamic":
+			sh.dynamic = true
 		default:
-			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, pools)", s, f)
+			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, dynamic, pools)", s, f)
 		}
 	}
 	return sh, nil
@@ -71,6 +75,9 @@ func (sh shape) String() string {
 	}
 	if sh.flaps {
 		s += ", label flaps"
+	}
+	if sh.dynamic {
+		s += ", DynamicMIG on and off"
 	}
 	if sh.pools {
 		s += ", two pools, NVLink domains across them"

@@ -88,6 +88,10 @@ type node struct {
 	desired     config
 	applied     config
 	appliedGen  uint8 // the driver generation its devices were made under
+	// appliedDynamic: the node was let go to the DRA driver's DynamicMIG,
+	// which destroys the MIG devices it did not make: what is applied is
+	// gone (gpuv1.MIGAppliedUnderDynamicMIG) until it is applied again.
+	appliedDynamic bool
 	// expired: the operation's step ran past its timeout; freeHold: its
 	// hold took no place in the budgets (within another's, or a free MIG
 	// start).
@@ -195,9 +199,11 @@ type world struct {
 	size uint8
 	// faults, spec changes, MIG configuration changes and changes of the
 	// pool's allocation mode left to happen.
-	faults, specChanges, migChanges, modeChanges uint8
+	faults, specChanges, migChanges, modeChanges, dynamicChanges uint8
 	// poolMode is the pool's allocation mode.
 	poolMode mode
+	// dynamicMIG: the DRA driver in force has DynamicMIG on.
+	dynamicMIG bool
 }
 
 // now is the model's clock; a step past its timeout started long before.
@@ -230,11 +236,25 @@ func (n *node) phase(op arbiter.Operation) arbiter.Phase {
 
 // lost: the MIG devices of what is applied are gone with a reboot or a
 // new driver.
-func (n *node) lost() bool { return n.applied == partitioned && n.appliedGen != n.gen }
+func (n *node) lost() bool {
+	return n.applied == partitioned && n.appliedGen != n.gen || n.appliedDynamic
+}
+
+// byDRADriver: the DRA driver's DynamicMIG manages the node's MIG
+// devices (gating's migByDRADriver): a node in mode dra while DynamicMIG is
+// on, but for an apply under way, which finishes first. mig-manager does
+// not run there, no configuration is written, and the maintenance
+// controller lets the reconfiguration go.
+func (n *node) byDRADriver(dynamic bool) bool {
+	return dynamic && n.mode == draMode && n.mig.label() != gpuv1.MIGApply
+}
 
 // gate is the node controller's mig-manager state, which gates the device
 // plugin.
-func (n *node) gate() gpuv1.StateValue {
+func (n *node) gate(dynamic bool) gpuv1.StateValue {
+	if n.byDRADriver(dynamic) {
+		return gpuv1.StateDisabled
+	}
 	failed := ""
 	if n.mig.label() == gpuv1.MIGReconfigureFailed {
 		failed = "failed"
@@ -250,7 +270,7 @@ func (n *node) gate() gpuv1.StateValue {
 // mode runs where the driver is back, the stack re-formed and mig-manager
 // lets it, none in mode none, and the DRA driver's publishes its slices;
 // GPUs count as unhealthy only from a plugin that runs.
-func (n *node) judge(pool mode) {
+func (n *node) judge(pool mode, dynamic bool) {
 	switch {
 	case n.swHold != noMode:
 		n.mode = n.swHold
@@ -259,7 +279,7 @@ func (n *node) judge(pool mode) {
 	case n.mode != pool && !n.served && !n.pluginReady && !n.slices:
 		n.mode = pool
 	}
-	v := n.gate()
+	v := n.gate(dynamic)
 	n.pluginReady = n.mode != noneMode && !n.driverGone && !n.restarting && (v == gpuv1.StateReady || v == gpuv1.StateDisabled)
 	if n.pluginReady {
 		n.served = true

@@ -51,11 +51,12 @@ type judgement struct {
 	runs [arbiter.NumOperations]bool
 }
 
-// judged is what a node's view depends on: the node, and which node of
-// the fleet it is (its name).
+// judged is what a node's view depends on: the node, which node of the
+// fleet it is (its name), and whether DynamicMIG is on.
 type judged struct {
-	n node
-	i uint8
+	n       node
+	i       uint8
+	dynamic bool
 }
 
 // newJudge is the controller's pass under the model's policy: the driver,
@@ -94,12 +95,12 @@ func newJudge(t testing.TB, sh shape) *judge {
 
 // look is the controller's look at node i of the world.
 func (j *judge) look(w *world, i int) judgement {
-	k := judged{w.n[i], uint8(i)}
+	k := judged{w.n[i], uint8(i), w.dynamicMIG}
 	if v, ok := j.memo[k]; ok {
 		return v
 	}
-	n := j.nodeOf(&w.n[i], i)
-	j.pods.gpuPods = w.n[i].pods
+	n := j.nodeOf(&w.n[i], i, w.dynamicMIG)
+	j.pods.gpuPods, j.p.dynamicMIG = w.n[i].pods, w.dynamicMIG
 	var v judgement
 	for _, m := range j.p.machines {
 		v.runs[m.operation()] = m.runs(j.p, n)
@@ -119,7 +120,11 @@ func (j *judge) dropped(w *world) string {
 	for i := range int(w.size) {
 		runs := j.look(w, i).runs
 		for op := range arbiter.NumOperations {
-			if n := &w.n[i]; !runs[op] && n.phase(op) != arbiter.Idle {
+			n := &w.n[i]
+			if op == arbiter.MIGReconfiguration && n.byDRADriver(w.dynamicMIG) {
+				continue // let go to the DRA driver: a policy's choice
+			}
+			if !runs[op] && n.phase(op) != arbiter.Idle {
 				return fmt.Sprintf("node %c: the %s (%s) no longer runs there, and would be let go mid-flight", 'a'+i, op, n.label(op))
 			}
 		}
@@ -128,11 +133,14 @@ func (j *judge) dropped(w *world) string {
 }
 
 // nodeOf writes node i of the model as the API server would hold it.
-func (j *judge) nodeOf(m *node, i int) *corev1.Node {
+func (j *judge) nodeOf(m *node, i int, dynamic bool) *corev1.Node {
 	labels := map[string]string{
 		gpuv1.LabelGPUPresent:     gpuv1.LabelTrue,
-		gpuv1.LabelMIGConfig:      m.desired.String(),
 		gpuv1.LabelAllocationMode: string(m.mode.label()),
+	}
+	if !m.byDRADriver(dynamic) {
+		// Under DynamicMIG, the node controller writes no configuration.
+		labels[gpuv1.LabelMIGConfig] = m.desired.String()
 	}
 	if !m.unlabelled {
 		labels["feature.node.kubernetes.io/pci-10de.present"] = gpuv1.LabelTrue
@@ -179,7 +187,10 @@ func (j *judge) nodeOf(m *node, i int) *corev1.Node {
 	// MIG devices last as long as the boot and driver they were made
 	// under (gating.DriverGeneration): the model counts both as gen.
 	set(annotations, gpuv1.AnnotationMIGApplied, m.applied.String())
-	if m.applied == partitioned {
+	switch {
+	case m.appliedDynamic:
+		annotations[gpuv1.AnnotationMIGAppliedUnder] = gpuv1.MIGAppliedUnderDynamicMIG
+	case m.applied == partitioned:
 		annotations[gpuv1.AnnotationMIGAppliedUnder] = fmt.Sprintf("boot-%d/", m.appliedGen)
 	}
 	if m.upCordon {
