@@ -142,6 +142,9 @@ func (w world) moves(j *judge) []move {
 			if j.flaps && !n.unlabelled {
 				fault("its labels flap", func(n *node) { n.unlabelled = true })
 			}
+			if j.pools {
+				fault("a person moves it to the other driver pool", func(n *node) { n.moved = !n.moved })
+			}
 			if j.cordons && !n.personCordon {
 				fault("a person cordons it", func(n *node) { n.personCordon = true })
 			}

@@ -12,8 +12,8 @@ import (
 // driver's spec and one of a node's MIG configuration), how many times
 // the pool's allocation mode changes, and what else the fleet has
 // (shape).
-var fleets = flag.String("fleets", "3:1/cordons+flaps,2:2,2:1:2,3:1/pools+cordons,2:0:2/dynamic",
-	"the exhaustive check's fleets, nodes:faults[:mode changes][/cordons+flaps+dynamic+pools], separated by commas")
+var fleets = flag.String("fleets", "3:1/cordons+flaps,2:2,2:1:2,3:1/pools,3:1/pools+domains+cordons,2:0:2/dynamic",
+	"the exhaustive check's fleets, nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains], separated by commas")
 
 // The four node operations together, judged by the controller's own view
 // of each node (fleet_view_test.go), on small fleets (-fleets): one pool

@@ -27,8 +27,8 @@ func violations(j *judge, w world) []string {
 	for op := range arbiter.NumOperations {
 		held := map[string]int{}
 		for i := range int(w.size) {
-			if n := &w.n[i]; n.phase(op).Holds() && !n.freeHold[op] && sh.share(op, i) > 0 {
-				held[sh.scope(op, i)]++
+			if n := &w.n[i]; n.phase(op).Holds() && !n.freeHold[op] && sh.share(op, n, i) > 0 {
+				held[sh.scope(op, n, i)]++
 			}
 		}
 		for scope, nodes := range held {
@@ -76,21 +76,26 @@ func startViolations(sh shape, before, after world) []string {
 			// A node out of service already (held by another operation,
 			// or cordoned) has no availability to lose.
 			availability := (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && !outOfService(&before.n[i])
+			if availability {
+				pool, down, size := sh.pool(&before.n[i], i), 0, 0
+				for j := range int(before.size) {
+					if sh.pool(&before.n[j], j) == pool {
+						size++
+						down += count(j != i && outOfService(&before.n[j]))
+					}
+				}
+				if limit := sh.maxUnavailable(pool, size); down >= limit {
+					out = append(out, fmt.Sprintf("the %s started on node %c while %d of pool %q's %d nodes were out of service: "+
+						"maxUnavailable of %d was taken", op, 'a'+i, down, pool, size, limit))
+				}
+			}
 			for j := range int(before.size) {
-				if j == i || sh.pool(i) != sh.pool(j) && availability {
+				if j == i || sh.share(op, &before.n[i], i) == 0 || sh.scope(op, &before.n[i], i) != sh.scope(op, &before.n[j], j) {
 					continue
 				}
-				if availability && before.n[j].cordoned() {
-					out = append(out, fmt.Sprintf("the %s started on node %c while node %c was cordoned: maxUnavailable of 1 was taken",
-						op, 'a'+i, 'a'+j))
-				}
-				for other := range arbiter.NumOperations {
-					ph := before.n[j].phase(other)
-					share := other == op && sh.share(op, i) > 0 && sh.scope(op, i) == sh.scope(op, j)
-					if ph.Holds() && (availability || share) {
-						out = append(out, fmt.Sprintf("the %s started on node %c while the %s held node %c (%s): its budget of 1 was taken",
-							op, 'a'+i, other, 'a'+j, ph))
-					}
+				if ph := before.n[j].phase(op); ph.Holds() {
+					out = append(out, fmt.Sprintf("the %s started on node %c while it held node %c (%s): its share of 1 was taken",
+						op, 'a'+i, 'a'+j, ph))
 				}
 			}
 			// The NVLink domain cap (1) counts over the pools: a start
@@ -279,10 +284,10 @@ func describe(w world) string {
 	var b strings.Builder
 	for i := range w.size {
 		n := &w.n[i]
-		fmt.Fprintf(&b, "  node %c: unlabelled=%t upgrade=%q cordon=%t person's cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t dynamic=%t "+
+		fmt.Fprintf(&b, "  node %c: unlabelled=%t moved=%t kept=%d upgrade=%q cordon=%t person's cordon=%t repair=%q taint=%t mig=%q taint=%t desired=%s applied=%s lost=%t dynamic=%t "+
 			"switch=%q taint=%t target=%s hold=%s mode=%s slices=%t "+
 			"driverOld=%t driverGone=%t restarting=%t plugin=%t unhealthy=%t heal=%d pods=%t pdb=%t expired=%v excused=%t\n",
-			'a'+i, n.unlabelled, n.up.label(), n.upCordon, n.personCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(), n.appliedDynamic,
+			'a'+i, n.unlabelled, n.moved, n.kept, n.up.label(), n.upCordon, n.personCordon, n.rep.label(), n.repTaint, n.mig.label(), n.migTaint, n.desired, n.applied, n.lost(), n.appliedDynamic,
 			n.sw.label(), n.swTaint, n.swTarget.label(), n.swHold.label(), n.mode.label(), n.slices,
 			n.driverOld, n.driverGone, n.restarting, n.pluginReady, n.unhealthy, n.heal, n.pods, n.pdb, n.expired, n.excused)
 	}

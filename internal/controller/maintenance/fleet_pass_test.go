@@ -55,9 +55,22 @@ func (w world) pass(j *judge, skip, cut int) world {
 		}
 		for _, e := range effects {
 			e(&w.n[i])
+			w.n[i].keepPool()
 		}
 	}
 	return w
+}
+
+// keepPool records the pool a hold was taken under, as each operation's
+// state write that holds the node writes it; nothing is kept once nothing
+// holds the node (the controller ignores what is left then).
+func (n *node) keepPool() {
+	switch {
+	case !held(*n):
+		n.kept = 0
+	case n.kept == 0:
+		n.kept = 1 + uint8(count(n.moved))
+	}
 }
 
 // step takes one step of each machine on the node, in the arbiter's

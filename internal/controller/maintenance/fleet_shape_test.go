@@ -26,14 +26,16 @@ type shape struct {
 	// pools: the fleet is two driver pools of NVIDIADrivers. The pair (a
 	// and b) has upgrade settings of its own, in a percentage
 	// (maxUnavailable 50%, maxParallelUpgrades unlimited); the single
-	// (c) has the ClusterPolicy's. One NVLink domain spans both pools (a
-	// and c, rack-1; b is rack-2), capped at one domain out of service.
-	// The nodes have waited for their starts for different times, the
-	// last the longest, against their names' order.
+	// (c) has the ClusterPolicy's. The nodes have waited for their starts
+	// for different times, the last the longest, against their names'
+	// order. A person may move a node to the other pool (a fault).
 	pools bool
+	// domains: with pools, one NVLink domain spans both pools (a and c,
+	// rack-1; b is rack-2), capped at one domain out of service.
+	domains bool
 }
 
-// parseShape reads nodes:faults[:mode changes][/cordons+flaps+dynamic+pools].
+// parseShape reads nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains].
 func parseShape(s string) (shape, error) {
 	var sh shape
 	counts, features, _ := strings.Cut(s, "/")
@@ -48,7 +50,7 @@ func parseShape(s string) (shape, error) {
 		err = fmt.Errorf("not nodes:faults[:mode changes]")
 	}
 	if err != nil || sh.nodes < 1 || sh.nodes > fleetSize {
-		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+dynamic+pools] with 1 to %d nodes", s, fleetSize)
+		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains] with 1 to %d nodes", s, fleetSize)
 	}
 	for f := range strings.SplitSeq(features, "+") {
 		switch f {
@@ -57,13 +59,18 @@ func parseShape(s string) (shape, error) {
 			sh.cordons = true
 		case "pools":
 			sh.pools = true
+		case "domains":
+			sh.domains = true
 		case "flaps":
 			sh.flaps = true
 		case "dynamic":
 			sh.dynamic = true
 		default:
-			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, dynamic, pools)", s, f)
+			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, dynamic, pools, domains)", s, f)
 		}
+	}
+	if (sh.pools || sh.domains) && (sh.nodes != fleetSize || !sh.pools) {
+		return sh, fmt.Errorf("%q: pools and domains are a fleet of %d nodes in two pools", s, fleetSize)
 	}
 	return sh, nil
 }
@@ -80,7 +87,10 @@ func (sh shape) String() string {
 		s += ", DynamicMIG on and off"
 	}
 	if sh.pools {
-		s += ", two pools, NVLink domains across them"
+		s += ", two pools"
+	}
+	if sh.domains {
+		s += ", NVLink domains across them"
 	}
 	return s
 }
@@ -88,8 +98,8 @@ func (sh shape) String() string {
 // poolLabel selects a node's NVIDIADriver in a fleet with pools.
 const poolLabel = "example.com/pool"
 
-// pool is the driver pool node i is in: "" where the fleet has one.
-func (sh shape) pool(i int) string {
+// home is the driver pool node i starts in: "" where the fleet has one.
+func (sh shape) home(i int) string {
 	if !sh.pools {
 		return ""
 	}
@@ -99,9 +109,32 @@ func (sh shape) pool(i int) string {
 	return "pair"
 }
 
+// now is the driver pool node i is in now: its home, or the other one
+// once a person moved it.
+func (sh shape) now(n *node, i int) string { return sh.named(i, 1+uint8(count(n.moved))) }
+
+// named is node i's pool of a kept index: 1 its home, 2 the other.
+func (sh shape) named(i int, kept uint8) string {
+	home := sh.home(i)
+	if kept != 2 || home == "" {
+		return home
+	}
+	return map[string]string{"pair": "single", "single": "pair"}[home]
+}
+
+// pool is the driver pool node i counts in: the one its hold was taken
+// under while an operation holds it, else the one it is in now (issue 52,
+// finding 6: a node keeps the pool it was admitted under).
+func (sh shape) pool(n *node, i int) string {
+	if n.kept != 0 {
+		return sh.named(i, n.kept)
+	}
+	return sh.now(n, i)
+}
+
 // domain is node i's NVLink domain: "" where the fleet has none.
 func (sh shape) domain(i int) string {
-	if !sh.pools {
+	if !sh.domains {
 		return ""
 	}
 	if i == 1 {
@@ -128,7 +161,9 @@ func (sh shape) drivers(cp *gpuv1.ClusterPolicy) []gpuv1alpha1.NVIDIADriver {
 		return nil
 	}
 	cp.Spec.Driver.UseNvidiaDriverCRD = ptr.To(true)
-	cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains = ptr.To(intstr.FromInt32(1))
+	if sh.domains {
+		cp.Spec.Operator.Maintenance.MaxUnavailableNVLinkDomains = ptr.To(intstr.FromInt32(1))
+	}
 	half := intstr.FromString("50%")
 	pair := gpuv1alpha1.NVIDIADriver{ObjectMeta: metav1.ObjectMeta{Name: "pair"}, Spec: gpuv1alpha1.NVIDIADriverSpec{
 		DriverType: "gpu", Version: string(cp.Spec.Driver.Version), NodeSelector: gpuv1.Labels{poolLabel: "pair"},
@@ -141,9 +176,9 @@ func (sh shape) drivers(cp *gpuv1.ClusterPolicy) []gpuv1alpha1.NVIDIADriver {
 
 // scope is where the operation's own share on node i counts: the upgrade's
 // and the switch's in the node's pool, the others' over the fleet.
-func (sh shape) scope(op arbiter.Operation, i int) string {
+func (sh shape) scope(op arbiter.Operation, n *node, i int) string {
 	if op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch {
-		return sh.pool(i)
+		return sh.pool(n, i)
 	}
 	return ""
 }
@@ -151,9 +186,18 @@ func (sh shape) scope(op arbiter.Operation, i int) string {
 // share is the limit of the operation's own share in node i's scope: 1,
 // or 0 for none (the pair's maxParallelUpgrades 0, which its upgrades and
 // switches share).
-func (sh shape) share(op arbiter.Operation, i int) int {
-	if (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && sh.pool(i) == "pair" {
+func (sh shape) share(op arbiter.Operation, n *node, i int) int {
+	if (op == arbiter.DriverUpgrade || op == arbiter.ModeSwitch) && sh.pool(n, i) == "pair" {
 		return 0
+	}
+	return 1
+}
+
+// maxUnavailable is the availability budget of a pool of size nodes: the
+// pair's 50%, rounded up; 1, the ClusterPolicy's, for the others.
+func (sh shape) maxUnavailable(pool string, size int) int {
+	if pool == "pair" {
+		return (size + 1) / 2
 	}
 	return 1
 }

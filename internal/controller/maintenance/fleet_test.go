@@ -68,6 +68,12 @@ type node struct {
 	// person or a tool deleted them rather than set them to false, which
 	// is no opt-out). The node controller writes the deploy labels back.
 	unlabelled bool
+	// moved: a person relabelled the node into the other driver pool (a
+	// fleet with pools). kept is the pool its hold was taken under
+	// (AnnotationMaintenancePool, written with the first state write that
+	// holds it): 0 while nothing holds it, 1 its first pool, 2 the other.
+	moved bool
+	kept  uint8
 	// The repair: its label and taint, and what its annotations keep.
 	rep            repState
 	repTaint       bool

@@ -154,7 +154,7 @@ func (j *judge) nodeOf(m *node, i int, dynamic bool) *corev1.Node {
 			to[key] = value
 		}
 	}
-	set(labels, poolLabel, j.pool(i))
+	set(labels, poolLabel, j.now(m, i))
 	set(labels, gpuv1.LabelGPUClique, j.domain(i))
 	set(labels, gpuv1.LabelUpgradeState, string(m.up.label()))
 	set(labels, gpuv1.LabelRemediationState, string(m.rep.label()))
@@ -195,6 +195,9 @@ func (j *judge) nodeOf(m *node, i int, dynamic bool) *corev1.Node {
 	}
 	if m.upCordon {
 		annotations[AnnotationCordoned] = gpuv1.LabelTrue
+	}
+	if m.kept != 0 {
+		annotations[gpuv1.AnnotationMaintenancePool] = j.named(i, m.kept)
 	}
 	if m.served {
 		annotations[gpuv1.AnnotationServed] = gpuv1.LabelTrue
