@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"fmt"
 	"time"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -158,45 +159,27 @@ var swStates = []gpuv1.ModeSwitchState{"", gpuv1.ModeSwitchRequired, gpuv1.ModeS
 
 func (s swState) label() gpuv1.ModeSwitchState { return swStates[s] }
 
-func swOf(l gpuv1.ModeSwitchState) swState {
-	for i, s := range swStates {
+func swOf(l gpuv1.ModeSwitchState) swState { return swState(indexOf(swStates, l)) }
+
+// indexOf is a state label's index in its machine's list of states.
+func indexOf[S ~string](states []S, l S) int {
+	for i, s := range states {
 		if s == l {
-			return swState(i)
+			return i
 		}
 	}
-	panic("no switch state " + l)
+	panic(fmt.Sprintf("no state %q", l))
 }
 
 func (s upState) label() gpuv1.UpgradeState         { return upStates[s] }
 func (s repState) label() gpuv1.RemediationState    { return repStates[s] }
 func (s migState) label() gpuv1.MIGReconfigureState { return migStates[s] }
 
-func upOf(l gpuv1.UpgradeState) upState {
-	for i, s := range upStates {
-		if s == l {
-			return upState(i)
-		}
-	}
-	panic("no upgrade state " + l)
-}
+func upOf(l gpuv1.UpgradeState) upState { return upState(indexOf(upStates, l)) }
 
-func repOf(l gpuv1.RemediationState) repState {
-	for i, s := range repStates {
-		if s == l {
-			return repState(i)
-		}
-	}
-	panic("no remediation state " + l)
-}
+func repOf(l gpuv1.RemediationState) repState { return repState(indexOf(repStates, l)) }
 
-func migOf(l gpuv1.MIGReconfigureState) migState {
-	for i, s := range migStates {
-		if s == l {
-			return migState(i)
-		}
-	}
-	panic("no MIG state " + l)
-}
+func migOf(l gpuv1.MIGReconfigureState) migState { return migState(indexOf(migStates, l)) }
 
 // world is the fleet and the faults still to come.
 type world struct {
