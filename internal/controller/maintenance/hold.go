@@ -61,6 +61,20 @@ func (p *pass) poolOf(n *corev1.Node) string {
 	return p.obs.pools.Assign(n.Name, n.Labels).Pool
 }
 
+// heldByOwnMarks reports whether this operator's marks of an operation
+// still hold the node: a holding state label with the since annotation
+// this operator writes with it, which its forget removes. A state label
+// another operator (NVIDIA's shares the upgrade's) or a person left
+// alone holds nothing of this operator's, and its forget cannot remove
+// what it does not own.
+func heldByOwnMarks(n *corev1.Node) bool {
+	own := func(holds bool, since string) bool { return holds && n.Annotations[since] != "" }
+	return own(upgrade.Holds(stateOf(n)), AnnotationSince) ||
+		own(remediation.Tainted(remediationStateOf(n)), AnnotationRemediationSince) ||
+		own(migreconfig.Tainted(migStateOf(n)), AnnotationMIGSince) ||
+		own(modeswitch.Tainted(switchStateOf(n)), AnnotationSwitchSince)
+}
+
 // Held reports whether an operation holds the node, by its state labels:
 // the states in which each operation writes the hold's marks.
 func Held(n *corev1.Node) bool {

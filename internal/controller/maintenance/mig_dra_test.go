@@ -220,6 +220,10 @@ func TestAReconfigurationLetGoCountsUntilItsMarksAreGone(t *testing.T) {
 	g.Expect(v.Ops[arbiter.MIGReconfiguration].Phase).To(Equal(arbiter.Idle), "let go to the DRA driver")
 	g.Expect(v.Unavailable).To(BeTrue(), "its taint is still on the node")
 
+	delete(n.Annotations, AnnotationMIGSince)
+	g.Expect(p.view(context.Background(), n).Unavailable).To(BeFalse(),
+		"a state label without this operator's since annotation is another's, which its forget cannot remove")
+
 	delete(n.Labels, gpuv1.LabelMIGReconfigureState)
 	g.Expect(p.view(context.Background(), n).Unavailable).To(BeFalse(), "in service once its marks are gone")
 }

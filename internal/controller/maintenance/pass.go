@@ -160,12 +160,12 @@ func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
 			m.position(ctx, p, n, &v)
 		}
 	}
-	// A node that still carries the marks of an operation that no longer
-	// runs there (DynamicMIG took its MIG devices over, the operation was
-	// turned off) is out of service until the look's forget has removed
-	// them, a write that may conflict: the availability budgets count it,
-	// though no operation holds it in the view.
-	if !v.Held() && Held(n) {
+	// A node that still carries this operator's marks of an operation
+	// that no longer runs there (DynamicMIG took its MIG devices over, the
+	// operation was turned off) is out of service until the look's forget
+	// has removed them, a write that may conflict: the availability
+	// budgets count it, though no operation holds it in the view.
+	if !v.Held() && heldByOwnMarks(n) {
 		v.Unavailable = true
 	}
 	return v
