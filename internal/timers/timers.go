@@ -184,7 +184,7 @@ func (t *Timers) flags() []timerFlag {
 		{"taint-retry", &t.TaintRetry, "How soon a readiness taint the API server refused is tried again."},
 		{"maintenance-poll", &t.MaintenancePoll, "How often nodes in a driver upgrade, MIG reconfiguration or repair step are looked at again."},
 		{"kubelet-resource-grace", &t.KubeletResourceGrace,
-			"How long after a MIG reconfiguration no repair starts: the kubelet keeps the old resource, unallocatable, for 5 minutes."},
+			"How long after a MIG reconfiguration no repair starts or judges the GPUs: the kubelet keeps the old resource, unallocatable, for 5 minutes."},
 		{"driver-validation-timeout", &t.DriverValidationTimeout,
 			"How long an upgraded driver may take to be ready with the GPUs advertised again before the node's upgrade fails; more than the driver container's startup budget (21 minutes)."},
 		{"driver-replace-timeout", &t.DriverReplaceTimeout,

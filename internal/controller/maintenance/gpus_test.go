@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -77,4 +78,46 @@ func TestRepairOfADRANodeReadsItsSlices(t *testing.T) {
 			g.Expect(r.unhealthyGPUs(n)).To(Equal(tt.counting))
 		})
 	}
+}
+
+// A repair's validation judges the GPUs in the units of the MIG layout
+// they are in. The table lets a MIG configuration in within the repair's
+// validation to make the devices its reload destroyed, which may be
+// another layout than at the repair's start: its count of GPUs then says
+// nothing of the new units. And for the kubelet's grace after the MIG
+// change, the old resource is listed unallocatable: no word yet.
+func TestARepairJudgesTheGPUsOfTheLayoutTheyAreIn(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	settled := &operandpods.Pod{ObjectMeta: metav1.ObjectMeta{UID: "new"}, Ready: true, ReadySince: now.Add(-time.Hour)}
+	r := &Reconciler{Timers: timers.Timers{HealthSettle: 30 * time.Second, KubeletResourceGrace: 6 * time.Minute}}
+	node := func(migDone time.Duration, oldResource bool) *corev1.Node {
+		mig := corev1.ResourceList{"nvidia.com/mig-1g.18gb": resource.MustParse("7")}
+		capacity, allocatable := mig.DeepCopy(), mig.DeepCopy()
+		if oldResource {
+			capacity["nvidia.com/gpu"] = resource.MustParse("1")
+			allocatable["nvidia.com/gpu"] = resource.MustParse("0")
+		}
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+				gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateReady),
+				gpuv1.LabelRemediationState:                  string(gpuv1.RemediationValidation),
+				gpuv1.LabelMIGReconfigureState:               string(gpuv1.MIGReconfigureDone),
+			}, Annotations: map[string]string{gating.AnnotationBootID: "b",
+				AnnotationExpectedGPUs: "1", AnnotationExpectedLayout: "all-disabled", gpuv1.AnnotationMIGApplied: "all-1g.18gb",
+				AnnotationMIGSince: now.Add(-migDone).Format(time.RFC3339)}},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "b"}, Capacity: capacity, Allocatable: allocatable},
+		}
+	}
+	n := node(time.Hour, false)
+	n.Annotations[AnnotationExpectedGPUs] = "8"
+	g.Expect(r.repairHealth(n, settled, "", now)).To(Equal(remediation.Healthy),
+		"7 MIG devices of all-1g.18gb, where the repair started with 8 whole GPUs")
+	n.Annotations[gpuv1.AnnotationMIGApplied] = "all-disabled"
+	g.Expect(r.repairHealth(n, settled, "", now)).To(Equal(remediation.Unhealthy), "the same layout: one GPU is missing")
+
+	g.Expect(r.repairHealth(node(time.Minute, true), settled, "", now)).To(Equal(remediation.Unknown),
+		"the kubelet still lists the old resource, unallocatable")
+	g.Expect(r.repairHealth(node(6*time.Minute, true), settled, "", now)).To(Equal(remediation.Unhealthy),
+		"after the grace, an unallocatable GPU is an unhealthy one")
 }

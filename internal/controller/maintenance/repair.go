@@ -34,6 +34,11 @@ const (
 	// repair started: a GPU that fell off the bus leaves the capacity the
 	// device plugin registers again, and must not pass for healed.
 	AnnotationExpectedGPUs = gpuv1.RemediationAnnotationPrefix + "expected-gpus"
+	// AnnotationExpectedLayout is the MIG configuration applied when the
+	// repair started, whose units AnnotationExpectedGPUs counts: a layout
+	// applied since (within the repair's validation, its devices gone)
+	// counts other units.
+	AnnotationExpectedLayout = gpuv1.RemediationAnnotationPrefix + "expected-layout"
 	// AnnotationLastRepaired is when the node's last repair healed it.
 	AnnotationLastRepaired = gpuv1.RemediationAnnotationPrefix + "last-repaired"
 )
@@ -92,9 +97,11 @@ func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepp
 	// Only steps under way poll, for their timeouts and the pods they
 	// list live; a node waiting for the budget, an approval, an upgrade
 	// or a reboot is woken by the node change that lets it go on. One
-	// waiting out the kubelet's grace after a MIG change polls too: no
-	// node change need come when the grace ends.
-	graced := next == gpuv1.RemediationRequired && p.r.migJustDone(n, p.now)
+	// waiting out the kubelet's grace after a MIG change (a start held
+	// back, GPUs it cannot judge yet) polls too: no node change need come
+	// when the grace ends.
+	graced := next != "" && next != gpuv1.RemediationDone && p.r.migJustDone(n, p.now) &&
+		(next != gpuv1.RemediationRequired || (pol.AutoStart || f.Approved) && nodeReady(n))
 	return stepped{node: node, busy: remediation.InProgress(next) || graced}, err
 }
 
@@ -139,7 +146,9 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 	// Only the steps that would reload the driver read whether it is
 	// outdated: the fleet's other nodes are not looked up each pass.
 	outdated := func() bool { return driverPod != nil && o.outdated(driverPod, n) }
-	expected := expectedGPUs(n)
+	health := func(replaced types.UID) remediation.Health {
+		return r.repairHealth(n, plugin, replaced, f.Now)
+	}
 	switch f.State {
 	case gpuv1.RemediationEviction:
 		if last, err := time.Parse(time.RFC3339, n.Annotations[AnnotationLastRepaired]); err == nil {
@@ -150,15 +159,32 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		return f, err
 	case gpuv1.RemediationDevicePluginRestart:
 		f.PluginToReplace = plugin != nil && replaced != "" && plugin.UID == replaced
-		f.Plugin = r.pluginHealth(n, plugin, replaced, expected, f.Now)
+		f.Plugin = health(replaced)
 		f.DriverOutdated = outdated()
 	case gpuv1.RemediationDriverReload:
 		f.DriverReplaced = driverPod != nil && driverPod.UID != replaced
 		f.DriverOutdated = outdated()
 	case gpuv1.RemediationValidation, gpuv1.RemediationRebootRequired, gpuv1.RemediationFailed:
-		f.Plugin = r.pluginHealth(n, plugin, "", expected, f.Now)
+		f.Plugin = health("")
 	}
 	return f, nil
+}
+
+// repairHealth is the plugin's word on the GPUs a repair waits for. A MIG
+// layout applied since the repair started (the table lets one in within
+// its validation, to make the devices its reload destroyed) counts other
+// units than the repair's start did: any usable unit will do. For the
+// kubelet's grace after a MIG change ended, the old resource is still
+// listed unallocatable, which reads as unhealthy GPUs: no word yet.
+func (r *Reconciler) repairHealth(n *corev1.Node, plugin *operandpods.Pod, replaced types.UID, now time.Time) remediation.Health {
+	if r.migJustDone(n, now) {
+		return remediation.Unknown
+	}
+	expected := expectedGPUs(n)
+	if n.Annotations[AnnotationExpectedLayout] != n.Annotations[gpuv1.AnnotationMIGApplied] {
+		expected = 0
+	}
+	return r.pluginHealth(n, plugin, replaced, expected, now)
 }
 
 // expectedGPUs reads how many GPUs the node registered when its repair

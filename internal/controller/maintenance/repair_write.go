@@ -143,6 +143,7 @@ func (r *Reconciler) writeRemediation(ctx context.Context, n *corev1.Node, obs *
 	keep(AnnotationLastRepaired)
 	if remediation.Tainted(st) {
 		keep(AnnotationExpectedGPUs)
+		keep(AnnotationExpectedLayout)
 	}
 	switch {
 	case st == f.State:
@@ -152,6 +153,9 @@ func (r *Reconciler) writeRemediation(ctx context.Context, n *corev1.Node, obs *
 	case st == gpuv1.RemediationEviction:
 		if annotations[AnnotationExpectedGPUs] == "" {
 			annotations[AnnotationExpectedGPUs] = strconv.FormatInt(r.gpusOf(n).registered, 10)
+			if applied := n.Annotations[gpuv1.AnnotationMIGApplied]; applied != "" {
+				annotations[AnnotationExpectedLayout] = applied
+			}
 		}
 	case st == gpuv1.RemediationDone:
 		annotations[AnnotationLastRepaired] = f.Now.UTC().Format(time.RFC3339)
