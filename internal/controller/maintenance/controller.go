@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -224,6 +225,14 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 		ctrl.LoggerFrom(ctx).Error(err, "writing why the node waits", "node", n.Name)
 	}
 	return busy
+}
+
+// verbose is the V(1) logger of a machine's step, and whether it logs:
+// a step builds its log's arguments (the node's facts, boxed) only when it
+// does, which each look would otherwise do for every node and machine.
+func verbose(ctx context.Context) (logr.Logger, bool) {
+	l := logr.FromContextOrDiscard(ctx).V(1)
+	return l, l.Enabled()
 }
 
 func (r *Reconciler) now() time.Time {

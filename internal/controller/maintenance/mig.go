@@ -107,12 +107,17 @@ func (reconfigurations) step(ctx context.Context, p *pass, n *corev1.Node, t tur
 	}
 	f.Admitted = t.admitted()
 	step := migreconfig.Next(f, p.migPolicy())
+	log, logs := verbose(ctx)
 	if ok, why := t.vet(arbiter.MIGPhase(f.State, true), arbiter.MIGPhase(step.Next, true)); !ok {
-		ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		if logs {
+			log.Info("MIG reconfiguration step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		}
 		step = migreconfig.Step{Next: f.State}
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("MIG reconfiguration step", "node", n.Name, "state", f.State, "next", step.Next,
-		"action", step.Action.String(), "facts", f)
+	if logs {
+		log.Info("MIG reconfiguration step", "node", n.Name, "state", f.State, "next", step.Next,
+			"action", step.Action.String(), "facts", f)
+	}
 	node, next, err := p.r.takeMIG(ctx, p, n, f, step, bind)
 	// A node waiting for its device plugin and GFD to settle polls too: no
 	// node event says when they have.
@@ -134,8 +139,11 @@ func (reconfigurations) forget(ctx context.Context, p *pass, n *corev1.Node) err
 // (timers.KubeletResourceGrace): its GPUs look unhealthy until then, and
 // no repair may start.
 func (r *Reconciler) migJustDone(n *corev1.Node, now time.Time) bool {
-	since, err := time.Parse(time.RFC3339, n.Annotations[AnnotationMIGSince])
-	return migStateOf(n) == gpuv1.MIGReconfigureDone && err == nil && now.Sub(since) < r.Timers.KubeletResourceGrace
+	if migStateOf(n) != gpuv1.MIGReconfigureDone {
+		return false
+	}
+	since, ok := stamp(n.Annotations[AnnotationMIGSince])
+	return ok && now.Sub(since) < r.Timers.KubeletResourceGrace
 }
 
 // migFacts gathers what the reconfiguration's state machine needs about a
@@ -157,10 +165,10 @@ func (r *Reconciler) migFacts(ctx context.Context, p *pass, n *corev1.Node) (f m
 	}
 	f.Refused = configs.refusal(cp, n, f.Desired)
 	f.Since, f.AttemptSince = f.Now, f.Now
-	if t, err := time.Parse(time.RFC3339, a[AnnotationMIGSince]); err == nil {
+	if t, ok := stamp(a[AnnotationMIGSince]); ok {
 		f.Since = t
 	}
-	if t, err := time.Parse(time.RFC3339, a[AnnotationMIGAttemptSince]); err == nil {
+	if t, ok := stamp(a[AnnotationMIGAttemptSince]); ok {
 		f.AttemptSince = t
 	}
 	f.Attempt, _ = strconv.Atoi(a[AnnotationMIGAttempt])

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
@@ -86,12 +85,17 @@ func (repairs) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (stepp
 	step := remediation.Next(clocked, pol)
 	// A required node counts as queued here whatever holds it back: only
 	// starts and resumes are vetted, and Admit vetted the starts.
+	log, logs := verbose(ctx)
 	if ok, why := t.vet(arbiter.RepairPhase(f.State, true), arbiter.RepairPhase(step.Next, true)); !ok {
-		ctrl.LoggerFrom(ctx).V(1).Info("repair step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		if logs {
+			log.Info("repair step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		}
 		step = remediation.Step{Next: f.State}
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("remediation step", "node", n.Name, "state", f.State, "next", step.Next,
-		"action", step.Action.String(), "facts", f)
+	if logs {
+		log.Info("remediation step", "node", n.Name, "state", f.State, "next", step.Next,
+			"action", step.Action.String(), "facts", f)
+	}
 	keep := t.keepForward(&f.Since, f.Now, pol.ValidationTimeout, step.Next == f.State)
 	node, next, err := p.r.takeRemediation(ctx, p, n, f, step, keep)
 	// Only steps under way poll, for their timeouts and the pods they
@@ -135,7 +139,7 @@ func (r *Reconciler) remediationFacts(ctx context.Context, p *pass, n *corev1.No
 		DownstreamPods: o.downstream[n.Name],
 	}
 	f.Since = f.Now
-	if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationRemediationSince]); err == nil {
+	if t, ok := stamp(n.Annotations[AnnotationRemediationSince]); ok {
 		f.Since = t
 	}
 	replaced := types.UID(n.Annotations[AnnotationReplacedPod])

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
@@ -60,12 +59,17 @@ func (switches) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (step
 	clocked.Since = t.clock(f.Since, f.Now)
 	pol := p.switchPolicy(n)
 	step := modeswitch.Next(clocked, pol)
+	log, logs := verbose(ctx)
 	if ok, why := t.vet(arbiter.ModeSwitchPhase(f.State, true), arbiter.ModeSwitchPhase(step.Next, true)); !ok {
-		ctrl.LoggerFrom(ctx).V(1).Info("allocation mode switch step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		if logs {
+			log.Info("allocation mode switch step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		}
 		step = modeswitch.Step{Next: f.State, Target: f.Target, Hold: f.Hold}
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("allocation mode switch step", "node", n.Name, "state", f.State, "next", step.Next,
-		"action", step.Action.String(), "facts", f)
+	if logs {
+		log.Info("allocation mode switch step", "node", n.Name, "state", f.State, "next", step.Next,
+			"action", step.Action.String(), "facts", f)
+	}
 	keep := t.keepForward(&f.Since, f.Now, pol.ValidationTimeout, step.Next == f.State)
 	node, next, err := p.r.takeSwitch(ctx, p, n, f, step, keep)
 	return stepped{node: node, busy: modeswitch.InProgress(next)}, err
@@ -103,7 +107,7 @@ func (r *Reconciler) switchFacts(ctx context.Context, p *pass, n *corev1.Node) (
 		f.Refused = gating.DRARefusal(p.cp, r.Slices != nil)
 	}
 	f.Since = f.Now
-	if t, err := time.Parse(time.RFC3339, a[AnnotationSwitchSince]); err == nil {
+	if t, ok := stamp(a[AnnotationSwitchSince]); ok {
 		f.Since = t
 	}
 	f.Requeues, _ = strconv.Atoi(a[AnnotationSwitchRequeues])

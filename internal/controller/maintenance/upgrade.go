@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
@@ -129,12 +128,17 @@ func (u upgrades) step(ctx context.Context, p *pass, n *corev1.Node, t turn) (st
 	clocked := f
 	clocked.Since = t.clock(f.Since, f.Now)
 	step := upgrade.Next(clocked, pol)
+	log, logs := verbose(ctx)
 	if ok, why := t.vet(arbiter.UpgradePhase(f.State, queued), arbiter.UpgradePhase(step.Next, queued)); !ok {
-		ctrl.LoggerFrom(ctx).V(1).Info("upgrade step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		if logs {
+			log.Info("upgrade step held back", "node", n.Name, "state", f.State, "next", step.Next, "why", why)
+		}
 		step = upgrade.Step{Next: f.State}
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
-		"action", step.Action.String(), "facts", f)
+	if logs {
+		log.Info("upgrade step", "node", n.Name, "state", f.State, "next", step.Next,
+			"action", step.Action.String(), "facts", f)
+	}
 	keep := t.keepForward(&f.Since, f.Now, pol.ValidationTimeout, step.Next == f.State)
 	node, next, err := p.r.takeUpgrade(ctx, p, n, f, step, keep)
 	p.tally.count(next)
@@ -296,8 +300,19 @@ func stateOf(n *corev1.Node) gpuv1.UpgradeState {
 
 // sinceOf reads a since annotation; zero when absent or unreadable.
 func sinceOf(n *corev1.Node, key string) time.Time {
-	t, _ := time.Parse(time.RFC3339, n.Annotations[key])
+	t, _ := stamp(n.Annotations[key])
 	return t
+}
+
+// stamp reads an RFC 3339 time an annotation keeps; false when it is
+// absent or unreadable. An absent one is not parsed: each look reads
+// every node's stamps, and a failed parse allocates its error.
+func stamp(s string) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return t, err == nil
 }
 
 func displayState(s gpuv1.UpgradeState) string {

@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,7 +22,7 @@ func (r *Reconciler) facts(ctx context.Context, p *pass, n *corev1.Node) (upgrad
 	f := upgrade.Facts{State: st, Now: p.now, Skip: n.Labels[gpuv1.LabelUpgradeSkip] == gpuv1.LabelTrue,
 		Cordoned: n.Annotations[AnnotationCordoned] == gpuv1.LabelTrue}
 	f.Since = f.Now
-	if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationSince]); err == nil {
+	if t, ok := stamp(n.Annotations[AnnotationSince]); ok {
 		f.Since = t
 	}
 	pod := o.driverPods[n.Name]
