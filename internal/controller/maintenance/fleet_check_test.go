@@ -142,9 +142,6 @@ func (w world) moves(j *judge) []move {
 			if j.flaps && !n.unlabelled {
 				fault("its labels flap", func(n *node) { n.unlabelled = true })
 			}
-			if j.pools {
-				fault("a person moves it to the other driver pool", func(n *node) { n.moved = !n.moved })
-			}
 			if j.cordons && !n.personCordon {
 				fault("a person cordons it", func(n *node) { n.personCordon = true })
 			}
@@ -168,6 +165,11 @@ func (w world) moves(j *judge) []move {
 			next = w.pass(j, -1, i)
 			next.faults--
 			add(at("a look cut after its first write"), false, next)
+		}
+		if w.poolMoves > 0 {
+			next := change(func(n *node) { n.moved = !n.moved })
+			next.poolMoves--
+			add(at("a person moves it to the other driver pool"), false, next)
 		}
 		if w.migChanges > 0 {
 			next := change(func(n *node) {
@@ -280,6 +282,9 @@ func initial(sh shape) world {
 	w := world{size: sh.nodes, faults: sh.faults, specChanges: 1, migChanges: 1, modeChanges: sh.modeChanges, poolMode: dpMode}
 	if sh.dynamic {
 		w.dynamicChanges = 2
+	}
+	if sh.moves {
+		w.poolMoves = 1
 	}
 	for i := range sh.nodes {
 		w.n[i] = node{desired: whole, applied: whole, served: true, pluginReady: true, pods: true, mode: dpMode}

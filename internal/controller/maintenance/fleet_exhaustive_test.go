@@ -12,8 +12,8 @@ import (
 // driver's spec and one of a node's MIG configuration), how many times
 // the pool's allocation mode changes, and what else the fleet has
 // (shape).
-var fleets = flag.String("fleets", "3:1/cordons+flaps,2:2,2:1:2,3:1/pools,3:1/pools+domains+cordons,2:0:2/dynamic",
-	"the exhaustive check's fleets, nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains], separated by commas")
+var fleets = flag.String("fleets", "3:1/cordons+flaps,2:2,2:1:2,3:0/pools+moves,3:1/pools+domains+cordons,2:0:2/dynamic",
+	"the exhaustive check's fleets, nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains+moves], separated by commas")
 
 // The four node operations together, judged by the controller's own view
 // of each node (fleet_view_test.go), on small fleets (-fleets): one pool
@@ -68,7 +68,7 @@ func checkFleet(t *testing.T, sh shape) {
 			e.path(c[0]), describe(e.states[c[0]]))
 	}
 	bound, onCycle, ok := e.settleBound(func(w *world) bool {
-		return w.faults == 0 && w.specChanges == 0 && w.migChanges == 0 && w.modeChanges == 0 && w.dynamicChanges == 0
+		return w.faults == 0 && w.specChanges == 0 && w.migChanges == 0 && w.modeChanges == 0 && w.dynamicChanges == 0 && w.poolMoves == 0
 	})
 	if !ok {
 		t.Fatalf("once faults stop, progress can go round a cycle: no bound on when the fleet settles; a state on it, reached by:\n%s\nat:\n%s",

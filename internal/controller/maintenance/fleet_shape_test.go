@@ -28,14 +28,16 @@ type shape struct {
 	// (maxUnavailable 50%, maxParallelUpgrades unlimited); the single
 	// (c) has the ClusterPolicy's. The nodes have waited for their starts
 	// for different times, the last the longest, against their names'
-	// order. A person may move a node to the other pool (a fault).
+	// order.
 	pools bool
+	// moves: with pools, a person moves a node to the other pool once.
+	moves bool
 	// domains: with pools, one NVLink domain spans both pools (a and c,
 	// rack-1; b is rack-2), capped at one domain out of service.
 	domains bool
 }
 
-// parseShape reads nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains].
+// parseShape reads nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains+moves].
 func parseShape(s string) (shape, error) {
 	var sh shape
 	counts, features, _ := strings.Cut(s, "/")
@@ -50,7 +52,7 @@ func parseShape(s string) (shape, error) {
 		err = fmt.Errorf("not nodes:faults[:mode changes]")
 	}
 	if err != nil || sh.nodes < 1 || sh.nodes > fleetSize {
-		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains] with 1 to %d nodes", s, fleetSize)
+		return sh, fmt.Errorf("%q is not nodes:faults[:mode changes][/cordons+flaps+dynamic+pools+domains+moves] with 1 to %d nodes", s, fleetSize)
 	}
 	for f := range strings.SplitSeq(features, "+") {
 		switch f {
@@ -61,16 +63,18 @@ func parseShape(s string) (shape, error) {
 			sh.pools = true
 		case "domains":
 			sh.domains = true
+		case "moves":
+			sh.moves = true
 		case "flaps":
 			sh.flaps = true
 		case "dynamic":
 			sh.dynamic = true
 		default:
-			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, dynamic, pools, domains)", s, f)
+			return sh, fmt.Errorf("%q: no fleet feature %q (cordons, flaps, dynamic, pools, domains, moves)", s, f)
 		}
 	}
-	if (sh.pools || sh.domains) && (sh.nodes != fleetSize || !sh.pools) {
-		return sh, fmt.Errorf("%q: pools and domains are a fleet of %d nodes in two pools", s, fleetSize)
+	if (sh.pools || sh.domains || sh.moves) && (sh.nodes != fleetSize || !sh.pools) {
+		return sh, fmt.Errorf("%q: pools, domains and moves are a fleet of %d nodes in two pools", s, fleetSize)
 	}
 	return sh, nil
 }
@@ -91,6 +95,9 @@ func (sh shape) String() string {
 	}
 	if sh.domains {
 		s += ", NVLink domains across them"
+	}
+	if sh.moves {
+		s += ", a node moved between them"
 	}
 	return s
 }

@@ -188,7 +188,7 @@ type world struct {
 	size uint8
 	// faults, spec changes, MIG configuration changes and changes of the
 	// pool's allocation mode left to happen.
-	faults, specChanges, migChanges, modeChanges, dynamicChanges uint8
+	faults, specChanges, migChanges, modeChanges, dynamicChanges, poolMoves uint8
 	// poolMode is the pool's allocation mode.
 	poolMode mode
 	// dynamicMIG: the DRA driver in force has DynamicMIG on.
