@@ -61,6 +61,24 @@ func (p *pass) poolOf(n *corev1.Node) string {
 	return p.obs.pools.Assign(n.Name, n.Labels).Pool
 }
 
+// holdMark is one operation's mark on a node: whether its state label
+// holds the node, and the since annotation this operator writes with it.
+type holdMark struct {
+	holds bool
+	since string
+}
+
+// holdMarks are the node's marks of each operation, in the states in which
+// each operation writes the hold's marks.
+func holdMarks(n *corev1.Node) [4]holdMark {
+	return [4]holdMark{
+		{upgrade.Holds(stateOf(n)), AnnotationSince},
+		{remediation.Tainted(remediationStateOf(n)), AnnotationRemediationSince},
+		{migreconfig.Tainted(migStateOf(n)), AnnotationMIGSince},
+		{modeswitch.Tainted(switchStateOf(n)), AnnotationSwitchSince},
+	}
+}
+
 // heldByOwnMarks reports whether this operator's marks of an operation
 // still hold the node: a holding state label with the since annotation
 // this operator writes with it, which its forget removes. A state label
@@ -68,16 +86,21 @@ func (p *pass) poolOf(n *corev1.Node) string {
 // alone holds nothing of this operator's, and its forget cannot remove
 // what it does not own.
 func heldByOwnMarks(n *corev1.Node) bool {
-	own := func(holds bool, since string) bool { return holds && n.Annotations[since] != "" }
-	return own(upgrade.Holds(stateOf(n)), AnnotationSince) ||
-		own(remediation.Tainted(remediationStateOf(n)), AnnotationRemediationSince) ||
-		own(migreconfig.Tainted(migStateOf(n)), AnnotationMIGSince) ||
-		own(modeswitch.Tainted(switchStateOf(n)), AnnotationSwitchSince)
+	for _, m := range holdMarks(n) {
+		if m.holds && n.Annotations[m.since] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Held reports whether an operation holds the node, by its state labels:
 // the states in which each operation writes the hold's marks.
 func Held(n *corev1.Node) bool {
-	return upgrade.Holds(stateOf(n)) || remediation.Tainted(remediationStateOf(n)) ||
-		migreconfig.Tainted(migStateOf(n)) || modeswitch.Tainted(switchStateOf(n))
+	for _, m := range holdMarks(n) {
+		if m.holds {
+			return true
+		}
+	}
+	return false
 }
