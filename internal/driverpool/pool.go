@@ -49,6 +49,9 @@ type Pool struct {
 
 	isDefault bool
 	selects   func(name string, labels map[string]string) bool
+	// selection is what selects was made from, for Equal: a function
+	// compares equal to none.
+	selection any
 }
 
 // Set is every driver pool of the cluster under one policy.
@@ -130,7 +133,7 @@ func FromPolicy(cp *gpuv1.ClusterPolicy) *Set {
 		s.Pools = append(s.Pools, Pool{Name: p.Name, Driver: driver, Daemonsets: cp.Spec.Daemonsets, Runs: true,
 			Precompiled: precompiled, DevicePluginConfig: p.DevicePluginConfig, MIGConfig: p.MIGConfig,
 			GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, Mode: modeOr(p.AllocationMode, mode),
-			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }})
+			selects: func(_ string, labels map[string]string) bool { return matches(selector, labels) }, selection: selector})
 	}
 	s.Pools = append(s.Pools, Pool{Name: gpuv1.DefaultDriverPool, Driver: base, Daemonsets: cp.Spec.Daemonsets,
 		Runs: true, Precompiled: precompiled, GDS: cp.Spec.GDS, GDRCopy: cp.Spec.GDRCopy, Mode: mode, isDefault: true})
@@ -271,13 +274,16 @@ func fromNVIDIADriver(cp *gpuv1.ClusterPolicy, nvd *gpuv1alpha1.NVIDIADriver) Po
 	}
 	selector := spec.NodeSelector
 	var affinity *nodeaffinity.LazyErrorNodeSelector
+	var required *corev1.NodeSelector
 	if a := spec.NodeAffinity; a != nil && a.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		affinity = nodeaffinity.NewLazyErrorNodeSelector(a.RequiredDuringSchedulingIgnoredDuringExecution)
+		required = a.RequiredDuringSchedulingIgnoredDuringExecution
+		affinity = nodeaffinity.NewLazyErrorNodeSelector(required)
 	}
 	return Pool{
 		Name: nvd.Name, Driver: driver, Daemonsets: ds, Precompiled: spec.IsPrecompiled(), Runs: spec.Runs(),
 		OwnUpgradePolicy: own, isDefault: spec.Default, GDS: spec.GPUDirectStorage, GDRCopy: spec.GDRCopy,
-		Mode: modeOr(spec.AllocationMode, modeOr(cp.Spec.Driver.AllocationMode, gpuv1.AllocationDevicePlugin)),
+		Mode:      modeOr(spec.AllocationMode, modeOr(cp.Spec.Driver.AllocationMode, gpuv1.AllocationDevicePlugin)),
+		selection: nvidiaDriverSelection{selector, required},
 		selects: func(name string, labels map[string]string) bool {
 			if !matches(selector, labels) {
 				return false
