@@ -45,6 +45,10 @@ type Timers struct {
 	// upgrade, a MIG reconfiguration, a repair) are looked at again: their
 	// GPU pods are listed live, not watched, and their timeouts run.
 	MaintenancePoll time.Duration
+	// MaintenanceFullLook is how often a maintenance look judges every
+	// node again, the quiet ones included, whose judgement it otherwise
+	// keeps while their inputs stay the same.
+	MaintenanceFullLook time.Duration
 	// KubeletResourceGrace is how long the kubelet keeps a resource whose
 	// device plugin stopped advertising it, unallocatable, in the node's
 	// capacity (its devicemanager's endpointStopGracePeriod, 5 minutes):
@@ -108,6 +112,7 @@ func Defaults() Timers {
 		WorkloadSlotPoll:        10 * time.Second,
 		TaintRetry:              30 * time.Second,
 		MaintenancePoll:         5 * time.Second,
+		MaintenanceFullLook:     5 * time.Minute,
 		KubeletResourceGrace:    6 * time.Minute,
 		DriverValidationTimeout: 30 * time.Minute,
 		DriverReplaceTimeout:    10 * time.Minute,
@@ -183,6 +188,8 @@ func (t *Timers) flags() []timerFlag {
 			"How often a node whose CUDA workload proof waits for the bound on proofs running at once (--workload-proofs) looks for a free place."},
 		{"taint-retry", &t.TaintRetry, "How soon a readiness taint the API server refused is tried again."},
 		{"maintenance-poll", &t.MaintenancePoll, "How often nodes in a driver upgrade, MIG reconfiguration or repair step are looked at again."},
+		{"maintenance-full-look", &t.MaintenanceFullLook,
+			"How often a maintenance look judges every GPU node again, including those whose inputs did not change since they were last judged."},
 		{"kubelet-resource-grace", &t.KubeletResourceGrace,
 			"How long after a MIG reconfiguration no repair starts or judges the GPUs: the kubelet keeps the old resource, unallocatable, for 5 minutes."},
 		{"driver-validation-timeout", &t.DriverValidationTimeout,

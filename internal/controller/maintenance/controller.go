@@ -79,6 +79,8 @@ type Reconciler struct {
 	// primed is set once the first look has read live the nodes the
 	// cache had older than the API server.
 	primed atomic.Bool
+	// looks keeps the quiet nodes' judgements between looks.
+	looks lookCache
 }
 
 // Reconcile looks at the whole fleet once: every GPU node of the active
@@ -120,27 +122,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	if replaced > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("reading nodes as this controller wrote them: the cache has not seen those writes yet", "nodes", replaced)
 	}
+	full := r.looks.begin(p, r.Timers.MaintenanceFullLook)
 	// Each operation lets go of the nodes it no longer runs on: no
-	// policy, the operation turned off, the node opted out.
-	var nodes []*corev1.Node
+	// policy, the operation turned off, the node opted out. A node whose
+	// judgement the look cache keeps was let go by the look that made it.
+	var nodes []candidate
 	var errs []error
+	listed := make(map[string]bool, len(all))
 	for _, n := range all {
-		runs := false
-		for _, m := range p.machines {
+		listed[n.Name] = true
+		pods := obs.podKeyOf(n.Name)
+		if j := r.looks.lookup(n, pods); j != nil {
+			if j.runs != 0 {
+				nodes = append(nodes, candidate{node: n, pods: pods, cached: j, letGo: true})
+			}
+			continue
+		}
+		r.looks.forget(n.Name)
+		var runs uint8
+		letGo := true
+		for i, m := range p.machines {
 			if m.runs(p, n) {
-				runs = true
+				runs |= 1 << i
 			} else if err := m.forget(ctx, p, n); err != nil {
 				errs = append(errs, err)
+				letGo = false
 			}
 		}
 		switch {
-		case runs:
-			nodes = append(nodes, n)
+		case runs != 0:
+			nodes = append(nodes, candidate{node: n, pods: pods, runs: runs, letGo: letGo})
 		case n.Annotations[gpuv1.AnnotationMaintenanceWaiting] != "":
 			errs = append(errs, r.tellWaiting(ctx, n, ""))
+		case letGo:
+			// No machine runs there, and none had a mark to remove: the
+			// same node is let go alike at the next look.
+			r.looks.keep(n, &kept{})
 		}
 	}
-	busy := r.step(ctx, p, nodes)
+	r.looks.prune(listed)
+	busy, judgedNow := r.step(ctx, p, nodes)
+	if logs := ctrl.LoggerFrom(ctx).V(1); logs.Enabled() {
+		logs.Info("maintenance look", "full", full, "nodes", len(nodes), "judged", judgedNow)
+	}
 	for _, err := range errs {
 		switch {
 		case err == nil:
@@ -160,16 +184,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	return ctrl.Result{}, nil
 }
 
+// candidate is a node some machine runs on, and its judgement the look
+// cache keeps, if any; runs are its machines when it has none.
+type candidate struct {
+	node   *corev1.Node
+	pods   podKey
+	cached *kept
+	runs   uint8
+	// letGo is false where an operation that no longer runs there failed
+	// to remove its marks: the next look tries again.
+	letGo bool
+}
+
 // step admits the starts of this look and steps every node, its machines
-// in the arbiter's order, the nodes side by side. It reports whether any
-// node is on its way.
-func (r *Reconciler) step(ctx context.Context, p *pass, nodes []*corev1.Node) bool {
+// in the arbiter's order, the nodes side by side; a node whose judgement
+// the look cache keeps, and which Admit lets start nothing, keeps its
+// outcome. It reports whether any node is on its way, and how many nodes
+// it judged.
+func (r *Reconciler) step(ctx context.Context, p *pass, nodes []candidate) (bool, int) {
 	if len(nodes) == 0 {
-		return false
+		return false, 0
 	}
 	views := make([]arbiter.Node, len(nodes))
-	for i, n := range nodes {
-		views[i] = p.view(ctx, n)
+	for i, c := range nodes {
+		if c.cached != nil {
+			views[i] = c.cached.view
+		} else {
+			views[i] = p.viewOf(ctx, c.node, c.runs)
+		}
 	}
 	admission, budgetErrs := arbiter.Admit(views, p.budgets)
 	for _, err := range budgetErrs {
@@ -179,28 +221,59 @@ func (r *Reconciler) step(ctx context.Context, p *pass, nodes []*corev1.Node) bo
 		r.Recorder.Eventf(p.cp, nil, corev1.EventTypeWarning, "MaintenanceBlocked", "Admit", "%v", err)
 	}
 	busy := make([]bool, len(nodes))
+	fresh := make([]*kept, len(nodes))
+	stepped := make([]bool, len(nodes))
 	workqueue.ParallelizeUntil(ctx, stepWorkers, len(nodes), func(i int) {
-		busy[i] = r.stepNode(ctx, p, nodes[i], &views[i], admission)
+		c := &nodes[i]
+		admitted, ok := admission.Admitted[c.node.Name]
+		if !ok {
+			admitted = arbiter.None
+		}
+		if j := c.cached; j != nil && admitted == arbiter.None {
+			if j.counted {
+				p.tally.count(j.upgrade)
+			}
+			busy[i] = j.busy
+			r.tellWaitingOrLog(ctx, c.node, admission.Waiting[c.node.Name])
+			return
+		}
+		runs := c.runs
+		if c.cached != nil {
+			runs = c.cached.runs
+		}
+		var settled bool
+		stepped[i] = true
+		busy[i], settled = r.stepNode(ctx, p, c.node, runs, &views[i], admitted, admission.Waiting[c.node.Name])
+		if settled && c.letGo && admitted == arbiter.None && quiet(p, c.node, runs) {
+			fresh[i] = &kept{pods: c.pods, runs: runs, view: views[i], busy: busy[i],
+				upgrade: stateOf(c.node), counted: p.runs(arbiter.DriverUpgrade, runs)}
+		}
 	})
-	onTheWay := false
-	for _, b := range busy {
+	onTheWay, judgedNow := false, 0
+	for i, b := range busy {
 		onTheWay = onTheWay || b
+		if stepped[i] {
+			judgedNow++
+		} else {
+			r.looks.reused++
+		}
+		if fresh[i] != nil {
+			r.looks.keep(nodes[i].node, fresh[i])
+		}
 	}
-	return onTheWay
+	return onTheWay, judgedNow
 }
 
 // stepNode takes one step of each machine that runs on the node, each
-// write conditional on the node as the one before left it. It reports
-// whether the node is on its way.
-func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view *arbiter.Node, admission arbiter.Admission) bool {
-	admitted, ok := admission.Admitted[n.Name]
-	if !ok {
-		admitted = arbiter.None
-	}
-	busy := false
+// write conditional on the node as the one before left it, then writes
+// why it waits. It reports whether the node is on its way, and whether its
+// steps wrote nothing and failed nowhere: the same node gets the same
+// steps again (lookCache).
+func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, runs uint8, view *arbiter.Node,
+	admitted arbiter.Operation, waiting string) (busy, settled bool) {
 	cur := n
-	for _, m := range p.machines {
-		if !m.runs(p, n) {
+	for i, m := range p.machines {
+		if runs&(1<<i) == 0 {
 			continue
 		}
 		out, err := m.step(ctx, p, cur, turn{op: m.operation(), started: admitted, view: view})
@@ -208,7 +281,7 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 		case errors.Is(err, errStale):
 			// Decided on a node that changed since: the next look decides
 			// again, on the node as it is then.
-			return true
+			return true, false
 		case err != nil:
 			// One node's trouble (an API error, a refused write) is
 			// retried at the next look, with the rest of the fleet:
@@ -216,15 +289,21 @@ func (r *Reconciler) stepNode(ctx context.Context, p *pass, n *corev1.Node, view
 			// backoff.
 			ctrl.LoggerFrom(ctx).Error(err, "maintenance step failed; retrying at the next look", "node", n.Name,
 				"operation", m.operation().String(), "after", r.Timers.MaintenancePoll)
-			return true
+			return true, false
 		}
 		cur = out.node
 		busy = busy || out.busy
 	}
-	if err := r.tellWaiting(ctx, cur, admission.Waiting[n.Name]); err != nil {
+	r.tellWaitingOrLog(ctx, cur, waiting)
+	return busy, cur == n
+}
+
+// tellWaitingOrLog writes why the node waits, and logs a failure: the
+// next look writes it again.
+func (r *Reconciler) tellWaitingOrLog(ctx context.Context, n *corev1.Node, why string) {
+	if err := r.tellWaiting(ctx, n, why); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "writing why the node waits", "node", n.Name)
 	}
-	return busy
 }
 
 // verbose is the V(1) logger of a machine's step, and whether it logs:

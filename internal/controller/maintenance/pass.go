@@ -29,6 +29,10 @@ type machine interface {
 	// forget removes the operation's marks from a node it does not run
 	// on; nothing when it has none.
 	forget(ctx context.Context, p *pass, n *corev1.Node) error
+	// quiet reports whether the node's state is one whose step, having
+	// written nothing, decides the same again on the same inputs,
+	// whatever the clock (lookCache).
+	quiet(p *pass, n *corev1.Node) bool
 }
 
 // turn is what one machine's step on a node gets from the look: whether
@@ -153,10 +157,27 @@ func (r *Reconciler) newPass(ctx context.Context, cp *gpuv1.ClusterPolicy, obs *
 
 // view is what the arbiter knows of a node: where each operation stands.
 func (p *pass) view(ctx context.Context, n *corev1.Node) arbiter.Node {
+	return p.viewOf(ctx, n, p.runsOn(n))
+}
+
+// runsOn are the machines that run on the node, a bit each by their place
+// in p.machines.
+func (p *pass) runsOn(n *corev1.Node) uint8 {
+	var runs uint8
+	for i, m := range p.machines {
+		if m.runs(p, n) {
+			runs |= 1 << i
+		}
+	}
+	return runs
+}
+
+// viewOf is the node's view where the machines runs run.
+func (p *pass) viewOf(ctx context.Context, n *corev1.Node, runs uint8) arbiter.Node {
 	v := arbiter.Node{Name: n.Name, Pool: p.poolOf(n), Domain: domainOf(n),
 		Unavailable: n.Spec.Unschedulable || !nodeReady(n)}
-	for _, m := range p.machines {
-		if m.runs(p, n) {
+	for i, m := range p.machines {
+		if runs&(1<<i) != 0 {
 			m.position(ctx, p, n, &v)
 		}
 	}
