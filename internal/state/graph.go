@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -13,6 +14,10 @@ import (
 type Graph struct {
 	states []State
 	index  map[Name]int
+	// labels are the states' node labels (gpuv1.StateLabel), by index:
+	// every controller reads them from every node at every reconcile,
+	// and building the key each time was an eighth of the status's cost.
+	labels []string
 }
 
 // NewGraph checks that names are unique and that every state comes after its
@@ -35,6 +40,7 @@ func NewGraph(states ...State) (*Graph, error) {
 			return nil, fmt.Errorf("state %q runs in allocation mode %q: only a per-node state has a mode, device-plugin or dra", s.Name, s.Mode)
 		}
 		g.index[s.Name] = i
+		g.labels = append(g.labels, gpuv1.StateLabel(string(s.Name)))
 	}
 	return g, nil
 }
@@ -205,11 +211,15 @@ func (g *Graph) upRequirement(name Name) corev1.NodeSelectorRequirement {
 // of a node without the label included: pending, or disabled for a state
 // that gates only once labelled.
 func (g *Graph) ValueOf(name Name, labels map[string]string) gpuv1.StateValue {
-	v := gpuv1.StateValue(labels[gpuv1.StateLabel(string(name))])
-	if v != "" {
+	i, known := g.index[name]
+	if !known {
+		// No state of the graph: its label, or pending.
+		return cmp.Or(gpuv1.StateValue(labels[gpuv1.StateLabel(string(name))]), gpuv1.StatePending)
+	}
+	if v := gpuv1.StateValue(labels[g.labels[i]]); v != "" {
 		return v
 	}
-	if s, _ := g.Get(name); s.GatesOnlyWhenLabelled {
+	if g.states[i].GatesOnlyWhenLabelled {
 		return gpuv1.StateDisabled
 	}
 	return gpuv1.StatePending
