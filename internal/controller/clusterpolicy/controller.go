@@ -84,6 +84,9 @@ type Reconciler struct {
 	podSecurity podSecurityMemo
 	// podMetadata remembers the running pods given new metadata.
 	podMetadata podMetadataPatched
+	// shares keeps what each node adds to the status while it is
+	// unchanged.
+	shares shares
 }
 
 // Reconcile is get, then delete or ignore or apply, then one status patch.
@@ -343,7 +346,7 @@ func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes
 	if nfdErr != nil {
 		nfd = nil
 	}
-	summary := summarize(r.Graph, r.Graph.Enabled(&cp.Spec), nodes, nfd)
+	summary := summarizeShares(r.Graph, r.Graph.Enabled(&cp.Spec), nodes, r.shares.of(r.Graph, r.Graph.PerNode(), nodes), nfd)
 	if err := r.explain(ctx, &summary, nodes); err != nil {
 		return cp.Status, err
 	}

@@ -1,15 +1,12 @@
 package clusterpolicy
 
 import (
-	"cmp"
-	"fmt"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
-	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/state"
 )
 
@@ -61,51 +58,63 @@ type poolCounts struct{ nodes, ready int }
 // states count the pods of their DaemonSet instead (nfd-worker, on every
 // node), from ds, which is nil when it does not exist.
 func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
+	perNode := g.PerNode()
+	shares := make([]*nodeShare, len(nodes))
+	for i := range nodes {
+		shares[i] = shareOf(g, perNode, &nodes[i])
+	}
+	return summarizeShares(g, enabled, nodes, shares, ds)
+}
+
+// summarizeShares is summarize from the nodes' shares, in the nodes'
+// order.
+func summarizeShares(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, shares []*nodeShare, ds *appsv1.DaemonSet) summary {
 	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}, unhealthy: map[string]int64{},
 		firstNotUp: map[string]state.Name{}, pools: map[string]*poolCounts{}, operations: map[[2]string]int{}}
-	operations := gating.Operations()
 	for _, st := range g.States() {
 		s.order = append(s.order, st.Name)
 		s.byState[st.Name] = &stateCounts{enabled: enabled[st.Name], phases: map[gpuv1.StateValue]int{}}
 	}
 	perNode := g.PerNode()
+	counts := make([]*stateCounts, len(perNode))
+	for i, name := range perNode {
+		counts[i] = s.byState[name]
+	}
 	for i := range nodes {
-		n := &nodes[i]
-		if !gating.IsGPUNode(n) {
+		n, share := &nodes[i], shares[i]
+		if !share.gpu {
 			continue
 		}
 		s.gpuNodes++
-		if u := gating.UnhealthyGPUsOf(n); u > 0 {
-			s.unhealthy[n.Name] = u
+		if share.unhealthy > 0 {
+			s.unhealthy[n.Name] = share.unhealthy
 		}
-		if why := n.Annotations[gpuv1.AnnotationMaintenanceWaiting]; why != "" {
-			s.waiting = append(s.waiting, fmt.Sprintf("%s (%s)", n.Name, why))
+		if share.waiting != "" {
+			s.waiting = append(s.waiting, share.waiting)
 		}
-		if u := gpuv1.UpgradeState(n.Labels[gpuv1.LabelUpgradeState]); u != "" {
+		if u := share.upgrade; u != "" {
 			s.upgrades[u]++
 			if u == gpuv1.UpgradeFailed {
 				s.upgradeFailed = append(s.upgradeFailed, n.Name)
 			}
 		}
-		for _, op := range operations {
-			if st := op.StateOn(n); st != "" {
-				s.operations[[2]string{op.Name, st}]++
-			}
+		for _, op := range share.operations {
+			s.operations[op]++
 		}
 		allUp := true
-		for _, name := range perNode {
-			v := g.ValueOf(name, n.Labels)
+		for j, name := range perNode {
+			v := share.values[j]
 			if allUp && !v.Up() {
 				s.firstNotUp[n.Name] = name
 			}
 			allUp = allUp && v.Up()
-			c := s.byState[name]
+			c := counts[j]
 			c.phases[v]++
 			switch v {
 			case gpuv1.StateDisabled:
 				c.disabled++
-				if name == state.Driver && enabled[name] && n.Labels[gpuv1.LabelDeployOperands] != "false" {
-					c.hostDriver = append(c.hostDriver, fmt.Sprintf("%s (%s)", n.Name, hostDriverReason(n)))
+				if name == state.Driver && enabled[name] && share.hostDriver != "" {
+					c.hostDriver = append(c.hostDriver, share.hostDriver)
 				}
 				continue
 			case gpuv1.StateReady:
@@ -119,11 +128,10 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 			}
 			c.desired++
 		}
-		poolName := cmp.Or(n.Labels[gpuv1.LabelDriverPool], "default")
-		pool := s.pools[poolName]
+		pool := s.pools[share.pool]
 		if pool == nil {
 			pool = &poolCounts{}
-			s.pools[poolName] = pool
+			s.pools[share.pool] = pool
 		}
 		pool.nodes++
 		if allUp {
