@@ -90,9 +90,16 @@ type Admission struct {
 func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 	a := Admission{Admitted: map[string]Operation{}, Waiting: map[string]string{}}
 	counts := newCounts(nodes)
-	tried := map[string]int{}
-	refused := map[string][]string{}
-	for _, w := range Queue(nodes, a) {
+	queue := Queue(nodes, a)
+	// Sized once: late in a rollout every node of a large fleet is
+	// queued, and growing these maps a node at a time was a fifth of a
+	// look that judges no node anew.
+	tried := make(map[string]int, len(queue))
+	refused := make(map[string][]string, len(queue))
+	// A full budget refuses every node queued in its scope with the same
+	// words: written once per look, not once per node.
+	refusal := map[[2]string]string{}
+	for _, w := range queue {
 		name := w.Node.Name
 		if _, done := a.Admitted[name]; done {
 			continue
@@ -100,7 +107,13 @@ func Admit(nodes []Node, budgets Budgets) (Admission, []error) {
 		for ; tried[name] <= w.rank; tried[name]++ {
 			op := w.ranked[tried[name]]
 			if full := counts.full(w.Node, budgets[op]); full != "" {
-				refused[name] = append(refused[name], fmt.Sprintf("the %s waits for %s", op, full))
+				key := [2]string{op.String(), full}
+				why, ok := refusal[key]
+				if !ok {
+					why = fmt.Sprintf("the %s waits for %s", op, full)
+					refusal[key] = why
+				}
+				refused[name] = append(refused[name], why)
 				continue
 			}
 			a.Admitted[name] = op
@@ -199,6 +212,8 @@ type budgetCount struct {
 	// each scope's limit, -1 when unreadable.
 	taken map[string]map[unit]bool
 	limit map[string]int
+	// full is, per scope, why the budget has no place there, once said.
+	full map[string]string
 }
 
 // unit is what a budget counts a node as: itself, or its NVLink domain.
@@ -295,6 +310,9 @@ func (c *counts) full(n *Node, budgets []Budget) string {
 		case len(bc.taken[scope]) >= limit:
 			// Without the count of the moment: the reason is written on
 			// the node, and must not change with every node that moves.
+			if why, ok := bc.full[scope]; ok {
+				return why
+			}
 			what := "nodes"
 			if b.Domains {
 				what = "NVLink domains"
@@ -303,7 +321,12 @@ func (c *counts) full(n *Node, budgets []Budget) string {
 			if b.PerPool {
 				where = fmt.Sprintf(" of driver pool %s", scope)
 			}
-			return fmt.Sprintf("%s (at most %d %s%s out of service at once)", b.Field, limit, what, where)
+			why := fmt.Sprintf("%s (at most %d %s%s out of service at once)", b.Field, limit, what, where)
+			if bc.full == nil {
+				bc.full = map[string]string{}
+			}
+			bc.full[scope] = why
+			return why
 		}
 	}
 	return ""
