@@ -121,10 +121,11 @@ func (c *lookCache) begin(p *pass, every time.Duration) bool {
 }
 
 // lookup returns the node's last judgement, if the node and its pods are
-// those it was made on.
+// those it was made on. A node with no resourceVersion (one not read from
+// an API server) has no version to compare, and none.
 func (c *lookCache) lookup(n *corev1.Node, pods podKey) *kept {
 	j := c.nodes[n.Name]
-	if j == nil || j.uid != n.UID || j.version != n.ResourceVersion || j.pods != pods {
+	if j == nil || n.ResourceVersion == "" || j.uid != n.UID || j.version != n.ResourceVersion || j.pods != pods {
 		return nil
 	}
 	return j
