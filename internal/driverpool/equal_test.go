@@ -1,6 +1,7 @@
 package driverpool
 
 import (
+	"reflect"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -42,6 +43,15 @@ func TestSetsFromTheSameObjectsAreEqual(t *testing.T) {
 	g.Expect(a.Equal(Resolve(byNVIDIADrivers(), drivers("b")))).To(BeFalse(), "an NVIDIADriver's nodeAffinity alone")
 	b.Images = map[string]ImageVerdict{"nvcr.io/nvidia/driver:580": {}}
 	g.Expect(a.Equal(b)).To(BeFalse(), "an image's verdict")
+	b.Images = nil
+	b.GPUCluster = "gpu-cluster"
+	g.Expect(a.Equal(b)).To(BeFalse(), "a GPUCluster over the pools")
+	b = Resolve(byNVIDIADrivers(), drivers("a"))
+	b.Pools[0].Mode = gpuv1.AllocationDRA
+	g.Expect(a.Equal(b)).To(BeFalse(), "a pool's allocation mode")
+	// A Set's own fields are listed in Equal by hand (a Pool's are all
+	// compared, its function apart): a new one must be added there.
+	g.Expect(reflect.TypeFor[Set]().NumField()).To(Equal(5), "Set has a new field: compare it in Equal")
 	g.Expect((*Set)(nil).Equal(nil)).To(BeTrue())
 	g.Expect(a.Equal(nil)).To(BeFalse())
 }

@@ -47,8 +47,12 @@ func TestKeptSharesSummariseAsFreshOnes(t *testing.T) {
 		func(n *corev1.Node) {
 			n.Labels[gpuv1.StateLabel(string(perNode[rnd.IntN(len(perNode))]))] = string(values[rnd.IntN(len(values))])
 		},
-		func(n *corev1.Node) { n.Labels[gpuv1.LabelUpgradeState] = pick("", "upgrade-required", "upgrade-done", "upgrade-failed") },
-		func(n *corev1.Node) { n.Labels[gpuv1.LabelRemediationState] = pick("", "remediation-required", "remediation-done") },
+		func(n *corev1.Node) {
+			n.Labels[gpuv1.LabelUpgradeState] = pick("", "upgrade-required", "upgrade-done", "upgrade-failed")
+		},
+		func(n *corev1.Node) {
+			n.Labels[gpuv1.LabelRemediationState] = pick("", "remediation-required", "remediation-done")
+		},
 		func(n *corev1.Node) { n.Labels[gpuv1.LabelDriverPool] = pick("", "h100", "a100") },
 		func(n *corev1.Node) { n.Labels[gpuv1.LabelDeployOperands] = pick("", "false", "true") },
 		func(n *corev1.Node) { n.Labels[gpuv1.LabelGPUPresent] = pick("true", "") },

@@ -155,9 +155,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 		case n.Annotations[gpuv1.AnnotationMaintenanceWaiting] != "":
 			errs = append(errs, r.tellWaiting(ctx, n, ""))
 		case letGo:
-			// No machine runs there, and none had a mark to remove: the
-			// same node is let go alike at the next look.
-			r.looks.keep(n, &kept{})
+			// No machine runs there, and each let it go: the same node,
+			// with the same pods, is let go alike at the next look.
+			// (Should the cache still show it from before a mark's
+			// removal, forget would only remove it again.)
+			r.looks.keep(n, &kept{pods: pods})
 		}
 	}
 	r.looks.prune(listed)

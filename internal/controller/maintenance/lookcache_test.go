@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -75,17 +77,10 @@ func lookAlike(t *testing.T, seed uint64, rounds int) {
 	objs := []client.Object{cp, configs, newDriverDaemonSet()}
 	var pods []corev1.Pod
 	for i := range size {
-		n := gpuNode(name(i), map[string]string{
-			gpuv1.StateLabel(string(state.Driver)):       string(gpuv1.StateReady),
-			gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateReady),
-			gpuv1.DeployLabel(string(state.MIGManager)):  gpuv1.LabelTrue,
-		}, nil)
-		gpus := resource.MustParse("8")
-		n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": gpus}
-		n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": gpus}
-		objs = append(objs, n)
-		pods = append(pods, *driverPodOf(name(i), "old", true))
+		objs = append(objs, fleetNode(name(i)))
+		pods = append(pods, *driverPodOf(name(i), "old", true), *operandPodOf(name(i), state.DevicePlugin, true))
 	}
+	made := 0
 	live := podindex.NewLive(t, pods...)
 	clock := func() time.Time { return now }
 	twins := make([]*twin, 2)
@@ -189,9 +184,55 @@ func lookAlike(t *testing.T, seed uint64, rounds int) {
 			return name(i) + " cordon toggled"
 		},
 		func(i int) string {
-			usable := resource.MustParse([]string{"8", "6"}[rnd.IntN(2)])
-			edit(i, func(n *corev1.Node) { n.Status.Allocatable["nvidia.com/gpu"] = usable })
-			return name(i) + " allocatable " + usable.String()
+			// As the node controller says it from the device plugin.
+			unhealthy := rnd.IntN(2) * 2
+			usable := resource.MustParse(strconv.Itoa(8 - unhealthy))
+			edit(i, func(n *corev1.Node) {
+				n.Status.Allocatable["nvidia.com/gpu"] = usable
+				if n.Annotations == nil {
+					n.Annotations = map[string]string{}
+				}
+				n.Annotations[gpuv1.AnnotationUnhealthyGPUs] = strconv.Itoa(unhealthy)
+			})
+			return fmt.Sprintf("%s: %d GPUs unhealthy", name(i), unhealthy)
+		},
+		func(i int) string {
+			// The operand pods a node's steps count and read: its device
+			// plugin, its mig-manager, a GPU feature discovery pod after
+			// the driver.
+			st := []state.Name{state.DevicePlugin, state.MIGManager, state.GPUFeatureDiscovery}[rnd.IntN(3)]
+			pod := operandPodOf(name(i), st, rnd.IntN(3) > 0)
+			if rnd.IntN(3) == 0 {
+				live.Delete(pod)
+				return fmt.Sprintf("%s pod of %s gone", st, name(i))
+			}
+			live.Put(pod)
+			return fmt.Sprintf("%s pod of %s changed", st, name(i))
+		},
+		func(int) string {
+			// The MIG configurations' file broken and mended: nodes whose
+			// configuration was refused may start.
+			data := []string{migmanager.DefaultConfig, "version: v1\nmig-configs: {}\n", "not: [yaml"}[rnd.IntN(3)]
+			for _, tw := range twins {
+				cm := configs.DeepCopy()
+				g.Expect(tw.c.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+				cm.Data[migconfig.FileKey] = data
+				g.Expect(tw.c.Update(ctx, cm)).To(Succeed())
+			}
+			return fmt.Sprintf("the MIG configurations' file is %.20q", data)
+		},
+		func(i int) string {
+			// Deleted and made again under its name: another UID.
+			made++
+			for _, tw := range twins {
+				n := &corev1.Node{}
+				g.Expect(tw.c.Get(ctx, client.ObjectKey{Name: name(i)}, n)).To(Succeed())
+				g.Expect(tw.c.Delete(ctx, n)).To(Succeed())
+				again := fleetNode(name(i))
+				again.UID = types.UID(fmt.Sprintf("%s-%d", name(i), made))
+				g.Expect(tw.c.Create(ctx, again)).To(Succeed())
+			}
+			return name(i) + " deleted and made again"
 		},
 		func(i int) string {
 			edit(i, func(n *corev1.Node) { toggle(n.Annotations, gpuv1.AnnotationRemediationApproved, gpuv1.LabelTrue) })
@@ -268,6 +309,34 @@ func lookAlike(t *testing.T, seed uint64, rounds int) {
 	g.Expect(twins[0].r.looks.reused).To(BeNumerically(">", rounds), "the incremental controller kept judgements")
 	g.Expect(twins[1].r.looks.reused).To(BeZero(), "the other judged every node at every look")
 	t.Logf("%d judgements kept over %d rounds", twins[0].r.looks.reused, rounds)
+}
+
+// fleetNode is a node of the twins' fleet as it starts: its driver and
+// device plugin ready, eight GPUs healthy, mig-manager deployed.
+func fleetNode(name string) *corev1.Node {
+	n := gpuNode(name, map[string]string{
+		gpuv1.StateLabel(string(state.Driver)):       string(gpuv1.StateReady),
+		gpuv1.StateLabel(string(state.DevicePlugin)): string(gpuv1.StateReady),
+		gpuv1.DeployLabel(string(state.MIGManager)):  gpuv1.LabelTrue,
+	}, nil)
+	n.UID = types.UID(name)
+	gpus := resource.MustParse("8")
+	n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": gpus}
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": gpus}
+	return n
+}
+
+// operandPodOf is an operand pod of a state on node, ready or not.
+func operandPodOf(node string, st state.Name, ready bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(st) + "-" + node, Namespace: fixture.Namespace,
+		UID:    types.UID("uid-" + string(st) + "-" + node),
+		Labels: map[string]string{render.LabelState: string(st), render.LabelManagedBy: render.ManagedBy}},
+		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if ready {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC))}}
+	}
+	return p
 }
 
 // driverPodOf is node's driver pod at a template hash, ready or not.
