@@ -65,11 +65,7 @@ func NewLive(t testing.TB, pods ...corev1.Pod) *Live {
 // Put adds or changes a pod, and returns once the index has it.
 func (l *Live) Put(pod *corev1.Pod) {
 	l.t.Helper()
-	pod = pod.DeepCopy()
-	l.mu.Lock()
-	l.version++
-	pod.ResourceVersion = strconv.Itoa(l.version)
-	l.mu.Unlock()
+	pod = l.versioned(pod)
 	l.watcher.Modify(pod)
 	l.await(func() bool { return l.holds(pod) })
 }
@@ -77,13 +73,20 @@ func (l *Live) Put(pod *corev1.Pod) {
 // Delete removes a pod, and returns once the index no longer has it.
 func (l *Live) Delete(pod *corev1.Pod) {
 	l.t.Helper()
-	pod = pod.DeepCopy()
-	l.mu.Lock()
-	l.version++
-	pod.ResourceVersion = strconv.Itoa(l.version)
-	l.mu.Unlock()
+	pod = l.versioned(pod)
 	l.watcher.Delete(pod)
 	l.await(func() bool { return !l.has(pod.Namespace, pod.Name) })
+}
+
+// versioned is a copy of pod at the next resourceVersion, as the API
+// server gives each change.
+func (l *Live) versioned(pod *corev1.Pod) *corev1.Pod {
+	pod = pod.DeepCopy()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.version++
+	pod.ResourceVersion = strconv.Itoa(l.version)
+	return pod
 }
 
 func (l *Live) holds(pod *corev1.Pod) bool {
