@@ -113,3 +113,14 @@ func TestKeptSharesSummariseAsFreshOnes(t *testing.T) {
 	g.Expect(reused).To(BeNumerically(">", 300*20), "shares were kept")
 	t.Logf("%d shares kept over 300 summaries", reused)
 }
+
+// summarize is the summary of nodes with every share read afresh: what
+// the status would say without the shares kept between reconciles.
+func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
+	perNode := g.PerNode()
+	shares := make([]*nodeShare, len(nodes))
+	for i := range nodes {
+		shares[i] = shareOf(g, perNode, &nodes[i])
+	}
+	return summarizeShares(g, enabled, nodes, shares, ds)
+}

@@ -54,20 +54,10 @@ type summary struct {
 // poolCounts counts a driver pool's GPU nodes.
 type poolCounts struct{ nodes, ready int }
 
-// summarize counts the GPU nodes per state from their labels. Cluster-wide
-// states count the pods of their DaemonSet instead (nfd-worker, on every
-// node), from ds, which is nil when it does not exist.
-func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, ds *appsv1.DaemonSet) summary {
-	perNode := g.PerNode()
-	shares := make([]*nodeShare, len(nodes))
-	for i := range nodes {
-		shares[i] = shareOf(g, perNode, &nodes[i])
-	}
-	return summarizeShares(g, enabled, nodes, shares, ds)
-}
-
-// summarizeShares is summarize from the nodes' shares, in the nodes'
-// order.
+// summarizeShares counts the GPU nodes per state from their shares (in
+// the nodes' order), read from their labels. Cluster-wide states count the
+// pods of their DaemonSet instead (nfd-worker, on every node), from ds,
+// which is nil when it does not exist.
 func summarizeShares(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, shares []*nodeShare, ds *appsv1.DaemonSet) summary {
 	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}, unhealthy: map[string]int64{},
 		firstNotUp: map[string]state.Name{}, pools: map[string]*poolCounts{}, operations: map[[2]string]int{}}
