@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,8 +151,11 @@ func TestAMIGApplyUnderWayFinishesWhenDynamicMIGTurnsOn(t *testing.T) {
 		Should(HaveKeyWithValue(gpuv1.AnnotationMIGApplied, "all-1g.18gb"))
 	g.Eventually(func() map[string]string { return f.Node(applying).Labels }, 3*time.Minute, controllertest.Interval).
 		Should(HaveKeyWithValue(gpuv1.LabelMIGReconfigureState, string(gpuv1.MIGApply)))
-	manager := f.PodOn(applying, "mig-manager")
-	g.Expect(manager).NotTo(BeNil(), "mig-manager applies")
+	// Its pod comes once the node controller lets mig-manager on with the
+	// apply's gate, which may be after the state is read here.
+	var manager *corev1.Pod
+	g.Eventually(func() *corev1.Pod { manager = f.PodOn(applying, "mig-manager"); return manager }, time.Minute, controllertest.Interval).
+		ShouldNot(BeNil(), "mig-manager applies")
 
 	f.UpdatePolicy(func(cp *gpuv1.ClusterPolicy) { cp.Spec.DRADriver.FeatureGates = map[string]bool{"DynamicMIG": true} })
 	g.Eventually(func() map[string]string { return f.Node(done).Annotations }, time.Minute, controllertest.Interval).
