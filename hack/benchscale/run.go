@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -140,11 +141,18 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 	profiles := cfg.ws.profiles()
 	for _, stale := range []string{heapPeakRollout, heapPeakRun} {
 		_ = os.Remove(filepath.Join(profiles, stale))
+		_ = os.Remove(filepath.Join(profiles, strings.TrimSuffix(stale, ".pprof")+".txt"))
 	}
 	var peakProfile atomic.Pointer[string]
 	peakProfile.Store(ptr.To(heapPeakRollout))
 	rss := watchRSS(ctx, op.Pid(), time.Second, func(rssSplit) {
-		saveProfile(ctx, cfg.log, listen.Pprof, profiles, *peakProfile.Load(), "/debug/pprof/heap")
+		name := *peakProfile.Load()
+		saveProfile(ctx, cfg.log, listen.Pprof, profiles, name, "/debug/pprof/heap")
+		// The same heap as text, ending in the runtime's MemStats: what
+		// the resident set holds beyond the live heap (the heap's free
+		// and unreturned pages, stacks, the collector's metadata), which
+		// the profile does not say.
+		saveProfile(ctx, cfg.log, listen.Pprof, profiles, strings.TrimSuffix(name, ".pprof")+".txt", "/debug/pprof/heap?debug=1")
 	})
 
 	// The rollout, from the ClusterPolicy's creation to every node ready on
