@@ -216,6 +216,8 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	progress(cfg.log, "quiet period: %s", cfg.quiet)
+	// What the idle CPU is spent on, over the period it is measured in.
+	cfg.cpuProfiles.save(ctx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "cpu-idle.pprof", int(cfg.quiet.Seconds()))
 	sleepUntil(ctx, quietStart.Add(cfg.quiet))
 	select {
 	case at := <-statusReady:
