@@ -18,13 +18,18 @@ import (
 // kernels instead: the one each node runs its driver for, and the one it
 // boots once that one's image is found.
 func (s *Set) Groups(gpuNodes []corev1.Node) []state.DriverPool {
-	return s.GroupsOf(gpuNodes, nil)
+	nodes := make([]*corev1.Node, len(gpuNodes))
+	for i := range gpuNodes {
+		nodes[i] = &gpuNodes[i]
+	}
+	return s.GroupsOf(nodes, nil)
 }
 
 // GroupsOf is Groups of the nodes gpu keeps (every node, where gpu is
-// nil): a caller with every node of a large fleet filters them here
-// rather than copying out the GPU nodes, 784 bytes each, at every render.
-func (s *Set) GroupsOf(nodes []corev1.Node, gpu func(*corev1.Node) bool) []state.DriverPool {
+// nil): a caller with every node of a large fleet (the cache's own)
+// filters them here rather than copying out the GPU nodes, 784 bytes
+// each, at every render.
+func (s *Set) GroupsOf(nodes []*corev1.Node, gpu func(*corev1.Node) bool) []state.DriverPool {
 	if s == nil {
 		return nil
 	}
@@ -36,8 +41,7 @@ func (s *Set) GroupsOf(nodes []corev1.Node, gpu func(*corev1.Node) bool) []state
 		}
 		m[pool][k] = true
 	}
-	for i := range nodes {
-		n := &nodes[i]
+	for _, n := range nodes {
 		if gpu != nil && !gpu(n) {
 			continue
 		}

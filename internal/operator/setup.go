@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-operator/gpu-operator/internal/apifeatures"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/controller/clusterpolicy"
 	"github.com/gpu-operator/gpu-operator/internal/controller/gpucluster"
 	"github.com/gpu-operator/gpu-operator/internal/controller/imagecheck"
@@ -110,8 +111,12 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	if err := nodes.SetupWithManager(mgr, cfg.NodeWorkers); err != nil {
 		return fmt.Errorf("setting up the node controller: %w", err)
 	}
+	// The controllers that look at the whole fleet at once read the
+	// cache's nodes as it holds them.
+	fleet := cacheconfig.CachedNodes{Informers: mgr.GetCache()}
 	policies := &clusterpolicy.Reconciler{
 		Client:    mgr.GetClient(),
+		Nodes:     fleet,
 		Mapper:    mgr.GetRESTMapper(),
 		Graph:     graph,
 		Namespace: cfg.Namespace,
@@ -144,6 +149,7 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	upgrades := &maintenance.Reconciler{
 		Client:    mgr.GetClient(),
+		Nodes:     fleet,
 		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
 		TrimNode:  cfg.TrimNode,

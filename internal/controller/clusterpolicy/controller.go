@@ -22,6 +22,7 @@ import (
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/apifeatures"
 	"github.com/gpu-operator/gpu-operator/internal/apply"
+	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/gating"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
@@ -48,6 +49,9 @@ const cleanupPoll = 2 * time.Second
 // Reconciler reconciles the ClusterPolicy into the states' objects.
 type Reconciler struct {
 	Client client.Client
+	// Nodes lists the fleet at each reconcile (cacheconfig.CachedNodes:
+	// the cache's own nodes, no copy of each); nil lists through Client.
+	Nodes cacheconfig.NodeLister
 	// Mapper tells which kinds the API server serves.
 	Mapper    meta.RESTMapper
 	Graph     *state.Graph
@@ -115,16 +119,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 
 	// Read-only: the cache's nodes, not a copy of each at every reconcile.
-	nodes := &corev1.NodeList{}
-	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+	nodes, err := cacheconfig.ListNodes(ctx, r.Nodes, r.Client)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	// The namespace admits privileged pods before the operands' pods
 	// are asked for.
 	applyErr := r.labelPodSecurity(ctx, cp)
-	morePodMetadata, err := r.applyStates(ctx, cp, nodes.Items)
+	morePodMetadata, err := r.applyStates(ctx, cp, nodes)
 	applyErr = errors.Join(applyErr, err)
-	status, err := r.observe(ctx, cp, nodes.Items, problems{apply: applyErr, missing: r.missing(ctx, cp)})
+	status, err := r.observe(ctx, cp, nodes, problems{apply: applyErr, missing: r.missing(ctx, cp)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -337,7 +341,7 @@ func (r *Reconciler) deviceTaintsMissing(ctx context.Context, spec *gpuv1.Cluste
 const draHealthGate = "NVMLDeviceHealthCheck"
 
 // observe computes the status from the nodes' labels.
-func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node, p problems) (gpuv1.ClusterPolicyStatus, error) {
+func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []*corev1.Node, p problems) (gpuv1.ClusterPolicyStatus, error) {
 	nfd := &appsv1.DaemonSet{}
 	nfdErr := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: nfdWorkerName}, nfd)
 	if client.IgnoreNotFound(nfdErr) != nil {
@@ -356,7 +360,7 @@ func (r *Reconciler) observe(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes
 
 // explain finds why the states are not ready on the nodes the status
 // names: a handful of pure decisions on cached objects.
-func (r *Reconciler) explain(ctx context.Context, s *summary, nodes []corev1.Node) error {
+func (r *Reconciler) explain(ctx context.Context, s *summary, nodes []*corev1.Node) error {
 	named := s.namedNodes()
 	if r.Explain == nil || len(named) == 0 {
 		return nil
@@ -366,7 +370,7 @@ func (r *Reconciler) explain(ctx context.Context, s *summary, nodes []corev1.Nod
 		if !named[nodes[i].Name] {
 			continue
 		}
-		why, err := r.Explain(ctx, &nodes[i])
+		why, err := r.Explain(ctx, nodes[i])
 		if err != nil {
 			return err
 		}

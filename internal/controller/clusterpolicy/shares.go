@@ -77,14 +77,14 @@ type shares struct {
 
 // of returns the shares of nodes, read anew for the nodes that changed,
 // and forgets the nodes not listed.
-func (c *shares) of(g *state.Graph, perNode []state.Name, nodes []corev1.Node) []*nodeShare {
+func (c *shares) of(g *state.Graph, perNode []state.Name, nodes []*corev1.Node) []*nodeShare {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	kept := c.byNode
 	c.byNode = make(map[string]*nodeShare, len(nodes))
 	out := make([]*nodeShare, len(nodes))
 	for i := range nodes {
-		n := &nodes[i]
+		n := nodes[i]
 		s := kept[n.Name]
 		if s == nil || s.uid != n.UID || s.version != n.ResourceVersion || n.ResourceVersion == "" {
 			s = shareOf(g, perNode, n)

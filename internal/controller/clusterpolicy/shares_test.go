@@ -101,7 +101,8 @@ func TestKeptSharesSummariseAsFreshOnes(t *testing.T) {
 		for name, s := range kept.byNode {
 			before[name] = s
 		}
-		got := summarizeShares(graph, enabled, nodes, kept.of(graph, perNode, nodes), ds)
+		l := listed(nodes)
+		got := summarizeShares(graph, enabled, l, kept.of(graph, perNode, l), ds)
 		want := summarize(graph, enabled, nodes, ds)
 		g.Expect(got).To(Equal(want), "round %d", round)
 		for name, s := range kept.byNode {
@@ -122,5 +123,14 @@ func summarize(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node,
 	for i := range nodes {
 		shares[i] = shareOf(g, perNode, &nodes[i])
 	}
-	return summarizeShares(g, enabled, nodes, shares, ds)
+	return summarizeShares(g, enabled, listed(nodes), shares, ds)
+}
+
+// listed is nodes as a lister hands them out: pointers to the objects.
+func listed(nodes []corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		out[i] = &nodes[i]
+	}
+	return out
 }

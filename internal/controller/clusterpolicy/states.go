@@ -53,7 +53,7 @@ type rendered struct {
 
 // renderAll renders the enabled states from the policy and what the cluster
 // looks like (the GPU nodes' operating systems, the kinds served).
-func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (*rendered, error) {
+func (r *Reconciler) renderAll(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []*corev1.Node) (*rendered, error) {
 	inUse := variants(cp, nodes)
 	configs, err := r.devicePluginConfigs(ctx, cp, inUse)
 	if err != nil {
@@ -155,7 +155,7 @@ func (r *Reconciler) managedKinds() []schema.GroupVersionKind {
 // device plugin's mode: its DRA driver stays until the switch takes it off
 // the node, whatever its pool now says, and pruning the driver's objects
 // would take it from under the pods that hold its GPUs.
-func draNodes(nodes []corev1.Node) bool {
+func draNodes(nodes []*corev1.Node) bool {
 	for i := range nodes {
 		for _, m := range []string{nodes[i].Annotations[gating.AnnotationAllocationMode], nodes[i].Labels[gpuv1.LabelAllocationMode]} {
 			if m == string(gpuv1.AllocationDRA) || m == string(gpuv1.AllocationNone) {
@@ -184,10 +184,10 @@ func toolkitRegistersHandler(cp *gpuv1.ClusterPolicy, variants []state.Variant) 
 
 // variants returns the node variants in use among the GPU nodes, as their
 // labels say, the policy's default first.
-func variants(cp *gpuv1.ClusterPolicy, nodes []corev1.Node) []state.Variant {
+func variants(cp *gpuv1.ClusterPolicy, nodes []*corev1.Node) []state.Variant {
 	var seen []state.Variant
 	for i := range nodes {
-		if !gating.IsGPUNode(&nodes[i]) {
+		if !gating.IsGPUNode(nodes[i]) {
 			continue
 		}
 		if v, ok := state.VariantOfLabels(nodes[i].Labels); ok {
@@ -208,7 +208,7 @@ func (r *Reconciler) served(gvk schema.GroupVersionKind) bool {
 // Nothing is pruned when rendering failed: a policy the renderer cannot
 // handle must not take down what runs. more reports running pods whose
 // new metadata waits for the next pass.
-func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []corev1.Node) (more bool, err error) {
+func (r *Reconciler) applyStates(ctx context.Context, cp *gpuv1.ClusterPolicy, nodes []*corev1.Node) (more bool, err error) {
 	objs, err := r.renderAll(ctx, cp, nodes)
 	if err != nil {
 		return false, err

@@ -65,11 +65,12 @@ func BenchmarkStatus(b *testing.B) {
 			ds := &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(size), NumberReady: int32(size)}}
 			b.ReportAllocs()
 			perNode := g.PerNode()
+			l := listed(nodes)
 			for b.Loop() {
 				if !bench.kept {
 					r.shares = shares{}
 				}
-				s := summarizeShares(g, enabled, nodes, r.shares.of(g, perNode, nodes), ds)
+				s := summarizeShares(g, enabled, l, r.shares.of(g, perNode, l), ds)
 				r.export(s)
 				_ = buildStatus(cp, r.Namespace, s, problems{})
 			}

@@ -58,7 +58,7 @@ type poolCounts struct{ nodes, ready int }
 // the nodes' order), read from their labels. Cluster-wide states count the
 // pods of their DaemonSet instead (nfd-worker, on every node), from ds,
 // which is nil when it does not exist.
-func summarizeShares(g *state.Graph, enabled map[state.Name]bool, nodes []corev1.Node, shares []*nodeShare, ds *appsv1.DaemonSet) summary {
+func summarizeShares(g *state.Graph, enabled map[state.Name]bool, nodes []*corev1.Node, shares []*nodeShare, ds *appsv1.DaemonSet) summary {
 	s := summary{byState: map[state.Name]*stateCounts{}, upgrades: map[gpuv1.UpgradeState]int{}, unhealthy: map[string]int64{},
 		firstNotUp: map[string]state.Name{}, pools: map[string]*poolCounts{}, operations: map[[2]string]int{}}
 	for _, st := range g.States() {
@@ -71,7 +71,7 @@ func summarizeShares(g *state.Graph, enabled map[state.Name]bool, nodes []corev1
 		counts[i] = s.byState[name]
 	}
 	for i := range nodes {
-		n, share := &nodes[i], shares[i]
+		n, share := nodes[i], shares[i]
 		if !share.gpu {
 			continue
 		}

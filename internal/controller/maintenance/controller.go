@@ -16,6 +16,7 @@ import (
 
 	gpuv1 "github.com/gpu-operator/gpu-operator/api/v1"
 	"github.com/gpu-operator/gpu-operator/internal/arbiter"
+	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
 	"github.com/gpu-operator/gpu-operator/internal/draslices"
 	"github.com/gpu-operator/gpu-operator/internal/metrics"
 	"github.com/gpu-operator/gpu-operator/internal/operandpods"
@@ -43,6 +44,9 @@ type SliceReader interface {
 type Reconciler struct {
 	// Client reads nodes from the cache and writes.
 	Client client.Client
+	// Nodes lists the fleet at each look (cacheconfig.CachedNodes: the
+	// cache's own nodes, no copy of each); nil lists through Client.
+	Nodes cacheconfig.NodeLister
 	// Pods are the operand pods.
 	Pods *operandpods.Index
 	// Slices are the DRA driver's ResourceSlices, by node: the health of
@@ -96,9 +100,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// Lists here are read-only: the cache's objects, not copies of them.
-	list := &corev1.NodeList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	// Read-only: the cache's objects, not copies of them.
+	cached, err := cacheconfig.ListNodes(ctx, r.Nodes, r.Client)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	obs, err := r.observe(ctx)
@@ -113,12 +117,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (result ctrl
 		// A standby that takes over holds a cache that may not have the
 		// last writes of the leader before it: its first look reads
 		// those nodes live.
-		if err := r.prime(ctx, list.Items); err != nil {
+		if err := r.prime(ctx, cached); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.primed.Store(true)
 	}
-	all, replaced := r.written.current(list.Items)
+	all, replaced := r.written.current(cached)
 	if replaced > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("reading nodes as this controller wrote them: the cache has not seen those writes yet", "nodes", replaced)
 	}

@@ -82,14 +82,13 @@ func (w *writes) record(before string, after *corev1.Node) {
 // this process's writes replaced by the nodes as written, and drops what
 // it remembers of nodes the cache has caught up with, and of nodes gone.
 // It reports how many it replaced.
-func (w *writes) current(cached []corev1.Node) ([]*corev1.Node, int) {
+func (w *writes) current(cached []*corev1.Node) ([]*corev1.Node, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	nodes := make([]*corev1.Node, len(cached))
 	replaced := 0
 	listed := make(map[string]bool, len(w.last))
-	for i := range cached {
-		n := &cached[i]
+	for i, n := range cached {
 		nodes[i] = n
 		e := w.last[n.Name]
 		if e == nil {
@@ -116,10 +115,10 @@ func (w *writes) current(cached []corev1.Node) ([]*corev1.Node, int) {
 // it can only be behind. A leader that went away may have written them
 // just before, and the cache that has not seen it yet would count their
 // places as free.
-func (r *Reconciler) prime(ctx context.Context, cached []corev1.Node) error {
+func (r *Reconciler) prime(ctx context.Context, cached []*corev1.Node) error {
 	byName := make(map[string]*corev1.Node, len(cached))
-	for i := range cached {
-		byName[cached[i].Name] = &cached[i]
+	for _, n := range cached {
+		byName[n.Name] = n
 	}
 	cont := ""
 	for {

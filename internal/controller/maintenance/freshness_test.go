@@ -381,11 +381,15 @@ func TestPrimeReadsEveryPage(t *testing.T) {
 	for _, i := range behind {
 		live[i].ResourceVersion = "2"
 	}
+	listed := make([]*corev1.Node, n)
+	for i := range cached {
+		listed[i] = &cached[i]
+	}
 	reader := &pagedNodes{nodes: live}
 	r := &Reconciler{APIReader: reader}
-	g.Expect(r.prime(context.Background(), cached)).To(Succeed())
+	g.Expect(r.prime(context.Background(), listed)).To(Succeed())
 	g.Expect(reader.pages).To(Equal(3))
-	nodes, replaced := r.written.current(cached)
+	nodes, replaced := r.written.current(listed)
 	g.Expect(replaced).To(Equal(len(behind)))
 	for _, i := range behind {
 		g.Expect(nodes[i].ResourceVersion).To(Equal("2"), nodes[i].Name)

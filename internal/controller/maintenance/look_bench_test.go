@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,21 +25,11 @@ import (
 	"github.com/gpu-operator/gpu-operator/internal/test/podindex"
 )
 
-// cachedNodes serves node lists from one prebuilt list, shared as the
-// informer cache shares its objects (the look lists with
-// UnsafeDisableDeepCopy); everything else goes to the fake API server.
-type cachedNodes struct {
-	client.Client
-	nodes []corev1.Node
-}
+// fixedNodes lists one prebuilt fleet, the same objects at every look, as
+// the informer cache hands out its own (cacheconfig.CachedNodes).
+type fixedNodes []*corev1.Node
 
-func (c *cachedNodes) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if l, ok := list.(*corev1.NodeList); ok {
-		l.Items = c.nodes
-		return nil
-	}
-	return c.Client.List(ctx, list, opts...)
-}
+func (f fixedNodes) ListNodes(context.Context) ([]*corev1.Node, error) { return slices.Clone(f), nil }
 
 // BenchmarkLook is one look of the maintenance controller at a fleet late
 // in a driver rollout: every node upgrade-required on an outdated driver
@@ -89,7 +80,11 @@ func BenchmarkLook(b *testing.B) {
 			g.Expect(err).NotTo(HaveOccurred())
 			m, err := metrics.New(prometheus.NewRegistry())
 			g.Expect(err).NotTo(HaveOccurred())
-			r := &Reconciler{Client: &cachedNodes{Client: c, nodes: nodes}, APIReader: c, Pods: podindex.Fixed(b, pods...),
+			listed := make(fixedNodes, size)
+			for i := range nodes {
+				listed[i] = &nodes[i]
+			}
+			r := &Reconciler{Client: c, Nodes: listed, APIReader: c, Pods: podindex.Fixed(b, pods...),
 				Graph: graph, Namespace: fixture.Namespace, Recorder: &events.FakeRecorder{}, Metrics: m,
 				Timers: fixture.Timers(), TrimNode: cacheconfig.NewNodeTrimmer().Node}
 			// The first look writes each node's waiting reason; the
