@@ -27,15 +27,21 @@ func (c *cpuProfiles) save(ctx context.Context, log io.Writer, pprof, dir, name 
 	}
 	go func() {
 		defer c.running.Unlock()
-		saveProfile(ctx, log, pprof, dir, name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds))
+		saveProfileOver(ctx, log, pprof, dir, name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds),
+			time.Duration(seconds)*time.Second)
 	}()
 }
 
-// saveProfile fetches one pprof profile from the operator into dir/name;
-// a CPU profile covers the next seconds. Failing to profile does not fail
-// the benchmark: it is logged.
+// saveProfile fetches one pprof profile from the operator into dir/name.
+// Failing to profile does not fail the benchmark: it is logged.
 func saveProfile(ctx context.Context, log io.Writer, pprof, dir, name, path string) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	saveProfileOver(ctx, log, pprof, dir, name, path, 0)
+}
+
+// saveProfileOver is saveProfile of a profile that covers the next span
+// (a CPU profile's seconds): it is given that long and 5 minutes more.
+func saveProfileOver(ctx context.Context, log io.Writer, pprof, dir, name, path string, span time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, span+5*time.Minute)
 	defer cancel()
 	err := func() error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprof+path, nil)
