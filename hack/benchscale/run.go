@@ -32,6 +32,10 @@ const (
 	heapPeakRollout = "heap-peak-rollout.pprof"
 	heapPeakRun     = "heap-peak-run.pprof"
 
+	// idleProfileMargin is how long before the quiet period's end its CPU
+	// profile ends, for the operator to write it out within the period.
+	idleProfileMargin = 5 * time.Second
+
 	// settle is the quiescence target: the operator should be done writing
 	// this long after every node is ready.
 	settle = 10 * time.Second
@@ -216,8 +220,12 @@ func gated(ctx context.Context, cfg config, graph *state.Graph, r *Result) (*flo
 		return nil, err
 	}
 	progress(cfg.log, "quiet period: %s", cfg.quiet)
-	// What the idle CPU is spent on, over the period it is measured in.
-	cfg.cpuProfiles.save(ctx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "cpu-idle.pprof", int(cfg.quiet.Seconds()))
+	// What the idle CPU is spent on, over the period it is measured in
+	// but its last seconds: the operator writes the profile out when it
+	// ends, and that CPU belongs in the idle figure, not in the churn's
+	// that starts as the period ends.
+	cfg.cpuProfiles.save(ctx, cfg.log, cfg.ws.listen().Pprof, cfg.ws.profiles(), "cpu-idle.pprof",
+		int((cfg.quiet - idleProfileMargin).Seconds()))
 	sleepUntil(ctx, quietStart.Add(cfg.quiet))
 	select {
 	case at := <-statusReady:
