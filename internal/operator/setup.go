@@ -66,6 +66,9 @@ type Config struct {
 	// the maintenance controller keeps the nodes it wrote as the cache
 	// would. Nil keeps them whole.
 	TrimNode func(*corev1.Node) *corev1.Node
+	// Nodes lists the fleet for the controllers that look at all of it at
+	// once; nil lists the manager cache's own nodes (cacheconfig.CachedNodes).
+	Nodes cacheconfig.NodeLister
 }
 
 // Setup registers the operand pods index and the controllers with mgr.
@@ -113,7 +116,10 @@ func Setup(mgr ctrl.Manager, cfg Config) error {
 	}
 	// The controllers that look at the whole fleet at once read the
 	// cache's nodes as it holds them.
-	fleet := cacheconfig.CachedNodes{Informers: mgr.GetCache()}
+	fleet := cfg.Nodes
+	if fleet == nil {
+		fleet = cacheconfig.CachedNodes{Informers: mgr.GetCache()}
+	}
 	policies := &clusterpolicy.Reconciler{
 		Client:    mgr.GetClient(),
 		Nodes:     fleet,

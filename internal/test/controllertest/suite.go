@@ -51,6 +51,8 @@ type Suite struct {
 	writes atomic.Int64
 	// stopManager stops the running manager and waits until it stopped.
 	stopManager func()
+	// nodes are the nodes the operator's controllers listed from the cache.
+	nodes listedNodes
 }
 
 // Config is a copy of the API server's client config, for a client of a
@@ -94,7 +96,15 @@ func Run(m *testing.M, suite **Suite) int {
 	defer stopWatching()
 	go s.Sim.run(ctx)
 	*suite = s
-	return m.Run()
+	code := m.Run()
+	// Every test of the package passed with the cache's nodes as shared
+	// objects: none may have been changed by the controllers reading them.
+	s.StopOperator()
+	if err := s.nodes.untouched(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: controllertest:", err)
+		return 1
+	}
+	return code
 }
 
 // StartOperator runs the real manager with the operator's cache settings
@@ -132,7 +142,9 @@ func (s *Suite) StartOperator() error {
 	}
 	s.metrics = m
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := operator.Setup(mgr, operator.Config{Namespace: Namespace, NodeWorkers: 4, Timers: s.Timers, Metrics: m, TrimNode: nodes.Node}); err != nil {
+	s.nodes.use(cacheconfig.CachedNodes{Informers: mgr.GetCache()})
+	if err := operator.Setup(mgr, operator.Config{Namespace: Namespace, NodeWorkers: 4, Timers: s.Timers, Metrics: m,
+		TrimNode: nodes.Node, Nodes: &s.nodes}); err != nil {
 		cancel()
 		return err
 	}
