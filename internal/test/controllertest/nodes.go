@@ -2,24 +2,23 @@ package controllertest
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/gpu-operator/gpu-operator/internal/cacheconfig"
+	"github.com/gpu-operator/gpu-operator/internal/test/fixture"
 )
 
 // listedNodes is the operator's fleet lister (cacheconfig.CachedNodes over
 // the running manager's cache) with a copy kept of every node it handed
 // out: the objects are the cache's, every reader's, and a controller that
-// changed one in place would change what the others read. untouched says
+// changed one in place would change what the others read. copies tell
 // whether any was, over the whole suite and every restart of the operator.
 type listedNodes struct {
-	mu    sync.Mutex
-	inner cacheconfig.NodeLister
-	as    map[*corev1.Node]*corev1.Node
+	mu     sync.Mutex
+	inner  cacheconfig.NodeLister
+	copies fixture.NodeCopies
 }
 
 func (l *listedNodes) use(inner cacheconfig.NodeLister) {
@@ -36,27 +35,6 @@ func (l *listedNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.as == nil {
-		l.as = map[*corev1.Node]*corev1.Node{}
-	}
-	for _, n := range nodes {
-		if _, ok := l.as[n]; !ok {
-			l.as[n] = n.DeepCopy()
-		}
-	}
+	l.copies.Keep(nodes)
 	return nodes, nil
-}
-
-func (l *listedNodes) untouched() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for n, was := range l.as {
-		if !equality.Semantic.DeepEqual(n, was) {
-			return fmt.Errorf("node %s, listed from the cache at version %s, was changed in place by a controller",
-				was.Name, was.ResourceVersion)
-		}
-	}
-	return nil
 }

@@ -100,7 +100,7 @@ func Run(m *testing.M, suite **Suite) int {
 	// Every test of the package passed with the cache's nodes as shared
 	// objects: none may have been changed by the controllers reading them.
 	s.StopOperator()
-	if err := s.nodes.untouched(); err != nil {
+	if err := s.nodes.copies.Changed(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: controllertest:", err)
 		return 1
 	}
