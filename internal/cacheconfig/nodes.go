@@ -54,16 +54,15 @@ func nodesOf(objs []any) []*corev1.Node {
 	return out
 }
 
-// ListedNodes lists the nodes through a reader, a copy of each: for readers
-// with no informer behind them (kubectl gpu's live client, tests' fakes).
-type ListedNodes struct {
-	Reader client.Reader
-}
-
-// ListNodes lists the nodes through the reader.
-func (l ListedNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
+// ListNodes lists the nodes with l or, where l is nil, through fallback,
+// a copy of each: for readers with no informer behind them (kubectl gpu's
+// live reader, tests' fakes).
+func ListNodes(ctx context.Context, l NodeLister, fallback client.Reader) ([]*corev1.Node, error) {
+	if l != nil {
+		return l.ListNodes(ctx)
+	}
 	list := &corev1.NodeList{}
-	if err := l.Reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	if err := fallback.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make([]*corev1.Node, len(list.Items))
@@ -71,12 +70,4 @@ func (l ListedNodes) ListNodes(ctx context.Context) ([]*corev1.Node, error) {
 		out[i] = &list.Items[i]
 	}
 	return out, nil
-}
-
-// ListNodes lists the nodes with l, or through fallback where l is nil.
-func ListNodes(ctx context.Context, l NodeLister, fallback client.Reader) ([]*corev1.Node, error) {
-	if l == nil {
-		l = ListedNodes{Reader: fallback}
-	}
-	return l.ListNodes(ctx)
 }
